@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
 from rocketpy.errors import MQClientError
@@ -20,28 +20,28 @@ from rocketpy.errors import MQClientError
 SUB_ALL = "*"
 
 
-class ConsumeStatus(str, Enum):
+class ConsumeStatus(StrEnum):
     """Result of a concurrent listener."""
 
     CONSUME_SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
-class ConsumeOrderlyStatus(str, Enum):
+class ConsumeOrderlyStatus(StrEnum):
     """Result of an orderly listener."""
 
     SUCCESS = "SUCCESS"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
-class MessageModel(str, Enum):
+class MessageModel(StrEnum):
     """CLUSTERING shares the queues among a group; BROADCASTING gives every consumer all queues."""
 
     CLUSTERING = "CLUSTERING"
     BROADCASTING = "BROADCASTING"
 
 
-class ConsumeFromWhere(str, Enum):
+class ConsumeFromWhere(StrEnum):
     """Where a group with no stored offset starts."""
 
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
@@ -49,7 +49,7 @@ class ConsumeFromWhere(str, Enum):
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
-class AllocateStrategy(str, Enum):
+class AllocateStrategy(StrEnum):
     """Queue allocation strategies (reference §6)."""
 
     AVERAGELY = "AVERAGELY"
@@ -58,7 +58,7 @@ class AllocateStrategy(str, Enum):
     BY_CONFIG = "BY_CONFIG"
 
 
-class ExpressionType(str, Enum):
+class ExpressionType(StrEnum):
     """Kind of a subscription expression."""
 
     TAG = "TAG"
