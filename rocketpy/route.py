@@ -1,0 +1,120 @@
+"""Route models of the control plane: TopicConfig, QueueData, BrokerData, TopicRouteData, DataVersion.
+
+These are pydantic models (control plane only: registrations, route lookups, admin calls; never per
+message). Field names are snake_case; aliases are RocketMQ's camelCase names, which is what travels
+on the wire (docs/wire.md) as msgpack maps with str keys. ``to_wire()`` gives that map,
+``from_wire(d)`` reads one (RocketMQ's JSON clients send numbers as strings; pydantic's lax mode
+accepts both). ``BrokerData.broker_addrs`` is keyed by ``int`` brokerId in Python and by its
+decimal string on the wire (``{"0": "ip:port"}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+
+PERM_INHERIT = 1
+PERM_WRITE = 2
+PERM_READ = 4
+PERM_PRIORITY = 8
+PERM_RW = PERM_READ | PERM_WRITE
+
+#: brokerId of a master; slaves have brokerId >= 1.
+MASTER_ID = 0
+
+_WIRE = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class _WireModel(BaseModel):
+    model_config = _WIRE
+
+    def to_wire(self) -> dict[str, Any]:
+        """This object as the msgpack-ready dict of docs/wire.md (RocketMQ field names)."""
+        return self.model_dump(by_alias=True, mode="json")
+
+    @classmethod
+    def from_wire(cls, d: Any) -> Self:
+        """Build from the wire dict (raises ``pydantic.ValidationError`` on a malformed one)."""
+        return cls.model_validate(d)
+
+
+class DataVersion(_WireModel):
+    """Version of a broker's topic table: changes whenever a topic is created, updated or deleted."""
+
+    timestamp: int = 0
+    counter: int = 0
+
+    def same_as(self, other: DataVersion | None) -> bool:
+        """True when ``other`` is the same version (RocketMQ's DataVersion.equals)."""
+        return other is not None and (self.timestamp, self.counter) == (other.timestamp, other.counter)
+
+
+class TopicConfig(_WireModel):
+    """One topic as a broker reports it in REGISTER_BROKER (RocketMQ's TopicConfig)."""
+
+    topic_name: str = Field(alias="topicName")
+    read_queue_nums: int = Field(16, alias="readQueueNums", ge=0)
+    write_queue_nums: int = Field(16, alias="writeQueueNums", ge=0)
+    perm: int = Field(PERM_RW, ge=0, le=15)
+    topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
+    topic_sys_flag: int = Field(0, alias="topicSysFlag")
+    order: bool = False
+
+
+class QueueData(_WireModel):
+    """The queues one broker (by name) holds for a topic."""
+
+    broker_name: str = Field(alias="brokerName")
+    read_queue_nums: int = Field(alias="readQueueNums", ge=0)
+    write_queue_nums: int = Field(alias="writeQueueNums", ge=0)
+    perm: int = Field(ge=0, le=15)
+    topic_sys_flag: int = Field(0, alias="topicSysFlag")
+
+
+class BrokerData(_WireModel):
+    """One broker name: its cluster and the address of each member (brokerId 0 = master)."""
+
+    cluster: str
+    broker_name: str = Field(alias="brokerName")
+    broker_addrs: dict[int, str] = Field(default_factory=dict, alias="brokerAddrs")
+
+    @field_serializer("broker_addrs")
+    def _addrs_with_str_keys(self, addrs: dict[int, str]) -> dict[str, str]:
+        return {str(k): v for k, v in sorted(addrs.items())}
+
+    def master_addr(self) -> str | None:
+        """The master's address, or None when the master is not registered."""
+        return self.broker_addrs.get(MASTER_ID)
+
+
+class TopicRouteData(_WireModel):
+    """Where a topic lives: the queue data per broker name and those brokers' addresses."""
+
+    order_topic_conf: str | None = Field(None, alias="orderTopicConf")
+    queue_datas: list[QueueData] = Field(default_factory=list, alias="queueDatas")
+    broker_datas: list[BrokerData] = Field(default_factory=list, alias="brokerDatas")
+    filter_server_table: dict[str, list[str]] = Field(default_factory=dict, alias="filterServerTable")
+
+
+class ClusterInfo(_WireModel):
+    """GET_BROKER_CLUSTER_INFO's body: every broker name and the broker names of each cluster."""
+
+    broker_addr_table: dict[str, BrokerData] = Field(default_factory=dict, alias="brokerAddrTable")
+    cluster_addr_table: dict[str, list[str]] = Field(default_factory=dict, alias="clusterAddrTable")
+
+
+class TopicConfigSerializeWrapper(_WireModel):
+    """A broker's topic table with its version (inside REGISTER_BROKER's body, and topics.json)."""
+
+    topic_config_table: dict[str, TopicConfig] = Field(default_factory=dict, alias="topicConfigTable")
+    data_version: DataVersion = Field(default_factory=DataVersion, alias="dataVersion")
+
+
+class RegisterBrokerBody(_WireModel):
+    """REGISTER_BROKER's body: ``{"topicConfigSerializeWrapper": {...}, "filterServerList": []}``."""
+
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = Field(
+        default_factory=TopicConfigSerializeWrapper, alias="topicConfigSerializeWrapper"
+    )
+    filter_server_list: list[str] = Field(default_factory=list, alias="filterServerList")
