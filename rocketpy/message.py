@@ -1,0 +1,277 @@
+"""Message, MessageExt and MessageQueue: the message model shared by the SDK and the broker.
+
+Owns the plain ``__slots__`` classes (no pydantic: these sit on the hot path), RocketMQ's property
+names (``MessageConst``) and the ``k\\x01v\\x02`` properties string codec. ``Message.keys`` is always a
+``list[str]``; on the wire it travels as the space-separated ``KEYS`` property and tags as ``TAGS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import total_ordering
+from typing import Any
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+class MessageConst:
+    """RocketMQ's well-known property names (``MessageConst.java``)."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT = "WAIT"
+    DELAY = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QID = "REAL_QID"
+    TRAN_MSG = "TRAN_MSG"
+    PGROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    BUYER_ID = "BUYER_ID"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    TRANSFER_FLAG = "TRANSFER_FLAG"
+    CORRECTION_FLAG = "CORRECTION_FLAG"
+    MQ2_FLAG = "MQ2_FLAG"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
+    UNIQ_KEY = "UNIQ_KEY"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIME = "CONSUME_START_TIME"
+    TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+    TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    TRANSACTION_ID = "__transactionId__"
+    INNER_NUM = "INNER_NUM"
+    INNER_BASE = "INNER_BASE"
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    SHARDING_KEY = "__SHARDINGKEY"
+    DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
+    DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+    PROPERTY_CRC32 = "__CRC32#"
+    KEY_SEPARATOR = " "
+
+
+def properties_to_string(props: dict[str, str]) -> str:
+    """Encode properties as RocketMQ does: ``name\\x01value\\x02`` per pair, trailing separator kept.
+
+    Args:
+        props: property names to values; ``None`` values are skipped.
+
+    Returns:
+        The encoded string ("" for no properties).
+    """
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
+    )
+
+
+def string_to_properties(s: str) -> dict[str, str]:
+    """Decode a RocketMQ properties string (inverse of ``properties_to_string``).
+
+    Pairs without a name/value separator are ignored, as RocketMQ does.
+    """
+    out: dict[str, str] = {}
+    if not s:
+        return out
+    for item in s.split(PROPERTY_SEPARATOR):
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and name:
+            out[name] = value
+    return out
+
+
+def _keys_list(keys: str | Iterable[str] | None) -> list[str]:
+    if keys is None:
+        return []
+    if isinstance(keys, str):
+        return [k for k in keys.split(MessageConst.KEY_SEPARATOR) if k]
+    return [str(k) for k in keys if k]
+
+
+class Message:
+    """A message to send.
+
+    Args:
+        topic: the topic name.
+        body: the payload bytes.
+        tags: an optional tag (used for broker-side tag filtering).
+        keys: one key (str, space-separated words become several keys) or a list of keys; indexed by
+            the broker for ``query_message``.
+        properties: user properties (str -> str).
+        delay_level: 0 for immediate delivery, 1..18 for RocketMQ's delay levels.
+        flag: the user flag integer stored with the message.
+    """
+
+    __slots__ = ("body", "delay_level", "flag", "keys", "properties", "tags", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes = b"",
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = None,
+        properties: dict[str, str] | None = None,
+        delay_level: int = 0,
+        flag: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.tags = tags
+        self.keys: list[str] = _keys_list(keys)
+        self.properties: dict[str, str] = dict(properties) if properties else {}
+        self.delay_level = delay_level
+        self.flag = flag
+
+    def all_properties(self) -> dict[str, str]:
+        """The full property map as sent on the wire: user properties plus TAGS, KEYS and DELAY."""
+        props = dict(self.properties)
+        if self.tags:
+            props[MessageConst.TAGS] = self.tags
+        if self.keys:
+            props[MessageConst.KEYS] = MessageConst.KEY_SEPARATOR.join(self.keys)
+        if self.delay_level > 0:
+            props[MessageConst.DELAY] = str(self.delay_level)
+        return props
+
+    def properties_string(self) -> str:
+        """The RocketMQ-encoded properties string of ``all_properties()``."""
+        return properties_to_string(self.all_properties())
+
+    def set_properties_string(self, s: str) -> None:
+        """Fill tags, keys, delay level and user properties from a wire properties string."""
+        props = string_to_properties(s)
+        self.tags = props.pop(MessageConst.TAGS, None)
+        self.keys = _keys_list(props.pop(MessageConst.KEYS, None))
+        delay = props.pop(MessageConst.DELAY, None)
+        self.delay_level = int(delay) if delay and delay.isdigit() else 0
+        self.properties = props
+
+    @property
+    def unique_key(self) -> str | None:
+        """The client unique id (``UNIQ_KEY``) if set."""
+        return self.properties.get(MessageConst.UNIQ_KEY)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, "
+            f"body_len={len(self.body)}, properties={self.properties!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in Message.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class MessageExt(Message):
+    """A stored message as read back from a broker (``Message`` plus store metadata).
+
+    ``msg_id`` is the client unique id (``UNIQ_KEY``) when present, else ``offset_msg_id``.
+    ``born_host``/``store_host`` are ``(ip, port)`` tuples.
+    """
+
+    __slots__ = (
+        "_msg_id",
+        "body_crc",
+        "born_host",
+        "born_timestamp",
+        "commitlog_offset",
+        "offset_msg_id",
+        "prepared_transaction_offset",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
+    )
+
+    def __init__(self, topic: str = "", body: bytes = b"", **kw: Any) -> None:
+        super().__init__(
+            topic,
+            body,
+            tags=kw.pop("tags", None),
+            keys=kw.pop("keys", None),
+            properties=kw.pop("properties", None),
+            delay_level=kw.pop("delay_level", 0),
+            flag=kw.pop("flag", 0),
+        )
+        self._msg_id: str | None = kw.pop("msg_id", None)
+        self.offset_msg_id: str = kw.pop("offset_msg_id", "")
+        self.queue_id: int = kw.pop("queue_id", 0)
+        self.queue_offset: int = kw.pop("queue_offset", 0)
+        self.commitlog_offset: int = kw.pop("commitlog_offset", 0)
+        self.born_timestamp: int = kw.pop("born_timestamp", 0)
+        self.store_timestamp: int = kw.pop("store_timestamp", 0)
+        self.born_host: tuple[str, int] = kw.pop("born_host", ("0.0.0.0", 0))
+        self.store_host: tuple[str, int] = kw.pop("store_host", ("0.0.0.0", 0))
+        self.reconsume_times: int = kw.pop("reconsume_times", 0)
+        self.store_size: int = kw.pop("store_size", 0)
+        self.body_crc: int = kw.pop("body_crc", 0)
+        self.sys_flag: int = kw.pop("sys_flag", 0)
+        self.prepared_transaction_offset: int = kw.pop("prepared_transaction_offset", 0)
+        if kw:
+            raise TypeError(f"MessageExt got unexpected fields: {sorted(kw)}")
+
+    @property
+    def msg_id(self) -> str:
+        """``UNIQ_KEY`` if the producer set one, else the offset msg id (as RocketMQ's client)."""
+        return self._msg_id or self.properties.get(MessageConst.UNIQ_KEY) or self.offset_msg_id
+
+    @msg_id.setter
+    def msg_id(self, value: str) -> None:
+        self._msg_id = value
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"msg_id={self.msg_id!r}, tags={self.tags!r}, keys={self.keys!r}, body_len={len(self.body)})"
+        )
+
+
+@total_ordering
+class MessageQueue:
+    """One queue of a topic on one broker; hashable, ordered by (topic, broker_name, queue_id)."""
+
+    __slots__ = ("broker_name", "queue_id", "topic")
+
+    def __init__(self, topic: str, broker_name: str, queue_id: int) -> None:
+        self.topic = topic
+        self.broker_name = broker_name
+        self.queue_id = queue_id
+
+    def _key(self) -> tuple[str, str, int]:
+        return (self.topic, self.broker_name, self.queue_id)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueue):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __lt__(self, other: MessageQueue) -> bool:
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageQueue(topic={self.topic!r}, broker_name={self.broker_name!r}, queue_id={self.queue_id})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """RocketMQ's wire shape ``{"topic", "brokerName", "queueId"}``."""
+        return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MessageQueue:
+        """Build from RocketMQ's wire shape ``{"topic", "brokerName", "queueId"}``."""
+        return cls(d["topic"], d["brokerName"], int(d["queueId"]))

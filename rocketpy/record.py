@@ -1,0 +1,255 @@
+"""The stored commitlog record layout (DESIGN §3, RocketMQ 4.x, big-endian) and the batch wire encoding.
+
+Owns the byte layout of one message record, shared by the store (which writes records into its
+mmap) and the clients (which decode pull bodies: raw records back to back). The layout is::
+
+    off size field
+      0  4   TOTALSIZE          whole record, this field included
+      4  4   MAGICCODE          0xdaa320a7 (message) / 0xcbd43194 (blank tail of a file)
+      8  4   BODYCRC            zlib.crc32 of the body as stored (after compression)
+     12  4   QUEUEID
+     16  4   FLAG               user flag
+     20  8   QUEUEOFFSET        logical offset in the consume queue
+     28  8   PHYSICALOFFSET     commitlog offset of this record
+     36  4   SYSFLAG            0x1 compressed (zlib), 0x4/0x8/0xC transaction bits
+     40  8   BORNTIMESTAMP      ms
+     48  8   BORNHOST           ipv4 (4) + port int32 (4)
+     56  8   STORETIMESTAMP     ms
+     64  8   STOREHOST          ipv4 (4) + port int32 (4)
+     72  4   RECONSUMETIMES
+     76  8   PREPAREDTRANSACTIONOFFSET
+     84  4   BODYLEN
+     88  n   BODY
+      .  1   TOPICLEN           u8, topic <= 127 bytes
+      .  t   TOPIC              UTF-8
+      .  2   PROPERTIESLEN      u16, <= 32767
+      .  p   PROPERTIES         "k\\x01v\\x02" pairs
+
+The batch encoding (SEND_BATCH_MESSAGE body) is, per message: TOTALSIZE u32, MAGICCODE u32,
+BODYCRC u32, FLAG u32, BODYLEN u32, BODY, PROPERTIESLEN u16, PROPERTIES.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from collections.abc import Iterable
+
+from rocketpy.message import Message, MessageConst, MessageExt
+from rocketpy.msgid import new_unique_id, offset_msg_id_from_packed
+
+MESSAGE_MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+COMPRESSED_FLAG = 0x1
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+END_FILE_MIN_BLANK_BYTES = 8
+
+# Fixed head of a record, up to and including BODYLEN (88 bytes).
+RECORD_HEAD = struct.Struct(
+    ">I"  # 0  TOTALSIZE
+    "I"  # 4  MAGICCODE
+    "I"  # 8  BODYCRC
+    "i"  # 12 QUEUEID
+    "i"  # 16 FLAG
+    "q"  # 20 QUEUEOFFSET
+    "q"  # 28 PHYSICALOFFSET
+    "i"  # 36 SYSFLAG
+    "q"  # 40 BORNTIMESTAMP
+    "8s"  # 48 BORNHOST (ipv4 + port int32)
+    "q"  # 56 STORETIMESTAMP
+    "8s"  # 64 STOREHOST (ipv4 + port int32)
+    "i"  # 72 RECONSUMETIMES
+    "q"  # 76 PREPAREDTRANSACTIONOFFSET
+    "I"  # 84 BODYLEN
+)
+HEAD_SIZE = RECORD_HEAD.size
+assert HEAD_SIZE == 88
+# TOTALSIZE + MAGIC, used for the blank tail of a file and quick checks.
+SIZE_MAGIC = struct.Struct(">II")
+BLANK_HEAD = SIZE_MAGIC
+U8 = struct.Struct(">B")
+U16 = struct.Struct(">H")
+U32 = struct.Struct(">I")
+Q64 = struct.Struct(">q")
+
+POS_QUEUE_OFFSET = 20
+POS_PHYSICAL_OFFSET = 28
+POS_SYS_FLAG = 36
+POS_STORE_TIMESTAMP = 56
+POS_STORE_HOST = 64
+POS_BODY_LEN = 84
+
+# Batch wire encoding head: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN (20 bytes).
+BATCH_HEAD = struct.Struct(">IIIiI")
+
+
+def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
+    """Total bytes of a record with the given body, topic and properties byte lengths."""
+    return HEAD_SIZE + body_len + 1 + topic_len + 2 + properties_len
+
+
+def pack_host(host: tuple[str, int]) -> bytes:
+    """The 8 stored bytes of an ``(ipv4, port)`` address."""
+    ip, port = host
+    try:
+        raw = socket.inet_aton(ip)
+    except OSError as e:
+        raise ValueError(f"host address must be IPv4, got {ip!r}") from e
+    return raw + struct.pack(">i", port)
+
+
+def unpack_host(raw: bytes) -> tuple[str, int]:
+    """Inverse of ``pack_host``."""
+    return socket.inet_ntoa(raw[:4]), struct.unpack(">i", raw[4:8])[0]
+
+
+def encode_record(
+    *,
+    topic: str,
+    body: bytes,
+    queue_id: int = 0,
+    flag: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: tuple[str, int] = ("127.0.0.1", 0),
+    store_timestamp: int = 0,
+    store_host: tuple[str, int] = ("127.0.0.1", 0),
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    properties: str = "",
+) -> bytes:
+    """Encode one complete record (not the hot path: the store packs straight into its mmap).
+
+    Raises:
+        ValueError: topic longer than 127 bytes or properties longer than 32767 bytes.
+    """
+    topic_b = topic.encode()
+    props_b = properties.encode()
+    if len(topic_b) > MAX_TOPIC_BYTES:
+        raise ValueError(f"topic is {len(topic_b)} bytes; the limit is {MAX_TOPIC_BYTES}")
+    if len(props_b) > MAX_PROPERTIES_BYTES:
+        raise ValueError(f"properties are {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
+    total = record_size(len(body), len(topic_b), len(props_b))
+    head = RECORD_HEAD.pack(
+        total, MESSAGE_MAGIC, zlib.crc32(body), queue_id, flag, queue_offset, physical_offset, sys_flag,
+        born_timestamp, pack_host(born_host), store_timestamp, pack_host(store_host), reconsume_times,
+        prepared_transaction_offset, len(body),
+    )  # fmt: skip
+    return b"".join((head, body, U8.pack(len(topic_b)), topic_b, U16.pack(len(props_b)), props_b))
+
+
+class RecordError(ValueError):
+    """Bytes that are not a valid record (bad magic, length or truncated)."""
+
+
+def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> MessageExt:
+    """Decode the record starting at ``offset`` of ``buf`` into a ``MessageExt``.
+
+    A compressed body (sys flag 0x1, zlib) is decompressed.
+
+    Raises:
+        RecordError: the bytes are not a complete message record.
+    """
+    mv = memoryview(buf)
+    if len(mv) - offset < HEAD_SIZE:
+        raise RecordError(f"truncated record at {offset}: {len(mv) - offset} bytes left")
+    (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host, store_ts,
+     store_host, reconsume, prepared, body_len) = RECORD_HEAD.unpack_from(mv, offset)  # fmt: skip
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
+    if total > len(mv) - offset or total < HEAD_SIZE + body_len + 3:
+        raise RecordError(f"bad total size {total} at {offset}")
+    pos = offset + HEAD_SIZE
+    body = bytes(mv[pos : pos + body_len])
+    pos += body_len
+    topic_len = mv[pos]
+    topic = bytes(mv[pos + 1 : pos + 1 + topic_len]).decode()
+    pos += 1 + topic_len
+    (props_len,) = U16.unpack_from(mv, pos)
+    if pos + 2 + props_len - offset != total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    props = bytes(mv[pos + 2 : pos + 2 + props_len]).decode()
+    if sys_flag & COMPRESSED_FLAG:
+        body = zlib.decompress(body)
+    msg = MessageExt(
+        topic, body, flag=flag, queue_id=queue_id, queue_offset=queue_offset, commitlog_offset=phys,
+        born_timestamp=born_ts, store_timestamp=store_ts, born_host=unpack_host(born_host),
+        store_host=unpack_host(store_host), reconsume_times=reconsume, store_size=total, body_crc=crc,
+        sys_flag=sys_flag, prepared_transaction_offset=prepared,
+        offset_msg_id=offset_msg_id_from_packed(store_host, phys),
+    )  # fmt: skip
+    msg.set_properties_string(props)
+    return msg
+
+
+def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageExt]:
+    """Decode a run of records back to back (a pull response body).
+
+    Raises:
+        RecordError: a record in the run is invalid or truncated.
+    """
+    mv = memoryview(buf)
+    out: list[MessageExt] = []
+    pos = 0
+    end = len(mv)
+    while pos < end:
+        msg = decode_record(mv, pos)
+        out.append(msg)
+        pos += msg.store_size
+    return out
+
+
+def _ensure_unique_key(msg: Message) -> None:
+    if MessageConst.UNIQ_KEY not in msg.properties:
+        msg.properties[MessageConst.UNIQ_KEY] = new_unique_id()
+
+
+def encode_batch(messages: Iterable[Message]) -> bytes:
+    """RocketMQ's batch wire encoding of ``messages`` (SEND_BATCH_MESSAGE body).
+
+    A message without a ``UNIQ_KEY`` property gets one (set on the message, as RocketMQ's client
+    does), so the producer can report each message's id.
+    """
+    parts: list[bytes] = []
+    for msg in messages:
+        _ensure_unique_key(msg)
+        props_b = msg.properties_string().encode()
+        if len(props_b) > MAX_PROPERTIES_BYTES:
+            raise ValueError(f"properties are {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
+        body = msg.body
+        total = BATCH_HEAD.size + len(body) + 2 + len(props_b)
+        parts.append(BATCH_HEAD.pack(total, MESSAGE_MAGIC, zlib.crc32(body), msg.flag, len(body)))
+        parts.append(body)
+        parts.append(U16.pack(len(props_b)))
+        parts.append(props_b)
+    return b"".join(parts)
+
+
+def decode_batch(body: bytes | bytearray | memoryview) -> list[tuple[bytes, int, str]]:
+    """Split a batch body into ``(body, flag, properties_str)`` per message.
+
+    Raises:
+        RecordError: the batch is truncated or its lengths do not add up.
+    """
+    mv = memoryview(body)
+    out: list[tuple[bytes, int, str]] = []
+    pos = 0
+    end = len(mv)
+    while pos < end:
+        if end - pos < BATCH_HEAD.size + 2:
+            raise RecordError(f"batch truncated at byte {pos}: {end - pos} bytes left")
+        total, _magic, _crc, flag, body_len = BATCH_HEAD.unpack_from(mv, pos)
+        b_start = pos + BATCH_HEAD.size
+        if total > end - pos or b_start + body_len + 2 > pos + total:
+            raise RecordError(f"batch message at byte {pos}: size {total} does not fit the batch")
+        p_pos = b_start + body_len
+        (props_len,) = U16.unpack_from(mv, p_pos)
+        if p_pos + 2 + props_len != pos + total:
+            raise RecordError(f"batch message at byte {pos}: field lengths do not add up to {total}")
+        out.append((bytes(mv[b_start:p_pos]), flag, bytes(mv[p_pos + 2 : p_pos + 2 + props_len]).decode()))
+        pos += total
+    return out

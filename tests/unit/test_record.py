@@ -1,0 +1,135 @@
+"""Record codec, batch codec, message ids and tag hashes."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketpy.filter.tags import java_string_hash, java_string_hash_key, tags_code
+from rocketpy.message import Message, MessageConst, MessageQueue, properties_to_string, string_to_properties
+from rocketpy.msgid import create_offset_msg_id, decode_offset_msg_id, new_unique_id
+from rocketpy.record import (
+    COMPRESSED_FLAG,
+    RecordError,
+    decode_batch,
+    decode_record,
+    decode_records,
+    encode_batch,
+    encode_record,
+)
+
+
+def test_java_string_hash_known_values() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("TagA") == 2598919
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -2147483648
+    assert java_string_hash("日本語") == 25921943
+    assert java_string_hash("😀") == 1772899  # two UTF-16 surrogates
+    assert tags_code(None) == 0
+
+
+@given(st.text(max_size=80))
+def test_hash_key_equals_plain_hash(s: str) -> None:
+    assert java_string_hash_key(s) == java_string_hash(s)
+    assert java_string_hash_key("Topic#" + s + "0123456789ABCDEF") == java_string_hash(
+        "Topic#" + s + "0123456789ABCDEF"
+    )
+
+
+def test_offset_msg_id_roundtrip() -> None:
+    mid = create_offset_msg_id("10.1.2.3", 10911, 123456789)
+    assert len(mid) == 32 and mid == mid.upper()
+    assert mid.startswith("0A010203") and decode_offset_msg_id(mid) == ("10.1.2.3", 10911, 123456789)
+    with pytest.raises(ValueError, match="32 hex"):
+        decode_offset_msg_id("abc")
+
+
+def test_unique_ids_distinct_and_hex() -> None:
+    ids = {new_unique_id() for _ in range(5000)}
+    assert len(ids) == 5000
+    for i in list(ids)[:10]:
+        assert len(i) == 32 and int(i, 16) >= 0 and i == i.upper()
+
+
+def test_properties_roundtrip() -> None:
+    props = {"a": "1", "KEYS": "k1 k2", "x y": ""}
+    s = properties_to_string(props)
+    assert s == "a\x011\x02KEYS\x01k1 k2\x02x y\x01\x02"
+    assert string_to_properties(s) == props
+    assert string_to_properties("") == {}
+
+
+def test_message_keys_and_queue_order() -> None:
+    assert Message("T", b"", keys="a b").keys == ["a", "b"]
+    assert Message("T", b"", keys=["a", "b c"]).keys == ["a", "b c"]
+    q = [MessageQueue("T", "b", 2), MessageQueue("T", "a", 3), MessageQueue("S", "z", 0)]
+    assert [m.queue_id for m in sorted(q)] == [0, 3, 2]
+    assert len({MessageQueue("T", "b", 2), MessageQueue("T", "b", 2)}) == 1
+
+
+def _record(body: bytes = b"hello", **kw: object) -> bytes:
+    props = properties_to_string({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U1", "p": "v"})
+    return encode_record(
+        topic="TopicA", body=body, queue_id=3, flag=7, queue_offset=11, physical_offset=4096, sys_flag=0,
+        born_timestamp=1000, born_host=("10.0.0.1", 5000), store_timestamp=2000,
+        store_host=("10.0.0.2", 10911),
+        reconsume_times=2, properties=props, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_record_roundtrip() -> None:
+    raw = _record()
+    m = decode_record(raw)
+    assert (m.topic, m.body, m.tags, m.keys, m.properties) == ("TopicA", b"hello", "TagA", ["k1", "k2"],
+                                                               {"UNIQ_KEY": "U1", "p": "v"})  # fmt: skip
+    assert (m.queue_id, m.flag, m.queue_offset, m.commitlog_offset) == (3, 7, 11, 4096)
+    assert (m.born_host, m.store_host, m.reconsume_times, m.store_size) == (
+        ("10.0.0.1", 5000), ("10.0.0.2", 10911), 2, len(raw))  # fmt: skip
+    assert m.body_crc == zlib.crc32(b"hello")
+    assert m.msg_id == "U1"
+    assert decode_offset_msg_id(m.offset_msg_id) == ("10.0.0.2", 10911, 4096)
+    two = decode_records(raw + _record(b"second"))
+    assert [x.body for x in two] == [b"hello", b"second"]
+
+
+def test_record_compressed_body_is_inflated() -> None:
+    comp = zlib.compress(b"x" * 1000)
+    raw = encode_record(topic="T", body=comp, sys_flag=COMPRESSED_FLAG)
+    assert decode_record(raw).body == b"x" * 1000
+
+
+def test_record_errors() -> None:
+    raw = _record()
+    with pytest.raises(RecordError):
+        decode_record(raw[:-1])
+    bad = bytearray(raw)
+    bad[4] ^= 0xFF
+    with pytest.raises(RecordError, match="magic"):
+        decode_record(bytes(bad))
+    with pytest.raises(ValueError, match="127"):
+        encode_record(topic="t" * 128, body=b"")
+
+
+_TAG = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=20)
+_FLAG = st.integers(-(2**31), 2**31 - 1)
+
+
+@given(st.lists(st.tuples(st.binary(max_size=300), _FLAG, _TAG), max_size=20))
+def test_batch_roundtrip(items: list[tuple[bytes, int, str]]) -> None:
+    msgs = [Message("T", b, tags=t or None, flag=f) for b, f, t in items]
+    decoded = decode_batch(encode_batch(msgs))
+    assert [(b, f) for b, f, _ in decoded] == [(b, f) for b, f, _ in items]
+    for (_, _, p), m in zip(decoded, msgs, strict=True):
+        props = string_to_properties(p)
+        assert props[MessageConst.UNIQ_KEY] == m.properties[MessageConst.UNIQ_KEY]
+        assert props.get(MessageConst.TAGS) == m.tags
+
+
+def test_batch_truncated() -> None:
+    enc = encode_batch([Message("T", b"abc"), Message("T", b"de")])
+    with pytest.raises(RecordError):
+        decode_batch(enc[:-3])
