@@ -1,0 +1,40 @@
+"""Static bounds shared by the daemons and the SDK.
+
+Every frame, pending-request table and per-connection task set is bounded by a number that lives
+here (or in a config field that defaults to one of these). Exceeding a bound gets a fast refusal or
+a flow-control pause, never unbounded growth. The relations between the numbers are asserted at
+import time, so a bad edit fails loudly.
+"""
+
+from __future__ import annotations
+
+KIB = 1024
+MIB = 1024 * KIB
+
+#: Largest frame (bytes after the 4-byte length prefix) a connection accepts; RocketMQ's
+#: ``com.rocketmq.remoting.frameMaxLength`` default.
+MAX_FRAME_BYTES = 16 * MIB
+
+#: The header length field is 24 bits wide.
+MAX_HEADER_BYTES = (1 << 24) - 1
+
+#: Largest message body a producer may send (RocketMQ ``maxMessageSize``).
+MAX_MESSAGE_BYTES = 4 * MIB
+
+#: Requests a peer may have awaiting a response on one connection before new calls are refused.
+MAX_PENDING_REQUESTS_PER_CONNECTION = 65536
+
+#: Asynchronous handlers (e.g. held long-polling pulls) one connection may have running; past this
+#: the server stops reading from that connection until some finish.
+MAX_INFLIGHT_HANDLERS_PER_CONNECTION = 4096
+
+#: Opaque (request id) values wrap below this, so Java/JSON peers see a positive int32.
+MAX_OPAQUE = (1 << 31) - 1
+
+#: Bodies at least this large are written as their own buffer (no copy into the header buffer).
+WRITE_JOIN_MAX_BODY_BYTES = 16 * KIB
+
+assert MAX_MESSAGE_BYTES < MAX_FRAME_BYTES, "a message must fit in one frame"
+assert MAX_FRAME_BYTES <= (1 << 32) - 1, "the frame length field is 32 bits"
+assert MAX_INFLIGHT_HANDLERS_PER_CONNECTION <= MAX_PENDING_REQUESTS_PER_CONNECTION
+assert WRITE_JOIN_MAX_BODY_BYTES < MAX_FRAME_BYTES

@@ -1,0 +1,220 @@
+"""Sans-IO frame codec (DESIGN §2): ``encode_frame`` and ``FrameDecoder``.
+
+Frame layout (all big-endian)::
+
+    u32 length          bytes after this field: 4 + header_length + body length
+    u8  serialize_type  0x10 msgpack (rocketpy), 0x00 JSON (RocketMQ; codec added later)
+    u24 header_length
+    header              encoded by the header codec registered for serialize_type
+    body                raw bytes
+
+Header codecs are pluggable per serialize type (``register_header_codec``). The msgpack codec
+encodes the header as the array ``[code, opaque, flag, remark, ext]``.
+
+Invariants: the decoder checks the announced length against ``max_frame_bytes`` and the serialize
+type against the registry as soon as the 8-byte prefix is visible, before buffering any of the
+frame; it never holds more than one incomplete frame; it raises ``FrameError`` on any malformed
+input and must not be fed again afterwards.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Protocol
+
+import msgpack
+
+from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
+from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
+
+#: ``u32 length | u32 (serialize_type << 24 | header_length)``
+PREFIX = struct.Struct(">II")
+PREFIX_BYTES = PREFIX.size
+LENGTH_BYTES = 4
+_HEADER_LENGTH_MASK = 0xFFFFFF
+
+
+class FrameError(Exception):
+    """The byte stream is not a valid frame sequence; the connection must be closed.
+
+    Attributes:
+        reason: why, in words fit for a log line.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HeaderCodec(Protocol):
+    """Encodes and decodes the header part of a frame for one serialize type."""
+
+    def encode(self, cmd: RemotingCommand) -> bytes:
+        """Return the encoded header of ``cmd`` (body excluded)."""
+        ...
+
+    def decode(self, header: memoryview, serialize_type: int) -> RemotingCommand:
+        """Return a command with an empty body; raise ``FrameError`` if ``header`` is invalid."""
+        ...
+
+
+class MsgpackHeaderCodec:
+    """Header = msgpack array ``[code, opaque, flag, remark, ext]`` (serialize type 0x10)."""
+
+    def __init__(self) -> None:
+        self._pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+    def encode(self, cmd: RemotingCommand) -> bytes:
+        """Pack the five header fields of ``cmd``."""
+        return self._pack([cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext])
+
+    def decode(self, header: memoryview, serialize_type: int) -> RemotingCommand:
+        """Unpack and type-check the header array."""
+        try:
+            code, opaque, flag, remark, ext = msgpack.unpackb(header, raw=False)
+        except Exception as exc:  # msgpack raises several types for garbage
+            raise FrameError(f"undecodable msgpack header: {exc}") from exc
+        if type(code) is not int or type(opaque) is not int or type(flag) is not int:
+            raise FrameError(
+                f"msgpack header code/opaque/flag must be ints, got {code!r}/{opaque!r}/{flag!r}"
+            )
+        if remark is not None and type(remark) is not str:
+            raise FrameError(f"msgpack header remark must be a string or nil, got {type(remark).__name__}")
+        if ext is not None and type(ext) is not dict:
+            raise FrameError(f"msgpack header ext must be a map or nil, got {type(ext).__name__}")
+        return RemotingCommand(code, opaque, flag, remark, ext, b"", serialize_type)
+
+
+_CODECS: dict[int, HeaderCodec] = {SERIALIZE_MSGPACK: MsgpackHeaderCodec()}
+
+
+def register_header_codec(serialize_type: int, codec: HeaderCodec) -> None:
+    """Register the header codec used for frames of ``serialize_type`` (0..255)."""
+    if not 0 <= serialize_type <= 0xFF:
+        raise ValueError(f"serialize type must fit in one byte, got {serialize_type}")
+    _CODECS[serialize_type] = codec
+
+
+def header_codec(serialize_type: int) -> HeaderCodec | None:
+    """Return the codec registered for ``serialize_type``, or None."""
+    return _CODECS.get(serialize_type)
+
+
+def encode_frame(cmd: RemotingCommand) -> list[bytes | memoryview]:
+    """Encode ``cmd`` as frame parts for ``transport.writelines``.
+
+    Small bodies are joined to the header (one buffer); large bodies are returned as their own
+    part and never copied.
+
+    Raises:
+        ValueError: unknown serialize type, or a header too long for the 24-bit length field.
+    """
+    codec = _CODECS.get(cmd.serialize_type)
+    if codec is None:
+        raise ValueError(f"no header codec registered for serialize type {cmd.serialize_type:#x}")
+    header = codec.encode(cmd)
+    header_len = len(header)
+    if header_len > MAX_HEADER_BYTES:
+        raise ValueError(f"encoded header is {header_len} bytes; the limit is {MAX_HEADER_BYTES}")
+    body = cmd.body
+    body_len = len(body)
+    prefix = PREFIX.pack(4 + header_len + body_len, (cmd.serialize_type << 24) | header_len)
+    if body_len == 0:
+        return [prefix + header]
+    if body_len < WRITE_JOIN_MAX_BODY_BYTES:
+        return [b"".join((prefix, header, body))]
+    return [prefix + header, body if isinstance(body, bytes | memoryview) else memoryview(body)]
+
+
+def encode_frame_bytes(cmd: RemotingCommand) -> bytes:
+    """Encode ``cmd`` as one contiguous ``bytes`` (copies the body; for tests and tools)."""
+    return b"".join(encode_frame(cmd))
+
+
+class FrameDecoder:
+    """Split a byte stream into ``RemotingCommand`` objects.
+
+    Feed it whatever the transport delivers; it returns every complete frame. The internal buffer
+    holds at most one incomplete frame (bounded by ``max_frame_bytes``) and is compacted once per
+    ``feed`` call, so feeding is linear in the bytes received.
+    """
+
+    __slots__ = ("_buf", "_failed", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 4:
+            raise ValueError(f"max_frame_bytes must be at least 4, got {max_frame_bytes}")
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._failed = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """Consume ``data`` and return the commands of every frame it completes.
+
+        Raises:
+            FrameError: oversize length, unknown serialize type or undecodable header.
+        """
+        if self._failed:
+            raise FrameError("decoder already failed; the connection must be closed")
+        buf = self._buf
+        if buf:
+            buf += data
+            src: bytes | bytearray | memoryview = buf
+        else:
+            src = data
+        try:
+            out, used = self._split(src)
+        except FrameError:
+            self._failed = True
+            raise
+        if src is buf:
+            del buf[:used]  # bytearray deletes from the front without moving the rest
+        elif used < len(src):
+            buf += memoryview(src)[used:]
+        return out
+
+    def _split(self, src: bytes | bytearray | memoryview) -> tuple[list[RemotingCommand], int]:
+        out: list[RemotingCommand] = []
+        end = len(src)
+        pos = 0
+        view = memoryview(src)
+        unpack_from = PREFIX.unpack_from
+        try:
+            while end - pos >= PREFIX_BYTES:
+                length, type_and_len = unpack_from(src, pos)
+                self._check_prefix(length, type_and_len)
+                frame_end = pos + LENGTH_BYTES + length
+                if frame_end > end:
+                    break
+                header_end = pos + PREFIX_BYTES + (type_and_len & _HEADER_LENGTH_MASK)
+                codec = _CODECS[type_and_len >> 24]
+                cmd = codec.decode(view[pos + PREFIX_BYTES : header_end], type_and_len >> 24)
+                if header_end < frame_end:
+                    cmd.body = bytes(view[header_end:frame_end])
+                out.append(cmd)
+                pos = frame_end
+            if pos + LENGTH_BYTES <= end:  # a lone length field: reject oversize before buffering
+                self._check_length(int.from_bytes(view[pos : pos + LENGTH_BYTES], "big"))
+        finally:
+            view.release()
+        return out, pos
+
+    def _check_length(self, length: int) -> None:
+        if length > self.max_frame_bytes:
+            raise FrameError(f"frame of {length} bytes exceeds maxFrameBytes={self.max_frame_bytes}")
+        if length < 4:
+            raise FrameError(f"frame length {length} is shorter than its 4-byte type/header field")
+
+    def _check_prefix(self, length: int, type_and_len: int) -> None:
+        self._check_length(length)
+        serialize_type = type_and_len >> 24
+        if serialize_type not in _CODECS:
+            raise FrameError(f"unknown serialize type {serialize_type:#04x}")
+        header_len = type_and_len & _HEADER_LENGTH_MASK
+        if header_len > length - 4:
+            raise FrameError(f"header length {header_len} exceeds frame length {length}")
