@@ -4,25 +4,36 @@ Field names are snake_case (what the code reads); aliases are RocketMQ's camelCa
 files, ``-p`` output and UPDATE_BROKER_CONFIG use). Durations are milliseconds unless a name
 says otherwise, as in RocketMQ.
 
-NOTE: the ``.properties`` reader and the file/line error reporting are added on top of these
-models (see ``load_*`` functions below once present).
+Also owns reading ``.properties`` files with Java's rules (``parse_properties``), turning them
+plus command-line overrides into validated models (``load_namesrv_config``, ``load_broker_config``)
+where every mistake is a ``ConfigError`` whose message is the one line to print
+(``error: FILE:LINE: ...``), and printing the effective config (``config_lines``, for ``-p``).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import socket
-from enum import Enum
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from pathlib import Path
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+import annotated_types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from rocketpy.errors import ConfigError
 
 
-class FlushDiskType(str, Enum):
+class FlushDiskType(StrEnum):
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
-class BrokerRole(str, Enum):
+class BrokerRole(StrEnum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
@@ -67,7 +78,9 @@ class StoreConfig(BaseModel):
     flush_commit_log_thorough_interval: int = Field(10_000, alias="flushCommitLogThoroughInterval", gt=0)
     flush_interval_consume_queue: int = Field(1000, alias="flushIntervalConsumeQueue", gt=0)
     flush_consume_queue_least_pages: int = Field(2, alias="flushConsumeQueueLeastPages", ge=0)
-    flush_consume_queue_thorough_interval: int = Field(60_000, alias="flushConsumeQueueThoroughInterval", gt=0)
+    flush_consume_queue_thorough_interval: int = Field(
+        60_000, alias="flushConsumeQueueThoroughInterval", gt=0
+    )
     sync_flush_timeout: int = Field(5000, alias="syncFlushTimeout", gt=0)
     file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)
     delete_when: str = Field("04", alias="deleteWhen")
@@ -129,3 +142,374 @@ class BrokerConfig(BaseModel):
     transaction_check_interval: int = Field(30_000, alias="transactionCheckInterval", gt=0)
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
+
+
+# --------------------------------------------------------------------------------------------
+# .properties reader (java.util.Properties.load rules)
+
+_WS = " \t\f"
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    """One ``key=value`` entry of a ``.properties`` text and the line its logical line starts on."""
+
+    key: str
+    value: str
+    line: int
+
+
+def parse_properties(text: str, source: str = "<text>") -> list[Property]:
+    """Parse ``.properties`` text as Java's ``Properties.load`` does.
+
+    Rules: lines end at ``\\n``, ``\\r`` or ``\\r\\n``; leading whitespace (space, tab, form feed)
+    is skipped; a line whose first other character is ``#`` or ``!`` is a comment (never
+    continued); a line ending in an odd number of backslashes continues on the next line, whose
+    leading whitespace is dropped; the key ends at the first unescaped ``=``, ``:`` or whitespace;
+    whitespace and one ``=``/``:`` after it are skipped; the value is the rest of the line,
+    trailing whitespace included; ``\\t \\n \\r \\f \\uXXXX`` are escapes and any other ``\\c`` is ``c``.
+
+    Args:
+        text: the file's content.
+        source: the file name, used in error messages.
+
+    Returns:
+        The entries in file order (a repeated key appears twice; the last one wins when loading).
+
+    Raises:
+        ConfigError: a malformed ``\\uXXXX`` escape.
+    """
+    lines = _NEWLINE.split(text)
+    out: list[Property] = []
+    i = 0
+    while i < len(lines):
+        start = i + 1
+        logical = lines[i].lstrip(_WS)
+        i += 1
+        if not logical or logical[0] in "#!":
+            continue
+        while _continues(logical):
+            logical = logical[:-1]
+            if i >= len(lines):
+                break
+            logical += lines[i].lstrip(_WS)
+            i += 1
+        if not logical:
+            continue
+        key, value = _split_key_value(logical)
+        where = f"{source}:{start}"
+        out.append(Property(_unescape(key, where), _unescape(value, where), start))
+    return out
+
+
+def _continues(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    n = len(line)
+    key_len, value_start, has_sep, backslash = 0, n, False, False
+    while key_len < n:
+        c = line[key_len]
+        if not backslash and c in "=:":
+            value_start, has_sep = key_len + 1, True
+            break
+        if not backslash and c in _WS:
+            value_start = key_len + 1
+            break
+        backslash = c == "\\" and not backslash
+        key_len += 1
+    while value_start < n:
+        c = line[value_start]
+        if c not in _WS:
+            if has_sep or c not in "=:":
+                break
+            has_sep = True
+        value_start += 1
+    return line[:key_len], line[value_start:]
+
+
+def _unescape(s: str, where: str) -> str:
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        i += 1
+        if c != "\\":
+            out.append(c)
+        elif i < n and s[i] == "u":
+            digits = s[i + 1 : i + 5]
+            if len(digits) < 4 or not _HEX.issuperset(digits):
+                raise ConfigError(
+                    f"error: {where}: malformed \\uXXXX escape '\\u{digits}' (write \\u and 4 hex digits)"
+                )
+            out.append(chr(int(digits, 16)))
+            i += 5
+        elif i < n:
+            out.append(_ESCAPES.get(s[i], s[i]))
+            i += 1
+    text = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):  # \\uD83D\\uDE00 pairs, as Java's UTF-16
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def read_properties_file(path: str) -> list[Property]:
+    """Read and parse a ``.properties`` file (UTF-8; a leading BOM is ignored).
+
+    Raises:
+        ConfigError: the file cannot be read, is not UTF-8, or has a malformed escape.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ConfigError(f"error: {path}: cannot read config file: {reason}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"error: {path}:{line}: not UTF-8 text: save the file as UTF-8") from e
+    return parse_properties(text.removeprefix("\ufeff"), path)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading: file entries + command-line overrides -> validated models
+
+#: Old RocketMQ spellings still accepted in files (RocketMQ 4.x wrote "maped").
+OLD_KEY_SPELLINGS = {
+    "mapedFileSizeCommitLog": "mappedFileSizeCommitLog",
+    "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue",
+}
+
+_Entry = tuple[str, str, str]  # (key, raw value, where: "FILE:LINE" or "command line")
+
+
+def load_namesrv_config(path: str | None, overrides: dict[str, str]) -> NamesrvConfig:
+    """Build the NameServer config from an optional ``.properties`` file and overrides.
+
+    Args:
+        path: the ``-c`` file, or None for defaults.
+        overrides: RocketMQ key -> value from the command line; they win over the file.
+
+    Raises:
+        ConfigError: one line naming the file, line, key and what is allowed.
+    """
+    (config,) = _load((NamesrvConfig,), _entries(path, overrides))
+    assert isinstance(config, NamesrvConfig)
+    return config
+
+
+def load_broker_config(path: str | None, overrides: dict[str, str]) -> tuple[BrokerConfig, StoreConfig]:
+    """Build the broker and store configs from one ``.properties`` file and overrides.
+
+    One broker file holds both BrokerConfig and StoreConfig keys, as in RocketMQ. When
+    ``namesrvAddr`` is set nowhere, the ``NAMESRV_ADDR`` environment variable is used (RocketMQ's rule).
+
+    Raises:
+        ConfigError: one line naming the file, line, key and what is allowed.
+    """
+    entries = _entries(path, overrides)
+    env_addr = os.environ.get("NAMESRV_ADDR")
+    if env_addr and not any(k == "namesrvAddr" for k, _, _ in entries):
+        entries.insert(0, ("namesrvAddr", env_addr, "environment NAMESRV_ADDR"))
+    broker, store = _load((BrokerConfig, StoreConfig), entries)
+    assert isinstance(broker, BrokerConfig) and isinstance(store, StoreConfig)
+    _check_role(broker, store, entries)
+    return broker, store
+
+
+def _entries(path: str | None, overrides: dict[str, str]) -> list[_Entry]:
+    entries = [(p.key, p.value, f"{path}:{p.line}") for p in read_properties_file(path)] if path else []
+    entries += [(k, v, "command line") for k, v in overrides.items()]
+    return entries
+
+
+def _key_table(models: tuple[type[BaseModel], ...]) -> dict[str, tuple[type[BaseModel], str]]:
+    table: dict[str, tuple[type[BaseModel], str]] = {}
+    for model in models:
+        for name, field in model.model_fields.items():
+            table[field.alias or name] = (model, name)
+    for old, new in OLD_KEY_SPELLINGS.items():
+        if new in table:
+            table[old] = table[new]
+    return table
+
+
+def _load(models: tuple[type[BaseModel], ...], entries: list[_Entry]) -> list[BaseModel]:
+    table = _key_table(models)
+    values: dict[type[BaseModel], dict[str, Any]] = {m: {} for m in models}
+    origin: dict[str, _Entry] = {}
+    for key, raw, where in entries:
+        if key not in table:
+            raise ConfigError(_unknown_key_message(where, key, table))
+        model, name = table[key]
+        values[model][name] = _convert(model.model_fields[name], key, raw, where)
+        origin[name] = (key, raw, where)
+    built: list[BaseModel] = []
+    for model in models:
+        try:
+            built.append(model.model_validate(values[model]))
+        except ValidationError as e:
+            raise ConfigError(_validation_message(e, origin)) from e
+    return built
+
+
+def _unknown_key_message(where: str, key: str, table: dict[str, Any]) -> str:
+    known = [k for k in table if k not in OLD_KEY_SPELLINGS]
+    by_case = {k.lower(): k for k in known}
+    hint = by_case.get(key.lower()) or next(
+        iter(difflib.get_close_matches(key, known, n=1, cutoff=0.6)), None
+    )
+    if hint:
+        return f"error: {where}: unknown key '{key}' (did you mean '{hint}'?)"
+    return f"error: {where}: unknown key '{key}' (print the known keys with -p)"
+
+
+def _validation_message(e: ValidationError, origin: dict[str, _Entry]) -> str:
+    err = e.errors()[0]
+    name = str(err["loc"][0]) if err["loc"] else ""
+    key, raw, where = origin.get(name, (name, "", "config"))
+    return f"error: {where}: {key}='{raw.strip()}' is invalid: {err['msg']}"
+
+
+def _convert(field: FieldInfo, key: str, raw: str, where: str) -> Any:
+    """Turn one raw string into the field's type, or raise the one-line error for it.
+
+    Surrounding whitespace is dropped first (a trailing blank after ``brokerName=a`` is a common,
+    invisible mistake; the reader itself keeps it, as Java does).
+    """
+    value = raw.strip()
+    args = get_args(field.annotation)
+    base = next((a for a in args if a is not type(None)), None) if args else field.annotation
+    if type(None) in args and value == "":
+        return None
+    if base is bool:
+        if value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"error: {where}: {key}='{value}' is not a boolean: use true or false")
+    if base is int:
+        return _convert_int(field, key, value, where)
+    if isinstance(base, type) and issubclass(base, Enum):
+        names = [m.value for m in base]
+        if value.upper() in names:
+            return base(value.upper())
+        raise ConfigError(f"error: {where}: {key}='{value}' is not one of {', '.join(names)}")
+    if key == "namesrvAddr":
+        problem = _namesrv_addr_problem(value)
+        if problem:
+            raise ConfigError(f"error: {where}: {key}='{value}': {problem}")
+    return value
+
+
+def _convert_int(field: FieldInfo, key: str, value: str, where: str) -> int:
+    lo: int | None = None
+    hi: int | None = None
+    for m in field.metadata:
+        if isinstance(m, annotated_types.Ge):
+            lo = int(m.ge)  # type: ignore[call-overload]
+        elif isinstance(m, annotated_types.Gt):
+            lo = int(m.gt) + 1  # type: ignore[call-overload]
+        elif isinstance(m, annotated_types.Le):
+            hi = int(m.le)  # type: ignore[call-overload]
+        elif isinstance(m, annotated_types.Lt):
+            hi = int(m.lt) - 1  # type: ignore[call-overload]
+    if lo is not None and hi is not None:
+        allowed = f"use an integer from {lo} to {hi}"
+    elif lo is not None:
+        allowed = f"use an integer >= {lo}"
+    else:
+        allowed = f"use an integer <= {hi}" if hi is not None else "use an integer"
+    if not re.fullmatch(r"[+-]?[0-9]+", value):
+        raise ConfigError(f"error: {where}: {key}='{value}' is not an integer: {allowed}")
+    n = int(value)
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise ConfigError(f"error: {where}: {key}='{value}' is out of range: {allowed}")
+    return n
+
+
+def _check_role(broker: BrokerConfig, store: StoreConfig, entries: list[_Entry]) -> None:
+    where = next((w for k, _, w in reversed(entries) if k == "brokerId"), None)
+    where = where or next((w for k, _, w in reversed(entries) if k == "brokerRole"), "config")
+    if store.broker_role is BrokerRole.SLAVE and broker.broker_id == 0:
+        raise ConfigError(
+            f"error: {where}: brokerId='0' with brokerRole=SLAVE: "
+            "a slave needs brokerId >= 1 (0 is the master)"
+        )
+    if store.broker_role is not BrokerRole.SLAVE and broker.broker_id != 0:
+        raise ConfigError(
+            f"error: {where}: brokerId='{broker.broker_id}' with brokerRole={store.broker_role.value}: "
+            "a master has brokerId 0; set brokerRole=SLAVE for a slave"
+        )
+
+
+def _namesrv_addr_problem(value: str) -> str | None:
+    addrs = [a.strip() for a in value.split(";") if a.strip()]
+    if not addrs:
+        return "no address given: use HOST:PORT, several separated by ';'"
+    for addr in addrs:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            return f"'{addr}' is not HOST:PORT (separate several addresses with ';')"
+    return None
+
+
+def parse_namesrv_addr(value: str) -> list[str]:
+    """Split a ``namesrvAddr`` value (``"a:9876;b:9876"``) into its ``HOST:PORT`` addresses.
+
+    Raises:
+        ConfigError: an empty list or an entry that is not HOST:PORT.
+    """
+    problem = _namesrv_addr_problem(value)
+    if problem:
+        raise ConfigError(f"error: namesrvAddr='{value}': {problem}")
+    return [a.strip() for a in value.split(";") if a.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# Effective config (-p) and addresses
+
+
+def config_lines(*configs: BaseModel) -> list[str]:
+    """The effective configuration as ``key=value`` lines with RocketMQ key names (for ``-p``).
+
+    Values are escaped so the output reads back as the same ``.properties`` file.
+    """
+    lines: list[str] = []
+    for config in configs:
+        for name, field in type(config).model_fields.items():
+            lines.append(f"{field.alias or name}={_format_value(getattr(config, name))}")
+    return lines
+
+
+def _format_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = value.value if isinstance(value, Enum) else str(value)
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return "\\" + text if text[:1] in (" ", "\f") else text
+
+
+def advertised_host(bind_address: str) -> str:
+    """The host clients should use for a daemon bound to ``bind_address`` (never ``0.0.0.0``).
+
+    A wildcard bind advertises the host's primary IPv4 address (found without sending a packet),
+    or ``127.0.0.1`` when there is none.
+    """
+    if bind_address not in ("", "0.0.0.0", "::"):
+        return bind_address
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # UDP connect: picks a route, sends nothing
+            ip = str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+    return ip if ip and not ip.startswith("0.") else "127.0.0.1"
