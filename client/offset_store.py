@@ -64,8 +64,8 @@ class OffsetStore:
         """The stored offset of ``mq`` (memory first), or None when the group has none."""
         raise NotImplementedError
 
-    async def persist(self, mqs: list[Any]) -> None:
-        """Persist the offsets of ``mqs``."""
+    async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
+        """Persist the offsets of ``mqs`` (``oneway=False`` waits for the broker's acknowledgement)."""
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -101,8 +101,8 @@ class RemoteOffsetStore(OffsetStore):
             return int(offset)
         return None
 
-    async def persist(self, mqs: list[Any]) -> None:
-        """UPDATE_CONSUMER_OFFSET (oneway) for each queue with a known offset; errors are logged."""
+    async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
+        """UPDATE_CONSUMER_OFFSET for each queue with a known offset; errors are logged."""
         for mq in mqs:
             offset = self._table.get(mq)
             if offset is None:
@@ -110,7 +110,7 @@ class RemoteOffsetStore(OffsetStore):
             try:
                 addr = await self._broker_addr(mq)
                 await self._instance.api.update_consumer_offset(
-                    addr, self.group, mq.topic, mq.queue_id, offset, oneway=True
+                    addr, self.group, mq.topic, mq.queue_id, offset, oneway=oneway
                 )
             except RocketpyError as exc:
                 log.warning("could not commit offset %d of %s for %s: %s", offset, mq, self.group, exc)
@@ -178,7 +178,7 @@ class LocalFileOffsetStore(OffsetStore):
         """The offset from memory (loaded from the file at start)."""
         return self._table.get(mq)
 
-    async def persist(self, mqs: list[Any]) -> None:
+    async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
         """Write the whole table to the file (in a thread), keeping rows of queues not in ``mqs``."""
         rows = [
             {"topic": t, "brokerName": b, "queueId": q, "offset": off}

@@ -1,0 +1,238 @@
+"""Runs the user's listener over pulled messages: concurrently or in queue order.
+
+Owns the listener seam. Sync listeners run in a bounded thread pool (``consume_thread_min..max``);
+``async def`` listeners run on the event loop, at most ``consume_thread_max`` at a time. Results
+always come back to the loop, which alone touches process queues and the offset table.
+
+Concurrent: each pulled batch becomes one job that calls the listener on chunks of
+``consume_message_batch_max_size`` messages. A chunk whose listener returned anything but
+``ConsumeStatus.CONSUME_SUCCESS`` (RECONSUME_LATER, None, an exception, another value) stays in the
+process queue, so its offset is never committed, and is consumed again after ``reconsume_delay``
+seconds with ``reconsume_times`` increased.
+
+Orderly: one task per queue takes messages in offset order and calls the listener one batch at a
+time while the broker lock is held; ``SUSPEND_CURRENT_QUEUE_A_MOMENT`` (or a failure) puts the
+batch back and retries after ``suspend_current_queue_time``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from typing import Any
+
+from client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
+from rocketpy.errors import MQClientError
+
+log = logging.getLogger("rocketpy.client.consume")
+
+#: Orderly: give the queue up after consuming this long without a break (RocketMQ: 60 s).
+MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0
+
+
+class ConsumeContext:
+    """What a listener learns about the batch it consumes.
+
+    Attributes:
+        message_queue: the queue the messages come from.
+        suspend_current_queue_time: orderly only: back-off in seconds after a suspend (settable).
+    """
+
+    __slots__ = ("message_queue", "suspend_current_queue_time")
+
+    def __init__(self, message_queue: Any, suspend_current_queue_time: float = 1.0) -> None:
+        self.message_queue = message_queue
+        self.suspend_current_queue_time = suspend_current_queue_time
+
+
+def is_async_listener(listener: Callable[..., Any]) -> bool:
+    """True for ``async def`` functions and objects with an ``async def __call__``."""
+    if inspect.iscoroutinefunction(listener):
+        return True
+    call = getattr(listener, "__call__", None)  # noqa: B004
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _describe(result: Any, expected: type[Enum]) -> str:
+    names = " or ".join(f"{expected.__name__}.{m.name}" for m in expected)
+    return f"the listener returned {result!r}; return {names}"
+
+
+def _call_chunks(listener: Callable[..., Any], chunks: list[list[Any]], ctx: ConsumeContext) -> list[Any]:
+    """Worker-thread side: call a sync listener on each chunk, capturing errors as results."""
+    results: list[Any] = []
+    for chunk in chunks:
+        try:
+            results.append(listener(chunk, ctx))
+        except Exception as exc:  # a user error must not kill the worker; reported on the loop
+            results.append(exc)
+    return results
+
+
+class ListenerRunner:
+    """Calls the listener wherever it belongs (thread pool or loop), bounded in both cases."""
+
+    def __init__(self, listener: Callable[..., Any], thread_min: int, thread_max: int) -> None:
+        assert 1 <= thread_min <= thread_max
+        self.listener = listener
+        self.is_async = is_async_listener(listener)
+        self._executor: ThreadPoolExecutor | None = None
+        if not self.is_async:
+            self._executor = ThreadPoolExecutor(thread_max, thread_name_prefix="rocketpy-consume")
+        self._async_slots = asyncio.Semaphore(thread_max)
+
+    async def run(self, chunks: list[list[Any]], ctx: ConsumeContext) -> list[Any]:
+        """Call the listener once per chunk; exceptions are returned in place of results."""
+        if self._executor is not None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, _call_chunks, self.listener, chunks, ctx)
+        results: list[Any] = []
+        async with self._async_slots:
+            for chunk in chunks:
+                try:
+                    results.append(await self.listener(chunk, ctx))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    results.append(exc)
+        return results
+
+    def shutdown(self) -> None:
+        """Stop the thread pool (running calls finish in their threads)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def report_failure(result: Any, expected: type[Enum], mq: Any, count: int) -> None:
+    """Log a failed consume in one line that says what happened and what to do."""
+    if isinstance(result, BaseException):
+        log.warning(
+            "listener raised on %d message(s) of %s; they will be consumed again", count, mq, exc_info=result
+        )
+    elif result is None or not isinstance(result, expected):
+        log.error("%s (consumed again later)", MQClientError(_describe(result, expected)))
+
+
+class ConcurrentConsumeService:
+    """Concurrent consumption: batches in parallel, failures consumed again after a delay."""
+
+    def __init__(self, runner: ListenerRunner, consumer: Any) -> None:
+        self._runner = runner
+        self._consumer = consumer
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    def submit(self, pq: Any, mq: Any, msgs: list[Any], delay_s: float = 0.0) -> None:
+        """Consume ``msgs`` (already in ``pq``) in the background."""
+        task = asyncio.get_running_loop().create_task(self._consume(pq, mq, msgs, delay_s))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("consume task failed", exc_info=task.exception())
+
+    async def _consume(self, pq: Any, mq: Any, msgs: list[Any], delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        if pq.dropped or (delay_s > 0 and self._closing):
+            return
+        size = self._consumer.consume_message_batch_max_size
+        chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
+        results = await self._runner.run(chunks, ConsumeContext(mq))
+        failed: list[Any] = []
+        done: list[Any] = []
+        for chunk, result in zip(chunks, results, strict=True):
+            if result is ConsumeStatus.CONSUME_SUCCESS:
+                done.extend(chunk)
+            else:
+                if result is not ConsumeStatus.RECONSUME_LATER:
+                    report_failure(result, ConsumeStatus, mq, len(chunk))
+                failed.extend(chunk)
+        self._consumer.on_consumed(pq, mq, done, len(failed))
+        if failed and not pq.dropped and not self._closing:
+            for msg in failed:
+                msg.reconsume_times += 1
+            self.submit(pq, mq, failed, self._consumer.reconsume_delay)
+
+    async def shutdown(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for running batches (failures not retried), then cancel the rest."""
+        self._closing = True
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+        self._runner.shutdown()
+
+
+class OrderlyConsumeService:
+    """Orderly consumption: one task per queue, one batch at a time, in offset order."""
+
+    def __init__(self, runner: ListenerRunner, consumer: Any) -> None:
+        self._runner = runner
+        self._consumer = consumer
+        self._tasks: dict[Any, asyncio.Task[None]] = {}
+
+    def submit(self, pq: Any, mq: Any, msgs: list[Any] | None = None, delay_s: float = 0.0) -> None:
+        """Make sure the queue's consume task runs (messages are taken from ``pq``)."""
+        task = self._tasks.get(mq)
+        if task is not None and not task.done():
+            return
+        task = asyncio.get_running_loop().create_task(self._consume_queue(pq, mq, delay_s))
+        self._tasks[mq] = task
+
+    async def _consume_queue(self, pq: Any, mq: Any, delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        started = time.monotonic()
+        size = self._consumer.consume_message_batch_max_size
+        while not pq.dropped and pq.has_waiting():
+            if not self._consumer.may_consume_orderly(pq):
+                self._retry_later(pq, mq, 0.1)
+                return
+            if time.monotonic() - started > MAX_TIME_CONSUME_CONTINUOUSLY_S:
+                self._retry_later(pq, mq, 0.01)
+                return
+            msgs = pq.take(size)
+            ctx = ConsumeContext(mq, self._consumer.suspend_current_queue_time)
+            [result] = await self._runner.run([msgs], ctx)
+            if result is ConsumeOrderlyStatus.SUCCESS:
+                self._consumer.on_orderly_committed(pq, mq, pq.commit_taken(), len(msgs))
+                continue
+            if result is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+                report_failure(result, ConsumeOrderlyStatus, mq, len(msgs))
+            for msg in msgs:
+                msg.reconsume_times += 1
+            pq.put_back_taken()
+            self._retry_later(pq, mq, max(ctx.suspend_current_queue_time, 0.01))
+            return
+
+    def _retry_later(self, pq: Any, mq: Any, delay_s: float) -> None:
+        self._tasks.pop(mq, None)
+        self.submit(pq, mq, None, delay_s)
+
+    async def wait_queue_idle(self, mq: Any, timeout_s: float) -> None:
+        """Wait (bounded) for the queue's current listener call to finish; used before unlocking."""
+        task = self._tasks.pop(mq, None)
+        if task is None or task.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except TimeoutError:
+            task.cancel()
+
+    async def shutdown(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for running queues, then cancel them."""
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+        self._tasks.clear()
+        self._runner.shutdown()
