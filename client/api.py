@@ -1,0 +1,499 @@
+"""MQClientAPI: one async method per request code the SDK sends, response code -> exception.
+
+Owns the request building and response decoding of the client side of docs/wire.md (send, pull,
+offsets, heartbeat, consumer list, queue locks, NameServer route and cluster calls) plus the
+NameServer choice: a random start in the configured list, round robin to the next one when a call
+cannot connect or times out. It is thin: no retries against brokers, no caching (MQClientInstance
+and the producer own those). Every call takes a timeout in seconds; an error response becomes
+``MQBrokerError(code, remark, addr)``; network failures stay ``RemotingTimeoutError`` /
+``RemotingConnectError`` (both ``MQClientError``).
+
+``SendResult``/``SendStatus``/``PullResult``/``PullStatus`` are defined here (public as
+``rocketpy.SendResult`` etc., re-exported by ``client.producer``).
+"""
+
+# ruff: noqa: ASYNC109  (per-call timeouts in seconds are part of the documented API)
+
+from __future__ import annotations
+
+import random
+from enum import Enum
+from typing import Any
+
+import msgpack
+
+from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.message import MessageExt, MessageQueue
+from rocketpy.record import decode_records
+from rocketpy.remoting.client import RemotingClient
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.route import TopicRouteData
+
+_SUCCESS = ResponseCode.SUCCESS
+
+
+class SendStatus(Enum):
+    """Outcome of a stored send (reference §1.4 mapping)."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_SEND_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+class SendResult:
+    """The broker's answer to one stored message.
+
+    Attributes:
+        status: SEND_OK, or a stored-but-not-durable status.
+        msg_id: the client unique id (UNIQ_KEY).
+        offset_msg_id: store host + commitlog offset (32 hex chars), for ``queryMsgById``.
+        message_queue: the queue the message went to.
+        queue_offset: its logical offset in that queue.
+    """
+
+    __slots__ = ("message_queue", "msg_id", "offset_msg_id", "queue_offset", "status")
+
+    def __init__(
+        self,
+        status: SendStatus,
+        msg_id: str,
+        offset_msg_id: str,
+        message_queue: MessageQueue,
+        queue_offset: int,
+    ) -> None:
+        self.status = status
+        self.msg_id = msg_id
+        self.offset_msg_id = offset_msg_id
+        self.message_queue = message_queue
+        self.queue_offset = queue_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"SendResult(status={self.status.name}, msg_id={self.msg_id}, offset_msg_id={self.offset_msg_id},"
+            f" message_queue={self.message_queue!r}, queue_offset={self.queue_offset})"
+        )
+
+
+class PullStatus(Enum):
+    """Outcome of a pull (reference §1.4 pull mapping)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+class PullResult:
+    """One pull's outcome; ``messages`` is decoded (and decompressed) only when FOUND."""
+
+    __slots__ = (
+        "max_offset",
+        "messages",
+        "min_offset",
+        "next_begin_offset",
+        "status",
+        "suggest_which_broker_id",
+    )
+
+    def __init__(
+        self,
+        status: PullStatus,
+        next_begin_offset: int,
+        min_offset: int,
+        max_offset: int,
+        messages: list[MessageExt],
+        suggest_which_broker_id: int = 0,
+    ) -> None:
+        self.status = status
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.messages = messages
+        self.suggest_which_broker_id = suggest_which_broker_id
+
+    def __repr__(self) -> str:
+        return (
+            f"PullResult({self.status.name}, next_begin_offset={self.next_begin_offset},"
+            f" min={self.min_offset}, max={self.max_offset}, messages={len(self.messages)})"
+        )
+
+
+def parse_namesrv_addrs(namesrv_addr: str | None) -> list[str]:
+    """Split ``"a:1;b:2"`` into addresses; raise MQClientError when empty or malformed."""
+    addrs = [a.strip() for a in (namesrv_addr or "").replace(",", ";").split(";") if a.strip()]
+    if not addrs:
+        raise MQClientError(
+            "no NameServer address given: pass namesrv_addr='host:9876' (several separated by ';')"
+            " or set NAMESRV_ADDR"
+        )
+    for a in addrs:
+        host, _, port = a.rpartition(":")
+        if not host or not port.isdigit():
+            raise MQClientError(f"bad NameServer address {a!r}: expected host:port, e.g. 127.0.0.1:9876")
+    return addrs
+
+
+def ext_int(ext: dict[str, Any] | None, name: str, default: int = 0) -> int:
+    """Read an int ext field that may arrive as an int or a decimal string."""
+    if not ext:
+        return default
+    v = ext.get(name)
+    return default if v is None else int(v)
+
+
+def check(resp: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
+    """Return ``resp`` if its code is SUCCESS (or one of ``ok``), else raise MQBrokerError."""
+    if resp.code == _SUCCESS or resp.code in ok:
+        return resp
+    raise MQBrokerError(resp.code, resp.remark, addr)
+
+
+def unpack_body(resp: RemotingCommand) -> Any:
+    """Decode a msgpack structured body (None when empty)."""
+    return msgpack.unpackb(resp.body, raw=False, strict_map_key=False) if resp.body else None
+
+
+def pack_body(obj: Any) -> bytes:
+    """Encode a structured body as msgpack."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def mq_to_wire(mq: MessageQueue) -> dict[str, Any]:
+    """MessageQueue -> ``{"topic","brokerName","queueId"}``."""
+    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
+
+
+def mq_from_wire(d: dict[str, Any]) -> MessageQueue:
+    """``{"topic","brokerName","queueId"}`` -> MessageQueue."""
+    return MessageQueue(d["topic"], d["brokerName"], int(d["queueId"]))
+
+
+class MQClientAPI:
+    """Request/response calls over one shared RemotingClient.
+
+    Args:
+        remoting: the instance's RemotingClient (one connection per address).
+        namesrv_addrs: NameServer addresses; the first one used is chosen at random.
+    """
+
+    def __init__(self, remoting: RemotingClient, namesrv_addrs: list[str]) -> None:
+        assert namesrv_addrs
+        self.remoting = remoting
+        self.namesrv_addrs = list(namesrv_addrs)
+        self._ns_index = random.randrange(len(self.namesrv_addrs))
+
+    # ---- NameServer -------------------------------------------------------------------------------
+
+    async def invoke_namesrv(self, cmd: RemotingCommand, timeout: float) -> tuple[str, RemotingCommand]:
+        """Send ``cmd`` to the current NameServer, moving round robin to the next on failure.
+
+        Returns:
+            (the NameServer address that answered, its response).
+
+        Raises:
+            MQClientError: no NameServer answered; the message lists them and says what to do.
+        """
+        n = len(self.namesrv_addrs)
+        errors: list[str] = []
+        for _ in range(n):
+            addr = self.namesrv_addrs[self._ns_index % n]
+            try:
+                return addr, await self.remoting.invoke(addr, cmd, timeout)
+            except (RemotingConnectError, RemotingTimeoutError) as e:
+                errors.append(str(e))
+                self._ns_index = (self._ns_index + 1) % n
+                cmd = RemotingCommand.request(cmd.code, cmd.ext, cmd.body)
+        raise MQClientError(
+            f"no NameServer reachable at {';'.join(self.namesrv_addrs)} ({'; '.join(errors)}):"
+            " start one with `mqnamesrv` or fix namesrv_addr / NAMESRV_ADDR"
+        )
+
+    async def get_topic_route(self, topic: str, timeout: float = 3.0) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC; None when the topic does not exist."""
+        cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        addr, resp = await self.invoke_namesrv(cmd, timeout)
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        check(resp, addr)
+        return TopicRouteData.from_wire(unpack_body(resp))
+
+    async def get_broker_cluster_info(self, timeout: float = 3.0) -> dict[str, Any]:
+        """GET_BROKER_CLUSTER_INFO -> ``{"brokerAddrTable": ..., "clusterAddrTable": ...}``."""
+        addr, resp = await self.invoke_namesrv(
+            RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout
+        )
+        return unpack_body(check(resp, addr)) or {"brokerAddrTable": {}, "clusterAddrTable": {}}
+
+    async def get_topic_list(self, timeout: float = 3.0) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
+        cmd = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        addr, resp = await self.invoke_namesrv(cmd, timeout)
+        body = unpack_body(check(resp, addr)) or {}
+        return list(body.get("topicList", []))
+
+    async def invoke_all_namesrv(
+        self, code: int, ext: dict[str, Any], timeout: float = 3.0
+    ) -> dict[str, Any]:
+        """Send one request to every NameServer; returns addr -> response ext (or the error text)."""
+        out: dict[str, Any] = {}
+        for addr in self.namesrv_addrs:
+            try:
+                resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
+                out[addr] = check(resp, addr).ext or {}
+            except (MQClientError, MQBrokerError) as e:
+                out[addr] = e
+        if all(isinstance(v, Exception) for v in out.values()):
+            first = next(iter(out.values()))
+            raise first
+        return out
+
+    # ---- Broker: send ----------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        addr: str,
+        broker_name: str,
+        ext: dict[str, Any],
+        body: bytes,
+        timeout: float,
+        *,
+        msg_id: str = "",
+    ) -> SendResult:
+        """SEND_MESSAGE_V2 with a header already in V2 form (``a``..``n``, docs/wire.md).
+
+        Args:
+            addr: the broker master address.
+            broker_name: the broker's name (for the result's queue).
+            ext: the V2 header (b=topic, e=queueId, ...).
+            body: the (possibly compressed) message body.
+            timeout: seconds to wait for the ack.
+            msg_id: the message's UNIQ_KEY (used when the broker does not echo it).
+        """
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
+        resp = await self.remoting.invoke(addr, cmd, timeout)
+        return self._send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), msg_id)
+
+    async def send_oneway(self, addr: str, ext: dict[str, Any], body: bytes, timeout: float = 3.0) -> None:
+        """SEND_MESSAGE_V2 as a oneway request (no ack; best effort)."""
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body, oneway=True)
+        await self.remoting.invoke_oneway(addr, cmd, timeout)
+
+    async def send_batch(
+        self,
+        addr: str,
+        broker_name: str,
+        ext: dict[str, Any],
+        body: bytes,
+        msg_ids: list[str],
+        timeout: float,
+    ) -> list[SendResult]:
+        """SEND_BATCH_MESSAGE: ``body`` is the batch encoding of ``len(msg_ids)`` messages."""
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+        resp = await self.remoting.invoke(addr, cmd, timeout)
+        first = self._send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), "")
+        offset_ids = str((resp.ext or {}).get("msgId") or "").split(",")
+        results = []
+        for i, uid in enumerate(msg_ids):
+            oid = offset_ids[i] if i < len(offset_ids) else ""
+            results.append(SendResult(first.status, uid, oid, first.message_queue, first.queue_offset + i))
+        return results
+
+    @staticmethod
+    def _send_result(
+        resp: RemotingCommand, addr: str, broker_name: str, topic: str, queue_id: int, msg_id: str
+    ) -> SendResult:
+        status = _SEND_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
+        if status is None:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        ext = resp.ext or {}
+        mq = MessageQueue(topic, broker_name, ext_int(ext, "queueId", queue_id))
+        uid = msg_id or str(ext.get("transactionId") or "")
+        return SendResult(status, uid, str(ext.get("msgId") or ""), mq, ext_int(ext, "queueOffset"))
+
+    # ---- Broker: pull and offsets ----------------------------------------------------------------
+
+    async def pull_message(
+        self, addr: str, ext: dict[str, Any], timeout: float, *, lite: bool = False
+    ) -> PullResult:
+        """PULL_MESSAGE (or LITE_PULL_MESSAGE) with the docs/wire.md header fields in ``ext``."""
+        code = RequestCode.LITE_PULL_MESSAGE if lite else RequestCode.PULL_MESSAGE
+        resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
+        status = _PULL_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
+        if status is None:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        rext = resp.ext or {}
+        msgs = decode_records(resp.body) if status is PullStatus.FOUND and resp.body else []
+        return PullResult(
+            status,
+            ext_int(rext, "nextBeginOffset"),
+            ext_int(rext, "minOffset"),
+            ext_int(rext, "maxOffset"),
+            msgs,
+            ext_int(rext, "suggestWhichBrokerId"),
+        )
+
+    async def query_consumer_offset(
+        self, addr: str, group: str, topic: str, queue_id: int, timeout: float = 3.0
+    ) -> int | None:
+        """QUERY_CONSUMER_OFFSET; None when the group has no offset for the queue."""
+        ext = {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+        resp = await self.remoting.invoke(
+            addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout
+        )
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return ext_int(check(resp, addr).ext, "offset")
+
+    async def update_consumer_offset(
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        oneway: bool = True,
+        timeout: float = 3.0,
+    ) -> None:
+        """UPDATE_CONSUMER_OFFSET (oneway by default, as RocketMQ clients send it)."""
+        ext = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset}
+        cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, cmd, timeout)
+        else:
+            check(await self.remoting.invoke(addr, cmd, timeout), addr)
+
+    async def _queue_offset_call(
+        self, code: int, addr: str, ext: dict[str, Any], field: str, timeout: float
+    ) -> int:
+        resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
+        return ext_int(check(resp, addr).ext, field)
+
+    async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
+        """GET_MAX_OFFSET: the queue's next offset to be written."""
+        ext = {"topic": topic, "queueId": queue_id}
+        return await self._queue_offset_call(RequestCode.GET_MAX_OFFSET, addr, ext, "offset", timeout)
+
+    async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
+        """GET_MIN_OFFSET: the queue's smallest readable offset."""
+        ext = {"topic": topic, "queueId": queue_id}
+        return await self._queue_offset_call(RequestCode.GET_MIN_OFFSET, addr, ext, "offset", timeout)
+
+    async def search_offset(
+        self, addr: str, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp_ms``."""
+        ext = {"topic": topic, "queueId": queue_id, "timestamp": int(timestamp_ms)}
+        return await self._queue_offset_call(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, ext, "offset", timeout
+        )
+
+    async def get_earliest_msg_store_time(
+        self, addr: str, topic: str, queue_id: int, timeout: float = 3.0
+    ) -> int:
+        """GET_EARLIEST_MSG_STORETIME (ms)."""
+        ext = {"topic": topic, "queueId": queue_id}
+        return await self._queue_offset_call(
+            RequestCode.GET_EARLIEST_MSG_STORETIME, addr, ext, "timestamp", timeout
+        )
+
+    # ---- Broker: client management ---------------------------------------------------------------
+
+    async def heartbeat(self, addr: str, heartbeat_data: dict[str, Any], timeout: float = 3.0) -> None:
+        """HEART_BEAT with a HeartbeatData body."""
+        cmd = RemotingCommand.request(RequestCode.HEART_BEAT, None, pack_body(heartbeat_data))
+        check(await self.remoting.invoke(addr, cmd, timeout), addr)
+
+    async def unregister_client(
+        self,
+        addr: str,
+        client_id: str,
+        producer_group: str | None,
+        consumer_group: str | None,
+        timeout: float = 3.0,
+    ) -> None:
+        """UNREGISTER_CLIENT for one group of one client id."""
+        ext: dict[str, Any] = {"clientID": client_id}
+        if producer_group:
+            ext["producerGroup"] = producer_group
+        if consumer_group:
+            ext["consumerGroup"] = consumer_group
+        cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext)
+        check(await self.remoting.invoke(addr, cmd, timeout), addr)
+
+    async def get_consumer_id_list(self, addr: str, group: str, timeout: float = 3.0) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's live consumers."""
+        cmd = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        resp = await self.remoting.invoke(addr, cmd, timeout)
+        if resp.code == ResponseCode.SYSTEM_ERROR and not resp.body:
+            # RocketMQ answers SYSTEM_ERROR when the group has no consumer on that broker.
+            return []
+        body = unpack_body(check(resp, addr)) or {}
+        return list(body.get("consumerIdList", []))
+
+    async def lock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: list[MessageQueue], timeout: float = 3.0
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: returns the queues now locked by ``client_id``."""
+        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq_to_wire(m) for m in mqs]}
+        cmd = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, pack_body(body))
+        out = unpack_body(check(await self.remoting.invoke(addr, cmd, timeout), addr)) or {}
+        return {mq_from_wire(d) for d in out.get("lockOKMQSet", [])}
+
+    async def unlock_batch_mq(
+        self,
+        addr: str,
+        group: str,
+        client_id: str,
+        mqs: list[MessageQueue],
+        *,
+        oneway: bool = False,
+        timeout: float = 3.0,
+    ) -> None:
+        """UNLOCK_BATCH_MQ for ``mqs`` held by ``client_id``."""
+        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq_to_wire(m) for m in mqs]}
+        cmd = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, pack_body(body), oneway=oneway)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, cmd, timeout)
+        else:
+            check(await self.remoting.invoke(addr, cmd, timeout), addr)
+
+    async def consumer_send_msg_back(
+        self,
+        addr: str,
+        msg: MessageExt,
+        group: str,
+        delay_level: int,
+        max_reconsume_times: int,
+        timeout: float = 3.0,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: hand a failed message back for redelivery through the retry topic."""
+        ext = {
+            "offset": msg.commitlog_offset,
+            "group": group,
+            "delayLevel": delay_level,
+            "originMsgId": msg.msg_id,
+            "originTopic": msg.topic,
+            "unitMode": False,
+            "maxReconsumeTimes": max_reconsume_times,
+        }
+        cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
+        check(await self.remoting.invoke(addr, cmd, timeout), addr)

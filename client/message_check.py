@@ -1,0 +1,219 @@
+"""Client-side message checks and wire preparation for the producer.
+
+Owns: the rules a message must pass before anything is sent (``MQClientError`` naming the problem
+and what to do), the ``PreparedMessage`` that carries a checked message's wire form (UNIQ_KEY,
+properties string, compressed body and sys flag) across retries, and the batch splitter that packs
+messages into requests of at most ``max_bytes`` encoded bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from client.route import AUTO_CREATE_TOPIC
+from rocketpy.errors import MQClientError
+from rocketpy.message import Message, MessageConst, MessageQueue, properties_to_string
+from rocketpy.msgid import new_unique_id
+from rocketpy.record import COMPRESSED_FLAG, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, encode_batch
+
+#: RocketMQ's maxMessageSize: body limit before compression, and batch request limit.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: Bodies at least this large are compressed in a worker thread instead of on the loop.
+COMPRESS_IN_THREAD_BYTES = 256 * 1024
+#: Most messages one send_batch call accepts.
+MAX_BATCH_MESSAGES = 1_000_000
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_RESERVED_TOPICS = frozenset(
+    {AUTO_CREATE_TOPIC, "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT"}
+)
+
+
+def check_topic_name(topic: Any) -> str:
+    """Validate a topic name for sending (RocketMQ's Validators.checkTopic)."""
+    if not isinstance(topic, str) or not topic:
+        raise MQClientError(
+            f"message topic must be a non-empty string, got {topic!r}: set Message(topic=...)"
+        )
+    if len(topic.encode()) > MAX_TOPIC_BYTES:
+        raise MQClientError(
+            f"topic {topic[:30]!r}... is longer than {MAX_TOPIC_BYTES} bytes: use a shorter name"
+        )
+    if not _TOPIC_RE.match(topic):
+        raise MQClientError(
+            f"topic {topic!r} contains illegal characters: use only letters, digits, '%', '|', '_' and '-'"
+        )
+    if topic in _RESERVED_TOPICS:
+        raise MQClientError(f"topic {topic!r} is a system topic and cannot be sent to: use your own topic")
+    return topic
+
+
+def check_message(msg: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
+    """Check a message before sending.
+
+    Raises:
+        MQClientError: not a Message, bad topic, empty/oversized/non-bytes body, bad tags, keys,
+            properties, delay level or flag; the message says what to do.
+    """
+    if not isinstance(msg, Message):
+        raise MQClientError(
+            f"expected a rocketpy.Message, got {type(msg).__name__}: wrap the payload in Message(topic, body)"
+        )
+    check_topic_name(msg.topic)
+    body = msg.body
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise MQClientError(
+            f"message body must be bytes, got {type(body).__name__}: encode it first (e.g. text.encode())"
+        )
+    if len(body) == 0:
+        raise MQClientError("message body is empty: send at least one byte")
+    if len(body) > max_bytes:
+        raise MQClientError(
+            f"message body is {len(body)} bytes; the limit is {max_bytes} bytes (before compression):"
+            " split the payload or store it elsewhere and send a reference"
+        )
+    if msg.tags is not None and (not isinstance(msg.tags, str) or not msg.tags or "||" in msg.tags):
+        raise MQClientError(f"tags must be a non-empty str without '||' or None, got {msg.tags!r}")
+    for k in msg.keys:
+        if not isinstance(k, str) or not k or " " in k:
+            raise MQClientError(f"each key must be a non-empty str without spaces, got {k!r}")
+    _check_properties(msg.properties)
+    if not isinstance(msg.delay_level, int) or msg.delay_level < 0:
+        raise MQClientError(
+            f"delay_level={msg.delay_level!r} must be an int >= 0 (1..18 for RocketMQ's levels)"
+        )
+    if not isinstance(msg.flag, int) or not -(2**31) <= msg.flag < 2**31:
+        raise MQClientError(f"flag={msg.flag!r} must be a 32-bit int")
+    return msg
+
+
+def _check_properties(props: Any) -> None:
+    if not isinstance(props, dict):
+        raise MQClientError(f"properties must be a dict[str, str], got {type(props).__name__}")
+    for k, v in props.items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k:
+            raise MQClientError(
+                f"property {k!r}={v!r}: names and values must be str (convert values with str())"
+            )
+        if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
+            raise MQClientError(
+                f"property {k!r} contains the reserved characters \\x01 or \\x02: remove them"
+            )
+
+
+class PreparedMessage:
+    """A checked message's wire form, reused by every attempt of one send."""
+
+    __slots__ = (
+        "body",
+        "born_ms",
+        "flag",
+        "needs_compress",
+        "properties",
+        "queue_nums",
+        "sys_flag",
+        "topic",
+        "uniq_key",
+    )
+
+    def __init__(self, msg: Message, compress_over_bytes: int, default_queue_nums: int = 4) -> None:
+        props = msg.all_properties()
+        uniq = props.get(MessageConst.UNIQ_KEY) or new_unique_id()
+        props[MessageConst.UNIQ_KEY] = uniq
+        self.properties = properties_to_string(props)
+        if len(self.properties) > MAX_PROPERTIES_BYTES:
+            raise MQClientError(
+                f"properties encode to {len(self.properties)} bytes; the limit is {MAX_PROPERTIES_BYTES}:"
+                " send fewer or shorter properties"
+            )
+        self.topic = msg.topic
+        self.uniq_key = uniq
+        self.body = bytes(msg.body)
+        self.flag = msg.flag
+        self.sys_flag = 0
+        self.born_ms = int(time.time() * 1000)
+        self.queue_nums = default_queue_nums
+        self.needs_compress = len(self.body) > compress_over_bytes
+
+    async def compress(self, level: int) -> None:
+        """zlib-compress the body once (in a thread when large) and set the COMPRESSED sys flag."""
+        if not self.needs_compress:
+            return
+        self.needs_compress = False
+        if len(self.body) >= COMPRESS_IN_THREAD_BYTES:
+            self.body = await asyncio.to_thread(zlib.compress, self.body, level)
+        else:
+            self.body = zlib.compress(self.body, level)
+        self.sys_flag |= COMPRESSED_FLAG
+
+    def ext_for(self, group: str, mq: MessageQueue) -> dict[str, Any]:
+        """The SEND_MESSAGE_V2 header for sending to ``mq`` (docs/wire.md)."""
+        return {
+            "a": group, "b": self.topic, "c": AUTO_CREATE_TOPIC, "d": self.queue_nums, "e": mq.queue_id,
+            "f": self.sys_flag, "g": self.born_ms, "h": self.flag, "i": self.properties, "j": 0,
+            "k": False, "m": False, "n": mq.broker_name,
+        }  # fmt: skip
+
+
+def prepare_message(
+    msg: Message, max_bytes: int, compress_over_bytes: int, default_queue_nums: int = 4
+) -> PreparedMessage:
+    """Check ``msg`` and build its wire form (compression happens later, in ``compress``)."""
+    check_message(msg, max_bytes)
+    return PreparedMessage(msg, compress_over_bytes, default_queue_nums)
+
+
+def check_batch(msgs: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    """Check a batch: a non-empty sequence of Messages of one topic, without delay levels.
+
+    Raises:
+        MQClientError: saying which message is wrong and why.
+    """
+    if not isinstance(msgs, Sequence) or isinstance(msgs, str | bytes) or not msgs:
+        raise MQClientError("send_batch needs a non-empty list of Message objects")
+    if len(msgs) > MAX_BATCH_MESSAGES:
+        raise MQClientError(
+            f"send_batch got {len(msgs)} messages; send at most {MAX_BATCH_MESSAGES} per call"
+        )
+    topic = getattr(msgs[0], "topic", None)
+    for i, m in enumerate(msgs):
+        try:
+            check_message(m, max_bytes)
+        except MQClientError as e:
+            raise MQClientError(f"batch message #{i}: {e}") from None
+        if m.topic != topic:
+            raise MQClientError(
+                f"batch message #{i} has topic {m.topic!r} but #0 has {topic!r}: a batch goes to one topic"
+            )
+        if m.delay_level:
+            raise MQClientError(
+                f"batch message #{i} has delay_level={m.delay_level}: delayed messages cannot be batched"
+            )
+
+
+def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[bytes, list[str]]]:
+    """Encode ``msgs`` into batch request bodies of at most ``max_bytes`` each (a lone bigger message
+    travels alone). Each message gets a UNIQ_KEY property if it has none (set on the message).
+
+    Returns:
+        ``(body, unique keys in order)`` per request, in message order.
+    """
+    chunks: list[tuple[bytes, list[str]]] = []
+    parts: list[bytes] = []
+    uids: list[str] = []
+    size = 0
+    for m in msgs:
+        part = encode_batch([m])
+        if parts and size + len(part) > max_bytes:
+            chunks.append((b"".join(parts), uids))
+            parts, uids, size = [], [], 0
+        parts.append(part)
+        uids.append(m.properties[MessageConst.UNIQ_KEY])
+        size += len(part)
+    if parts:
+        chunks.append((b"".join(parts), uids))
+    return chunks

@@ -1,0 +1,446 @@
+"""Producer: send, send_async, send_oneway, send_batch and selector sends, with retry and failover.
+
+Owns the producer side of issue #5: client-side message checks (``MQClientError`` before anything is
+sent), the wire preparation of a message (UNIQ_KEY, properties string, zlib compression over
+``compress_over_bytes`` with sys-flag 0x1), the publish route lookup with TBW102 auto-create
+fallback, round-robin queue selection with latency fault tolerance (``client.fault``), and up to
+``retry_times`` retries on another broker inside one ``send_timeout`` budget. Batches are split into
+requests of at most ``max_message_bytes`` encoded bytes (``client.batch``-style splitting lives in
+``split_batch``). ``SendResult``/``SendStatus`` are defined in ``client.api`` and re-exported here.
+"""
+
+# ruff: noqa: ASYNC109  (per-call timeouts in seconds are part of the documented API)
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from client.api import SendResult, SendStatus
+from client.fault import LatencyFaultTolerance
+from client.instance import ClientSettings, MQClientInstance, new_client_id
+from client.message_check import (
+    MAX_MESSAGE_BYTES,
+    PreparedMessage,
+    check_batch,
+    check_message,
+    prepare_message,
+    split_batch,
+)
+from client.route import AUTO_CREATE_TOPIC, TopicPublishInfo
+from client.selector import QueueSelector, select_queue
+from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.message import Message, MessageQueue
+from rocketpy.remoting.codes import ResponseCode
+
+__all__ = ["Producer", "SendResult", "SendStatus"]
+
+log = logging.getLogger("rocketpy.client.producer")
+
+#: Broker error codes after which a sync send is retried on another broker (reference §3.2).
+RETRY_RESPONSE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+        ResponseCode.GO_AWAY,
+    }
+)
+
+SendCallback = Callable[[SendResult | None, BaseException | None], Any]
+
+
+class Producer:
+    """Sends messages to the brokers of a NameServer set.
+
+    Args:
+        group: the producer group (shown in the brokers' producer table).
+        namesrv_addr: ``"host:port"`` or several separated by ``;`` (default: env NAMESRV_ADDR).
+        send_timeout: seconds for one send, retries included.
+        retry_times: extra attempts on another broker for ``send``/``send_async``/``send_batch``.
+        compress_over_bytes: bodies longer than this are zlib-compressed (not in batches).
+        compress_level: zlib level.
+        max_message_bytes: body limit (before compression) and batch request size limit.
+        default_topic_queue_nums: queues requested when a topic is auto-created through TBW102.
+        send_latency_fault_enable: avoid brokers that recently failed or were slow.
+        max_async_pending: bound on unfinished ``send_async`` futures.
+        instance_name: part of the client id.
+        poll_name_server_interval: route refresh period (seconds).
+        heartbeat_broker_interval: heartbeat period (seconds).
+    """
+
+    def __init__(
+        self,
+        group: str = "DEFAULT_PRODUCER",
+        namesrv_addr: str | None = None,
+        *,
+        send_timeout: float = 3.0,
+        retry_times: int = 2,
+        compress_over_bytes: int = 4096,
+        compress_level: int = 5,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        default_topic_queue_nums: int = 4,
+        send_latency_fault_enable: bool = True,
+        max_async_pending: int = 65_536,
+        instance_name: str = "DEFAULT",
+        poll_name_server_interval: float = 30.0,
+        heartbeat_broker_interval: float = 30.0,
+    ) -> None:
+        if not isinstance(group, str) or not group.strip():
+            raise MQClientError(f"producer group must be a non-empty string, got {group!r}")
+        if not isinstance(retry_times, int) or retry_times < 0:
+            raise MQClientError(f"retry_times={retry_times!r} must be an int >= 0 (default 2)")
+        if not isinstance(send_timeout, int | float) or send_timeout <= 0:
+            raise MQClientError(
+                f"send_timeout={send_timeout!r} must be a positive number of seconds (default 3.0)"
+            )
+        self.group = group
+        self.namesrv_addr = namesrv_addr
+        self.send_timeout = float(send_timeout)
+        self.retry_times = retry_times
+        self.compress_over_bytes = compress_over_bytes
+        self.compress_level = compress_level
+        self.max_message_bytes = max_message_bytes
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.max_async_pending = max_async_pending
+        self.settings = ClientSettings(
+            instance_name=instance_name,
+            poll_name_server_interval=poll_name_server_interval,
+            heartbeat_broker_interval=heartbeat_broker_interval,
+        )
+        self.client_id = new_client_id(instance_name)
+        self.fault = LatencyFaultTolerance(enabled=send_latency_fault_enable)
+        self._instance: MQClientInstance | None = None
+        self._async_pending = 0
+        self._callback_pool: ThreadPoolExecutor | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the shared client instance (connections are made on first send)."""
+        if self._instance is not None:
+            raise MQClientError(f"producer {self.group} is already started; call shutdown() first")
+        self._instance = await MQClientInstance.acquire(self.namesrv_addr, config=self.settings)
+        self._instance.register_producer(self.group, self.client_id, self)
+
+    async def shutdown(self) -> None:
+        """Unregister from every broker and leave the client instance (idempotent)."""
+        inst, self._instance = self._instance, None
+        if inst is None:
+            return
+        await inst.unregister_producer(self.group, self.client_id)
+        await inst.release()
+        if self._callback_pool is not None:
+            self._callback_pool.shutdown(wait=False)
+            self._callback_pool = None
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _inst(self) -> MQClientInstance:
+        if self._instance is None:
+            raise MQClientError(f"producer {self.group} is not started: call `await producer.start()` first")
+        return self._instance
+
+    # ---- routes ------------------------------------------------------------------------------------
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        inst = self._inst()
+        tp = inst.publish_info(topic)
+        if tp is not None and tp.ok:
+            return tp
+        route = await inst.update_topic_route(topic)
+        tp = inst.publish_info(topic)
+        if tp is not None and tp.ok:
+            return tp
+        if route is not None:
+            raise MQClientError(
+                f"topic {topic!r} has no writable queue (write permission wiped or no master registered):"
+                f" restore it with `mqadmin updateTopic -t {topic} -c CLUSTER -p 6`"
+                " or start the broker master"
+            )
+        return await self._auto_create_info(topic)
+
+    async def _auto_create_info(self, topic: str) -> TopicPublishInfo:
+        inst = self._inst()
+        default = await inst.api.get_topic_route(AUTO_CREATE_TOPIC, self.settings.mq_client_api_timeout)
+        if default is not None:
+            n = self.default_topic_queue_nums
+            queue_datas = [
+                qd.model_copy(
+                    update={
+                        "read_queue_nums": min(n, qd.read_queue_nums),
+                        "write_queue_nums": min(n, qd.write_queue_nums),
+                    }
+                )
+                for qd in default.queue_datas
+            ]
+            tp = inst.set_publish_route(topic, default.model_copy(update={"queue_datas": queue_datas}))
+            if tp.ok:
+                return tp
+        raise MQClientError(
+            f"topic {topic!r} does not exist: create it with"
+            f" `mqadmin updateTopic -n {';'.join(inst.namesrv_addrs)} -t {topic} -c DefaultCluster`"
+            " or start the broker with autoCreateTopicEnable=true"
+        )
+
+    async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's writable queues sorted by (broker_name, queue_id) (what selectors receive)."""
+        return list((await self._publish_info(topic)).message_queues)
+
+    # ---- send --------------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        msg: Message,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        *,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send one message and wait for the broker's ack.
+
+        Args:
+            msg: the message (checked before anything is sent).
+            selector: optional ``(queues, msg, arg) -> queue``; such sends are not retried elsewhere.
+            arg: passed to ``selector``.
+            timeout: overrides ``send_timeout`` (seconds, retries included).
+
+        Raises:
+            MQClientError: bad message, no route, timeout or no broker reachable.
+            MQBrokerError: the broker refused the message (non-retryable code).
+        """
+        self._inst()
+        prepared = prepare_message(
+            msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
+        )
+        return await self._send_prepared(msg, prepared, selector, arg, timeout or self.send_timeout)
+
+    def send_async(
+        self,
+        msg: Message,
+        callback: SendCallback | None = None,
+        *,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """Start a send and return its future at once (bad messages raise here, before sending).
+
+        ``callback(result, error)`` is called once with exactly one of them not None: an ``async def``
+        callback runs on the loop, a plain function in a one-thread executor (never blocking the loop).
+
+        Raises:
+            MQClientError: bad message, producer not started, or ``max_async_pending`` sends unfinished.
+        """
+        self._inst()
+        if self._async_pending >= self.max_async_pending:
+            raise MQClientError(
+                f"{self._async_pending} async sends are unfinished"
+                f" (max_async_pending={self.max_async_pending}):"
+                " await some futures before sending more, or raise max_async_pending"
+            )
+        prepared = prepare_message(
+            msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._send_prepared(msg, prepared, selector, arg, timeout or self.send_timeout)
+        )
+        self._async_pending += 1
+        task.add_done_callback(lambda t: self._async_done(t, callback))
+        return task
+
+    def _async_done(self, task: asyncio.Task[SendResult], callback: SendCallback | None) -> None:
+        self._async_pending -= 1
+        if task.cancelled():
+            err: BaseException | None = asyncio.CancelledError()
+            result = None
+        else:
+            err = task.exception()
+            result = None if err else task.result()
+        if callback is None:
+            return
+        if inspect.iscoroutinefunction(callback):
+            coro = callback(result, err)
+            asyncio.get_running_loop().create_task(coro).add_done_callback(_log_callback_error)
+            return
+        if self._callback_pool is None:
+            self._callback_pool = ThreadPoolExecutor(1, thread_name_prefix="rocketpy-send-callback")
+        self._callback_pool.submit(callback, result, err).add_done_callback(_log_callback_error)
+
+    async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
+        """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
+        self._inst()
+        prepared = prepare_message(
+            msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
+        )
+        tp = await self._publish_info(msg.topic)
+        mq = self._select(tp, msg, selector, arg, None)
+        addr = await self._broker_addr(mq)
+        await prepared.compress(self.compress_level)
+        await self._inst().api.send_oneway(
+            addr, prepared.ext_for(self.group, mq), prepared.body, self.send_timeout
+        )
+
+    async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
+        """Send messages of one topic as batch requests of at most ``max_message_bytes`` each.
+
+        Returns:
+            One SendResult per message, in order.
+
+        Raises:
+            MQClientError: empty list, mixed topics, a delay level, or a bad message.
+        """
+        self._inst()
+        check_batch(msgs, self.max_message_bytes)
+        results: list[SendResult] = []
+        for chunk_body, uids in split_batch(msgs, self.max_message_bytes):
+            results.extend(
+                await self._send_batch_chunk(msgs[0].topic, chunk_body, uids, timeout or self.send_timeout)
+            )
+        return results
+
+    # ---- internals ---------------------------------------------------------------------------------
+
+    def _select(
+        self,
+        tp: TopicPublishInfo,
+        msg: Message,
+        selector: QueueSelector | None,
+        arg: Any,
+        last_broker: str | None,
+    ) -> MessageQueue:
+        if selector is None:
+            return select_queue(tp.message_queues, tp.index, self.fault, last_broker)
+        queues = list(tp.message_queues)
+        mq = selector(queues, msg, arg)
+        if not isinstance(mq, MessageQueue) or mq not in queues:
+            raise MQClientError(
+                f"selector returned {mq!r}, which is not one of the {len(queues)} queues it was given:"
+                " return an element of the list"
+            )
+        return mq
+
+    async def _broker_addr(self, mq: MessageQueue) -> str:
+        inst = self._inst()
+        addr = inst.find_broker_addr(mq.broker_name)
+        if addr is None:
+            await inst.update_topic_route(mq.topic)
+            addr = inst.find_broker_addr(mq.broker_name)
+        if addr is None:
+            raise MQClientError(
+                f"broker {mq.broker_name!r} has no master address in the route of {mq.topic!r}"
+            )
+        return addr
+
+    async def _send_prepared(
+        self,
+        msg: Message,
+        prepared: PreparedMessage,
+        selector: QueueSelector | None,
+        arg: Any,
+        timeout: float,
+    ) -> SendResult:
+        await prepared.compress(self.compress_level)
+
+        async def attempt(mq: MessageQueue, addr: str, remaining: float) -> SendResult:
+            ext = prepared.ext_for(self.group, mq)
+            return await self._inst().api.send_message(
+                addr, mq.broker_name, ext, prepared.body, remaining, msg_id=prepared.uniq_key
+            )
+
+        return await self._with_retries(msg.topic, msg, selector, arg, timeout, attempt)
+
+    async def _send_batch_chunk(
+        self, topic: str, body: bytes, uids: list[str], timeout: float
+    ) -> list[SendResult]:
+        async def attempt(mq: MessageQueue, addr: str, remaining: float) -> list[SendResult]:
+            ext = {
+                "a": self.group,
+                "b": topic,
+                "c": AUTO_CREATE_TOPIC,
+                "d": self.default_topic_queue_nums,
+                "e": mq.queue_id,
+                "f": 0,
+                "g": int(time.time() * 1000),
+                "h": 0,
+                "i": "",
+                "j": 0,
+                "k": False,
+                "m": True,
+                "n": mq.broker_name,
+            }
+            return await self._inst().api.send_batch(addr, mq.broker_name, ext, body, uids, remaining)
+
+        return await self._with_retries(topic, None, None, None, timeout, attempt)
+
+    async def _with_retries(
+        self,
+        topic: str,
+        msg: Message | None,
+        selector: QueueSelector | None,
+        arg: Any,
+        timeout: float,
+        attempt: Callable[[MessageQueue, str, float], Any],
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        tp = await self._publish_info(topic)
+        attempts = 1 if selector is not None else 1 + self.retry_times
+        last_broker: str | None = None
+        last_error: BaseException | None = None
+        for n in range(attempts):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            mq = (
+                self._select(tp, msg, selector, arg, last_broker)
+                if msg is not None
+                else self._select(tp, Message(topic), None, None, last_broker)
+            )
+            addr = await self._broker_addr(mq)
+            started = loop.time()
+            try:
+                result = await attempt(mq, addr, remaining)
+            except (RemotingConnectError, RemotingTimeoutError) as e:
+                self.fault.update(mq.broker_name, 0, isolation=True)
+                last_error, last_broker = e, mq.broker_name
+                log.info("send to %s failed (attempt %d/%d): %s", mq, n + 1, attempts, e)
+                continue
+            except MQBrokerError as e:
+                self.fault.update(mq.broker_name, 0, isolation=True)
+                if e.code not in RETRY_RESPONSE_CODES:
+                    raise
+                last_error, last_broker = e, mq.broker_name
+                log.info("send to %s refused (attempt %d/%d): %s", mq, n + 1, attempts, e)
+                continue
+            self.fault.update(mq.broker_name, (loop.time() - started) * 1000.0)
+            return result
+        if isinstance(last_error, MQBrokerError) and attempts == 1:
+            raise last_error
+        reason = f"last error: {last_error}" if last_error else "no attempt fitted in the time budget"
+        raise MQClientError(
+            f"send to topic {topic!r} failed after {n + 1} attempt(s) within {timeout:.3g}s ({reason}):"
+            " check that the brokers are running, or raise send_timeout / retry_times"
+        ) from last_error
+
+
+def _log_callback_error(fut: Any) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("send_async callback raised: %r", fut.exception())
+
+
+__all__ += ["RETRY_RESPONSE_CODES", "check_message"]

@@ -1,0 +1,85 @@
+"""The client's view of topic routes: publish info (writable queues) and subscribe queues.
+
+Owns the conversion of a NameServer ``TopicRouteData`` (docs/wire.md, GET_ROUTEINFO_BY_TOPIC) into
+what producers and consumers use (RocketMQ's ``topicRouteData2TopicPublishInfo`` /
+``topicRouteData2TopicSubscribeInfo``):
+
+* ``TopicPublishInfo``: the writable queues of every broker that has a master and write permission,
+  sorted by (broker_name, queue_id), plus the topic's round-robin counter.
+* ``subscribe_queues``: the readable queues (queue ids 0..readQueueNums-1 of readable brokers), sorted.
+
+Route objects are ``rocketpy.route.TopicRouteData`` (pydantic, control plane only).
+"""
+
+from __future__ import annotations
+
+from client.selector import RoundRobinIndex
+from rocketpy.message import MessageQueue
+from rocketpy.route import PERM_READ, PERM_WRITE, TopicRouteData
+
+#: The topic whose route stands in for a topic that does not exist yet (auto-create).
+AUTO_CREATE_TOPIC = "TBW102"
+
+
+class TopicPublishInfo:
+    """The writable queues of one topic and its round-robin position.
+
+    Attributes:
+        topic: the topic name.
+        message_queues: writable queues sorted by (broker_name, queue_id).
+        index: the round-robin counter shared by every producer of this instance.
+        route: the route this was built from.
+    """
+
+    __slots__ = ("index", "message_queues", "route", "topic")
+
+    def __init__(self, topic: str, route: TopicRouteData, index: RoundRobinIndex | None = None) -> None:
+        self.topic = topic
+        self.route = route
+        self.message_queues = publish_queues(topic, route)
+        self.index = index or RoundRobinIndex()
+
+    @property
+    def ok(self) -> bool:
+        """True when at least one queue can be written."""
+        return bool(self.message_queues)
+
+    def broker_names(self) -> list[str]:
+        """The brokers holding writable queues, sorted."""
+        return sorted({mq.broker_name for mq in self.message_queues})
+
+
+def _masters(route: TopicRouteData) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for bd in route.broker_datas:
+        addr = bd.master_addr()
+        if addr:
+            out[bd.broker_name] = addr
+    return out
+
+
+def publish_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """Writable queues of ``topic`` (master present, write bit set), sorted by (broker_name, queue_id)."""
+    masters = _masters(route)
+    queues: list[MessageQueue] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        if qd.perm & PERM_WRITE and qd.broker_name in masters:
+            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+    return queues
+
+
+def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """Readable queues of ``topic``, sorted by (broker_name, queue_id)."""
+    queues: list[MessageQueue] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        if qd.perm & PERM_READ:
+            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
+    return queues
+
+
+def broker_addrs(route: TopicRouteData) -> dict[str, dict[int, str]]:
+    """broker_name -> {broker_id: addr} from a route."""
+    out: dict[str, dict[int, str]] = {}
+    for bd in route.broker_datas:
+        out[bd.broker_name] = dict(bd.broker_addrs)
+    return out
