@@ -64,6 +64,10 @@ class OffsetStore:
         """The stored offset of ``mq`` (memory first), or None when the group has none."""
         raise NotImplementedError
 
+    async def fetch(self, mq: Any) -> int | None:
+        """The persisted offset of ``mq`` (ignoring memory)."""
+        return await self.read(mq)
+
     async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
         """Persist the offsets of ``mqs`` (``oneway=False`` waits for the broker's acknowledgement)."""
         raise NotImplementedError
@@ -92,14 +96,18 @@ class RemoteOffsetStore(OffsetStore):
         """Memory first, else QUERY_CONSUMER_OFFSET (None when the broker has none)."""
         if mq in self._table:
             return self._table[mq]
+        offset = await self.fetch(mq)
+        if offset is not None:
+            self._table[mq] = offset
+        return offset
+
+    async def fetch(self, mq: Any) -> int | None:
+        """QUERY_CONSUMER_OFFSET: the broker's stored offset (None when it has none)."""
         addr = await self._broker_addr(mq)
         offset = await self._instance.api.query_consumer_offset(
             addr, self.group, mq.topic, mq.queue_id, QUERY_TIMEOUT_S
         )
-        if offset is not None and offset >= 0:
-            self._table[mq] = int(offset)
-            return int(offset)
-        return None
+        return int(offset) if offset is not None and offset >= 0 else None
 
     async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
         """UPDATE_CONSUMER_OFFSET for each queue with a known offset; errors are logged."""
