@@ -1,0 +1,45 @@
+"""Blocking twins of the SDK classes, for programs without an event loop (DESIGN §6, §8).
+
+``from rocketpy.sync import Producer, PushConsumer, LitePullConsumer, Admin`` gives classes with the
+same names and methods as ``rocketpy``'s async ones; every method blocks until done. They all run on
+one background event loop thread (see ``client/sync.py``). The message and enum types are re-exported
+so one import line is enough.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client.consumer_types import (
+    AllocateStrategy,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    MessageModel,
+    MessageSelector,
+)
+from client.sync import TWINS, twin
+from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+from rocketpy.message import Message, MessageExt, MessageQueue
+
+__all__ = [
+    "AllocateStrategy",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
+    "MQBrokerError",
+    "MQClientError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageSelector",
+    "RocketpyError",
+    *sorted(TWINS),  # Admin, LitePullConsumer, Producer, PushConsumer (created lazily)
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in TWINS:
+        return twin(name)
+    raise AttributeError(f"module 'rocketpy.sync' has no attribute {name!r}")
