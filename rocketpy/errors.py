@@ -44,3 +44,7 @@ class MQBrokerError(RocketpyError):
 
 class ConfigError(RocketpyError):
     """A bad configuration file or option; the message is the one line to print."""
+
+
+class RemotingBindError(RocketpyError, OSError):
+    """A server could not listen on its address (port in use, bad host, no permission)."""

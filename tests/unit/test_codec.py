@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 import struct
+from typing import Any
 
 import msgpack
 import pytest
@@ -21,7 +22,9 @@ from rocketpy.remoting.command import (
 ext_values = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**64 - 1), st.text(max_size=40), st.booleans()
 )
-ext_maps = st.one_of(st.none(), st.just({}), st.dictionaries(st.text(max_size=20), ext_values, max_size=12))
+ext_maps: st.SearchStrategy[dict[str, Any] | None] = st.one_of(
+    st.none(), st.just({}), st.dictionaries(st.text(max_size=20), ext_values, max_size=12)
+)
 bodies = st.one_of(
     st.just(b""),
     st.binary(max_size=2048),

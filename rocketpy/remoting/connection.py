@@ -1,0 +1,409 @@
+"""``Channel``: one TCP connection, used by both ``RemotingServer`` and ``RemotingClient``.
+
+A channel owns the connection's frame decoder, its table of pending requests (opaque -> future,
+each with a timer cancelled when the response arrives), the tasks of its asynchronous handlers,
+and its flow-control state. Requests it receives go to a ``ProcessorTable``; a handler's inline
+response is written before the next read (all responses of one read leave in one write), an
+awaitable result runs as a task tracked here and cancelled when the connection closes.
+
+Invariants: every pending request ends exactly once (response, timeout, or connection close — the
+close fails all of them at once); the close listener runs once; a malformed stream aborts only this
+connection; reading pauses while too many handler tasks run, and (on the server side) while the
+peer is not reading what we write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
+from typing import Any, cast
+
+from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.limits import (
+    MAX_FRAME_BYTES,
+    MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
+    MAX_OPAQUE,
+    MAX_PENDING_REQUESTS_PER_CONNECTION,
+)
+from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
+from rocketpy.remoting.codes import code_name
+from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rocketpy.remoting.processor import ProcessorTable
+
+log = logging.getLogger("rocketpy.remoting")
+
+_PendingEntry = tuple["asyncio.Future[RemotingCommand]", int]
+
+
+class Channel(asyncio.Protocol):
+    """One TCP connection carrying pipelined requests in both directions.
+
+    Attributes:
+        remote_addr: the peer as ``"ip:port"``.
+        attrs: a free slot for the owner (e.g. a client id).
+        closed: True once the connection is closing or closed.
+        close_reason: why it closed (None while open).
+    """
+
+    def __init__(
+        self,
+        processors: ProcessorTable,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
+        pause_reading_on_write_pressure: bool = True,
+        on_close: Callable[[Channel], None] | None = None,
+        remote_addr: str | None = None,
+    ) -> None:
+        self.remote_addr = remote_addr or "?"
+        self.attrs: dict[str, Any] = {}
+        self.closed = False
+        self.close_reason: str | None = None
+        self._processors = processors
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._max_inflight = max_inflight_handlers
+        self._pause_on_write_pressure = pause_reading_on_write_pressure
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, _PendingEntry] = {}
+        self._next_opaque = 0
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._write_paused = False
+        self._reading_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._batch: list[bytes | memoryview] | None = None
+        self._backlog: deque[RemotingCommand] = deque()  # requests read past the handler bound
+        self._lost = self._loop.create_future()
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Remember the transport and the peer address."""
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        if self.remote_addr == "?":
+            peer = transport.get_extra_info("peername")
+            self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def data_received(self, data: bytes) -> None:
+        """Decode frames; complete pending calls and dispatch requests; write responses at once."""
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as exc:
+            self._teardown(f"protocol error from {self.remote_addr}: {exc.reason}", abort=True)
+            return
+        if commands:
+            self._process(commands)
+
+    def _process(self, commands: Iterable[RemotingCommand]) -> None:
+        """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
+        batch: list[bytes | memoryview] = []
+        self._batch = batch
+        backlog = self._backlog
+        try:
+            for cmd in commands:
+                if self.closed:
+                    break
+                if cmd.flag & FLAG_RESPONSE:
+                    self._complete(cmd)
+                elif backlog or len(self._tasks) >= self._max_inflight:
+                    backlog.append(cmd)
+                else:
+                    self._dispatch(cmd)
+        finally:
+            self._batch = None
+            if batch and not self.closed:
+                assert self._transport is not None
+                self._transport.writelines(batch)
+        if backlog:
+            self._update_reading()
+
+    def eof_received(self) -> bool | None:
+        """The peer closed its side: close ours too."""
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail everything still pending and notify the owner."""
+        self._teardown(f"connection lost: {exc}" if exc else "closed by peer")
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        """The transport's write buffer is full: stop producing."""
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        """The write buffer drained: wake writers and maybe resume reading."""
+        self._write_paused = False
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._update_reading()
+
+    # -- public API ------------------------------------------------------------------------------
+
+    @property
+    def pending_count(self) -> int:
+        """Requests sent on this connection still awaiting a response."""
+        return len(self._pending)
+
+    @property
+    def reading_paused(self) -> bool:
+        """True while reading is paused (handler bound reached, or the peer not reading)."""
+        return self._reading_paused
+
+    @property
+    def write_buffer_bytes(self) -> int:
+        """Bytes written but not yet accepted by the socket."""
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
+    @property
+    def tasks(self) -> frozenset[asyncio.Future[Any]]:
+        """The asynchronous handler tasks running for this connection."""
+        return frozenset(self._tasks)
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write ``cmd`` (a response or oneway frame) without waiting; a no-op once closed."""
+        if self.closed:
+            log.debug("dropping %r for closed connection %s", cmd, self.remote_addr)
+            return
+        parts = encode_frame(cmd)
+        if self._batch is not None:
+            self._batch.extend(parts)
+        else:
+            assert self._transport is not None
+            self._transport.writelines(parts)
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` as a oneway request (no response expected).
+
+        Raises:
+            RemotingConnectError: the connection is closed.
+        """
+        self._check_open(cmd)
+        cmd.opaque = self._new_opaque()
+        cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
+        self.send(cmd)
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
+        """Send request ``cmd`` and return its response, whatever its code.
+
+        Raises:
+            RemotingTimeoutError: no response within ``timeout`` seconds.
+            RemotingConnectError: the connection is closed, or closes before the response.
+            MQClientError: too many requests are already pending on this connection.
+        """
+        self._check_open(cmd)
+        if len(self._pending) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
+            raise MQClientError(
+                f"{len(self._pending)} requests are already pending on {self.remote_addr}; "
+                f"{code_name(cmd.code)} refused — slow down or wait for responses"
+            )
+        if self._write_paused:
+            timeout = await self.wait_writable(timeout, cmd.code)
+        opaque = self._new_opaque()
+        cmd.opaque = opaque
+        cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self.send(cmd)
+        self._pending[opaque] = (future, cmd.code)
+        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+    async def wait_writable(self, timeout: float, code: int) -> float:  # noqa: ASYNC109
+        """Wait until the peer reads what we wrote; return the time left of ``timeout``.
+
+        Raises:
+            RemotingTimeoutError: still not writable after ``timeout`` seconds.
+            RemotingConnectError: the connection closed meanwhile.
+        """
+        start = self._loop.time()
+        while self._write_paused:
+            self._check_open(code=code)
+            if len(self._drain_waiters) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
+                raise MQClientError(f"too many writers waiting for {self.remote_addr}; slow down")
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            left = timeout - (self._loop.time() - start)
+            try:
+                await asyncio.wait_for(waiter, max(left, 0))
+            except TimeoutError:
+                raise RemotingTimeoutError(
+                    f"{code_name(code)} to {self.remote_addr} could not be written within {timeout:.3f}s: "
+                    "the peer is not reading; check that it is alive, or raise the timeout"
+                ) from None
+        return max(timeout - (self._loop.time() - start), 0.0)
+
+    def close(self, reason: str) -> None:
+        """Close the connection (buffered writes are flushed first); pending calls fail at once."""
+        self._teardown(reason)
+
+    async def wait_closed(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Wait up to ``timeout`` seconds for the transport to finish closing, then abort it."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._lost), timeout)
+        except TimeoutError:
+            if self._transport is not None:
+                self._transport.abort()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _check_open(self, cmd: RemotingCommand | None = None, code: int | None = None) -> None:
+        if self.closed:
+            what = code_name(cmd.code if cmd is not None else code or 0)
+            raise RemotingConnectError(
+                f"cannot send {what} to {self.remote_addr}: connection closed ({self.close_reason})"
+            )
+
+    def _new_opaque(self) -> int:
+        opaque = self._next_opaque + 1
+        if opaque > MAX_OPAQUE:
+            opaque = 1
+        self._next_opaque = opaque
+        return opaque
+
+    def _complete(self, response: RemotingCommand) -> None:
+        entry = self._pending.pop(response.opaque, None)
+        if entry is None:
+            log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
+            return
+        future = entry[0]
+        if not future.done():
+            future.set_result(response)
+
+    def _expire(self, opaque: int, timeout: float) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is None:
+            return
+        future, code = entry
+        if not future.done():
+            future.set_exception(
+                RemotingTimeoutError(
+                    f"{code_name(code)} to {self.remote_addr} got no response within {timeout:.3f}s; "
+                    "check that the server is up and not overloaded, or raise the timeout"
+                )
+            )
+
+    def _dispatch(self, request: RemotingCommand) -> None:
+        result = self._processors.handle(self, request)
+        if result is None:
+            return
+        if type(result) is RemotingCommand:
+            self._respond(request, result)
+            return
+        self._start_task(request, result)  # type: ignore[arg-type]
+
+    def _respond(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        if request.flag & FLAG_ONEWAY:
+            return
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        response.serialize_type = request.serialize_type
+        self.send(response)
+
+    def _start_task(self, request: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            task = asyncio.ensure_future(awaitable)
+        except TypeError as exc:
+            self._respond(request, self._processors.error_response(self, request, exc))
+            return
+        self._tasks.add(task)
+        task.add_done_callback(partial(self._task_done, request))
+        self._update_reading()
+
+    def _task_done(self, request: RemotingCommand, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if self.closed:
+            if not task.cancelled():
+                task.exception()  # mark retrieved; nobody is left to answer
+            return
+        result = None if task.cancelled() else self._task_result(request, task)
+        if result is not None:
+            self._respond(request, result)
+        if self._backlog:
+            self._drain_backlog()
+        else:
+            self._update_reading()
+
+    def _task_result(self, request: RemotingCommand, task: asyncio.Future[Any]) -> RemotingCommand | None:
+        exc = task.exception()
+        if exc is not None:
+            return self._processors.error_response(self, request, exc)
+        result = task.result()
+        if result is not None and not isinstance(result, RemotingCommand):
+            bad = TypeError(f"processor returned {type(result).__name__}, not RemotingCommand")
+            return self._processors.error_response(self, request, bad)
+        return result
+
+    def _drain_backlog(self) -> None:
+        backlog = self._backlog
+        batch: list[bytes | memoryview] = []
+        self._batch = batch
+        try:
+            while backlog and len(self._tasks) < self._max_inflight and not self.closed:
+                self._dispatch(backlog.popleft())
+        finally:
+            self._batch = None
+            if batch and not self.closed:
+                assert self._transport is not None
+                self._transport.writelines(batch)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.closed or self._transport is None:
+            return
+        pause = (
+            bool(self._backlog)
+            or len(self._tasks) >= self._max_inflight
+            or (self._write_paused and self._pause_on_write_pressure)
+        )
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
+
+    def _teardown(self, reason: str, *, abort: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        (log.warning if abort else log.info)("closing connection %s: %s", self.remote_addr, reason)
+        if self._transport is not None:
+            self._transport.abort() if abort else self._transport.close()
+        self._fail_pending(reason)
+        self._backlog.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._on_close is not None:
+            try:
+                self._on_close(self)
+            except Exception:
+                log.exception("close listener of %s failed", self.remote_addr)
+
+    def _fail_pending(self, reason: str) -> None:
+        pending, self._pending = self._pending, {}
+        for future, code in pending.values():
+            if not future.done():
+                future.set_exception(
+                    RemotingConnectError(
+                        f"connection to {self.remote_addr} closed ({reason}) while {code_name(code)} was in "
+                        "flight; it may or may not have been processed — retry if that is safe"
+                    )
+                )
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(
+                    RemotingConnectError(f"connection to {self.remote_addr} closed ({reason})")
+                )

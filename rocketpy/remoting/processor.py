@@ -1,0 +1,83 @@
+"""The per-daemon table of request handlers, and how a handler's outcome becomes a response.
+
+A handler takes ``(channel, request)`` and returns a ``RemotingCommand`` (answered inline), ``None``
+(nothing is sent) or an awaitable of either (run as a task tracked by the connection). Handler
+failures become error responses here: ``HeaderError`` -> INVALID_PARAMETER with its message, any
+other exception -> SYSTEM_ERROR with the exception text (logged with its traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Union
+
+from rocketpy.remoting.codes import ResponseCode, code_name
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError
+
+if TYPE_CHECKING:
+    from rocketpy.remoting.connection import Channel
+
+log = logging.getLogger("rocketpy.remoting")
+
+HandlerResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]  # noqa: UP007
+Handler = Callable[["Channel", RemotingCommand], HandlerResult]
+
+
+class ProcessorTable:
+    """Maps request codes to handlers for one server or client.
+
+    Args:
+        owner: a name for remarks and logs (e.g. ``"namesrv"``).
+    """
+
+    __slots__ = ("_handlers", "owner")
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self._handlers: dict[int, Handler] = {}
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Register ``handler`` for request ``code``.
+
+        Raises:
+            ValueError: a handler is already registered for ``code``.
+        """
+        code = int(code)
+        if code in self._handlers:
+            raise ValueError(f"{self.owner}: a processor for {code_name(code)} is already registered")
+        self._handlers[code] = handler
+
+    def codes(self) -> list[int]:
+        """Return the registered request codes, sorted."""
+        return sorted(self._handlers)
+
+    def handle(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
+        """Run the handler for ``request`` and return its result or an error response."""
+        handler = self._handlers.get(request.code)
+        if handler is None:
+            remark = f"request code {code_name(request.code)} is not supported by {self.owner}"
+            log.warning("%s from %s", remark, channel.remote_addr)
+            return RemotingCommand.response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
+        try:
+            return handler(channel, request)
+        except Exception as exc:
+            return self.error_response(channel, request, exc)
+
+    def error_response(
+        self, channel: Channel, request: RemotingCommand, exc: BaseException
+    ) -> RemotingCommand:
+        """Return the response for a handler that raised ``exc`` (logging unexpected errors)."""
+        if isinstance(exc, HeaderError):
+            log.info("%s from %s: %s", code_name(request.code), channel.remote_addr, exc)
+            return RemotingCommand.response(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        log.error(
+            "%s: processor for %s from %s failed",
+            self.owner,
+            code_name(request.code),
+            channel.remote_addr,
+            exc_info=exc,
+        )
+        remark = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, f"{self.owner} failed: {remark}")
