@@ -1,0 +1,208 @@
+"""The NameServer's request processors: decode a request, make one manager call, build the response.
+
+Shapes are pinned in docs/wire.md. A missing or malformed header field raises ``HeaderError``
+(answered as INVALID_PARAMETER by the processor table); so does an undecodable body. Processors
+never touch files or sockets: KV persistence happens inside ``KVConfigManager`` (in a thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgpack
+from pydantic import BaseModel, ValidationError
+
+from nameserver.kv_config import KVConfigError, KVConfigManager
+from nameserver.route_info import RouteInfoManager
+from rocketpy.config import NamesrvConfig
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_str, ext_str
+from rocketpy.remoting.server import Channel, RemotingServer
+from rocketpy.route import DataVersion, RegisterBrokerBody
+
+#: KV namespace holding per-topic order configuration (RocketMQ's NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG).
+NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _decode_body(request: RemotingCommand, model: type[_M]) -> _M | None:
+    """Decode a msgpack body into ``model``; None for an empty body."""
+    if not request.body:
+        return None
+    try:
+        return model.from_wire(msgpack.unpackb(bytes(request.body), raw=False))  # type: ignore[attr-defined, no-any-return]
+    except (ValueError, ValidationError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise HeaderError(f"request body is not a valid msgpack {model.__name__}: {first}") from e
+
+
+class NamesrvProcessors:
+    """The handlers of every NameServer request code, over one route table and one KV store.
+
+    Args:
+        route_info: the route tables.
+        kv: the KV config store.
+        config: the NameServer settings (``orderMessageEnable``).
+    """
+
+    def __init__(self, route_info: RouteInfoManager, kv: KVConfigManager, config: NamesrvConfig) -> None:
+        self.route_info = route_info
+        self.kv = kv
+        self.config = config
+
+    def table(self) -> dict[int, Callable[[Channel, RemotingCommand], Any]]:
+        """Request code -> handler, for ``RemotingServer.register_processor``."""
+        return {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+        }
+
+    def register_all(self, server: RemotingServer) -> None:
+        """Register every handler on ``server``."""
+        for code, handler in self.table().items():
+            server.register_processor(code, handler)
+
+    # ---------------------------------------------------------------- brokers
+
+    def register_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """REGISTER_BROKER: record the broker; a slave learns its master's addresses."""
+        ext = request.ext
+        body = _decode_body(request, RegisterBrokerBody)
+        result = self.route_info.register_broker(
+            cluster=ext_str(ext, "clusterName"),
+            broker_addr=ext_str(ext, "brokerAddr"),
+            broker_name=ext_str(ext, "brokerName"),
+            broker_id=ext_int(ext, "brokerId"),
+            ha_server_addr=ext_str(ext, "haServerAddr", ""),
+            topics=body.topic_config_serialize_wrapper if body is not None else None,
+            channel=channel,
+        )
+        out: dict[str, Any] = {}
+        if result.master_addr:
+            out["masterAddr"] = result.master_addr
+        if result.ha_server_addr:
+            out["haServerAddr"] = result.ha_server_addr
+        return RemotingCommand.response(request, ext=out or None)
+
+    def unregister_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """UNREGISTER_BROKER: forget a broker that is shutting down."""
+        ext = request.ext
+        self.route_info.unregister_broker(
+            ext_str(ext, "clusterName"),
+            ext_str(ext, "brokerAddr"),
+            ext_str(ext, "brokerName"),
+            ext_int(ext, "brokerId"),
+        )
+        return RemotingCommand.response(request)
+
+    def query_data_version(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_DATA_VERSION: has the broker's topic table changed? (unchanged refreshes liveness)."""
+        version = _decode_body(request, DataVersion) or DataVersion()
+        changed, known = self.route_info.query_data_version(ext_str(request.ext, "brokerAddr"), version)
+        body = _pack(known.to_wire()) if known is not None else b""
+        return RemotingCommand.response(request, ext={"changed": changed}, body=body)
+
+    # ---------------------------------------------------------------- routes
+
+    def get_route_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_ROUTEINFO_BY_TOPIC: the topic's queues and brokers, or TOPIC_NOT_EXIST."""
+        topic = ext_str(request.ext, "topic")
+        route = self.route_info.topic_route(topic)
+        if route is None:
+            return RemotingCommand.response(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}; create it with "
+                f"'mqadmin updateTopic -t {topic} -c CLUSTER' "
+                "or set autoCreateTopicEnable=true on the broker",
+            )
+        if self.config.order_message_enable:
+            route.order_topic_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        return RemotingCommand.response(request, body=_pack(route.to_wire()))
+
+    def get_cluster_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_INFO: ``{"brokerAddrTable", "clusterAddrTable"}``."""
+        return RemotingCommand.response(request, body=_pack(self.route_info.cluster_info().to_wire()))
+
+    def get_topic_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: ``{"topicList": [...]}``."""
+        return RemotingCommand.response(request, body=_pack({"topicList": self.route_info.topic_list()}))
+
+    def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_NAMESRV: drop a topic's routes (of one cluster when clusterName is given)."""
+        self.route_info.delete_topic(
+            ext_str(request.ext, "topic"), ext_opt_str(request.ext, "clusterName") or None
+        )
+        return RemotingCommand.response(request)
+
+    def wipe_write_perm(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """WIPE_WRITE_PERM_OF_BROKER: make every topic on a broker read-only (ext wipeTopicCount)."""
+        count = self.route_info.wipe_write_perm(ext_str(request.ext, "brokerName"))
+        return RemotingCommand.response(request, ext={"wipeTopicCount": count})
+
+    def add_write_perm(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """ADD_WRITE_PERM_OF_BROKER: give a broker's topics write permission back (ext addTopicCount)."""
+        count = self.route_info.add_write_perm(ext_str(request.ext, "brokerName"))
+        return RemotingCommand.response(request, ext={"addTopicCount": count})
+
+    # ---------------------------------------------------------------- KV config
+
+    def put_kv_config(self, channel: Channel, request: RemotingCommand) -> Awaitable[RemotingCommand]:
+        """PUT_KV_CONFIG: store a value; answered once it is on disk."""
+        ext = request.ext
+        namespace, key, value = ext_str(ext, "namespace"), ext_str(ext, "key"), ext_str(ext, "value")
+        return self._kv_change(request, self.kv.put(namespace, key, value))
+
+    def delete_kv_config(self, channel: Channel, request: RemotingCommand) -> Awaitable[RemotingCommand]:
+        """DELETE_KV_CONFIG: remove a value (absent is fine); answered once the file is updated."""
+        namespace, key = ext_str(request.ext, "namespace"), ext_str(request.ext, "key")
+        return self._kv_change(request, self.kv.delete(namespace, key))
+
+    async def _kv_change(self, request: RemotingCommand, change: Awaitable[Any]) -> RemotingCommand:
+        try:
+            await change
+        except ValueError as e:
+            return RemotingCommand.response(request, ResponseCode.INVALID_PARAMETER, str(e))
+        except KVConfigError as e:
+            return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, str(e))
+        return RemotingCommand.response(request)
+
+    def get_kv_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_KV_CONFIG: ext value, or QUERY_NOT_FOUND."""
+        namespace, key = ext_str(request.ext, "namespace"), ext_str(request.ext, "key")
+        value = self.kv.get(namespace, key)
+        if value is None:
+            return RemotingCommand.response(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {namespace} Key: {key}; set it with PUT_KV_CONFIG first",
+            )
+        return RemotingCommand.response(request, ext={"value": value})
+
+    def get_kv_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_KVLIST_BY_NAMESPACE: body KVTable ``{"table": {key: value}}``, or QUERY_NOT_FOUND."""
+        namespace = ext_str(request.ext, "namespace")
+        table = self.kv.namespace(namespace)
+        if not table:
+            return RemotingCommand.response(
+                request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
+            )
+        return RemotingCommand.response(request, body=_pack({"table": table}))

@@ -1,0 +1,62 @@
+"""Runs a NameServer in the foreground under uvloop until SIGTERM or SIGINT.
+
+Prints ``The Name Server boot success. listen=HOST:PORT`` on stdout (flushed) once the listener
+accepts connections, writes the pid file ``namesrv-PORT.pid`` (used by ``mqshutdown namesrv``) and
+removes it on the way out. Logging is set up by the caller (``rocketpy.cli``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import uvloop
+
+from nameserver.controller import NamesrvController
+from nameserver.kv_config import KVConfigError
+from rocketpy.config import NamesrvConfig
+from rocketpy.errors import RemotingBindError, RocketpyError
+from rocketpy.logsetup import remove_pid_file, write_pid_file
+
+log = logging.getLogger("rocketpy.namesrv")
+
+#: How long a graceful stop may take before connections are aborted.
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
+def run(config: NamesrvConfig) -> int:
+    """Run the NameServer until a stop signal; return the process exit code.
+
+    Start-up failures a user can fix (port in use, unreadable KV file, unwritable pid file) are
+    printed as one ``error:`` line on stderr and return 1.
+    """
+    return uvloop.run(_serve(config))
+
+
+async def _serve(config: NamesrvConfig) -> int:
+    controller = NamesrvController(config)
+    try:
+        host, port = await controller.start()
+        pid_path = await asyncio.to_thread(write_pid_file, "namesrv", port)
+    except (RemotingBindError, KVConfigError, RocketpyError) as e:
+        await controller.shutdown(1.0)
+        text = str(e)
+        print(text if text.startswith("error:") else f"error: {text}", file=sys.stderr, flush=True)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    boot = f"The Name Server boot success. listen={host}:{port}"
+    log.info(boot)
+    print(boot, flush=True)
+    try:
+        await stop.wait()
+        log.info("stop signal received, shutting down")
+    finally:
+        await controller.shutdown(SHUTDOWN_TIMEOUT_S)
+        await asyncio.to_thread(remove_pid_file, pid_path)
+        log.info("The Name Server shut down")
+    return 0

@@ -1,0 +1,252 @@
+"""Command line: ``mqnamesrv``, ``mqbroker``, ``mqadmin``, ``mqshutdown`` and the ``rocketpy`` group.
+
+Commands only build configs and hand over to the daemons' ``run`` functions, imported lazily so a
+part that is not built yet fails with one clear line. Every error a user can cause (bad config,
+bad argument, port in use, unreadable file) ends as one ``error: ...`` line on stderr and a non-zero
+exit code: 2 for configuration and usage errors, 1 otherwise. ``python -m rocketpy.cli ...`` works
+like ``rocketpy ...``.
+
+``mqadmin`` sub-commands come from ``client.admin_cli`` when that module exists: it must define
+``commands: list[click.Command]``; they are added to the ``admin`` group on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from rocketpy.config import config_lines, load_broker_config, load_namesrv_config
+from rocketpy.errors import ConfigError, RocketpyError
+from rocketpy.logsetup import pid_files, read_pid_file, setup_logging
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _lazy(module: str, attr: str, what: str) -> Callable[..., Any]:
+    """Import ``module.attr``; a module that does not exist yet becomes one clear error line."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
+            raise  # something inside the module is missing: a bug, keep the traceback
+        raise RocketpyError(
+            f"error: {what} is not available in this build (module {module} is missing)"
+        ) from e
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise RocketpyError(f"error: {what} is not available in this build ({module}.{attr} is missing)")
+    return fn  # type: ignore[no-any-return]
+
+
+@click.group(context_settings=_CONTEXT)
+def cli() -> None:
+    """rocketpy: a RocketMQ-style message broker (NameServer, Broker, admin and tools)."""
+
+
+@cli.command("namesrv", context_settings=_CONTEXT)
+@click.option("-c", "--config-file", metavar="FILE", help="NameServer .properties file.")
+@click.option("-p", "--print-config", is_flag=True, help="Print the effective config and exit.")
+def namesrv_cmd(config_file: str | None, print_config: bool) -> int:
+    """Run a NameServer in the foreground (stop it with Ctrl-C, SIGTERM or 'mqshutdown namesrv')."""
+    config = load_namesrv_config(config_file, {})
+    if print_config:
+        click.echo("\n".join(config_lines(config)))
+        return 0
+    setup_logging("namesrv")
+    from nameserver.startup import run
+
+    return run(config)
+
+
+@cli.command("broker", context_settings=_CONTEXT)
+@click.option("-c", "--config-file", metavar="FILE", help="Broker .properties file (broker and store keys).")
+@click.option("-n", "--namesrv-addr", metavar="ADDR", help="NameServer addresses, 'host:port;host:port'.")
+@click.option("-p", "--print-config", is_flag=True, help="Print the effective config and exit.")
+def broker_cmd(config_file: str | None, namesrv_addr: str | None, print_config: bool) -> int:
+    """Run a Broker in the foreground (stop it with Ctrl-C, SIGTERM or 'mqshutdown broker')."""
+    overrides = {"namesrvAddr": namesrv_addr} if namesrv_addr is not None else {}
+    broker_config, store_config = load_broker_config(config_file, overrides)
+    if print_config:
+        click.echo("\n".join(config_lines(broker_config, store_config)))
+        return 0
+    run = _lazy("broker.startup", "run", "the broker")
+    setup_logging("broker")
+    return int(run(broker_config, store_config) or 0)
+
+
+class _AdminGroup(click.Group):
+    """The ``admin`` group; its sub-commands are loaded from ``client.admin_cli`` on first use."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            mod = importlib.import_module("client.admin_cli")
+        except ModuleNotFoundError as e:
+            if e.name in ("client", "client.admin_cli"):
+                return
+            raise
+        for command in getattr(mod, "commands", []):
+            self.add_command(command)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load()
+        return super().get_command(ctx, cmd_name)
+
+
+@cli.group("admin", cls=_AdminGroup, invoke_without_command=True, context_settings=_CONTEXT)
+@click.pass_context
+def admin_group(ctx: click.Context) -> int | None:
+    """RocketMQ's admin commands (updateTopic, topicList, clusterList, ...)."""
+    if ctx.invoked_subcommand is not None:
+        return None
+    if not admin_group.list_commands(ctx):
+        click.echo("error: mqadmin has no sub-commands in this build yet", err=True)
+        return 1
+    click.echo(ctx.get_help())
+    return 1
+
+
+@cli.command("shutdown", context_settings=_CONTEXT)
+@click.argument("kind", type=click.Choice(["namesrv", "broker"]), metavar="namesrv|broker")
+@click.option("--timeout", default=15.0, show_default=True, help="Seconds to wait for each process to exit.")
+def shutdown_cmd(kind: str, timeout: float) -> int:
+    """Stop every running NameServer or Broker of this user (found through their pid files)."""
+    targets: list[tuple[Path, int]] = []
+    for path in pid_files(kind):
+        pid = read_pid_file(path)
+        if pid is None or not _alive(pid) or not _is_rocketpy(pid):
+            path.unlink(missing_ok=True)  # stale: the process is gone (or the pid was reused)
+            continue
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except PermissionError:
+            click.echo(
+                f"error: not allowed to stop {kind} pid {pid} ({path.name}); run as its owner", err=True
+            )
+            return 1
+        targets.append((path, pid))
+    if not targets:
+        click.echo(f"error: no {kind} is running (no live pid file in {_run_dir_text()})", err=True)
+        return 1
+    deadline = time.monotonic() + timeout
+    failed = False
+    for path, pid in targets:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = path.stem.split("-", 1)[-1]
+        if _alive(pid):
+            click.echo(f"error: {kind} pid {pid} (port {port}) is still running after {timeout:g}s", err=True)
+            failed = True
+        else:
+            click.echo(f"stopped {kind} pid {pid} (port {port})")
+    return 1 if failed else 0
+
+
+def _run_dir_text() -> str:
+    from rocketpy.logsetup import run_dir
+
+    return str(run_dir())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"  # a zombie has exited
+
+
+def _is_rocketpy(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc: trust the pid file
+    return any(word in cmdline for word in (b"rocketpy", b"mqnamesrv", b"mqbroker"))
+
+
+@cli.command("store-dump", context_settings=_CONTEXT)
+@click.argument("path")
+@click.option("--json", "json_lines", is_flag=True, help="One JSON document per record.")
+def store_dump_cmd(path: str, json_lines: bool) -> int:
+    """Print the records of a store directory or file (commitlog, consumequeue, index)."""
+    dump = _lazy("broker.store.dump", "main", "store-dump")
+    return int(dump(path, json_lines) or 0)
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(message if message.startswith("error:") else f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def _invoke(command: click.Command, prog: str) -> NoReturn:
+    try:
+        result = command.main(prog_name=prog, standalone_mode=False)
+    except ConfigError as e:
+        _fail(str(e), 2)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e), err=True)
+        sys.exit(2)
+    except click.ClickException as e:
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else prog
+        _fail(f"error: {e.format_message().rstrip('.')} (see '{where} --help')", e.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        _fail("error: interrupted", 130)
+    except RocketpyError as e:
+        _fail(str(e), 1)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+def main() -> NoReturn:
+    """``rocketpy`` console script (the ``cli`` group)."""
+    _invoke(cli, "rocketpy")
+
+
+def mqnamesrv_main() -> NoReturn:
+    """``mqnamesrv`` console script."""
+    _invoke(namesrv_cmd, "mqnamesrv")
+
+
+def mqbroker_main() -> NoReturn:
+    """``mqbroker`` console script."""
+    _invoke(broker_cmd, "mqbroker")
+
+
+def mqadmin_main() -> NoReturn:
+    """``mqadmin`` console script."""
+    _invoke(admin_group, "mqadmin")
+
+
+def mqshutdown_main() -> NoReturn:
+    """``mqshutdown`` console script."""
+    _invoke(shutdown_cmd, "mqshutdown")
+
+
+if __name__ == "__main__":
+    main()
