@@ -1,0 +1,431 @@
+"""Admin (``rocketpy.Admin``): topic, group, broker and message administration over the RPC.
+
+Owns the admin request codes of docs/wire.md (topic create/delete, stats, consume stats, broker
+config and runtime info, subscription groups, message query by key / id / offset, write-permission
+wipe) and the cluster-wide fan-out they need (a cluster name -> its broker masters, a topic -> the
+brokers holding it). ``rocketpy.admin_cli`` (mqadmin) only formats what this returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from client.api import check, mq_from_wire, pack_body, unpack_body
+from client.instance import ClientSettings, MQClientInstance
+from client.route import subscribe_queues
+from rocketpy.config import parse_properties
+from rocketpy.errors import MQBrokerError, MQClientError
+from rocketpy.message import MessageExt, MessageQueue
+from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.record import decode_record, decode_records
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.route import PERM_RW, ClusterInfo, TopicRouteData
+
+#: Group used for admin reads of messages (RocketMQ's TOOLS_CONSUMER).
+TOOLS_CONSUMER = "TOOLS_CONSUMER"
+
+
+class Admin:
+    """Administration client (``await admin.start()`` ... ``await admin.shutdown()``).
+
+    Args:
+        namesrv_addr: ``"host:port"`` or several separated by ``;`` (default: env NAMESRV_ADDR).
+        timeout: seconds for each request.
+        instance_name: part of the client id.
+    """
+
+    def __init__(
+        self, namesrv_addr: str | None = None, *, timeout: float = 5.0, instance_name: str = "DEFAULT"
+    ) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.timeout = timeout
+        self.settings = ClientSettings(instance_name=instance_name, mq_client_api_timeout=timeout)
+        self._instance: MQClientInstance | None = None
+
+    async def start(self) -> None:
+        """Join the shared client instance."""
+        if self._instance is None:
+            self._instance = await MQClientInstance.acquire(self.namesrv_addr, config=self.settings)
+
+    async def shutdown(self) -> None:
+        """Leave the client instance (idempotent)."""
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            await inst.release()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    @property
+    def instance(self) -> MQClientInstance:
+        """The client instance (raises MQClientError before ``start``)."""
+        if self._instance is None:
+            raise MQClientError("admin is not started: call `await admin.start()` first")
+        return self._instance
+
+    async def _invoke(
+        self, addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b""
+    ) -> Any:
+        resp = await self.instance.remoting.invoke(
+            addr, RemotingCommand.request(code, ext, body), self.timeout
+        )
+        return check(resp, addr)
+
+    # ---- cluster and routes ------------------------------------------------------------------------
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO: every broker name and each cluster's broker names."""
+        return ClusterInfo.from_wire(await self.instance.api.get_broker_cluster_info(self.timeout))
+
+    async def cluster_masters(self, cluster: str) -> list[tuple[str, str]]:
+        """``(broker_name, master addr)`` of every broker of ``cluster``, sorted.
+
+        Raises:
+            MQClientError: the cluster is unknown (the message lists the known ones).
+        """
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster)
+        if names is None:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none: is a broker running?"
+            raise MQClientError(f"cluster {cluster!r} not found; known clusters: {known}")
+        out = []
+        for name in sorted(names):
+            bd = info.broker_addr_table.get(name)
+            addr = bd.master_addr() if bd else None
+            if addr:
+                out.append((name, addr))
+        return out
+
+    async def _targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        if broker_addr:
+            return [broker_addr]
+        if cluster:
+            return [addr for _, addr in await self.cluster_masters(cluster)]
+        raise MQClientError("say where: give a cluster (-c CLUSTER) or a broker address (-b HOST:PORT)")
+
+    async def topic_list(self) -> list[str]:
+        """Every topic the NameServer knows, sorted."""
+        return sorted(await self.instance.api.get_topic_list(self.timeout))
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """The route of ``topic``.
+
+        Raises:
+            MQClientError: the topic does not exist (says how to create it).
+        """
+        route = await self.instance.update_topic_route(topic)
+        if route is None:
+            raise MQClientError(
+                f"topic {topic!r} does not exist: create it with `mqadmin updateTopic -t {topic} -c CLUSTER`"
+            )
+        return route
+
+    # ---- topics ------------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        topic: str,
+        cluster: str | None = None,
+        *,
+        broker_addr: str | None = None,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = PERM_RW,
+        order: bool = False,
+        wait_route: float = 5.0,
+    ) -> list[str]:
+        """Create or update ``topic`` on every master of ``cluster`` (or on one broker).
+
+        Waits up to ``wait_route`` seconds until the NameServer's route shows the topic on them.
+
+        Returns:
+            The broker addresses that accepted it.
+        """
+        from client.message_check import check_topic_name
+
+        check_topic_name(topic)
+        if not 0 < read_queue_nums <= 1024 or not 0 < write_queue_nums <= 1024:
+            raise MQClientError("read/write queue numbers must be between 1 and 1024")
+        if not 0 <= perm <= 7:
+            raise MQClientError(f"perm={perm} must be 2 (write), 4 (read) or 6 (read+write)")
+        ext = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": read_queue_nums,
+            "writeQueueNums": write_queue_nums,
+            "perm": perm,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": order,
+        }
+        addrs = await self._targets(cluster, broker_addr)
+        for addr in addrs:
+            await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        await self._wait_route(topic, len(addrs), wait_route)
+        return addrs
+
+    async def _wait_route(self, topic: str, brokers: int, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            route = await self.instance.update_topic_route(topic)
+            if route is not None and len(route.queue_datas) >= brokers:
+                return
+            if time.monotonic() >= deadline:
+                return  # the broker registers on its own schedule; not an error
+            await asyncio.sleep(0.05)
+
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        """Delete ``topic`` from the brokers holding it (or ``cluster``'s) and from every NameServer."""
+        if cluster:
+            addrs = [a for _, a in await self.cluster_masters(cluster)]
+        else:
+            route = await self.topic_route(topic)
+            addrs = [a for bd in route.broker_datas if (a := bd.master_addr())]
+        for addr in addrs:
+            await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
+        await self.instance.api.invoke_all_namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext, self.timeout)
+
+    async def topic_status(self, topic: str) -> list[dict[str, Any]]:
+        """Per queue: ``{"mq", "min_offset", "max_offset", "last_update_timestamp"}``, sorted by queue."""
+        route = await self.topic_route(topic)
+        rows: list[dict[str, Any]] = []
+        for bd in route.broker_datas:
+            addr = bd.master_addr()
+            if not addr:
+                continue
+            body = (
+                unpack_body(await self._invoke(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+                or {}
+            )
+            for e in body.get("offsetTable", []):
+                rows.append(
+                    {
+                        "mq": mq_from_wire(e["mq"]),
+                        "min_offset": int(e.get("minOffset", 0)),
+                        "max_offset": int(e.get("maxOffset", 0)),
+                        "last_update_timestamp": int(e.get("lastUpdateTimestamp", 0)),
+                    }
+                )
+        return sorted(rows, key=lambda r: r["mq"])
+
+    # ---- groups and offsets --------------------------------------------------------------------------
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        """Per queue: broker offset, consumer offset, diff (and last timestamp), from GET_CONSUME_STATS."""
+        if topic:
+            route = await self.topic_route(topic)
+            addrs = [a for bd in route.broker_datas if (a := bd.master_addr())]
+        else:
+            info = await self.cluster_info()
+            addrs = [a for bd in info.broker_addr_table.values() if (a := bd.master_addr())]
+        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        rows: list[dict[str, Any]] = []
+        for addr in sorted(set(addrs)):
+            body = unpack_body(await self._invoke(addr, RequestCode.GET_CONSUME_STATS, ext)) or {}
+            for e in body.get("offsetTable", []):
+                b, c = int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0))
+                rows.append(
+                    {
+                        "mq": mq_from_wire(e["mq"]),
+                        "broker_offset": b,
+                        "consumer_offset": c,
+                        "diff": b - max(c, 0),
+                        "last_timestamp": int(e.get("lastTimestamp", 0)),
+                    }
+                )
+        return sorted(rows, key=lambda r: r["mq"])
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int
+    ) -> list[tuple[MessageQueue, int]]:
+        """Set ``group``'s offset of every queue of ``topic`` to the first message stored at/after the time.
+
+        Running consumers of the group keep their in-memory offsets: stop them first (as with RocketMQ's
+        offline reset), or they overwrite the reset on their next commit.
+        """
+        route = await self.topic_route(topic)
+        out: list[tuple[MessageQueue, int]] = []
+        api = self.instance.api
+        for mq in subscribe_queues(topic, route):
+            addr = self.instance.find_broker_addr(mq.broker_name)
+            if addr is None:
+                continue
+            offset = await api.search_offset(addr, topic, mq.queue_id, timestamp_ms, self.timeout)
+            await api.update_consumer_offset(
+                addr, group, topic, mq.queue_id, offset, oneway=False, timeout=self.timeout
+            )
+            out.append((mq, offset))
+        return out
+
+    async def update_subscription_group(
+        self, group: str, cluster: str | None = None, *, broker_addr: str | None = None, **options: Any
+    ) -> list[str]:
+        """Create or update a subscription group (options: consume_enable, consume_broadcast_enable,
+        retry_queue_nums, retry_max_times, broker_id, which_broker_when_consume_slowly,
+        notify_consumer_ids_changed_enable)."""
+        names = {
+            "consume_enable": "consumeEnable",
+            "consume_broadcast_enable": "consumeBroadcastEnable",
+            "retry_queue_nums": "retryQueueNums",
+            "retry_max_times": "retryMaxTimes",
+            "broker_id": "brokerId",
+            "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
+            "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
+        }
+        unknown = set(options) - set(names)
+        if unknown:
+            raise MQClientError(
+                f"unknown subscription group option(s) {sorted(unknown)}; known: {sorted(names)}"
+            )
+        body = {
+            "groupName": group,
+            "consumeEnable": True,
+            "consumeBroadcastEnable": True,
+            "retryQueueNums": 1,
+            "retryMaxTimes": 16,
+            "brokerId": 0,
+            "whichBrokerWhenConsumeSlowly": 1,
+            "notifyConsumerIdsChangedEnable": True,
+        }
+        body.update({names[k]: v for k, v in options.items()})
+        addrs = await self._targets(cluster, broker_addr)
+        for addr in addrs:
+            await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, pack_body(body))
+        return addrs
+
+    # ---- brokers -----------------------------------------------------------------------------------
+
+    async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's KV table of runtime figures."""
+        body = unpack_body(await self._invoke(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)) or {}
+        return {str(k): str(v) for k, v in (body.get("table") or {}).items()}
+
+    async def get_broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's effective config as key -> value (RocketMQ key names)."""
+        resp = await self._invoke(broker_addr, RequestCode.GET_BROKER_CONFIG)
+        text = bytes(resp.body).decode()
+        return {p.key: p.value for p in parse_properties(text, f"config of {broker_addr}")}
+
+    async def update_broker_config(
+        self, key: str, value: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        """UPDATE_BROKER_CONFIG ``key=value`` on one broker or every master of a cluster."""
+        body = f"{key}={value}\n".encode()
+        addrs = await self._targets(cluster, broker_addr)
+        for addr in addrs:
+            await self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, None, body)
+        return addrs
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Remove write permission of ``broker_name`` on every NameServer.
+
+        Returns:
+            NameServer address -> number of topics changed.
+        """
+        out = await self.instance.api.invoke_all_namesrv(
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}, self.timeout
+        )
+        return {a: int(v.get("wipeTopicCount", 0)) for a, v in out.items() if isinstance(v, dict)}
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Restore write permission of ``broker_name`` on every NameServer."""
+        out = await self.instance.api.invoke_all_namesrv(
+            RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}, self.timeout
+        )
+        return {a: int(v.get("addTopicCount", 0)) for a, v in out.items() if isinstance(v, dict)}
+
+    # ---- messages ----------------------------------------------------------------------------------
+
+    async def query_msg_by_id(self, offset_msg_id: str) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID of an offset msg id (``SendResult.offset_msg_id``)."""
+        try:
+            ip, port, offset = decode_offset_msg_id(offset_msg_id)
+        except ValueError as e:
+            raise MQClientError(
+                f"{offset_msg_id!r} is not an offset msg id (32 hex chars from SendResult.offset_msg_id)"
+            ) from e
+        resp = await self._invoke(f"{ip}:{port}", RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+        return decode_record(resp.body)
+
+    async def query_msg_by_key(
+        self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0, end_ms: int | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS (or unique id) equal ``key``, from every broker's index."""
+        route = await self.topic_route(topic)
+        ext = {
+            "topic": topic,
+            "key": key,
+            "maxNum": max_num,
+            "beginTimestamp": begin_ms,
+            "endTimestamp": end_ms if end_ms is not None else int(time.time() * 1000) + 60_000,
+        }
+        found: list[MessageExt] = []
+        for bd in route.broker_datas:
+            addr = bd.master_addr()
+            if not addr:
+                continue
+            resp = await self.instance.remoting.invoke(
+                addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, ext), self.timeout
+            )
+            if resp.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            found += [
+                m for m in decode_records(check(resp, addr).body) if key in m.keys or m.unique_key == key
+            ]
+        return sorted(found, key=lambda m: m.store_timestamp)[:max_num]
+
+    async def pull(
+        self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str = TOOLS_CONSUMER
+    ) -> tuple[list[MessageExt], int, int]:
+        """Read up to ``max_nums`` messages from ``offset`` without waiting (no offset is committed).
+
+        Returns:
+            (messages, next offset, queue max offset)
+        """
+        addr = self.instance.find_broker_addr(mq.broker_name) or (
+            await self.instance.update_topic_route(mq.topic)
+            and self.instance.find_broker_addr(mq.broker_name)
+        )
+        if not addr:
+            raise MQClientError(
+                f"broker {mq.broker_name!r} of topic {mq.topic!r} has no master address in the route"
+            )
+        ext = {
+            "consumerGroup": group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_nums,
+            "sysFlag": 0,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+            "subVersion": 0,
+            "expressionType": "TAG",
+        }
+        r = await self.instance.api.pull_message(addr, ext, self.timeout)
+        return r.messages, r.next_begin_offset, r.max_offset
+
+    async def query_msg_by_offset(
+        self, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> MessageExt:
+        """The message at ``offset`` of one queue."""
+        await self.topic_route(topic)
+        msgs, _, max_offset = await self.pull(MessageQueue(topic, broker_name, queue_id), offset, 1)
+        if not msgs:
+            raise MQClientError(
+                f"no message at offset {offset} of {topic}/{broker_name}/{queue_id}"
+                f" (queue max offset {max_offset})"
+            )
+        return msgs[0]
+
+
+__all__ = ["TOOLS_CONSUMER", "Admin", "MQBrokerError"]

@@ -1,0 +1,86 @@
+"""rocketpy: a RocketMQ-style message broker and its Python SDK — the public import path.
+
+Users import only from here (``from rocketpy import Producer, Message``). The SDK classes live in the
+``client`` package and are loaded lazily on first access (PEP 562), so the daemons, which import
+``rocketpy.remoting``/``rocketpy.config``, never load the client SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Producer": "client.producer",
+    "SendResult": "client.producer",
+    "SendStatus": "client.producer",
+    "PushConsumer": "client.push_consumer",
+    "LitePullConsumer": "client.lite_pull_consumer",
+    "Admin": "client.admin",
+    "ConsumeStatus": "client.consumer_types",
+    "ConsumeOrderlyStatus": "client.consumer_types",
+    "MessageModel": "client.consumer_types",
+    "ConsumeFromWhere": "client.consumer_types",
+    "MessageSelector": "client.consumer_types",
+    "AllocateStrategy": "client.consumer_types",
+    "Message": "rocketpy.message",
+    "MessageExt": "rocketpy.message",
+    "MessageQueue": "rocketpy.message",
+    "RocketpyError": "rocketpy.errors",
+    "MQClientError": "rocketpy.errors",
+    "MQBrokerError": "rocketpy.errors",
+}
+
+__all__ = [
+    "Admin",
+    "AllocateStrategy",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
+    "LitePullConsumer",
+    "MQBrokerError",
+    "MQClientError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageSelector",
+    "Producer",
+    "PushConsumer",
+    "RocketpyError",
+    "SendResult",
+    "SendStatus",
+]
+assert sorted(__all__) == sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from client.admin import Admin
+    from client.consumer_types import (
+        AllocateStrategy,
+        ConsumeFromWhere,
+        ConsumeOrderlyStatus,
+        ConsumeStatus,
+        MessageModel,
+        MessageSelector,
+    )
+    from client.lite_pull_consumer import LitePullConsumer
+    from client.producer import Producer, SendResult, SendStatus
+    from client.push_consumer import PushConsumer
+    from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+    from rocketpy.message import Message, MessageExt, MessageQueue
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rocketpy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

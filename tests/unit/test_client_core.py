@@ -1,0 +1,280 @@
+"""Unit tests of the SDK core's pure parts: fault tolerance, queue selection, routes, checks, batches, ids."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from client.fault import LatencyFaultTolerance, not_available_duration_ms
+from client.instance import ClientSettings, new_client_id
+from client.message_check import (
+    MAX_MESSAGE_BYTES,
+    PreparedMessage,
+    check_batch,
+    check_message,
+    prepare_message,
+    split_batch,
+)
+from client.route import TopicPublishInfo, publish_queues, subscribe_queues
+from client.selector import RoundRobinIndex, select_by_hash, select_queue
+from rocketpy.errors import MQClientError
+from rocketpy.message import Message, MessageConst, MessageQueue, string_to_properties
+from rocketpy.record import COMPRESSED_FLAG, decode_batch
+from rocketpy.route import TopicRouteData
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# ---- fault tolerance ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("latency", "duration"),
+    [(0, 0), (49, 0), (99, 0), (100, 0), (549, 0), (550, 2000), (1799, 2000), (1800, 5000), (3000, 6000),
+     (5000, 10000), (15000, 30000), (99999, 30000)],
+)  # fmt: skip
+def test_not_available_duration_table(latency: int, duration: int) -> None:
+    assert not_available_duration_ms(latency) == duration
+
+
+def test_fault_isolation_expires_with_clock() -> None:
+    clock = FakeClock()
+    ft = LatencyFaultTolerance(clock)
+    ft.update("b1", 0, isolation=True)  # 10 s latency -> 10 s
+    assert not ft.is_available("b1")
+    assert ft.is_available("b2")
+    clock.now += 9.99
+    assert not ft.is_available("b1")
+    clock.now += 0.02
+    assert ft.is_available("b1")
+
+
+def test_fault_fast_send_clears_item() -> None:
+    clock = FakeClock()
+    ft = LatencyFaultTolerance(clock)
+    ft.update("b1", 600)
+    assert not ft.is_available("b1")
+    ft.update("b1", 10)
+    assert ft.is_available("b1")
+
+
+def test_fault_disabled_never_avoids() -> None:
+    ft = LatencyFaultTolerance(FakeClock(), enabled=False)
+    ft.update("b1", 0, isolation=True)
+    assert ft.is_available("b1")
+
+
+def test_least_bad_prefers_soonest_available() -> None:
+    clock = FakeClock()
+    ft = LatencyFaultTolerance(clock)
+    ft.update("a", 0, isolation=True)  # 10 s
+    ft.update("b", 2000)  # 5 s
+    assert ft.least_bad(["a", "b"]) == "b"
+    assert ft.least_bad(["a", "b", "c"]) == "c"
+
+
+# ---- selection --------------------------------------------------------------------------------------
+
+
+def _queues(brokers: dict[str, int], topic: str = "T") -> list[MessageQueue]:
+    return [MessageQueue(topic, b, i) for b in sorted(brokers) for i in range(brokers[b])]
+
+
+def test_round_robin_covers_all_queues_evenly() -> None:
+    qs = _queues({"a": 4, "b": 4})
+    idx = RoundRobinIndex(0)
+    ft = LatencyFaultTolerance(FakeClock())
+    picked = [select_queue(qs, idx, ft) for _ in range(80)]
+    assert {q: picked.count(q) for q in qs} == dict.fromkeys(qs, 10)
+
+
+def test_select_avoids_unavailable_broker() -> None:
+    qs = _queues({"a": 4, "b": 4})
+    ft = LatencyFaultTolerance(FakeClock())
+    ft.update("a", 0, isolation=True)
+    idx = RoundRobinIndex(0)
+    assert all(select_queue(qs, idx, ft).broker_name == "b" for _ in range(20))
+
+
+def test_select_retry_goes_to_another_broker_even_without_fault_info() -> None:
+    qs = _queues({"a": 4, "b": 4})
+    ft = LatencyFaultTolerance(FakeClock(), enabled=False)
+    idx = RoundRobinIndex(0)
+    assert all(select_queue(qs, idx, ft, last_broker_name="a").broker_name == "b" for _ in range(20))
+
+
+def test_select_when_all_unavailable_still_returns_least_bad() -> None:
+    clock = FakeClock()
+    qs = _queues({"a": 2, "b": 2})
+    ft = LatencyFaultTolerance(clock)
+    ft.update("a", 0, isolation=True)
+    ft.update("b", 600)
+    mq = select_queue(qs, RoundRobinIndex(0), ft)
+    assert mq.broker_name == "b"
+
+
+def test_select_single_broker_retry_reuses_it() -> None:
+    qs = _queues({"a": 2})
+    ft = LatencyFaultTolerance(FakeClock())
+    ft.update("a", 0, isolation=True)
+    assert select_queue(qs, RoundRobinIndex(0), ft, last_broker_name="a").broker_name == "a"
+
+
+def test_select_by_hash_is_stable() -> None:
+    qs = _queues({"a": 4})
+    m = Message("T", b"x")
+    assert select_by_hash(qs, m, 42) == qs[42 % 4]
+    assert select_by_hash(qs, m, "order-7") == select_by_hash(qs, m, "order-7")
+
+
+# ---- routes -------------------------------------------------------------------------------------------
+
+
+def _route(perm_a: int = 6, with_master_b: bool = True) -> TopicRouteData:
+    return TopicRouteData.from_wire(
+        {
+            "queueDatas": [
+                {"brokerName": "b", "readQueueNums": 2, "writeQueueNums": 3, "perm": 6},
+                {"brokerName": "a", "readQueueNums": 4, "writeQueueNums": 4, "perm": perm_a},
+            ],
+            "brokerDatas": [
+                {"cluster": "c", "brokerName": "a", "brokerAddrs": {"0": "127.0.0.1:1"}},
+                {
+                    "cluster": "c",
+                    "brokerName": "b",
+                    "brokerAddrs": {"0" if with_master_b else "1": "127.0.0.1:2"},
+                },
+            ],
+        }
+    )
+
+
+def test_publish_queues_sorted_and_filtered() -> None:
+    qs = publish_queues("T", _route())
+    assert [(q.broker_name, q.queue_id) for q in qs] == [("a", i) for i in range(4)] + [
+        ("b", i) for i in range(3)
+    ]
+    assert [q.broker_name for q in publish_queues("T", _route(perm_a=4))] == ["b"] * 3
+    assert [q.broker_name for q in publish_queues("T", _route(with_master_b=False))] == ["a"] * 4
+
+
+def test_subscribe_queues_use_read_nums() -> None:
+    qs = subscribe_queues("T", _route())
+    assert [(q.broker_name, q.queue_id) for q in qs] == [("a", i) for i in range(4)] + [("b", 0), ("b", 1)]
+    assert TopicPublishInfo("T", _route()).broker_names() == ["a", "b"]
+
+
+# ---- message checks --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("msg", "needle"),
+    [
+        (Message("", b"x"), "non-empty"),
+        (Message("bad topic", b"x"), "illegal characters"),
+        (Message("T" * 128, b"x"), "longer than"),
+        (Message("TBW102", b"x"), "system topic"),
+        (Message("T", b""), "empty"),
+        (Message("T", "text"), "must be bytes"),  # type: ignore[arg-type]
+        (Message("T", b"x" * (MAX_MESSAGE_BYTES + 1)), "limit is"),
+        (Message("T", b"x", tags=""), "tags"),
+        (Message("T", b"x", tags="a||b"), "tags"),
+        (Message("T", b"x", properties={"a": 1}), "must be str"),  # type: ignore[dict-item]
+        (Message("T", b"x", delay_level=-1), "delay_level"),
+        ("not a message", "rocketpy.Message"),
+    ],
+)
+def test_check_message_rejects(msg: object, needle: str) -> None:
+    with pytest.raises(MQClientError, match=needle):
+        check_message(msg)
+
+
+def test_check_message_keys_type() -> None:
+    m = Message("T", b"x")
+    m.keys = [1]  # type: ignore[list-item]
+    with pytest.raises(MQClientError, match="key"):
+        check_message(m)
+
+
+def test_max_body_accepted_exactly() -> None:
+    check_message(Message("T", b"x" * MAX_MESSAGE_BYTES))
+
+
+async def test_prepare_compresses_large_bodies_only() -> None:
+    small = prepare_message(Message("T", b"a" * 4096), MAX_MESSAGE_BYTES, 4096)
+    await small.compress(5)
+    assert small.sys_flag & COMPRESSED_FLAG == 0 and small.body == b"a" * 4096
+    big_body = b"abc" * 5000
+    big = prepare_message(Message("T", big_body), MAX_MESSAGE_BYTES, 4096)
+    await big.compress(5)
+    assert big.sys_flag & COMPRESSED_FLAG
+    assert zlib.decompress(big.body) == big_body
+    ext = big.ext_for("pg", MessageQueue("T", "a", 3))
+    assert (ext["f"], ext["e"], ext["n"], ext["b"], ext["a"]) == (COMPRESSED_FLAG, 3, "a", "T", "pg")
+
+
+def test_prepared_properties_have_uniq_keys_tags_delay() -> None:
+    p1 = PreparedMessage(Message("T", b"x", tags="A", keys=["k1", "k2"], delay_level=3), 4096)
+    p2 = PreparedMessage(Message("T", b"x"), 4096)
+    props = string_to_properties(p1.properties)
+    assert props[MessageConst.KEYS] == "k1 k2"
+    assert props[MessageConst.TAGS] == "A"
+    assert props[MessageConst.DELAY] == "3"
+    assert props[MessageConst.UNIQ_KEY] == p1.uniq_key
+    assert p1.uniq_key != p2.uniq_key and len(p1.uniq_key) == 32
+
+
+# ---- batches -----------------------------------------------------------------------------------------------
+
+
+def test_check_batch_rules() -> None:
+    with pytest.raises(MQClientError, match="non-empty list"):
+        check_batch([])
+    with pytest.raises(MQClientError, match="one topic"):
+        check_batch([Message("A", b"1"), Message("B", b"1")])
+    with pytest.raises(MQClientError, match="delay"):
+        check_batch([Message("A", b"1", delay_level=2)])
+    with pytest.raises(MQClientError, match="#1"):
+        check_batch([Message("A", b"1"), Message("A", b"")])
+
+
+def test_split_batch_respects_limit_and_order() -> None:
+    msgs = [Message("T", bytes([i % 256]) * 1000, keys=f"k{i}") for i in range(50)]
+    chunks = split_batch(msgs, max_bytes=10_000)
+    assert len(chunks) > 1
+    assert all(len(body) <= 10_000 for body, _ in chunks)
+    decoded = [d for body, _ in chunks for d in decode_batch(body)]
+    assert [d[0] for d in decoded] == [m.body for m in msgs]
+    uids = [u for _, us in chunks for u in us]
+    assert uids == [m.properties[MessageConst.UNIQ_KEY] for m in msgs]
+    assert len(set(uids)) == 50
+
+
+def test_split_batch_lone_big_message() -> None:
+    msgs = [Message("T", b"x" * 100), Message("T", b"y" * 5000), Message("T", b"z" * 100)]
+    chunks = split_batch(msgs, max_bytes=1000)
+    assert [len(us) for _, us in chunks] == [1, 1, 1]
+
+
+# ---- client ids / settings ------------------------------------------------------------------------------
+
+
+def test_client_ids_unique_and_shaped() -> None:
+    ids = {new_client_id("inst") for _ in range(1000)}
+    assert len(ids) == 1000
+    ip, name, rest = next(iter(ids)).split("@")
+    assert name == "inst" and "-" in rest and ip.count(".") == 3
+
+
+def test_settings_check() -> None:
+    with pytest.raises(MQClientError, match="heartbeat_broker_interval"):
+        ClientSettings(heartbeat_broker_interval=0).check()
+    with pytest.raises(MQClientError, match="instance_name"):
+        ClientSettings(instance_name="a@b").check()
