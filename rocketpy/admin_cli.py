@@ -1,0 +1,595 @@
+"""``mqadmin``: RocketMQ's admin command names and options on top of ``rocketpy.Admin``.
+
+Owns the click group ``mqadmin`` (also exported as ``commands`` for ``rocketpy admin``) and the
+output format: a plain aligned table (also when not on a terminal), or with ``--json`` after the
+sub-command one JSON document. Errors are one ``error: ...`` line on stderr and exit code 1 (2 for
+usage errors). ``-n`` defaults to env NAMESRV_ADDR, then 127.0.0.1:9876.
+Run standalone with ``python -m rocketpy.admin_cli <command> ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NoReturn
+
+import click
+
+from rocketpy.errors import RocketpyError
+from rocketpy.message import Message, MessageExt, MessageQueue
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+def default_namesrv() -> str:
+    """``-n`` default: env NAMESRV_ADDR, else 127.0.0.1:9876."""
+    return os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain table: headers prefixed with '#', columns left-aligned and padded."""
+    cells = [[f"#{h}" for h in headers]] + [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+def _emit(as_json: bool, doc: Any, headers: Sequence[str] = (), rows: Sequence[Sequence[Any]] = ()) -> None:
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True, default=_json_default))
+    elif headers:
+        click.echo(format_table(headers, rows))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, MessageQueue):
+        return {"topic": o.topic, "brokerName": o.broker_name, "queueId": o.queue_id}
+    if isinstance(o, bytes):
+        return o.decode("utf-8", "replace")
+    if hasattr(o, "value"):
+        return o.value
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _admin_command(name: str) -> Callable[[Callable[..., Coroutine[Any, Any, None]]], click.Command]:
+    """Decorate ``async def f(admin, as_json, **opts)`` as a click command with ``-n`` and ``--json``."""
+
+    def wrap(fn: Callable[..., Coroutine[Any, Any, None]]) -> click.Command:
+        @functools.wraps(fn)
+        def run(namesrv_addr: str, as_json: bool, **opts: Any) -> None:
+            asyncio.run(_with_admin(fn, namesrv_addr, as_json, opts))
+
+        run = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(run)
+        run = click.option(
+            "-n",
+            "--namesrvAddr",
+            "namesrv_addr",
+            default=default_namesrv,
+            show_default="NAMESRV_ADDR or 127.0.0.1:9876",
+            help="NameServer address(es), 'host:port;host:port'.",
+        )(run)
+        return mqadmin.command(name, context_settings=_CONTEXT)(run)
+
+    return wrap
+
+
+async def _with_admin(
+    fn: Callable[..., Coroutine[Any, Any, None]], addr: str, as_json: bool, opts: Any
+) -> None:
+    from client.admin import Admin
+
+    admin = Admin(addr)
+    await admin.start()
+    try:
+        await fn(admin, as_json, **opts)
+    finally:
+        await admin.shutdown()
+
+
+@click.group("mqadmin", context_settings=_CONTEXT)
+def mqadmin() -> None:
+    """RocketMQ-style administration of a rocketpy cluster (command names as in RocketMQ's mqadmin)."""
+
+
+# ---- topics ------------------------------------------------------------------------------------------
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-c", "--clusterName", "cluster", help="Create on every master of this cluster.")
+@click.option("-b", "--brokerAddr", "broker_addr", help="Create on this broker only (host:port).")
+@click.option("-r", "--readQueueNums", "read_nums", type=int, default=8, show_default=True)
+@click.option("-w", "--writeQueueNums", "write_nums", type=int, default=8, show_default=True)
+@click.option("-p", "--perm", type=int, default=6, show_default=True, help="2 write, 4 read, 6 both.")
+@click.option("-o", "--order", type=bool, default=False, show_default=True)
+@_admin_command("updateTopic")
+async def update_topic(
+    admin: Any,
+    as_json: bool,
+    topic: str,
+    cluster: str | None,
+    broker_addr: str | None,
+    read_nums: int,
+    write_nums: int,
+    perm: int,
+    order: bool,
+) -> None:
+    """Create or update a topic."""
+    addrs = await admin.create_topic(
+        topic,
+        cluster,
+        broker_addr=broker_addr,
+        read_queue_nums=read_nums,
+        write_queue_nums=write_nums,
+        perm=perm,
+        order=order,
+    )
+    doc = {
+        "topic": topic,
+        "brokers": addrs,
+        "readQueueNums": read_nums,
+        "writeQueueNums": write_nums,
+        "perm": perm,
+    }
+    if as_json:
+        _emit(True, doc)
+    else:
+        for a in addrs:
+            click.echo(f"create topic to {a} success.")
+        click.echo(
+            f"TopicConfig [topicName={topic}, readQueueNums={read_nums},"
+            f" writeQueueNums={write_nums}, perm={perm}]"
+        )
+
+
+@click.option("-t", "--topic", required=True)
+@click.option(
+    "-c", "--clusterName", "cluster", help="Delete from this cluster's masters (default: where it lives)."
+)
+@_admin_command("deleteTopic")
+async def delete_topic(admin: Any, as_json: bool, topic: str, cluster: str | None) -> None:
+    """Delete a topic from its brokers and every NameServer."""
+    await admin.delete_topic(topic, cluster)
+    _emit(as_json, {"topic": topic, "deleted": True}) if as_json else click.echo(
+        f"delete topic [{topic}] success."
+    )
+
+
+@_admin_command("topicList")
+async def topic_list(admin: Any, as_json: bool) -> None:
+    """List every topic the NameServer knows."""
+    topics = await admin.topic_list()
+    _emit(as_json, {"topicList": topics}) if as_json else click.echo("\n".join(topics))
+
+
+@click.option("-t", "--topic", required=True)
+@_admin_command("topicRoute")
+async def topic_route(admin: Any, as_json: bool, topic: str) -> None:
+    """Show a topic's route (queue data per broker and broker addresses)."""
+    route = await admin.topic_route(topic)
+    rows = []
+    addrs = {bd.broker_name: bd for bd in route.broker_datas}
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        bd = addrs.get(qd.broker_name)
+        rows.append(
+            [
+                qd.broker_name,
+                bd.cluster if bd else None,
+                bd.master_addr() if bd else None,
+                qd.read_queue_nums,
+                qd.write_queue_nums,
+                qd.perm,
+            ]
+        )
+    _emit(
+        as_json,
+        route.to_wire(),
+        ["Broker Name", "Cluster", "Master Addr", "ReadQueueNums", "WriteQueueNums", "Perm"],
+        rows,
+    )
+
+
+@click.option("-t", "--topic", required=True)
+@_admin_command("topicStatus")
+async def topic_status(admin: Any, as_json: bool, topic: str) -> None:
+    """Per queue: min offset, max offset and last update time."""
+    stats = await admin.topic_status(topic)
+    rows = [
+        [
+            s["mq"].broker_name,
+            s["mq"].queue_id,
+            s["min_offset"],
+            s["max_offset"],
+            _fmt_ms(s["last_update_timestamp"]),
+        ]
+        for s in stats
+    ]
+    _emit(
+        as_json,
+        {"topic": topic, "queues": stats},
+        ["Broker Name", "QID", "Min Offset", "Max Offset", "Last Updated"],
+        rows,
+    )
+
+
+# ---- cluster and brokers -------------------------------------------------------------------------------
+
+
+@_admin_command("clusterList")
+async def cluster_list(admin: Any, as_json: bool) -> None:
+    """List clusters, their brokers and each broker's put/get TPS."""
+    info = await admin.cluster_info()
+    rows, doc = [], []
+    for cluster, names in sorted(info.cluster_addr_table.items()):
+        for name in sorted(names):
+            bd = info.broker_addr_table.get(name)
+            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                rt = await _runtime_or_empty(admin, addr)
+                rows.append([cluster, name, bid, addr, rt.get("putTps"), rt.get("getTransferedTps")])
+                doc.append(
+                    {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr, "runtime": rt}
+                )
+    _emit(as_json, {"brokers": doc}, ["Cluster Name", "Broker Name", "BID", "Addr", "InTPS", "OutTPS"], rows)
+
+
+async def _runtime_or_empty(admin: Any, addr: str) -> dict[str, str]:
+    try:
+        return dict(await admin.broker_runtime_info(addr))
+    except RocketpyError:
+        return {}
+
+
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address host:port.")
+@click.option("-c", "--clusterName", "cluster", help="Every master of this cluster.")
+@_admin_command("brokerStatus")
+async def broker_status(admin: Any, as_json: bool, broker_addr: str | None, cluster: str | None) -> None:
+    """Show a broker's runtime figures (GET_BROKER_RUNTIME_INFO)."""
+    addrs = await admin._targets(cluster, broker_addr)
+    doc = {a: await admin.broker_runtime_info(a) for a in addrs}
+    rows = [[a, k, v] for a, table in doc.items() for k, v in sorted(table.items())]
+    _emit(as_json, doc, ["Broker", "Key", "Value"], rows)
+
+
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-c", "--clusterName", "cluster")
+@_admin_command("getBrokerConfig")
+async def get_broker_config(admin: Any, as_json: bool, broker_addr: str | None, cluster: str | None) -> None:
+    """Print a broker's effective configuration."""
+    addrs = await admin._targets(cluster, broker_addr)
+    doc = {a: await admin.get_broker_config(a) for a in addrs}
+    rows = [[a, k, v] for a, cfg in doc.items() for k, v in sorted(cfg.items())]
+    _emit(as_json, doc, ["Broker", "Key", "Value"], rows)
+
+
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-c", "--clusterName", "cluster")
+@click.option("-k", "--key", required=True, help="Config key (RocketMQ name).")
+@click.option("-v", "--value", required=True)
+@_admin_command("updateBrokerConfig")
+async def update_broker_config(
+    admin: Any, as_json: bool, broker_addr: str | None, cluster: str | None, key: str, value: str
+) -> None:
+    """Change one config key on a broker (or every master of a cluster)."""
+    addrs = await admin.update_broker_config(key, value, cluster=cluster, broker_addr=broker_addr)
+    if as_json:
+        _emit(True, {"key": key, "value": value, "brokers": addrs})
+    else:
+        for a in addrs:
+            click.echo(f"update broker config success, {a}")
+
+
+@click.option("-b", "--brokerName", "broker_name", required=True)
+@_admin_command("wipeWritePerm")
+async def wipe_write_perm(admin: Any, as_json: bool, broker_name: str) -> None:
+    """Remove a broker's write permission on every NameServer (drain it before maintenance)."""
+    counts = await admin.wipe_write_perm(broker_name)
+    if as_json:
+        _emit(True, {"brokerName": broker_name, "wipeTopicCount": counts})
+    else:
+        for ns, n in counts.items():
+            click.echo(f"wipe write perm of broker[{broker_name}] in name server[{ns}] OK, {n}")
+
+
+# ---- groups and offsets ----------------------------------------------------------------------------------
+
+
+@click.option("-g", "--consumerGroup", "group", required=True)
+@click.option("-t", "--topic", help="Only this topic.")
+@_admin_command("consumerProgress")
+async def consumer_progress(admin: Any, as_json: bool, group: str, topic: str | None) -> None:
+    """Per queue: broker offset, consumer offset and the difference."""
+    rows = await admin.consumer_progress(group, topic)
+    table = [
+        [
+            r["mq"].topic,
+            r["mq"].broker_name,
+            r["mq"].queue_id,
+            r["broker_offset"],
+            r["consumer_offset"],
+            r["diff"],
+            _fmt_ms(r["last_timestamp"]),
+        ]
+        for r in rows
+    ]
+    total = sum(r["diff"] for r in rows)
+    if as_json:
+        _emit(True, {"group": group, "queues": rows, "diffTotal": total})
+        return
+    click.echo(
+        format_table(
+            ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "LastTime"], table
+        )
+    )
+    click.echo(f"\nDiff Total: {total}")
+
+
+@click.option("-g", "--group", "group", required=True)
+@click.option("-t", "--topic", required=True)
+@click.option("-s", "--timestamp", required=True, help="ms since epoch, 'now', or yyyy-MM-dd#HH:mm:ss:SSS.")
+@_admin_command("resetOffsetByTime")
+async def reset_offset_by_time(admin: Any, as_json: bool, group: str, topic: str, timestamp: str) -> None:
+    """Move a group's offsets of a topic to the first message stored at/after a time.
+
+    Stop the group's consumers first, or their next commit overwrites the reset.
+    """
+    ts = parse_timestamp(timestamp)
+    result = await admin.reset_offset_by_time(group, topic, ts)
+    rows = [[mq.broker_name, mq.queue_id, off] for mq, off in result]
+    _emit(
+        as_json,
+        {
+            "group": group,
+            "topic": topic,
+            "timestamp": ts,
+            "offsets": [{"mq": mq, "offset": o} for mq, o in result],
+        },
+        ["Broker Name", "QID", "Offset"],
+        rows,
+    )
+
+
+@click.option("-g", "--groupName", "group", required=True)
+@click.option("-c", "--clusterName", "cluster")
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-r", "--retryMaxTimes", "retry_max_times", type=int, default=16, show_default=True)
+@click.option("-q", "--retryQueueNums", "retry_queue_nums", type=int, default=1, show_default=True)
+@click.option("-d", "--consumeBroadcastEnable", "broadcast", type=bool, default=True, show_default=True)
+@click.option("-s", "--consumeEnable", "consume_enable", type=bool, default=True, show_default=True)
+@_admin_command("updateSubGroup")
+async def update_sub_group(
+    admin: Any,
+    as_json: bool,
+    group: str,
+    cluster: str | None,
+    broker_addr: str | None,
+    retry_max_times: int,
+    retry_queue_nums: int,
+    broadcast: bool,
+    consume_enable: bool,
+) -> None:
+    """Create or update a subscription group."""
+    addrs = await admin.update_subscription_group(
+        group,
+        cluster,
+        broker_addr=broker_addr,
+        retry_max_times=retry_max_times,
+        retry_queue_nums=retry_queue_nums,
+        consume_broadcast_enable=broadcast,
+        consume_enable=consume_enable,
+    )
+    if as_json:
+        _emit(True, {"groupName": group, "brokers": addrs})
+    else:
+        for a in addrs:
+            click.echo(f"create subscription group to {a} success.")
+
+
+def parse_timestamp(text: str) -> int:
+    """``now``, ms since epoch, or RocketMQ's ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time) -> ms."""
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(_dt.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: use ms since epoch, 'now' or yyyy-MM-dd#HH:mm:ss:SSS") from None
+
+
+def _fmt_ms(ms: int) -> str:
+    if not ms:
+        return "-"
+    return _dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# ---- messages ------------------------------------------------------------------------------------------
+
+
+def message_doc(m: MessageExt) -> dict[str, Any]:
+    """A stored message as a JSON-ready dict."""
+    return {
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "topic": m.topic,
+        "tags": m.tags,
+        "keys": m.keys,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "commitLogOffset": m.commitlog_offset,
+        "reconsumeTimes": m.reconsume_times,
+        "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp,
+        "bornHost": f"{m.born_host[0]}:{m.born_host[1]}",
+        "storeHost": f"{m.store_host[0]}:{m.store_host[1]}",
+        "sysFlag": m.sys_flag,
+        "properties": m.properties,
+        "storeSize": m.store_size,
+        "body": bytes(m.body).decode("utf-8", "replace"),
+    }
+
+
+def _print_messages(as_json: bool, msgs: list[MessageExt]) -> None:
+    if as_json:
+        _emit(True, {"messages": [message_doc(m) for m in msgs]})
+        return
+    for m in msgs:
+        d = message_doc(m)
+        click.echo("\n".join(f"{k + ':':<18}{v}" for k, v in d.items()))
+        click.echo("")
+
+
+@click.option("-i", "--msgId", "msg_id", required=True, help="Offset msg id (SendResult.offset_msg_id).")
+@_admin_command("queryMsgById")
+async def query_msg_by_id(admin: Any, as_json: bool, msg_id: str) -> None:
+    """Show the message with this offset msg id."""
+    _print_messages(as_json, [await admin.query_msg_by_id(msg_id)])
+
+
+@click.option("-t", "--topic", required=True)
+@click.option("-k", "--msgKey", "key", required=True)
+@_admin_command("queryMsgByKey")
+async def query_msg_by_key(admin: Any, as_json: bool, topic: str, key: str) -> None:
+    """Show the messages of a topic with this key (or unique id)."""
+    msgs = await admin.query_msg_by_key(topic, key)
+    if not msgs and not as_json:
+        raise RocketpyError(f"no message with key {key!r} in topic {topic!r}")
+    _print_messages(as_json, msgs)
+
+
+@click.option("-t", "--topic", required=True)
+@click.option("-b", "--brokerName", "broker_name", required=True)
+@click.option("-i", "--queueId", "queue_id", type=int, required=True)
+@click.option("-o", "--offset", type=int, required=True)
+@_admin_command("queryMsgByOffset")
+async def query_msg_by_offset(
+    admin: Any, as_json: bool, topic: str, broker_name: str, queue_id: int, offset: int
+) -> None:
+    """Show the message at a queue offset."""
+    _print_messages(as_json, [await admin.query_msg_by_offset(topic, broker_name, queue_id, offset)])
+
+
+@click.option("-t", "--topic", required=True)
+@click.option("-p", "--body", required=True, help="Message body (UTF-8).")
+@click.option("-k", "--keys", help="Message keys (space-separated).")
+@click.option("-c", "--tags", help="Message tag.")
+@click.option("-b", "--brokerName", "broker_name", help="Send to this broker...")
+@click.option("-i", "--qid", "queue_id", type=int, help="...and this queue.")
+@_admin_command("sendMessage")
+async def send_message(
+    admin: Any,
+    as_json: bool,
+    topic: str,
+    body: str,
+    keys: str | None,
+    tags: str | None,
+    broker_name: str | None,
+    queue_id: int | None,
+) -> None:
+    """Send one message and print the result."""
+    from client.producer import Producer
+
+    producer = Producer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addrs))
+    await producer.start()
+    try:
+        msg = Message(topic, body.encode(), tags=tags, keys=keys)
+        if broker_name is None and queue_id is None:
+            r = await producer.send(msg)
+        else:
+            r = await producer.send(msg, selector=_fixed_queue(broker_name, queue_id), arg=None)
+    finally:
+        await producer.shutdown()
+    mq = r.message_queue
+    _emit(
+        as_json,
+        {
+            "brokerName": mq.broker_name,
+            "queueId": mq.queue_id,
+            "sendStatus": r.status.name,
+            "msgId": r.msg_id,
+            "offsetMsgId": r.offset_msg_id,
+            "queueOffset": r.queue_offset,
+        },
+        ["Broker Name", "QID", "Send Result", "MsgId", "Offset MsgId"],
+        [[mq.broker_name, mq.queue_id, r.status.name, r.msg_id, r.offset_msg_id]],
+    )
+
+
+def _fixed_queue(broker_name: str | None, queue_id: int | None) -> Callable[..., MessageQueue]:
+    def select(mqs: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+        for mq in mqs:
+            if (broker_name is None or mq.broker_name == broker_name) and (
+                queue_id is None or mq.queue_id == queue_id
+            ):
+                return mq
+        raise RocketpyError(f"no writable queue broker={broker_name} qid={queue_id} in topic {msg.topic!r}")
+
+    return select
+
+
+@click.option("-t", "--topic", required=True)
+@click.option("-b", "--brokerName", "broker_name", help="Only this broker.")
+@click.option("-i", "--queueId", "queue_id", type=int, help="Only this queue.")
+@click.option("-o", "--offset", type=int, help="Start offset (default: each queue's min offset).")
+@click.option("-c", "--messageNumber", "count", type=int, default=128, show_default=True)
+@click.option("-g", "--consumerGroup", "group", default="TOOLS_CONSUMER", show_default=True)
+@_admin_command("consumeMessage")
+async def consume_message(
+    admin: Any,
+    as_json: bool,
+    topic: str,
+    broker_name: str | None,
+    queue_id: int | None,
+    offset: int | None,
+    count: int,
+    group: str,
+) -> None:
+    """Read messages from a topic's queues without committing offsets."""
+    from client.route import subscribe_queues
+
+    route = await admin.topic_route(topic)
+    mqs = [
+        mq
+        for mq in subscribe_queues(topic, route)
+        if (broker_name is None or mq.broker_name == broker_name)
+        and (queue_id is None or mq.queue_id == queue_id)
+    ]
+    out: list[MessageExt] = []
+    for mq in mqs:
+        start = offset if offset is not None else 0
+        while len(out) < count:
+            msgs, nxt, max_off = await admin.pull(mq, start, min(32, count - len(out)), group=group)
+            out += msgs
+            if not msgs or nxt >= max_off:
+                break
+            start = nxt
+    _print_messages(as_json, out[:count])
+
+
+commands: list[click.Command] = list(mqadmin.commands.values())
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Run ``mqadmin`` with one-line errors (``python -m rocketpy.admin_cli``)."""
+    try:
+        mqadmin.main(args=argv, prog_name="mqadmin", standalone_mode=False)
+    except click.UsageError as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(2)
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except RocketpyError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
