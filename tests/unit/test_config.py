@@ -100,15 +100,18 @@ def test_namesrv_error_messages(tmp_path: Path, text: str, message: str) -> None
         ),
         (
             "namesrvAddr=localhost",
-            "error: FILE:1: namesrvAddr='localhost': 'localhost' is not HOST:PORT (separate several addresses with ';')",
+            "error: FILE:1: namesrvAddr='localhost': 'localhost' is not HOST:PORT "
+            "(separate several addresses with ';')",
         ),
         (
             "namesrvAddr=a:1;b:99999",
-            "error: FILE:1: namesrvAddr='a:1;b:99999': 'b:99999' is not HOST:PORT (separate several addresses with ';')",
+            "error: FILE:1: namesrvAddr='a:1;b:99999': 'b:99999' is not HOST:PORT "
+            "(separate several addresses with ';')",
         ),
         (
             "brokerRole=SLAVE\n",
-            "error: FILE:1: brokerId='0' with brokerRole=SLAVE: a slave needs brokerId >= 1 (0 is the master)",
+            "error: FILE:1: brokerId='0' with brokerRole=SLAVE: "
+            "a slave needs brokerId >= 1 (0 is the master)",
         ),
         (
             "brokerId=2\nbrokerRole=SYNC_MASTER\n",
@@ -132,7 +135,10 @@ def test_error_in_override_names_the_command_line(tmp_path: Path) -> None:
     path = write(tmp_path, "listenPort=1\n")
     with pytest.raises(ConfigError) as ei:
         load_broker_config(path, {"namesrvAddr": "nohost"})
-    message = "error: command line: namesrvAddr='nohost': 'nohost' is not HOST:PORT (separate several addresses with ';')"
+    message = (
+        "error: command line: namesrvAddr='nohost': 'nohost' is not HOST:PORT "
+        "(separate several addresses with ';')"
+    )
     assert str(ei.value) == message
 
 
