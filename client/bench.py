@@ -1,0 +1,306 @@
+"""``rocketpy bench producer|consumer``: load generators through the SDK, like RocketMQ's benchmark tool.
+
+Owns the click group ``bench`` and its statistics: a ``Stats`` window per report interval (count,
+failures, RT sum/max) printed every second as
+``Send TPS: N | Max RT(ms): N | Average RT(ms): x.xxx | Send Failed: N`` (consumer: ``Consume TPS``,
+born-to-consume and store-to-consume RT), a progress bar on stderr only when it is a terminal, and a
+``[Complete]`` summary line. Runs are bounded by ``--duration`` seconds and/or ``--count`` messages.
+Run standalone with ``python -m client.bench producer ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+import click
+
+from rocketpy.errors import RocketpyError
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+class Stats:
+    """Counters of one benchmark: totals plus the current report window."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.total = 0
+        self.failed = 0
+        self.rt_sum_ms = 0.0
+        self.rt_max_ms = 0.0
+        self.s2c_sum_ms = 0.0
+        self.s2c_max_ms = 0.0
+        self._window = (0, 0, 0.0, 0.0, 0.0, 0.0)
+        self._window_started = self.started
+
+    def ok(self, n: int, rt_ms: float, s2c_ms: float = 0.0) -> None:
+        """Record ``n`` messages done with round trip (or born-to-consume) ``rt_ms``."""
+        self.total += n
+        self.rt_sum_ms += rt_ms * n
+        if rt_ms > self.rt_max_ms:
+            self.rt_max_ms = rt_ms
+        self.s2c_sum_ms += s2c_ms * n
+        if s2c_ms > self.s2c_max_ms:
+            self.s2c_max_ms = s2c_ms
+
+    def fail(self, n: int = 1) -> None:
+        """Record ``n`` failed messages."""
+        self.failed += n
+
+    def take_window(self) -> dict[str, float]:
+        """The figures since the last call (TPS, avg/max RT, failures), and start a new window."""
+        now = time.perf_counter()
+        total0, failed0, rt0, s2c0, _, _ = self._window
+        n = self.total - total0
+        elapsed = max(now - self._window_started, 1e-9)
+        out = {
+            "tps": n / elapsed,
+            "avg_rt_ms": (self.rt_sum_ms - rt0) / n if n else 0.0,
+            "max_rt_ms": self.rt_max_ms,
+            "avg_s2c_ms": (self.s2c_sum_ms - s2c0) / n if n else 0.0,
+            "max_s2c_ms": self.s2c_max_ms,
+            "failed": self.failed - failed0,
+        }
+        self._window = (self.total, self.failed, self.rt_sum_ms, self.s2c_sum_ms, 0.0, 0.0)
+        self._window_started = now
+        self.rt_max_ms = 0.0 if n else self.rt_max_ms
+        self.s2c_max_ms = 0.0 if n else self.s2c_max_ms
+        return out
+
+    def summary(self) -> dict[str, float]:
+        """Whole-run figures."""
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        return {
+            "total": self.total,
+            "failed": self.failed,
+            "seconds": elapsed,
+            "tps": self.total / elapsed,
+            "avg_rt_ms": self.rt_sum_ms / self.total if self.total else 0.0,
+        }
+
+
+def progress_bar(done: int, goal: int, width: int = 30) -> str:
+    """``[#####.....]  50%``."""
+    frac = min(done / goal, 1.0) if goal else 0.0
+    filled = int(frac * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:5.1f}%"
+
+
+async def _reporter(stats: Stats, kind: str, goal: int, interval_s: float, max_rt_ms: list[float]) -> None:
+    tty = sys.stderr.isatty()
+    while True:
+        await asyncio.sleep(interval_s)
+        w = stats.take_window()
+        max_rt_ms[0] = max(max_rt_ms[0], w["max_rt_ms"])
+        stamp = time.strftime("%H:%M:%S")
+        if kind == "send":
+            line = (
+                f"{stamp} | Send TPS: {w['tps']:.0f} | Max RT(ms): {w['max_rt_ms']:.3f} |"
+                f" Average RT(ms): {w['avg_rt_ms']:.3f} | Send Failed: {w['failed']:.0f}"
+            )
+        else:
+            line = (
+                f"{stamp} | Consume TPS: {w['tps']:.0f} | AVG(B2C) RT(ms): {w['avg_rt_ms']:.3f} |"
+                f" AVG(S2C) RT(ms): {w['avg_s2c_ms']:.3f} | MAX(B2C) RT(ms): {w['max_rt_ms']:.3f} |"
+                f" MAX(S2C) RT(ms): {w['max_s2c_ms']:.3f} | Consume Fail: {w['failed']:.0f}"
+            )
+        click.echo(line)
+        if tty and goal:
+            click.echo("\r" + progress_bar(stats.total, goal), err=True, nl=False)
+
+
+async def run_producer(
+    namesrv: str,
+    topic: str,
+    body_size: int,
+    concurrency: int,
+    batch: int,
+    duration_s: float,
+    count: int,
+    mode: str,
+    interval_s: float = 1.0,
+) -> dict[str, float]:
+    """Send until ``duration_s`` passes or ``count`` messages are sent; print interval and summary lines."""
+    from client.producer import Producer
+    from rocketpy.message import Message
+
+    producer = Producer("benchmark_producer", namesrv, max_async_pending=max(65_536, concurrency * 2))
+    await producer.start()
+    body = b"x" * body_size
+    stats = Stats()
+    max_rt = [0.0]
+    deadline = time.perf_counter() + duration_s if duration_s else float("inf")
+    sent = [0]
+
+    def more() -> int:
+        if time.perf_counter() >= deadline or (count and sent[0] >= count):
+            return 0
+        n = min(batch, count - sent[0]) if count else batch
+        sent[0] += n
+        return n
+
+    async def worker() -> None:
+        while n := more():
+            t0 = time.perf_counter()
+            try:
+                if batch > 1:
+                    await producer.send_batch([Message(topic, body) for _ in range(n)])
+                elif mode == "oneway":
+                    await producer.send_oneway(Message(topic, body))
+                elif mode == "async":
+                    await producer.send_async(Message(topic, body))
+                else:
+                    await producer.send(Message(topic, body))
+            except RocketpyError:
+                stats.fail(n)
+                continue
+            stats.ok(n, (time.perf_counter() - t0) * 1000.0)
+
+    reporter = asyncio.create_task(_reporter(stats, "send", count, interval_s, max_rt))
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        reporter.cancel()
+        await asyncio.gather(reporter, return_exceptions=True)
+        await producer.shutdown()
+    s = stats.summary()
+    s["max_rt_ms"] = max(max_rt[0], stats.take_window()["max_rt_ms"])
+    click.echo(
+        f"\n[Complete] Send Total: {s['total']:.0f} | Send TPS: {s['tps']:.0f}"
+        f" | Max RT(ms): {s['max_rt_ms']:.3f} | Average RT(ms): {s['avg_rt_ms']:.3f}"
+        f" | Send Failed: {s['failed']:.0f}"
+    )
+    return s
+
+
+async def run_consumer(
+    namesrv: str,
+    topic: str,
+    group: str,
+    duration_s: float,
+    count: int,
+    from_first: bool,
+    interval_s: float = 1.0,
+) -> dict[str, float]:
+    """Consume with a PushConsumer until ``duration_s`` passes or ``count`` messages arrived."""
+    from client.push_consumer import PushConsumer
+
+    stats = Stats()
+    done = asyncio.Event()
+
+    async def listener(msgs: list[Any], context: Any) -> Any:
+        now_ms = time.time() * 1000.0
+        for m in msgs:
+            stats.ok(1, now_ms - m.born_timestamp, now_ms - m.store_timestamp)
+        if count and stats.total >= count:
+            done.set()
+        from client.consumer_types import ConsumeStatus
+
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    where = "CONSUME_FROM_FIRST_OFFSET" if from_first else "CONSUME_FROM_LAST_OFFSET"
+    consumer = PushConsumer(group, namesrv, consume_from_where=where)
+    consumer.subscribe(topic, "*")
+    consumer.register_listener(listener)
+    await consumer.start()
+    max_rt = [0.0]
+    reporter = asyncio.create_task(_reporter(stats, "consume", count, interval_s, max_rt))
+    try:
+        await asyncio.wait_for(done.wait(), duration_s or None)
+    except TimeoutError:
+        pass
+    finally:
+        reporter.cancel()
+        await asyncio.gather(reporter, return_exceptions=True)
+        await consumer.shutdown()
+    s = stats.summary()
+    click.echo(
+        f"\n[Complete] Consume Total: {s['total']:.0f} | Consume TPS: {s['tps']:.0f} |"
+        f" AVG(B2C) RT(ms): {s['avg_rt_ms']:.3f}"
+    )
+    return s
+
+
+def _run(coro: Any) -> None:
+    try:
+        import uvloop
+
+        uvloop.run(coro)
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        asyncio.run(coro)
+
+
+@click.group("bench", context_settings=_CONTEXT)
+def bench() -> None:
+    """Benchmarks through the SDK (RocketMQ's benchmark tool, in rocketpy)."""
+
+
+_NAMESRV = click.option(
+    "-n", "--namesrvAddr", "namesrv", envvar="NAMESRV_ADDR", default="127.0.0.1:9876", show_default=True
+)
+_TOPIC = click.option("-t", "--topic", default="BenchmarkTest", show_default=True)
+_DURATION = click.option(
+    "-d", "--duration", type=float, default=10.0, show_default=True, help="Seconds (0 = no limit)."
+)
+_COUNT = click.option(
+    "-q", "--count", type=int, default=0, show_default=True, help="Messages (0 = no limit)."
+)
+
+
+@bench.command("producer", context_settings=_CONTEXT)
+@_NAMESRV
+@_TOPIC
+@click.option("-s", "--bodySize", "body_size", type=int, default=1024, show_default=True)
+@click.option("-w", "--concurrency", type=int, default=64, show_default=True, help="Sends in flight.")
+@click.option(
+    "-b", "--batchSize", "batch", type=int, default=1, show_default=True, help="> 1 uses send_batch."
+)
+@click.option(
+    "-m", "--mode", type=click.Choice(["sync", "async", "oneway"]), default="async", show_default=True
+)
+@_DURATION
+@_COUNT
+def producer_cmd(
+    namesrv: str,
+    topic: str,
+    body_size: int,
+    concurrency: int,
+    batch: int,
+    mode: str,
+    duration: float,
+    count: int,
+) -> None:
+    """Send messages as fast as the window allows and report TPS / RT every second."""
+    if body_size <= 0 or concurrency <= 0 or batch <= 0:
+        raise click.BadParameter("body size, concurrency and batch size must be positive")
+    if not duration and not count:
+        raise click.BadParameter("give --duration or --count (a run must end)")
+    _run(run_producer(namesrv, topic, body_size, concurrency, batch, duration, count, mode))
+
+
+@bench.command("consumer", context_settings=_CONTEXT)
+@_NAMESRV
+@_TOPIC
+@click.option("-g", "--group", default="benchmark_consumer", show_default=True)
+@click.option("--from-first", is_flag=True, help="Start a new group at the first offset (consume a backlog).")
+@_DURATION
+@_COUNT
+def consumer_cmd(namesrv: str, topic: str, group: str, from_first: bool, duration: float, count: int) -> None:
+    """Consume with a push consumer and report TPS and born/store-to-consume latency every second."""
+    if not duration and not count:
+        raise click.BadParameter("give --duration or --count (a run must end)")
+    _run(run_consumer(namesrv, topic, group, duration, count, from_first))
+
+
+if __name__ == "__main__":
+    try:
+        bench.main(prog_name="rocketpy bench", standalone_mode=False)
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(2)
+    except RocketpyError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
