@@ -1,1 +1,30 @@
+"""The message store: mmap commitlog, consume queues, index, checkpoint, flush, recovery, cleanup.
 
+A library the broker wraps; it imports nothing from the rest of ``broker`` nor from the network layer.
+"""
+
+from broker.store.message import BrokerMessage
+from broker.store.message_store import MessageStore
+from broker.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    MessageFilter,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+    StoreError,
+    StoreLockedError,
+)
+
+__all__ = [
+    "BrokerMessage",
+    "GetMessageResult",
+    "GetMessageStatus",
+    "MessageFilter",
+    "MessageStore",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "QueryMessageResult",
+    "StoreError",
+    "StoreLockedError",
+]

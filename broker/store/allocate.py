@@ -1,0 +1,78 @@
+"""File allocation in a thread: the next commitlog file, consume-queue and index files.
+
+Owns one worker thread and its bounded request queue. A request creates and maps a file off the event
+loop and hands the ``MappedFile`` (or the error) back to the loop with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable
+
+from broker.store.mapped_file import MappedFile
+
+log = logging.getLogger("rocketpy.store")
+
+MAX_PENDING_REQUESTS = 65_536
+
+Callback = Callable[[MappedFile | None, BaseException | None], None]
+
+
+class AllocateService:
+    """Creates mapped files in a worker thread and reports them on the event loop.
+
+    Args:
+        loop: the loop that receives the results.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._requests: queue.Queue[tuple[str, int, int, Callback] | None] = queue.Queue(MAX_PENDING_REQUESTS)
+        self._thread = threading.Thread(target=self._routine, name="store-allocate", daemon=True)
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start the worker thread."""
+        self._thread.start()
+
+    def request(self, path: str, base_offset: int, size: int, callback: Callback) -> None:
+        """Ask for ``path`` to be created and mapped; ``callback(file, error)`` runs on the loop.
+
+        Raises:
+            queue.Full: more than ``MAX_PENDING_REQUESTS`` requests are waiting (a bug or a dead disk).
+        """
+        assert not self._stopped, "allocation requested after shutdown"
+        self._requests.put_nowait((path, base_offset, size, callback))
+
+    def _routine(self) -> None:
+        while True:
+            req = self._requests.get()
+            if req is None:
+                return
+            path, base, size, callback = req
+            mf: MappedFile | None = None
+            err: BaseException | None = None
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                mf = MappedFile.open(path, base, size)
+            except OSError as e:
+                log.error("cannot create store file %s: %s", path, e)
+                err = e
+            try:
+                self._loop.call_soon_threadsafe(callback, mf, err)
+            except RuntimeError:  # loop closed during shutdown: nobody wants the file any more
+                if mf is not None:
+                    mf.close()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop the worker after the queued requests (blocking: call in a thread)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._thread.is_alive():
+            self._requests.put(None)
+            self._thread.join(timeout_s)

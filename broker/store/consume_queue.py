@@ -1,0 +1,203 @@
+"""Consume queues: per (topic, queue id), 20-byte units pointing into the commitlog.
+
+Owns the unit layout ``commitlog offset i64 | size i32 | tag code i64`` (big-endian) and the files of
+one queue, named by the byte offset of their first unit. Logical offset n lives at byte ``n * 20``.
+Units are written on the loop right after the commitlog append. A missing file is created by the
+allocate thread; until it is ready, units wait in a small in-memory tail (``_pending``) that reads
+also see, so the loop never creates a file. Zeroed units (size 0) mark the end of a queue.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import TYPE_CHECKING
+
+from broker.store.mapped_file import MappedFile, offset_to_name
+
+if TYPE_CHECKING:
+    from broker.store.allocate import AllocateService
+
+UNIT = struct.Struct(">qiq")  # commitlog offset | record size | tag hash code (or delivery time)
+UNIT_SIZE = UNIT.size
+assert UNIT_SIZE == 20
+MAX_PENDING_UNITS = 1 << 20
+
+_multi_units: dict[int, struct.Struct] = {}
+
+
+def units_struct(n: int) -> struct.Struct:
+    """A cached struct unpacking ``n`` units at once."""
+    s = _multi_units.get(n)
+    if s is None:
+        s = _multi_units[n] = struct.Struct(">" + "qiq" * n)
+    return s
+
+
+class ConsumeQueue:
+    """The units of one (topic, queue id).
+
+    Attributes:
+        next_offset: logical offset of the next unit (the queue's max offset).
+        min_offset: logical offset of the first unit still pointing at stored data.
+        max_phys_end: commitlog offset one past the last record this queue points to.
+    """
+
+    __slots__ = (
+        "_allocator",
+        "_pending",
+        "_pending_base",
+        "_requested",
+        "directory",
+        "file_size",
+        "files",
+        "max_phys_end",
+        "min_offset",
+        "next_offset",
+        "queue_id",
+        "topic",
+    )
+
+    def __init__(self, root: str, topic: str, queue_id: int, file_size: int) -> None:
+        assert file_size % UNIT_SIZE == 0, "consume queue file size must be a multiple of 20"
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = os.path.join(root, topic, str(queue_id))
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self.next_offset = 0
+        self.min_offset = 0
+        self.max_phys_end = 0
+        self._allocator: AllocateService | None = None
+        self._pending = bytearray()
+        self._pending_base = 0  # byte position of _pending[0]
+        self._requested = False
+
+    def attach_allocator(self, allocator: AllocateService) -> None:
+        """From now on create files through ``allocator`` (before: inline, in the recovery thread)."""
+        self._allocator = allocator
+
+    # -- write (loop) ---------------------------------------------------------------------------
+    def put(self, phys: int, size: int, tags_code: int, queue_offset: int) -> None:
+        """Write the unit of logical ``queue_offset`` (hot path)."""
+        pos = queue_offset * UNIT_SIZE
+        if not self._pending and self.files:
+            mf = self.files[-1]
+            rel = pos - mf.base_offset
+            if 0 <= rel < mf.size:
+                UNIT.pack_into(mf.mm, rel, phys, size, tags_code)
+                mf.wrote = rel + UNIT_SIZE
+                self.next_offset = queue_offset + 1
+                self.max_phys_end = phys + size
+                return
+        self._put_slow(pos, phys, size, tags_code)
+        self.next_offset = queue_offset + 1
+        self.max_phys_end = phys + size
+
+    def _put_slow(self, pos: int, phys: int, size: int, tags_code: int) -> None:
+        if not self.files and not self._pending:
+            self.min_offset = pos // UNIT_SIZE
+        if not self._pending:
+            self._pending_base = pos
+        assert pos == self._pending_base + len(self._pending), "consume queue units must be contiguous"
+        assert len(self._pending) < MAX_PENDING_UNITS * UNIT_SIZE, "consume queue file allocation stalled"
+        self._pending += UNIT.pack(phys, size, tags_code)
+        self._request_file()
+
+    def _request_file(self) -> None:
+        if self._requested or not self._pending:
+            return
+        pos = self._pending_base
+        base = pos - pos % self.file_size
+        if self.files and self.files[-1].base_offset <= pos < self.files[-1].end_offset:
+            self._drain()
+            return
+        path = os.path.join(self.directory, offset_to_name(base))
+        if self._allocator is None:  # recovery thread: create inline
+            os.makedirs(self.directory, exist_ok=True)
+            self._on_file(MappedFile.open(path, base, self.file_size), None)
+            return
+        self._requested = True
+        self._allocator.request(path, base, self.file_size, self._on_file)
+
+    def _on_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
+        self._requested = False
+        if mf is None:
+            raise RuntimeError(f"cannot create consume queue file in {self.directory}: {err}")
+        self.files.append(mf)
+        self._drain()
+
+    def _drain(self) -> None:
+        mf = self.files[-1]
+        rel = self._pending_base - mf.base_offset
+        n = min(len(self._pending), mf.size - rel)
+        mf.mm[rel : rel + n] = self._pending[:n]
+        mf.wrote = rel + n
+        del self._pending[:n]
+        self._pending_base += n
+        self._request_file()
+
+    # -- read (loop) ----------------------------------------------------------------------------
+    def read_units(self, offset: int, max_count: int) -> tuple[memoryview | bytes, int]:
+        """Up to ``max_count`` units from logical ``offset`` (within one file): ``(bytes, count)``."""
+        max_count = min(max_count, self.next_offset - offset)
+        if max_count <= 0:
+            return b"", 0
+        pos = offset * UNIT_SIZE
+        if self._pending and pos >= self._pending_base:
+            rel = pos - self._pending_base
+            n = min(max_count, (len(self._pending) - rel) // UNIT_SIZE)
+            return bytes(self._pending[rel : rel + n * UNIT_SIZE]), n
+        mf = self._file_for(pos)
+        if mf is None:
+            return b"", 0
+        rel = pos - mf.base_offset
+        n = min(max_count, (mf.size - rel) // UNIT_SIZE)
+        return mf.view[rel : rel + n * UNIT_SIZE], n
+
+    def unit(self, offset: int) -> tuple[int, int, int] | None:
+        """The unit at logical ``offset``, or None when not stored."""
+        raw, n = self.read_units(offset, 1)
+        if n == 0:
+            return None
+        phys, size, tag = UNIT.unpack_from(raw, 0)
+        return (phys, size, tag) if size > 0 else None
+
+    def _file_for(self, pos: int) -> MappedFile | None:
+        files = self.files
+        if not files:
+            return None
+        idx = (pos - files[0].base_offset) // self.file_size
+        if 0 <= idx < len(files):
+            return files[idx]
+        return None
+
+    # -- maintenance (loop hand-off; blocking parts run in threads) ----------------------------
+    def flush(self) -> None:
+        """fdatasync the last file (blocking: flush thread)."""
+        files = self.files
+        if files:
+            files[-1].flush()
+
+    def truncate_to_phys(self, phys_end: int) -> None:
+        """Drop units pointing at or past ``phys_end`` (recovery: the commitlog was cut there)."""
+        while self.next_offset > self.min_offset:
+            u = self.unit(self.next_offset - 1)
+            if u is not None and u[0] + u[1] <= phys_end:
+                self.max_phys_end = u[0] + u[1]
+                return
+            self._zero_unit(self.next_offset - 1)
+            self.next_offset -= 1
+        self.max_phys_end = 0
+
+    def _zero_unit(self, offset: int) -> None:
+        mf = self._file_for(offset * UNIT_SIZE)
+        if mf is not None:
+            rel = offset * UNIT_SIZE - mf.base_offset
+            mf.mm[rel : rel + UNIT_SIZE] = bytes(UNIT_SIZE)
+            mf.wrote = rel
+
+    def close(self) -> None:
+        """Unmap every file (blocking)."""
+        for mf in self.files:
+            mf.close()

@@ -1,0 +1,137 @@
+"""Dispatch: after a record is appended, write its consume-queue unit and index entries, then tell
+the listeners (long polling). Also owns reading TAGS / KEYS / UNIQ_KEY / DELAY out of a properties
+string without building a dict (hot path), and the table of consume queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from broker.store.consume_queue import ConsumeQueue
+from broker.store.index import IndexService
+from rocketpy.filter.tags import java_string_hash
+
+log = logging.getLogger("rocketpy.store")
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+Listener = Callable[[str, int, int, int, int], None]
+
+_TAGS = "TAGS\x01"
+_KEYS = "KEYS\x01"
+_UNIQ = "UNIQ_KEY\x01"
+_DELAY = "DELAY\x01"
+
+
+def get_property(props: str, name_sep: str) -> str | None:
+    """The value of the property whose ``name + "\\x01"`` is ``name_sep``, or None."""
+    i = props.find(name_sep)
+    while i > 0 and props[i - 1] != "\x02":
+        i = props.find(name_sep, i + 1)
+    if i < 0:
+        return None
+    start = i + len(name_sep)
+    j = props.find("\x02", start)
+    return props[start:] if j < 0 else props[start:j]
+
+
+def index_keys(props: str) -> list[str]:
+    """The keys to index: each KEYS word and the UNIQ_KEY."""
+    out: list[str] = []
+    if _KEYS in props:
+        keys = get_property(props, _KEYS)
+        if keys:
+            out.extend(k for k in keys.split(" ") if k)
+    if _UNIQ in props:
+        uniq = get_property(props, _UNIQ)
+        if uniq:
+            out.append(uniq)
+    return out
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s ... 2h") as milliseconds per level (level 1 first)."""
+    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    out = []
+    for word in spec.split():
+        out.append(int(word[:-1]) * units[word[-1]])
+    return out
+
+
+class Dispatcher:
+    """Consume queues by (topic, queue id), the index, and dispatch listeners.
+
+    Args:
+        cq_root: the consumequeue directory.
+        cq_file_size: bytes per consume-queue file.
+        index: the index service, or None when indexing is disabled.
+        delay_levels_ms: delay per level, for the delivery time of SCHEDULE_TOPIC_XXXX units.
+    """
+
+    def __init__(
+        self, cq_root: str, cq_file_size: int, index: IndexService | None, delay_levels_ms: list[int]
+    ) -> None:
+        self.cq_root = cq_root
+        self.cq_file_size = cq_file_size
+        self.index = index
+        self.delay_levels_ms = delay_levels_ms
+        self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self.listeners: list[Listener] = []
+        self.dirty_cqs: set[ConsumeQueue] = set()
+        self.allocator = None
+
+    def cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The consume queue of (topic, queue id), created empty when new."""
+        key = (topic, queue_id)
+        cq = self.cqs.get(key)
+        if cq is None:
+            cq = self.cqs[key] = ConsumeQueue(self.cq_root, topic, queue_id, self.cq_file_size)
+            if self.allocator is not None:
+                cq.attach_allocator(self.allocator)
+        return cq
+
+    def tags_code(self, topic: str, props: str, store_ts: int) -> int:
+        """The unit's tag field: TAGS hash code, or the delivery time for the schedule topic."""
+        if topic == SCHEDULE_TOPIC:
+            level = get_property(props, _DELAY)
+            if level and level.isdigit() and self.delay_levels_ms:
+                lvl = min(max(int(level), 1), len(self.delay_levels_ms))
+                return store_ts + self.delay_levels_ms[lvl - 1]
+        if _TAGS not in props:
+            return 0
+        tags = get_property(props, _TAGS)
+        return java_string_hash(tags) if tags else 0
+
+    def dispatch(
+        self,
+        cq: ConsumeQueue,
+        queue_offset: int,
+        phys: int,
+        size: int,
+        tags_code: int,
+        props: str,
+        store_ts: int,
+    ) -> None:
+        """Write the unit and index entries of one appended record, then notify listeners."""
+        cq.put(phys, size, tags_code, queue_offset)
+        self.dirty_cqs.add(cq)
+        if self.index is not None:
+            self.index.put_message(cq.topic, index_keys(props) if props else [], phys, store_ts)
+        for fn in self.listeners:
+            try:
+                fn(cq.topic, cq.queue_id, queue_offset, tags_code, store_ts)
+            except Exception:
+                log.exception("dispatch listener %r failed", fn)
+
+    def remove_topics(self, topics: set[str]) -> list[ConsumeQueue]:
+        """Drop the consume queues of ``topics`` from the table; returns them (to delete in a thread)."""
+        removed = [cq for key, cq in self.cqs.items() if key[0] in topics]
+        for cq in removed:
+            del self.cqs[(cq.topic, cq.queue_id)]
+            self.dirty_cqs.discard(cq)
+        return removed
+
+    def topic_dir(self, topic: str) -> str:
+        """Directory of a topic's consume queues."""
+        return os.path.join(self.cq_root, topic)

@@ -1,0 +1,160 @@
+"""Flushing in threads: the commitlog flush service (async interval or SYNC_FLUSH group commit) and
+the consume-queue/index flush, both updating the checkpoint.
+
+Owns the two flush threads and the group-commit waiters. Waiters are asyncio futures completed on
+the loop through ``call_soon_threadsafe`` once the flushed offset passes their end offset; the
+flush itself (fdatasync) never runs on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from broker.store.checkpoint import Checkpoint
+from broker.store.commitlog import CommitLog
+from broker.store.dispatch import Dispatcher
+
+log = logging.getLogger("rocketpy.store")
+
+PAGE_SIZE = 4096
+GROUP_COMMIT_WAIT_S = 0.01
+MAX_GROUP_COMMIT_WAITERS = 100_000
+
+
+class FlushService:
+    """Commitlog + consume-queue flush threads.
+
+    Args:
+        loop: the store's event loop.
+        commitlog: the log to flush.
+        dispatcher: consume queues and index to flush.
+        checkpoint: where flush progress is recorded.
+        sync_flush: SYNC_FLUSH (group commit) instead of ASYNC_FLUSH.
+        interval_ms / least_pages / thorough_interval_ms: ASYNC_FLUSH policy.
+        cq_interval_ms: consume-queue flush period.
+        last_store_ts: returns the store time of the last appended message (for the checkpoint).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        commitlog: CommitLog,
+        dispatcher: Dispatcher,
+        checkpoint: Checkpoint,
+        *,
+        sync_flush: bool,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+        cq_interval_ms: int,
+        last_store_ts: Callable[[], int],
+    ) -> None:
+        self._loop = loop
+        self._commitlog = commitlog
+        self._dispatcher = dispatcher
+        self._checkpoint = checkpoint
+        self.sync_flush = sync_flush
+        self._interval_s = interval_ms / 1000
+        self._least_bytes = least_pages * PAGE_SIZE
+        self._thorough_s = thorough_interval_ms / 1000
+        self._cq_interval_s = cq_interval_ms / 1000
+        self._last_store_ts = last_store_ts
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._waiters: deque[tuple[int, asyncio.Future[bool]]] = deque()
+        self._threads = [
+            threading.Thread(target=self._commitlog_routine, name="store-flush-commitlog", daemon=True),
+            threading.Thread(target=self._cq_routine, name="store-flush-cq", daemon=True),
+        ]
+
+    def start(self) -> None:
+        """Start both threads."""
+        for t in self._threads:
+            t.start()
+
+    # -- group commit (loop side) -----------------------------------------------------------
+    async def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
+        """Wait until the commitlog is flushed past ``end_offset``; False on timeout (SYNC_FLUSH)."""
+        if self._commitlog.flushed_offset >= end_offset:
+            return True
+        if len(self._waiters) >= MAX_GROUP_COMMIT_WAITERS:
+            return False
+        fut: asyncio.Future[bool] = self._loop.create_future()
+        self._waiters.append((end_offset, fut))
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return False
+
+    def _complete(self, flushed: int) -> None:
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= flushed:
+            _, fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(True)
+
+    # -- threads ----------------------------------------------------------------------------
+    def _commitlog_routine(self) -> None:
+        last_thorough = time.monotonic()
+        while not self._stop.is_set():
+            if self.sync_flush:
+                self._wake.wait(GROUP_COMMIT_WAIT_S)
+                self._wake.clear()
+                self._flush_commitlog()
+                continue
+            self._stop.wait(self._interval_s)
+            now = time.monotonic()
+            dirty = self._commitlog.max_offset - self._commitlog.flushed_offset
+            if dirty > 0 and (dirty >= self._least_bytes or now - last_thorough >= self._thorough_s):
+                self._flush_commitlog()
+                last_thorough = now
+
+    def _flush_commitlog(self) -> None:
+        try:
+            ts = self._last_store_ts()
+            before = self._commitlog.flushed_offset
+            flushed = self._commitlog.flush()
+            if flushed != before:
+                self._checkpoint.write_physic(ts, flushed)
+        except (OSError, ValueError) as e:  # ValueError: a file unmapped by shutdown/cleanup meanwhile
+            log.error("commitlog flush failed: %s", e)
+            return
+        if self._waiters:
+            try:
+                self._loop.call_soon_threadsafe(self._complete, flushed)
+            except RuntimeError:
+                pass  # loop closed: nobody waits any more
+
+    def _cq_routine(self) -> None:
+        while not self._stop.wait(self._cq_interval_s):
+            self.flush_consume_queues()
+
+    def flush_consume_queues(self) -> None:
+        """fdatasync dirty consume queues and the index, then update the checkpoint (thread)."""
+        ts = self._last_store_ts()
+        d = self._dispatcher
+        dirty, d.dirty_cqs = d.dirty_cqs, set()
+        try:
+            for cq in dirty:
+                cq.flush()
+            if d.index is not None:
+                d.index.flush()
+            self._checkpoint.write_logics(ts, ts)
+        except (OSError, ValueError) as e:
+            log.error("consume queue flush failed: %s", e)
+
+    def shutdown(self) -> None:
+        """Stop the threads and flush everything (blocking: call in a thread)."""
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            if t.is_alive():
+                t.join(10)
+        self._flush_commitlog()
+        self.flush_consume_queues()

@@ -1,0 +1,222 @@
+"""Index files: hash index from ``topic#key`` to commitlog offsets (RocketMQ's IndexFile layout).
+
+File layout (big-endian)::
+
+    header (40 B): beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 | endPhyOffset i64 |
+                   hashSlotCount i32 | indexCount i32
+    slots:         maxHashSlotNum x i32 (latest entry number of the bucket, 0 = empty)
+    entries:       maxIndexNum x (keyHash i32 | phyOffset i64 | timeDiffSeconds i32 | prevIndex i32)
+
+Entry 0 is unused (indexCount starts at 1). Keys are ``topic#UNIQ_KEY`` and ``topic#k`` for each KEYS
+word. Files are named by creation time ``yyyyMMddHHmmssSSS``. The header's end fields are updated
+after every dispatched message, so recovery knows where indexing stopped. The index is a hint:
+queries re-check every candidate record's topic and keys.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.store.mapped_file import MappedFile
+from rocketpy.filter.tags import java_string_hash_key
+
+if TYPE_CHECKING:
+    from broker.store.allocate import AllocateService
+
+HEADER = struct.Struct(">qqqqii")  # begin ts | end ts | begin phys | end phys | slot count | index count
+HEADER_SIZE = HEADER.size
+SLOT = struct.Struct(">i")
+SLOT_SIZE = 4
+ENTRY = struct.Struct(">iqii")  # key hash | phys offset | time diff seconds | prev index
+ENTRY_SIZE = ENTRY.size
+I64 = struct.Struct(">q")
+MAX_PENDING_ENTRIES = 1 << 20
+
+
+def index_file_size(slots: int, entries: int) -> int:
+    """Bytes of an index file with ``slots`` hash slots and ``entries`` entries."""
+    return HEADER_SIZE + slots * SLOT_SIZE + entries * ENTRY_SIZE
+
+
+class IndexFile:
+    """One index file: header fields mirrored in attributes, written through to the mmap."""
+
+    __slots__ = ("begin_phys", "begin_ts", "end_phys", "end_ts", "index_count", "max_index", "mf", "slots")
+
+    def __init__(self, mf: MappedFile, slots: int, max_index: int) -> None:
+        self.mf = mf
+        self.slots = slots
+        self.max_index = max_index
+        b_ts, e_ts, b_phys, e_phys, _slot_count, count = HEADER.unpack_from(mf.mm, 0)
+        if count <= 0 or count > max_index:  # new file, or a header that cannot be trusted
+            b_ts = e_ts = b_phys = e_phys = 0
+            count = 1
+        self.begin_ts, self.end_ts, self.begin_phys, self.end_phys = b_ts, e_ts, b_phys, e_phys
+        self.index_count = count
+
+    @property
+    def full(self) -> bool:
+        """True when no entry is left."""
+        return self.index_count >= self.max_index
+
+    def put(self, key_hash: int, phys: int, store_ts: int) -> None:
+        """Append one entry and link it into its bucket (caller checks ``full``)."""
+        mm = self.mf.mm
+        if self.index_count == 1:
+            self.begin_ts, self.begin_phys = store_ts, phys
+        slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT_SIZE
+        prev = SLOT.unpack_from(mm, slot_pos)[0]
+        n = self.index_count
+        diff = max(0, (store_ts - self.begin_ts) // 1000)
+        ENTRY.pack_into(mm, HEADER_SIZE + self.slots * SLOT_SIZE + n * ENTRY_SIZE, key_hash, phys, diff, prev)
+        SLOT.pack_into(mm, slot_pos, n)
+        self.index_count = n + 1
+
+    def write_header(self, store_ts: int, phys: int) -> None:
+        """Record the last dispatched message (even one without keys) in the header."""
+        self.end_ts, self.end_phys = store_ts, phys
+        HEADER.pack_into(
+            self.mf.mm, 0, self.begin_ts, store_ts, self.begin_phys, phys, self.slots, self.index_count
+        )
+
+    def lookup(self, key_hash: int, begin_ts: int, end_ts: int, max_num: int) -> list[int]:
+        """Commitlog offsets of entries with ``key_hash`` stored in [begin_ts, end_ts], newest first."""
+        mm = self.mf.mm
+        out: list[int] = []
+        n = SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.slots) * SLOT_SIZE)[0]
+        entries_pos = HEADER_SIZE + self.slots * SLOT_SIZE
+        steps = 0
+        while 0 < n < self.index_count and len(out) < max_num and steps < self.max_index:
+            h, phys, diff, prev = ENTRY.unpack_from(mm, entries_pos + n * ENTRY_SIZE)
+            ts = self.begin_ts + diff * 1000
+            if h == key_hash and begin_ts - 999 <= ts <= end_ts:
+                out.append(phys)
+            if prev >= n:
+                break
+            n = prev
+            steps += 1
+        return out
+
+
+class IndexService:
+    """The index files of a store; the newest takes new entries.
+
+    Args:
+        directory: the index directory.
+        slots: hash slots per file.
+        max_index: entries per file.
+        clock: seconds clock (names new files).
+    """
+
+    def __init__(self, directory: str, slots: int, max_index: int, clock: Callable[[], float]) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.max_index = max_index
+        self.file_size = index_file_size(slots, max_index)
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self._allocator: AllocateService | None = None
+        self._pending: list[tuple[int, int, int]] = []
+        self._requested = False
+
+    @property
+    def end_phys(self) -> int:
+        """Commitlog offset of the last dispatched message (-1 when none)."""
+        for f in reversed(self.files):
+            if f.end_ts:
+                return f.end_phys
+        return -1
+
+    def load(self, files: list[MappedFile]) -> None:
+        """Adopt existing index files (recovery thread), oldest first."""
+        self.files = [IndexFile(mf, self.slots, self.max_index) for mf in files]
+
+    def attach_allocator(self, allocator: AllocateService) -> None:
+        """From now on create files through ``allocator``."""
+        self._allocator = allocator
+
+    def put_message(self, topic: str, keys: list[str], phys: int, store_ts: int) -> None:
+        """Index one message's keys (hot path)."""
+        cur = self.files[-1] if self.files else None
+        for key in keys:
+            h = java_string_hash_key(f"{topic}#{key}")
+            h = (-h if h < 0 else h) & 0x7FFFFFFF
+            if cur is None or cur.full or self._pending:
+                self._enqueue(h, phys, store_ts)
+                cur = self.files[-1] if self.files else None
+            else:
+                cur.put(h, phys, store_ts)
+        if cur is not None:
+            cur.write_header(store_ts, phys)
+
+    def _enqueue(self, h: int, phys: int, store_ts: int) -> None:
+        if len(self._pending) < MAX_PENDING_ENTRIES:
+            self._pending.append((h, phys, store_ts))
+        self._request_file()
+
+    def _request_file(self) -> None:
+        if self._requested:
+            return
+        ts_ms = int(self.clock() * 1000)
+        if self.files:
+            ts_ms = max(ts_ms, _name_ms(self.files[-1].mf.path) + 1)
+        path = os.path.join(
+            self.directory,
+            time.strftime("%Y%m%d%H%M%S", time.localtime(ts_ms / 1000)) + f"{ts_ms % 1000:03d}",
+        )
+        if self._allocator is None:
+            os.makedirs(self.directory, exist_ok=True)
+            self._on_file(MappedFile.open(path, 0, self.file_size), None)
+            return
+        self._requested = True
+        self._allocator.request(path, 0, self.file_size, self._on_file)
+
+    def _on_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
+        self._requested = False
+        if mf is None:
+            raise RuntimeError(f"cannot create index file in {self.directory}: {err}")
+        self.files.append(IndexFile(mf, self.slots, self.max_index))
+        pending, self._pending = self._pending, []
+        for h, phys, ts in pending:
+            cur = self.files[-1]
+            if cur.full:
+                self._enqueue(h, phys, ts)
+            else:
+                cur.put(h, phys, ts)
+                cur.write_header(ts, phys)
+
+    def lookup(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[int]:
+        """Candidate commitlog offsets for ``key`` (newest first; the caller re-checks records)."""
+        h = java_string_hash_key(f"{topic}#{key}")
+        h = (-h if h < 0 else h) & 0x7FFFFFFF
+        out: list[int] = []
+        for f in reversed(self.files):
+            if f.index_count <= 1 or f.end_ts < begin_ts or f.begin_ts > end_ts:
+                continue
+            out.extend(f.lookup(h, begin_ts, end_ts, max_num - len(out)))
+            if len(out) >= max_num:
+                break
+        return out
+
+    def flush(self) -> None:
+        """fdatasync the newest file (blocking: flush thread)."""
+        if self.files:
+            self.files[-1].mf.flush()
+
+    def close(self) -> None:
+        """Unmap every file (blocking)."""
+        for f in self.files:
+            f.mf.close()
+
+
+def _name_ms(path: str) -> int:
+    name = os.path.basename(path)
+    try:
+        t = time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))
+        return int(t * 1000) + int(name[14:17])
+    except ValueError:
+        return 0

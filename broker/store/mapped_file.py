@@ -1,0 +1,111 @@
+"""One memory-mapped file of fixed size, named by the offset of its first byte.
+
+Owns the mmap, its file descriptor and the write position. Opening, flushing and destroying block on
+the disk and run in store threads only; writing and reading (memoryview slices) run on the loop.
+A file whose views are still held cannot be unmapped: ``destroy`` reports that so cleanup retries.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+OFFSET_NAME_DIGITS = 20
+
+
+def offset_to_name(offset: int) -> str:
+    """The 20-digit zero-padded file name of a file starting at ``offset``."""
+    return f"{offset:0{OFFSET_NAME_DIGITS}d}"
+
+
+def list_offset_files(directory: str) -> list[tuple[int, str]]:
+    """``(start offset, path)`` of the 20-digit-named files in ``directory``, sorted (blocking)."""
+    if not os.path.isdir(directory):
+        return []
+    out = []
+    for name in os.listdir(directory):
+        if len(name) == OFFSET_NAME_DIGITS and name.isdigit():
+            out.append((int(name), os.path.join(directory, name)))
+    out.sort()
+    return out
+
+
+class MappedFile:
+    """A fixed-size file mapped read/write.
+
+    Attributes:
+        path: file path.
+        base_offset: logical offset of the file's first byte.
+        size: mapped size in bytes.
+        mm: the mmap (write with ``pack_into`` / slice assignment on the loop thread).
+        view: a memoryview of the whole mapping (slice it to read).
+        wrote: bytes written so far (write position).
+    """
+
+    __slots__ = ("base_offset", "fd", "mm", "path", "size", "view", "wrote")
+
+    def __init__(self, path: str, base_offset: int, size: int, fd: int, mm: mmap.mmap) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.size = size
+        self.fd = fd
+        self.mm = mm
+        self.view = memoryview(mm)
+        self.wrote = 0
+
+    @classmethod
+    def open(cls, path: str, base_offset: int, size: int) -> MappedFile:
+        """Open (creating if needed) and map ``size`` bytes of ``path``; extends a short file (blocking)."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual < size:
+                os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, base_offset, size, fd, mm)
+
+    @property
+    def end_offset(self) -> int:
+        """Logical offset one past the file's last byte."""
+        return self.base_offset + self.size
+
+    def flush(self) -> None:
+        """Write dirty pages to disk (blocking; the GIL is released)."""
+        if self.fd >= 0:
+            os.fdatasync(self.fd)
+
+    def close(self) -> bool:
+        """Unmap and close; False (nothing changed) while views of the mapping are still held."""
+        if self.fd < 0:
+            return True
+        try:
+            self.view.release()
+            self.mm.close()
+        except BufferError:
+            return False
+        os.close(self.fd)
+        self.fd = -1
+        return True
+
+    def destroy(self, force: bool = False) -> bool:
+        """Close and delete the file (blocking). With ``force`` delete even while views are held.
+
+        Returns:
+            True when the file is gone; False when it is still read and should be retried later.
+        """
+        if not self.close():
+            if not force:
+                return False
+            os.close(self.fd)  # the mapping stays valid for the views still held
+            self.fd = -1
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        return True
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote}, size={self.size})"

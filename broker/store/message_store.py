@@ -1,0 +1,439 @@
+"""MessageStore: the facade the broker wraps (lifecycle, put, get, offsets, queries).
+
+Owns the store's parts and their order: lock -> recovery (thread) -> abort marker -> allocate, flush
+and cleanup threads; shutdown in reverse. Puts are single-writer memory copies into the commitlog
+mmap on the event loop, followed by a synchronous dispatch (consume queue, index, listeners); under
+SYNC_FLUSH a put then awaits group commit. Reads return views of the commitlog, never re-encoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+import zlib
+from collections.abc import Callable
+
+from broker.store import reads
+from broker.store.allocate import AllocateService
+from broker.store.checkpoint import Checkpoint
+from broker.store.cleanup import CleanupService
+from broker.store.commitlog import CommitLog
+from broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
+from broker.store.flush import FlushService
+from broker.store.index import IndexService, index_file_size
+from broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+from broker.store.message import BrokerMessage
+from broker.store.recovery import load_consume_queues, load_offset_files, recover
+from broker.store.results import (
+    GetMessageResult,
+    MessageFilter,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+from rocketpy.config import FlushDiskType, StoreConfig
+from rocketpy.record import (
+    HEAD_SIZE,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
+    MESSAGE_MAGIC,
+    RECORD_HEAD,
+    U16,
+    pack_host,
+)
+
+log = logging.getLogger("rocketpy.store")
+
+NEXT_FILE_WAIT_S = 5.0
+_BAD = PutMessageStatus
+
+
+def default_disk_usage(path: str) -> float:
+    """Used fraction (0..1) of the file system holding ``path``."""
+    u = shutil.disk_usage(path)
+    return u.used / u.total if u.total else 0.0
+
+
+class MessageStore:
+    """The message store.
+
+    Args:
+        config: store settings.
+        store_host: ``(ip, port)`` written into records (settable until the first put).
+        clock: seconds clock (store timestamps, index names, file expiry).
+        disk_usage: returns the used fraction (0..1) of the disk holding a path.
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        store_host: tuple[str, int] = ("127.0.0.1", 0),
+        clock: Callable[[], float] = time.time,
+        disk_usage: Callable[[str], float] | None = None,
+    ) -> None:
+        self.config = config
+        self.root = config.store_path_root_dir
+        self.store_host = store_host
+        self.clock = clock
+        self.disk_usage = disk_usage or default_disk_usage
+        self.commitlog = CommitLog(config.commit_log_dir(), config.mapped_file_size_commit_log)
+        index = None
+        if config.message_index_enable:
+            index = IndexService(
+                os.path.join(self.root, "index"), config.max_hash_slot_num, config.max_index_num, clock
+            )
+        self.dispatcher = Dispatcher(
+            os.path.join(self.root, "consumequeue"),
+            config.mapped_file_size_consume_queue,
+            index,
+            parse_delay_levels(config.message_delay_level),
+        )
+        self.checkpoint = Checkpoint(os.path.join(self.root, "checkpoint"))
+        self._lock = StoreLock(self.root)
+        self._allocator: AllocateService | None = None
+        self._flush: FlushService | None = None
+        self.cleanup: CleanupService | None = None
+        self.running = False
+        self.disk_full_remark = ""  # set by cleanup past the danger ratio
+        self.last_store_ts = 0
+        self.put_total = 0
+        self.get_total = 0
+        self.tps_sample = (clock(), 0, 0)
+        self._host8 = b""
+        self._topic_parts: dict[str, bytes] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Lock the directory, recover, create the abort marker and start the threads.
+
+        Raises:
+            StoreLockedError: another store uses the directory.
+            StoreError: the directory or configuration is unusable.
+        """
+        await asyncio.to_thread(self._lock.acquire)
+        try:
+            await asyncio.to_thread(self._load_and_recover)
+        except BaseException:
+            await asyncio.to_thread(self._lock.release)
+            raise
+        loop = asyncio.get_running_loop()
+        self._allocator = AllocateService(loop)
+        self._allocator.start()
+        self.commitlog.attach_allocator(self._allocator)
+        self.dispatcher.allocator = self._allocator  # type: ignore[assignment]
+        for cq in self.dispatcher.cqs.values():
+            cq.attach_allocator(self._allocator)
+        if self.dispatcher.index is not None:
+            self.dispatcher.index.attach_allocator(self._allocator)
+        c = self.config
+        self._flush = FlushService(
+            loop,
+            self.commitlog,
+            self.dispatcher,
+            self.checkpoint,
+            sync_flush=c.flush_disk_type == FlushDiskType.SYNC_FLUSH,
+            interval_ms=c.flush_interval_commit_log,
+            least_pages=c.flush_commit_log_least_pages,
+            thorough_interval_ms=c.flush_commit_log_thorough_interval,
+            cq_interval_ms=c.flush_interval_consume_queue,
+            last_store_ts=lambda: self.last_store_ts,
+        )
+        self._flush.start()
+        self.cleanup = CleanupService(self, loop)
+        self.cleanup.start()
+        self.running = True
+
+    def _load_and_recover(self) -> None:
+        c = self.config
+        abnormal = os.path.exists(abort_path(self.root))
+        self.checkpoint.open()
+        self.commitlog.load(
+            load_offset_files(self.commitlog.directory, c.mapped_file_size_commit_log, "commitlog")
+        )
+        load_consume_queues(self.dispatcher, self.commitlog.min_offset)
+        index = self.dispatcher.index
+        if index is not None:
+            index.load(
+                _load_index_files(index.directory, index_file_size(c.max_hash_slot_num, c.max_index_num))
+            )
+        log.info("store %s: %s start, recovering", self.root, "abnormal" if abnormal else "normal")
+        end = recover(
+            self.commitlog,
+            self.dispatcher,
+            self.checkpoint.flushed_offset if abnormal else None,
+            c.check_crc_on_recover,
+        )
+        self.commitlog.ensure_first_file(end - end % c.mapped_file_size_commit_log)
+        create_abort(self.root)
+
+    async def shutdown(self) -> None:
+        """Stop the threads, flush everything, remove the abort marker and unlock."""
+        if not self.running:
+            return
+        self.running = False
+        if self.cleanup is not None:
+            await self.cleanup.shutdown()
+        if self._flush is not None:
+            await asyncio.to_thread(self._flush.shutdown)
+        if self._allocator is not None:
+            await asyncio.to_thread(self._allocator.shutdown)
+        await asyncio.to_thread(self._close_files)
+
+    def _close_files(self) -> None:
+        nxt = self.commitlog._next
+        if nxt is not None:  # never used: do not leave an empty file behind
+            nxt.destroy(force=True)
+            self.commitlog._next = None
+        self.commitlog.close()
+        for cq in self.dispatcher.cqs.values():
+            cq.close()
+        if self.dispatcher.index is not None:
+            self.dispatcher.index.close()
+        self.checkpoint.close()
+        remove_abort(self.root)
+        self._lock.release()
+
+    # -- put ------------------------------------------------------------------------------------
+    def _check(self, msg: BrokerMessage) -> PutMessageResult | bytes:
+        """Validate one message; returns its topic part (len byte + topic) or a refusal."""
+        if not self.running:
+            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is not running")
+        if self.disk_full_remark:
+            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, self.disk_full_remark)
+        part = self._topic_parts.get(msg.topic)
+        if part is None:
+            tb = msg.topic.encode()
+            if len(tb) > MAX_TOPIC_BYTES or not tb:
+                return PutMessageResult(
+                    _BAD.MESSAGE_ILLEGAL,
+                    f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(tb)}; use a shorter topic name",
+                )
+            part = bytes((len(tb),)) + tb
+            if len(self._topic_parts) < 100_000:
+                self._topic_parts[msg.topic] = part
+        if len(msg.body) > self.config.max_message_size:
+            return PutMessageResult(
+                _BAD.MESSAGE_ILLEGAL,
+                f"message body is {len(msg.body)} bytes, more than "
+                f"maxMessageSize {self.config.max_message_size}; send smaller messages",
+            )
+        return part
+
+    async def put_message(self, msg: BrokerMessage) -> PutMessageResult:
+        """Append one message, dispatch it and (SYNC_FLUSH) wait for the flush."""
+        return await self.put_messages([msg])
+
+    async def put_messages(self, msgs: list[BrokerMessage]) -> PutMessageResult:
+        """Append a batch of one topic and queue, all or nothing, contiguously in one file."""
+        if not msgs:
+            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
+        encoded: list[tuple[BrokerMessage, bytes, bytes]] = []
+        first = msgs[0]
+        total = 0
+        for m in msgs:
+            if m.topic != first.topic or m.queue_id != first.queue_id:
+                return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "a batch must have one topic and one queue")
+            part = self._check(m)
+            if isinstance(part, PutMessageResult):
+                return part
+            props_b = m.properties.encode() if m.properties else b""
+            if len(props_b) > MAX_PROPERTIES_BYTES:
+                return PutMessageResult(
+                    _BAD.PROPERTIES_SIZE_EXCEEDED,
+                    f"properties are {len(props_b)} bytes, "
+                    f"more than {MAX_PROPERTIES_BYTES}; use fewer/shorter properties",
+                )
+            encoded.append((m, part, props_b))
+            total += HEAD_SIZE + len(m.body) + len(part) + 2 + len(props_b)
+        if total + 8 > self.commitlog.file_size:
+            return PutMessageResult(
+                _BAD.MESSAGE_ILLEGAL,
+                f"{total} bytes do not fit one commitlog file of "
+                f"{self.commitlog.file_size} bytes; send smaller batches",
+            )
+        mf = self.commitlog.writable_file(total)
+        while mf is None:
+            if not await self.commitlog.wait_next_file(NEXT_FILE_WAIT_S):
+                err = self.commitlog.take_error()
+                return PutMessageResult(
+                    _BAD.CREATE_MAPPED_FILE_FAILED,
+                    f"cannot create the next commitlog "
+                    f"file: {err or 'timed out'}; check disk space and permissions",
+                )
+            if not self.running:
+                return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is shutting down")
+            mf = self.commitlog.writable_file(total)
+        result = self._append(mf, encoded, total)
+        if self._flush is not None and self._flush.sync_flush and first.wait_store_msg_ok:
+            ok = await self._flush.wait_flushed(
+                result.wrote_offset + total, self.config.sync_flush_timeout / 1000
+            )
+            if not ok:
+                result.status = _BAD.FLUSH_DISK_TIMEOUT
+                result.remark = (
+                    f"not flushed to disk within syncFlushTimeout {self.config.sync_flush_timeout} ms"
+                )
+        return result
+
+    def _append(self, mf, encoded: list[tuple[BrokerMessage, bytes, bytes]], total: int) -> PutMessageResult:  # type: ignore[no-untyped-def]
+        """Copy the records into ``mf`` and dispatch them (synchronous: nothing interleaves)."""
+        if not self._host8:
+            self._host8 = pack_host(self.store_host)
+        host8 = self._host8
+        store_ts = int(self.clock() * 1000)
+        first = encoded[0][0]
+        d = self.dispatcher
+        cq = d.cq(first.topic, first.queue_id)
+        queue_offset = cq.next_offset
+        mm = mf.mm
+        pos = mf.wrote
+        phys0 = mf.base_offset + pos
+        offsets: list[int] | None = [] if len(encoded) > 1 else None
+        for i, (m, part, props_b) in enumerate(encoded):
+            body = m.body
+            size = HEAD_SIZE + len(body) + len(part) + 2 + len(props_b)
+            phys = mf.base_offset + pos
+            RECORD_HEAD.pack_into(
+                mm,
+                pos,
+                size,
+                MESSAGE_MAGIC,
+                zlib.crc32(body),
+                m.queue_id,
+                m.flag,
+                queue_offset + i,
+                phys,
+                m.sys_flag,
+                m.born_timestamp,
+                m.born_host8,
+                store_ts,
+                host8,
+                m.reconsume_times,
+                m.prepared_transaction_offset,
+                len(body),
+            )
+            b = pos + HEAD_SIZE
+            mm[b : b + len(body)] = body
+            b += len(body)
+            tail = part + U16.pack(len(props_b)) + props_b
+            mm[b : b + len(tail)] = tail
+            pos += size
+            mf.wrote = pos
+            if offsets is not None:
+                offsets.append(phys)
+            props = m.properties
+            tags_code = m.tags_code if m.tags_code is not None else d.tags_code(m.topic, props, store_ts)
+            d.dispatch(cq, queue_offset + i, phys, size, tags_code, props, store_ts)
+        self.last_store_ts = store_ts
+        self.put_total += len(encoded)
+        return PutMessageResult(
+            _BAD.PUT_OK,
+            wrote_offset=phys0,
+            wrote_bytes=total,
+            queue_offset=queue_offset,
+            store_timestamp=store_ts,
+            msg_num=len(encoded),
+            host8=host8,
+            offsets=offsets,
+        )
+
+    # -- listeners, topics ------------------------------------------------------------------------
+    def add_dispatch_listener(self, fn: Listener) -> None:
+        """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch."""
+        self.dispatcher.listeners.append(fn)
+
+    def delete_topics(self, topics: set[str]) -> None:
+        """Drop the consume queues of ``topics``; their files are deleted in a thread."""
+        removed = self.dispatcher.remove_topics(set(topics))
+        if removed and self.cleanup is not None:
+            self.cleanup.delete_queues(removed, [self.dispatcher.topic_dir(t) for t in topics])
+
+    def topic_queue_table(self) -> dict[tuple[str, int], int]:
+        """Next queue offset of every (topic, queue id)."""
+        return {k: cq.next_offset for k, cq in self.dispatcher.cqs.items()}
+
+    @property
+    def max_physical_offset(self) -> int:
+        """Commitlog offset where the next record goes."""
+        return self.commitlog.max_offset
+
+    @property
+    def min_physical_offset(self) -> int:
+        """Commitlog offset of the oldest stored byte."""
+        return self.commitlog.min_offset
+
+    # -- reads (see reads.py) -------------------------------------------------------------------------
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        max_bytes: int | None = None,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Up to ``max_msgs`` raw records of a queue from ``offset`` (views of the commitlog)."""
+        r = reads.get_message(self, topic, queue_id, offset, max_msgs, max_bytes, message_filter)
+        self.get_total += r.message_count
+        return r
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's next offset (0 for an unknown queue)."""
+        cq = self.dispatcher.cqs.get((topic, queue_id))
+        return cq.next_offset if cq else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's first offset still stored (0 for an unknown queue)."""
+        cq = self.dispatcher.cqs.get((topic, queue_id))
+        return reads.min_offset(self, cq) if cq else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset whose store time is >= ``timestamp_ms`` (max offset if none)."""
+        return reads.offset_by_time(self, topic, queue_id, timestamp_ms)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's first stored message, -1 when none."""
+        return reads.earliest_time(self, topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Commitlog offset of a queue unit, -1 when not stored."""
+        cq = self.dispatcher.cqs.get((topic, queue_id))
+        u = cq.unit(queue_offset) if cq else None
+        return u[0] if u else -1
+
+    def lookup_message_by_offset(self, commitlog_offset: int) -> bytes | None:
+        """The raw record at ``commitlog_offset``, or None when there is none."""
+        return reads.record_at(self, commitlog_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    ) -> QueryMessageResult:
+        """Records of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, stored in [begin_ts, end_ts]."""
+        return reads.query_message(self, topic, key, max_num, begin_ts, end_ts)
+
+    def runtime_info(self) -> dict[str, str]:
+        """Store figures for GET_BROKER_RUNTIME_INFO."""
+        return reads.runtime_info(self)
+
+
+def _load_index_files(directory: str, size: int) -> list:  # type: ignore[type-arg]
+    from broker.store.mapped_file import MappedFile
+    from broker.store.recovery import set_aside
+
+    if not os.path.isdir(directory):
+        return []
+    out = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not (len(name) == 17 and name.isdigit()):
+            continue
+        if os.path.getsize(path) != size:
+            set_aside(path, f"has a size other than the configured index size {size}")
+            continue
+        out.append(MappedFile.open(path, 0, size))
+    return out

@@ -1,0 +1,241 @@
+"""Read paths of the store: get_message, offset lookups, lookup by commitlog offset, key queries.
+
+Owns the status rules of a pull (RocketMQ ``DefaultMessageStore.getMessage``) and returns views of the
+commitlog (one per record), never re-encoded records. Runs on the event loop; reads only mapped memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.store.consume_queue import ConsumeQueue, units_struct
+from broker.store.dispatch import get_property, index_keys
+from broker.store.results import GetMessageResult, GetMessageStatus, MessageFilter, QueryMessageResult
+from rocketpy.record import HEAD_SIZE, MESSAGE_MAGIC, POS_BODY_LEN, POS_STORE_TIMESTAMP, Q64, SIZE_MAGIC, U32
+
+if TYPE_CHECKING:
+    from broker.store.message_store import MessageStore
+
+MAX_FILTER_SCAN_UNITS = 800
+_S = GetMessageStatus
+
+
+def min_offset(store: MessageStore, cq: ConsumeQueue) -> int:
+    """The queue's first offset whose record is still in the commitlog."""
+    cl_min = store.commitlog.min_offset
+    lo, hi = cq.min_offset, cq.next_offset
+    u = cq.unit(lo) if lo < hi else None
+    if u is not None and u[0] >= cl_min:
+        return lo
+    while lo < hi:  # units point at increasing commitlog offsets: binary search the first stored one
+        mid = (lo + hi) // 2
+        u = cq.unit(mid)
+        if u is None or u[0] < cl_min:
+            lo = mid + 1
+        else:
+            hi = mid
+    cq.min_offset = lo
+    return lo
+
+
+def get_message(
+    store: MessageStore,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msgs: int,
+    max_bytes: int | None,
+    message_filter: MessageFilter | None,
+) -> GetMessageResult:
+    """See ``MessageStore.get_message``."""
+    cq = store.dispatcher.cqs.get((topic, queue_id))
+    if cq is None:
+        return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    lo, hi = min_offset(store, cq), cq.next_offset
+    if hi == 0 or lo == hi:
+        return GetMessageResult(_S.NO_MESSAGE_IN_QUEUE, lo, lo, hi)
+    if offset < lo:
+        return GetMessageResult(_S.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return GetMessageResult(_S.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return GetMessageResult(_S.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+    if max_bytes is None:
+        max_bytes = store.config.max_transfer_bytes_on_message_in_memory
+    result = GetMessageResult(_S.NO_MATCHED_MESSAGE, offset, lo, hi)
+    scan_limit = max(max_msgs, MAX_FILTER_SCAN_UNITS) if message_filter is not None else max_msgs
+    _collect(store, cq, result, offset, max_msgs, max_bytes, scan_limit, message_filter)
+    return result
+
+
+def _collect(
+    store: MessageStore,
+    cq: ConsumeQueue,
+    r: GetMessageResult,
+    offset: int,
+    max_msgs: int,
+    max_bytes: int,
+    scan_limit: int,
+    flt: MessageFilter | None,
+) -> None:
+    files = store.commitlog.files
+    file_size = store.commitlog.file_size
+    first_base = files[0].base_offset if files else 0
+    buffers = r.buffers
+    total_bytes = 0
+    scanned = 0
+    cur = offset
+    status = r.status
+    while scanned < scan_limit and len(buffers) < max_msgs:
+        raw, n = cq.read_units(cur, min(scan_limit - scanned, 4096))
+        if n == 0:
+            break
+        t = units_struct(n).unpack_from(raw)
+        i = 0
+        while i < n:
+            phys, size, tag = t[3 * i], t[3 * i + 1], t[3 * i + 2]
+            idx = (phys - first_base) // file_size
+            if size <= 0 or phys < first_base or idx >= len(files):
+                status = _S.MESSAGE_WAS_REMOVING if not buffers else status
+                i += 1
+                continue
+            if flt is not None and not flt.is_matched_by_consume_queue(tag):
+                i += 1
+                continue
+            mf = files[idx]
+            pos = phys - mf.base_offset
+            if total_bytes + size > max_bytes and buffers:
+                n = -1
+                break
+            view = mf.view[pos : pos + size]
+            if flt is not None and not flt.is_matched_by_commit_log(view):
+                i += 1
+                continue
+            buffers.append(view)
+            r.queue_offsets.append(cur + i)
+            total_bytes += size
+            status = _S.FOUND
+            i += 1
+            if len(buffers) >= max_msgs:
+                break
+        scanned += i
+        cur += i
+        if n == -1 or i < n:
+            break
+    r.status = status
+    r.next_begin_offset = cur
+    r.buffer_total_size = total_bytes
+    r.message_count = len(buffers)
+
+
+def _store_ts(store: MessageStore, phys: int) -> int:
+    mf = store.commitlog.file_for(phys)
+    if mf is None:
+        return -1
+    return int(Q64.unpack_from(mf.mm, phys - mf.base_offset + POS_STORE_TIMESTAMP)[0])
+
+
+def offset_by_time(store: MessageStore, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    """See ``MessageStore.get_offset_in_queue_by_time``."""
+    cq = store.dispatcher.cqs.get((topic, queue_id))
+    if cq is None:
+        return 0
+    lo, hi = min_offset(store, cq), cq.next_offset
+    while lo < hi:
+        mid = (lo + hi) // 2
+        u = cq.unit(mid)
+        ts = _store_ts(store, u[0]) if u else -1
+        if ts < timestamp_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def earliest_time(store: MessageStore, topic: str, queue_id: int) -> int:
+    """See ``MessageStore.get_earliest_message_time``."""
+    cq = store.dispatcher.cqs.get((topic, queue_id))
+    if cq is None:
+        return -1
+    off = min_offset(store, cq)
+    u = cq.unit(off) if off < cq.next_offset else None
+    return _store_ts(store, u[0]) if u else -1
+
+
+def record_view(store: MessageStore, phys: int) -> memoryview | None:
+    """A view of the message record at ``phys``, or None when there is none."""
+    mf = store.commitlog.file_for(phys)
+    if mf is None:
+        return None
+    pos = phys - mf.base_offset
+    if pos + HEAD_SIZE > mf.wrote or phys < 0:
+        return None
+    size, magic = SIZE_MAGIC.unpack_from(mf.mm, pos)
+    if magic != MESSAGE_MAGIC or pos + size > mf.wrote or size < HEAD_SIZE:
+        return None
+    return mf.view[pos : pos + size]
+
+
+def record_at(store: MessageStore, phys: int) -> bytes | None:
+    """A copy of the record at ``phys``."""
+    v = record_view(store, phys)
+    return bytes(v) if v is not None else None
+
+
+def _topic_and_props(v: memoryview) -> tuple[str, str]:
+    body_len = U32.unpack_from(v, POS_BODY_LEN)[0]
+    t = HEAD_SIZE + body_len
+    tl = v[t]
+    topic = bytes(v[t + 1 : t + 1 + tl]).decode(errors="replace")
+    return topic, bytes(v[t + 3 + tl :]).decode(errors="replace")
+
+
+def query_message(
+    store: MessageStore, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+) -> QueryMessageResult:
+    """See ``MessageStore.query_message``."""
+    res = QueryMessageResult()
+    index = store.dispatcher.index
+    if index is None or max_num <= 0:
+        return res
+    if index.files:
+        res.index_last_update_timestamp = index.files[-1].end_ts
+        res.index_last_update_phyoffset = index.files[-1].end_phys
+    seen: set[int] = set()
+    for phys in index.lookup(topic, key, max_num * 4, begin_ts, end_ts):
+        v = record_view(store, phys)
+        if v is None or phys in seen:
+            continue
+        t, props = _topic_and_props(v)
+        if t == topic and key in index_keys(props):
+            seen.add(phys)
+            res.buffers.append(bytes(v))
+            if len(res.buffers) >= max_num:
+                break
+    return res
+
+
+def runtime_info(store: MessageStore) -> dict[str, str]:
+    """See ``MessageStore.runtime_info``."""
+    cl = store.commitlog
+    info = {
+        "commitLogMinOffset": str(cl.min_offset),
+        "commitLogMaxOffset": str(cl.max_offset),
+        "commitLogFlushedOffset": str(cl.flushed_offset),
+        "putMessageTimesTotal": str(store.put_total),
+        "getMessageTransferedMsgCount": str(store.get_total),
+        "consumeQueueCount": str(len(store.dispatcher.cqs)),
+        "commitLogDiskRatio": f"{store.cleanup.disk_ratio if store.cleanup else 0.0:.4f}",
+        "diskFullRemark": store.disk_full_remark,
+        "storeRootDir": store.root,
+    }
+    now = store.clock()
+    last_t, last_put, last_get = store.tps_sample
+    if now > last_t:
+        info["putTps"] = f"{(store.put_total - last_put) / (now - last_t):.1f}"
+        info["getTransferedTps"] = f"{(store.get_total - last_get) / (now - last_t):.1f}"
+    store.tps_sample = (now, store.put_total, store.get_total)
+    return info
+
+
+__all__ = ["get_message", "get_property", "min_offset"]

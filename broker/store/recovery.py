@@ -1,0 +1,278 @@
+"""Start-up recovery: load the files, cut a torn commitlog tail, rebuild consume queues and index.
+
+Runs in a thread before the store serves anything. Steps: map the commitlog files (a file that does
+not continue the sequence is set aside as ``.bad``); load each consume queue and find its last unit;
+load the index; scan the commitlog from the start of the file holding the earliest of (what the
+consume queues and index hold, the checkpoint's flushed offset after an abnormal stop, the last
+file), checking magic, length, physical offset and body CRC; re-dispatch every valid record past
+what the queues and index hold; cut at the first invalid record, zero the garbage after it, and drop
+consume-queue units past the new end. Nothing here raises on damaged data: it logs what it cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+
+from broker.store.commitlog import CommitLog
+from broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from broker.store.dispatch import Dispatcher, index_keys
+from broker.store.mapped_file import MappedFile, list_offset_files
+from broker.store.results import StoreError
+from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD
+
+log = logging.getLogger("rocketpy.store")
+
+PRE_BLANK_SIZE = 0x7FFFFFFF
+ZERO_WINDOW_BYTES = 1 << 20
+_PAGE = 4096
+_ZERO_PAGE = bytes(_PAGE)
+
+
+def set_aside(path: str, why: str) -> None:
+    """Rename a damaged/unexpected file to ``*.bad`` so it is kept for inspection but not loaded."""
+    log.warning("store file %s %s; renaming it to %s.bad", path, why, path)
+    os.replace(path, path + ".bad")
+
+
+def load_offset_files(directory: str, file_size: int, what: str) -> list[MappedFile]:
+    """Map the contiguous 20-digit-named files of ``directory``; set aside the rest."""
+    files: list[MappedFile] = []
+    for base, path in list_offset_files(directory):
+        actual = os.path.getsize(path)
+        if actual > file_size:
+            raise StoreError(
+                f"{what} file {path} is {actual} bytes but the configured file size is {file_size}; "
+                f"restore the size setting used to create this store"
+            )
+        if base % file_size or (files and base != files[-1].end_offset):
+            set_aside(path, "does not continue the file sequence")
+            continue
+        files.append(MappedFile.open(path, base, file_size))
+    return files
+
+
+def load_consume_queues(dispatcher: Dispatcher, commitlog_min: int) -> None:
+    """Load every consume queue under the dispatcher's root and find its last unit."""
+    root = dispatcher.cq_root
+    if not os.path.isdir(root):
+        return
+    for topic in os.listdir(root):
+        tdir = os.path.join(root, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for qid in os.listdir(tdir):
+            if not qid.isdigit():
+                continue
+            cq = dispatcher.cq(topic, int(qid))
+            cq.files = load_offset_files(cq.directory, cq.file_size, "consume queue")
+            _find_queue_end(cq)
+            _find_queue_min(cq, commitlog_min)
+
+
+def _unit_size_at(mf: MappedFile, i: int) -> int:
+    return UNIT.unpack_from(mf.mm, i * UNIT_SIZE)[1]
+
+
+def _find_queue_end(cq: ConsumeQueue) -> None:
+    while cq.files:
+        mf = cq.files[-1]
+        n = mf.size // UNIT_SIZE
+        lo, hi = 0, n  # first unit with size 0 (units are prefix-filled, pre-blank included)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _unit_size_at(mf, mid) != 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo > 0 or len(cq.files) == 1:
+            mf.wrote = lo * UNIT_SIZE
+            cq.next_offset = (mf.base_offset + mf.wrote) // UNIT_SIZE
+            if lo > 0:
+                phys, size, _ = UNIT.unpack_from(mf.mm, (lo - 1) * UNIT_SIZE)
+                cq.max_phys_end = phys + size if size != PRE_BLANK_SIZE else 0
+            return
+        cq.files.pop().destroy()  # an empty trailing file
+    cq.next_offset = 0
+
+
+def _find_queue_min(cq: ConsumeQueue, commitlog_min: int) -> None:
+    """First unit that is not a pre-blank and points at stored commitlog data."""
+    if not cq.files:
+        return
+    for mf in cq.files:
+        mf.wrote = mf.size if mf is not cq.files[-1] else mf.wrote
+    first = cq.files[0]
+    lo, hi = 0, first.wrote // UNIT_SIZE
+    while lo < hi:
+        mid = (lo + hi) // 2
+        phys, size, _ = UNIT.unpack_from(first.mm, mid * UNIT_SIZE)
+        if size == PRE_BLANK_SIZE or phys < commitlog_min:
+            lo = mid + 1
+        else:
+            hi = mid
+    cq.min_offset = min((first.base_offset // UNIT_SIZE) + lo, cq.next_offset)
+
+
+def check_record(mf: MappedFile, pos: int, phys: int, check_crc: bool) -> tuple[int, tuple] | int:
+    """Validate the record at ``pos`` of ``mf``: ``(size, fields)``, 0 for a blank tail, -1 if invalid."""
+    room = mf.size - pos
+    if room < 8:
+        return 0 if room == 0 else -1
+    view = mf.view
+    total, magic = int.from_bytes(view[pos : pos + 4], "big"), int.from_bytes(view[pos + 4 : pos + 8], "big")
+    if magic == BLANK_MAGIC:
+        return 0 if total == room else -1
+    if magic != MESSAGE_MAGIC or total > room or total < HEAD_SIZE + 3 or room < HEAD_SIZE:
+        return -1
+    fields = RECORD_HEAD.unpack_from(view, pos)
+    body_len = fields[14]
+    if fields[6] != phys or HEAD_SIZE + body_len + 3 > total:
+        return -1
+    t_pos = pos + HEAD_SIZE + body_len
+    topic_len = view[t_pos]
+    p_pos = t_pos + 1 + topic_len
+    if p_pos + 2 - pos > total or p_pos + 2 + int.from_bytes(view[p_pos : p_pos + 2], "big") - pos != total:
+        return -1
+    if check_crc and zlib.crc32(view[pos + HEAD_SIZE : t_pos]) != fields[2]:
+        return -1
+    return total, fields
+
+
+def scan_start(commitlog: CommitLog, dispatched: int, flushed: int | None) -> int:
+    """Where the recovery scan starts: the start of the file holding the earliest point to check."""
+    point = dispatched if flushed is None else min(dispatched, flushed)
+    point = max(point, commitlog.min_offset)
+    files = commitlog.files
+    if files:
+        last = files[-1]
+        if len(files) > 1 and not any(last.view[:8]):  # an unused pre-allocated file: check the one before
+            last = files[-2]
+        point = min(point, last.base_offset)
+    return point - (point - commitlog.min_offset) % commitlog.file_size
+
+
+def zero_garbage(mf: MappedFile, pos: int) -> None:
+    """Zero non-zero pages after ``pos`` in a bounded window so stale bytes never look like records."""
+    end = min(mf.size, pos + ZERO_WINDOW_BYTES)
+    first_page_end = min(end, (pos // _PAGE + 1) * _PAGE)
+    mf.mm[pos:first_page_end] = bytes(first_page_end - pos)
+    p = first_page_end
+    while p < end:
+        q = min(end, p + _PAGE)
+        if mf.view[p:q] != _ZERO_PAGE[: q - p]:
+            mf.mm[p:q] = bytes(q - p)
+        p = q
+
+
+def _dispatched_point(dispatcher: Dispatcher) -> int:
+    """Commitlog offset up to which consume queues (and the index) hold every record."""
+    point = max((cq.max_phys_end for cq in dispatcher.cqs.values()), default=0)
+    if dispatcher.index is not None:
+        point = min(point, max(dispatcher.index.end_phys, 0))
+    return point
+
+
+def _redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int, index_after: int) -> bool:
+    """Re-dispatch one valid record if its queue or the index does not hold it yet."""
+    (total, _m, _c, queue_id, _f, queue_offset, phys, _s, _bt, _bh, store_ts, _sh, _r, _p, body_len) = fields
+    t_pos = pos + HEAD_SIZE + body_len
+    view = mf.view
+    topic_len = view[t_pos]
+    topic = bytes(view[t_pos + 1 : t_pos + 1 + topic_len]).decode(errors="replace")
+    p_pos = t_pos + 1 + topic_len
+    props = bytes(view[p_pos + 2 : pos + total]).decode(errors="replace")
+    cq = dispatcher.cq(topic, queue_id)
+    if phys >= cq.max_phys_end and queue_offset >= cq.next_offset:
+        if queue_offset > cq.next_offset and cq.next_offset > cq.min_offset:
+            log.warning(
+                "consume queue %s/%d jumps from %d to %d while rebuilding",
+                topic,
+                queue_id,
+                cq.next_offset,
+                queue_offset,
+            )
+        if cq.next_offset == cq.min_offset:
+            cq.min_offset = queue_offset
+        cq.put(phys, total, dispatcher.tags_code(topic, props, store_ts), queue_offset)
+    if dispatcher.index is not None and phys > index_after:
+        dispatcher.index.put_message(topic, index_keys(props), phys, store_ts)
+    return True
+
+
+def recover(commitlog: CommitLog, dispatcher: Dispatcher, flushed: int | None, check_crc: bool) -> int:
+    """Scan, re-dispatch and cut the commitlog (recovery thread).
+
+    Args:
+        commitlog: with its files loaded.
+        dispatcher: with consume queues and index loaded, no allocator attached (files are created inline).
+        flushed: the checkpoint's flushed offset after an abnormal stop, None after a clean stop.
+        check_crc: verify body CRCs.
+
+    Returns:
+        The commitlog offset where the valid records end.
+    """
+    if not commitlog.files:
+        return 0
+    index_after = dispatcher.index.end_phys if dispatcher.index is not None else 0
+    off = scan_start(commitlog, _dispatched_point(dispatcher), flushed)
+    count = 0
+    while True:
+        mf = commitlog.file_for(off)
+        if mf is None:
+            break
+        pos = off - mf.base_offset
+        res = check_record(mf, pos, off, check_crc)
+        if res == 0:
+            mf.wrote = mf.size
+            off = mf.end_offset
+            continue
+        if isinstance(res, int):
+            _log_cut(mf, pos, off)
+            break
+        total, fields = res
+        _redispatch(dispatcher, fields, mf, pos, index_after)
+        mf.wrote = pos + total
+        off += total
+        count += 1
+    _truncate(commitlog, dispatcher, off)
+    log.info("recovery checked %d records; commitlog ends at %d", count, off)
+    return off
+
+
+def _log_cut(mf: MappedFile, pos: int, off: int) -> None:
+    if any(mf.view[pos : min(mf.size, pos + 64)]):
+        log.warning(
+            "commitlog %s: invalid or torn record at file position %d (offset %d); cutting the log there",
+            mf.path,
+            pos,
+            off,
+        )
+
+
+def _truncate(commitlog: CommitLog, dispatcher: Dispatcher, end: int) -> None:
+    keep = [mf for mf in commitlog.files if mf.base_offset <= end]
+    for mf in commitlog.files[len(keep) :]:
+        log.warning("deleting commitlog file %s past the valid end %d", mf.path, end)
+        mf.destroy(force=True)
+    commitlog.files = keep
+    if keep:
+        last = keep[-1]
+        last.wrote = end - last.base_offset
+        for mf in keep[:-1]:
+            mf.wrote = mf.size
+        if last.wrote < last.size:
+            zero_garbage(last, last.wrote)
+    commitlog.flushed_offset = end
+    for cq in dispatcher.cqs.values():
+        if cq.max_phys_end > end:
+            before = cq.next_offset
+            cq.truncate_to_phys(end)
+            log.warning(
+                "consume queue %s/%d cut from %d to %d units (past the commitlog end)",
+                cq.topic,
+                cq.queue_id,
+                before,
+                cq.next_offset,
+            )
