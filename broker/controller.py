@@ -1,0 +1,267 @@
+"""BrokerController: builds and runs one broker.
+
+Owns the wiring (store, managers, processors, RPC server, NameServer registration) and the
+lifecycle. Start: load config tables (thread), start the store, bind the server, register with
+every NameServer, then run the background routines (periodic registration, offset persistence,
+client expiry, stats sampling) as tracked tasks. Graceful shutdown, in order: answer held pulls,
+unregister from the NameServers (routes vanish at once), stop the routines, stop the server
+(finish in-flight requests, close connections), shut the store down (flush, remove the abort
+file), persist offsets, topics and groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from broker.consumer_manager import ConsumerManager
+from broker.long_polling import PullRequestHoldService
+from broker.offsets import ConsumerOffsetManager
+from broker.processors.admin import AdminProcessor
+from broker.processors.admin_stats import AdminStatsProcessor
+from broker.processors.client_manage import ClientManageProcessor
+from broker.processors.consumer_manage import ConsumerManageProcessor
+from broker.processors.pull import PullMessageProcessor
+from broker.processors.query import QueryProcessor
+from broker.processors.send import SendMessageProcessor
+from broker.queue_locks import RebalanceLockManager
+from broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
+from broker.stats import BrokerStats
+from broker.store import MessageStore
+from broker.subscription_group import SubscriptionGroupManager
+from broker.topic_config import PERM_READ, PERM_WRITE, TopicConfigManager
+from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
+from rocketpy.errors import RemotingConnectError
+from rocketpy.remoting.client import RemotingClient
+from rocketpy.remoting.codes import RequestCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.server import RemotingServer
+
+log = logging.getLogger("rocketpy.broker")
+
+CLIENT_SCAN_INTERVAL_MS = 10_000
+STATS_SAMPLE_INTERVAL_MS = 1_000
+TABLE_PERSIST_INTERVAL_MS = 1_000
+SERVER_SHUTDOWN_TIMEOUT_S = 5.0
+
+
+def _expand_store_paths(store_config: StoreConfig) -> StoreConfig:
+    """A copy of ``store_config`` with ``~`` expanded in its directories (as .properties files use)."""
+    update = {"store_path_root_dir": os.path.expanduser(store_config.store_path_root_dir)}
+    if store_config.store_path_commit_log:
+        update["store_path_commit_log"] = os.path.expanduser(store_config.store_path_commit_log)
+    return store_config.model_copy(update=update)
+
+
+class BrokerController:
+    """One broker: store, managers, processors, server and background routines.
+
+    Args:
+        broker_config: broker settings (may be changed live by UPDATE_BROKER_CONFIG).
+        store_config: store settings.
+    """
+
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config = _expand_store_paths(store_config)
+        bc = broker_config
+        config_dir = os.path.join(store_config.store_path_root_dir, "config")
+        self.topic_config = TopicConfigManager(bc, os.path.join(config_dir, "topics.json"))
+        self.offsets = ConsumerOffsetManager(os.path.join(config_dir, "consumerOffset.json"))
+        self.subscription_groups = SubscriptionGroupManager(
+            os.path.join(config_dir, "subscriptionGroup.json"), bc.auto_create_subscription_group
+        )
+        self.consumer_manager = ConsumerManager(self._notify_ids_changed, bc.channel_expired_timeout)
+        self.queue_locks = RebalanceLockManager()
+        self.stats = BrokerStats()
+        self.pull_processor = PullMessageProcessor(self)
+        self.long_polling = PullRequestHoldService(self.pull_processor.rerun)
+        self.client = RemotingClient()
+        self.store: Any = None
+        self.server: RemotingServer | None = None
+        self.registrar: BrokerRegistrar | None = None
+        self.broker_addr = ""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._register_wanted = asyncio.Event()
+        self._stopping = False
+
+    @staticmethod
+    def clock_ms() -> int:
+        """Wall-clock milliseconds."""
+        return int(time.time() * 1000)
+
+    def advertised_ip(self) -> str:
+        """The IP clients and NameServers should use: brokerIP1, else derived from the bind address."""
+        bc = self.broker_config
+        if bc.broker_ip1:
+            return bc.broker_ip1
+        return advertised_host(bc.bind_address)
+
+    def _load_tables(self) -> None:
+        self.topic_config.load()
+        self.offsets.load()
+        self.subscription_groups.load()
+
+    async def start(self) -> str:
+        """Start everything and register with the NameServers; returns the advertised ``ip:port``."""
+        bc = self.broker_config
+        await asyncio.to_thread(self._load_tables)
+        ip = self.advertised_ip()
+        self.store = MessageStore(self.store_config, store_host=(ip, bc.listen_port))
+        await self.store.start()
+        self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
+        self.server = RemotingServer(
+            bc.bind_address,
+            bc.listen_port,
+            name=f"broker {bc.broker_name}",
+            max_frame_bytes=bc.max_frame_bytes,
+        )
+        self._register_processors(self.server)
+        self.server.add_close_listener(self._on_channel_close)
+        _, port = await self.server.start()
+        self.store.store_host = (ip, port)
+        self.broker_addr = f"{ip}:{port}"
+        identity = BrokerIdentity(bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr)
+        self.registrar = BrokerRegistrar(
+            self.client,
+            parse_namesrv_list(bc.namesrv_addr),
+            identity,
+            self.registration_wrapper,
+            bc.register_broker_timeout_mills,
+        )
+        self.topic_config.add_change_listener(self._register_wanted.set)
+        await self.registrar.register_all()
+        for routine in (self._registration_routine(), self._persist_routine(), self._client_scan_routine(),
+                        self._stats_routine()):  # fmt: skip
+            self._spawn(routine)
+        log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
+        return self.broker_addr
+
+    def _register_processors(self, server: RemotingServer) -> None:
+        SendMessageProcessor(self).register(server)
+        self.pull_processor.register(server)
+        QueryProcessor(self).register(server)
+        ClientManageProcessor(self).register(server)
+        ConsumerManageProcessor(self).register(server)
+        AdminProcessor(self).register(server)
+        AdminStatsProcessor(self).register(server)
+
+    def registration_wrapper(self) -> dict[str, Any]:
+        """TopicConfigSerializeWrapper for REGISTER_BROKER; topic perms are capped by brokerPermission."""
+        doc = self.topic_config.snapshot()
+        broker_perm = self.broker_config.broker_permission
+        if (broker_perm & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
+            for tc in doc["topicConfigTable"].values():
+                tc["perm"] &= broker_perm
+        return doc
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("broker routine %s failed", task.get_coro(), exc_info=task.exception())
+
+    # -- background routines ----------------------------------------------------------------
+
+    async def _registration_routine(self) -> None:
+        assert self.registrar is not None
+        while True:
+            period_s = self.broker_config.register_name_server_period / 1000.0
+            try:
+                await asyncio.wait_for(self._register_wanted.wait(), period_s)
+            except TimeoutError:
+                pass
+            self._register_wanted.clear()
+            await self.registrar.register_all()
+
+    async def _persist_routine(self) -> None:
+        last_offsets = time.monotonic()
+        while True:
+            await asyncio.sleep(TABLE_PERSIST_INTERVAL_MS / 1000.0)
+            await self.topic_config.file.persist()
+            await self.subscription_groups.file.persist()
+            if time.monotonic() - last_offsets >= self.broker_config.flush_consumer_offset_interval / 1000.0:
+                last_offsets = time.monotonic()
+                await self.offsets.file.persist()
+
+    async def _client_scan_routine(self) -> None:
+        while True:
+            expiry = self.broker_config.channel_expired_timeout
+            await asyncio.sleep(min(CLIENT_SCAN_INTERVAL_MS, max(expiry // 4, 100)) / 1000.0)
+            self.consumer_manager.channel_expired_timeout_ms = expiry
+            self.consumer_manager.scan_not_active(self.clock_ms())
+
+    async def _stats_routine(self) -> None:
+        while True:
+            await asyncio.sleep(STATS_SAMPLE_INTERVAL_MS / 1000.0)
+            self.stats.sample()
+
+    # -- hooks used by processors -----------------------------------------------------------
+
+    async def topics_changed_commit(self) -> None:
+        """Persist the topic table and register with the NameServers now (admin changes)."""
+        await self.topic_config.file.persist()
+        if self.registrar is not None:
+            await self.registrar.register_all()
+
+    async def delete_topic_data(self, topic: str) -> None:
+        """Remove a deleted topic's consume queues from the store."""
+        result = self.store.delete_topics({topic})
+        if asyncio.iscoroutine(result):
+            await result
+
+    async def broker_config_changed(self, keys: set[str]) -> None:
+        """React to live config changes (re-register when the permission changed)."""
+        self.subscription_groups.auto_create = self.broker_config.auto_create_subscription_group
+        self.consumer_manager.channel_expired_timeout_ms = self.broker_config.channel_expired_timeout
+        if "brokerPermission" in keys and self.registrar is not None:
+            await self.registrar.register_all()
+        self._register_wanted.set()
+
+    def _notify_ids_changed(self, group: str, channels: list[Any]) -> None:
+        for channel in channels:
+            if channel.closed:
+                continue
+            cmd = RemotingCommand.request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext={"consumerGroup": group}, oneway=True
+            )
+            try:
+                channel.send_oneway(cmd)
+            except RemotingConnectError as e:
+                log.info("cannot notify %s of group %s change: %s", channel.remote_addr, group, e)
+
+    def _on_channel_close(self, channel: Any) -> None:
+        self.long_polling.on_channel_close(channel)
+        self.consumer_manager.do_channel_close(channel)
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Graceful stop (see the module docstring for the order)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        answered = self.long_polling.shutdown()
+        log.info("shutdown: answered %d held pulls", answered)
+        if self.registrar is not None:
+            await self.registrar.unregister_all()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.server is not None:
+            await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
+        if self.store is not None:
+            await self.store.shutdown()
+        await self.offsets.file.persist(force=True)
+        await self.topic_config.file.persist(force=True)
+        await self.subscription_groups.file.persist(force=True)
+        await self.client.close()
+        log.info("broker %s stopped", self.broker_config.broker_name)

@@ -1,0 +1,196 @@
+"""Administration: topics, subscription groups and broker configuration.
+
+Handles UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG,
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, DELETE_SUBSCRIPTIONGROUP,
+GET_BROKER_CONFIG and UPDATE_BROKER_CONFIG. Topic changes are persisted (in a thread) and
+registered with the NameServers before the answer, so a route is visible when the call returns.
+Only the keys in ``LIVE_BROKER_KEYS`` may change while the broker runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from broker.processors.body import decode_map, encode
+from broker.subscription_group import SubscriptionGroupConfig
+from broker.topic_config import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    MAX_QUEUE_NUMS,
+    SCHEDULE_TOPIC,
+    TopicConfig,
+    validate_topic_name,
+)
+from rocketpy.config import BrokerConfig, ConfigError, config_lines, parse_properties
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+log = logging.getLogger("rocketpy.broker.admin")
+
+#: RocketMQ key -> BrokerConfig field, for keys that take effect without a restart.
+LIVE_BROKER_KEYS = {
+    "brokerPermission": "broker_permission",
+    "autoCreateTopicEnable": "auto_create_topic_enable",
+    "autoCreateSubscriptionGroup": "auto_create_subscription_group",
+    "defaultTopicQueueNums": "default_topic_queue_nums",
+    "longPollingEnable": "long_polling_enable",
+    "shortPollingTimeMills": "short_polling_time_mills",
+    "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+    "registerNameServerPeriod": "register_name_server_period",
+    "registerBrokerTimeoutMills": "register_broker_timeout_mills",
+    "flushConsumerOffsetInterval": "flush_consumer_offset_interval",
+    "channelExpiredTimeout": "channel_expired_timeout",
+}
+MAX_CONFIG_BODY_BYTES = 64 * 1024
+
+
+class AdminProcessor:
+    """Handles topic, subscription-group and broker-config administration."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.c = controller
+
+    def register(self, server: Any) -> None:
+        """Register the admin codes with the RemotingServer."""
+        reg = server.register_processor
+        reg(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic)
+        reg(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
+        reg(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config)
+        reg(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_and_create_subscription_group)
+        reg(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group)
+        reg(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group)
+        reg(RequestCode.GET_BROKER_CONFIG, self.get_broker_config)
+        reg(RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config)
+
+    def _topic_from_header(self, request: RemotingCommand) -> TopicConfig:
+        ext = request.ext
+        topic = ext_str(ext, "topic")
+        problem = validate_topic_name(topic)
+        if problem:
+            raise HeaderError(problem)
+        if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, self.c.broker_config.broker_cluster_name):
+            raise HeaderError(f"the topic name {topic} is a system topic of this broker; choose another name")
+        read = ext_int(ext, "readQueueNums", 8)
+        write = ext_int(ext, "writeQueueNums", 8)
+        perm = ext_int(ext, "perm", 6)
+        for name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+            if not 1 <= value <= MAX_QUEUE_NUMS:
+                raise HeaderError(
+                    f"request header field '{name}' must be between 1 and {MAX_QUEUE_NUMS}, got {value}"
+                )
+        if not 0 <= perm <= 15:
+            raise HeaderError(
+                f"request header field 'perm' must be perm bits 0..15 (2 write, 4 read, 6 both), got {perm}"
+            )
+        return TopicConfig(
+            topic,
+            read,
+            write,
+            perm,
+            topic_filter_type=ext_str(ext, "topicFilterType", "SINGLE_TAG"),
+            topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
+            order=ext_bool(ext, "order", False),
+        )
+
+    async def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC: create or change a topic, persist it and register it."""
+        tc = self._topic_from_header(request)
+        self.c.topic_config.update(tc)
+        await self.c.topics_changed_commit()
+        return RemotingCommand.response(request)
+
+    async def delete_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: drop a topic's config, offsets and stored queues."""
+        topic = ext_str(request.ext, "topic")
+        if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC):
+            raise HeaderError(f"{topic} is a system topic and cannot be deleted")
+        if not self.c.topic_config.delete(topic):
+            return RemotingCommand.response(
+                request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] does not exist on this broker"
+            )
+        self.c.offsets.remove_topic(topic)
+        await self.c.delete_topic_data(topic)
+        await self.c.topics_changed_commit()
+        return RemotingCommand.response(request)
+
+    def get_all_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_TOPIC_CONFIG: the TopicConfigSerializeWrapper."""
+        return RemotingCommand.response(request, body=encode(self.c.topic_config.snapshot()))
+
+    async def update_and_create_subscription_group(
+        self, channel: Any, request: RemotingCommand
+    ) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or change a group (body SubscriptionGroupConfig)."""
+        doc = decode_map(request.body, "SubscriptionGroupConfig")
+        try:
+            cfg = SubscriptionGroupConfig.from_wire(doc)
+        except ValueError as e:
+            raise HeaderError(f"bad SubscriptionGroupConfig: {e}") from e
+        self.c.subscription_groups.update(cfg)
+        await self.c.subscription_groups.file.persist()
+        return RemotingCommand.response(request)
+
+    def get_all_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group's config and the table's data version."""
+        return RemotingCommand.response(request, body=encode(self.c.subscription_groups.snapshot()))
+
+    async def delete_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_SUBSCRIPTIONGROUP: drop a group's config (and its offsets when cleanOffset=true)."""
+        group = ext_str(request.ext, "groupName")
+        if not self.c.subscription_groups.delete(group):
+            return RemotingCommand.response(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist",
+            )
+        if ext_bool(request.ext, "cleanOffset", False):
+            self.c.offsets.remove_group(group)
+        await self.c.subscription_groups.file.persist()
+        return RemotingCommand.response(request)
+
+    def get_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONFIG: the effective configuration as ``key=value`` lines."""
+        text = "\n".join(config_lines(self.c.broker_config, self.c.store_config)) + "\n"
+        return RemotingCommand.response(request, body=text.encode())
+
+    async def update_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: change live keys (all or nothing); others get a clear refusal."""
+        if len(request.body) > MAX_CONFIG_BODY_BYTES:
+            raise HeaderError(f"the config body is larger than {MAX_CONFIG_BODY_BYTES} bytes")
+        try:
+            entries = parse_properties(bytes(request.body).decode(), "UPDATE_BROKER_CONFIG body")
+        except (UnicodeDecodeError, ConfigError) as e:
+            raise HeaderError(f"the body must be UTF-8 properties text (key=value lines): {e}") from e
+        if not entries:
+            raise HeaderError("the body holds no key=value line; nothing to update")
+        fixed = [e.key for e in entries if e.key not in LIVE_BROKER_KEYS]
+        if fixed:
+            return RemotingCommand.response(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"cannot change {', '.join(fixed)} while the broker runs (edit the config file and restart); "
+                f"keys that can change live: {', '.join(sorted(LIVE_BROKER_KEYS))}",
+            )
+        updates = {e.key: e.value for e in entries}
+        current = self.c.broker_config.model_dump(by_alias=True)
+        try:
+            checked = BrokerConfig.model_validate({**current, **updates})
+        except ValidationError as e:
+            first = e.errors()[0]
+            return RemotingCommand.response(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"bad value for {first['loc'][0] if first['loc'] else '?'}: {first['msg']}",
+            )
+        for key in updates:
+            field = LIVE_BROKER_KEYS[key]
+            setattr(self.c.broker_config, field, getattr(checked, field))
+        log.info("broker config updated live: %s", updates)
+        await self.c.broker_config_changed(set(updates))
+        return RemotingCommand.response(request)

@@ -1,0 +1,119 @@
+"""HEART_BEAT and UNREGISTER_CLIENT: producers and consumers announcing themselves.
+
+Owns the decoding of HeartbeatData; group membership itself lives in ``ConsumerManager``. A
+clustering consumer group also gets its retry topic ``%RETRY%{group}`` here, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from broker.consumer_manager import ClientChannelInfo
+from broker.processors.body import decode_map
+from broker.subscription import SubscriptionParseError, subscription_from_wire
+from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+log = logging.getLogger("rocketpy.broker.clients")
+
+MAX_GROUPS_PER_HEARTBEAT = 1024
+MAX_SUBSCRIPTIONS_PER_GROUP = 1024
+
+
+class ClientManageProcessor:
+    """Handles heartbeats and client unregistration."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.c = controller
+
+    def register(self, server: Any) -> None:
+        """Register the client codes with the RemotingServer."""
+        server.register_processor(RequestCode.HEART_BEAT, self.heart_beat)
+        server.register_processor(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
+
+    def heart_beat(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """HEART_BEAT: register or refresh the client's producer and consumer groups."""
+        doc = decode_map(request.body, "HeartbeatData")
+        client_id = doc.get("clientID")
+        if not isinstance(client_id, str) or not client_id:
+            raise HeaderError("HeartbeatData needs a non-empty 'clientID'")
+        consumers = doc.get("consumerDataSet") or []
+        producers = doc.get("producerDataSet") or []
+        if not isinstance(consumers, list) or not isinstance(producers, list):
+            raise HeaderError("HeartbeatData 'consumerDataSet' and 'producerDataSet' must be lists")
+        if len(consumers) + len(producers) > MAX_GROUPS_PER_HEARTBEAT:
+            raise HeaderError(f"HeartbeatData names more than {MAX_GROUPS_PER_HEARTBEAT} groups")
+        now_ms = self.c.clock_ms()
+        channel.attrs["client_id"] = client_id
+        for data in consumers:
+            error = self._consumer(channel, request, client_id, data, now_ms)
+            if error is not None:
+                return error
+        for data in producers:
+            group = data.get("groupName") if isinstance(data, dict) else None
+            if not isinstance(group, str) or not group:
+                raise HeaderError("every producerDataSet entry needs a 'groupName'")
+            self.c.consumer_manager.register_producer(group, ClientChannelInfo(channel, client_id, now_ms))
+        return RemotingCommand.response(request)
+
+    def _consumer(
+        self, channel: Any, request: RemotingCommand, client_id: str, data: Any, now_ms: int
+    ) -> RemotingCommand | None:
+        if not isinstance(data, dict) or not isinstance(data.get("groupName"), str) or not data["groupName"]:
+            raise HeaderError("every consumerDataSet entry needs a 'groupName'")
+        group = data["groupName"]
+        group_cfg = self.c.subscription_groups.find(group)
+        if group_cfg is None:
+            return RemotingCommand.response(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist on this broker; create it with "
+                "mqadmin updateSubGroup or set autoCreateSubscriptionGroup=true",
+            )
+        raw_subs = data.get("subscriptionDataSet") or []
+        if not isinstance(raw_subs, list) or len(raw_subs) > MAX_SUBSCRIPTIONS_PER_GROUP:
+            raise HeaderError(
+                f"'subscriptionDataSet' must be a list of at most {MAX_SUBSCRIPTIONS_PER_GROUP}"
+            )
+        try:
+            subs = [subscription_from_wire(s) for s in raw_subs]
+        except (SubscriptionParseError, TypeError, ValueError) as e:
+            return RemotingCommand.response(
+                request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"group [{group}]: bad subscription: {e}"
+            )
+        settings = {
+            k: str(data[k])
+            for k in ("consumeType", "messageModel", "consumeFromWhere")
+            if data.get(k) is not None
+        }
+        if settings.get("messageModel", "CLUSTERING") == "CLUSTERING":
+            self.c.topic_config.create_system_group_topic(
+                RETRY_GROUP_TOPIC_PREFIX + group, group_cfg.retry_queue_nums
+            )
+        notify = (
+            self.c.broker_config.notify_consumer_ids_changed_enable
+            and group_cfg.notify_consumer_ids_changed_enable
+        )
+        changed = self.c.consumer_manager.register_consumer(
+            group, ClientChannelInfo(channel, client_id, now_ms), settings, subs, notify=notify
+        )
+        if changed:
+            log.info("heartbeat from %s changed consumer group %s", client_id, group)
+        return None
+
+    def unregister_client(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """UNREGISTER_CLIENT: a client leaves its producer and/or consumer group."""
+        client_id = ext_str(request.ext, "clientID")
+        producer_group = ext_opt_str(request.ext, "producerGroup")
+        consumer_group = ext_opt_str(request.ext, "consumerGroup")
+        if producer_group:
+            self.c.consumer_manager.unregister_producer(producer_group, client_id)
+        if consumer_group:
+            self.c.consumer_manager.unregister_consumer(consumer_group, client_id)
+        return RemotingCommand.response(request)

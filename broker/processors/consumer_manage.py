@@ -1,0 +1,109 @@
+"""Consumer group services: GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET and
+LOCK/UNLOCK_BATCH_MQ (queue locks for orderly consumers).
+
+Owns the header/body checks of those codes; state lives in the offset, consumer and lock managers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.processors.body import decode_map, encode
+from broker.queue_locks import MessageQueueKey
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_int, ext_str
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+INT64_MAX = (1 << 63) - 1
+MAX_LOCK_BATCH = 4096
+
+
+class ConsumerManageProcessor:
+    """Handles consumer-list, offset and queue-lock requests."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.c = controller
+
+    def register(self, server: Any) -> None:
+        """Register the consumer-manage codes with the RemotingServer."""
+        server.register_processor(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list)
+        server.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
+        server.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
+        server.register_processor(RequestCode.LOCK_BATCH_MQ, self.lock_batch)
+        server.register_processor(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch)
+
+    def get_consumer_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_LIST_BY_GROUP: the sorted client ids of a group's live consumers."""
+        group = ext_str(request.ext, "consumerGroup")
+        ids = self.c.consumer_manager.client_ids(group)
+        if ids is None:
+            return RemotingCommand.response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"no consumer of group [{group}] is online at this broker; "
+                "start one (it must send heartbeats)",
+            )
+        return RemotingCommand.response(request, body=encode({"consumerIdList": ids}))
+
+    def _queue(self, request: RemotingCommand) -> tuple[str, str, int]:
+        group = ext_str(request.ext, "consumerGroup")
+        topic = ext_str(request.ext, "topic")
+        queue_id = ext_int(request.ext, "queueId")
+        if not 0 <= queue_id < 65536:
+            raise HeaderError(f"request header field 'queueId' must be between 0 and 65535, got {queue_id}")
+        return group, topic, queue_id
+
+    def query_consumer_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUMER_OFFSET: the group's committed offset, or QUERY_NOT_FOUND."""
+        group, topic, queue_id = self._queue(request)
+        offset = self.c.offsets.query_offset(group, topic, queue_id)
+        if offset < 0:
+            return RemotingCommand.response(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                f"group [{group}] has no committed offset for {topic}:{queue_id}; "
+                "start from the position your consume-from-where setting says",
+            )
+        return RemotingCommand.response(request, ext={"offset": offset})
+
+    def update_consumer_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_CONSUMER_OFFSET: store the group's next offset to consume."""
+        group, topic, queue_id = self._queue(request)
+        offset = ext_int(request.ext, "commitOffset")
+        if not 0 <= offset <= INT64_MAX:
+            raise HeaderError(
+                f"request header field 'commitOffset' must be between 0 and {INT64_MAX}, got {offset}"
+            )
+        self.c.offsets.commit_offset(group, topic, queue_id, offset)
+        return RemotingCommand.response(request)
+
+    def _lock_body(self, request: RemotingCommand) -> tuple[str, str, list[MessageQueueKey]]:
+        doc = decode_map(request.body, "LockBatchRequestBody")
+        group, client_id, mq_set = doc.get("consumerGroup"), doc.get("clientId"), doc.get("mqSet") or []
+        if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
+            raise HeaderError("the lock body needs 'consumerGroup' and 'clientId'")
+        if not isinstance(mq_set, list) or len(mq_set) > MAX_LOCK_BATCH:
+            raise HeaderError(f"'mqSet' must be a list of at most {MAX_LOCK_BATCH} message queues")
+        mqs: list[MessageQueueKey] = []
+        for mq in mq_set:
+            try:
+                mqs.append((str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])))
+            except (KeyError, TypeError, ValueError) as e:
+                raise HeaderError(f"every mqSet entry needs topic, brokerName and queueId: {mq!r}") from e
+        return group, client_id, mqs
+
+    def lock_batch(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """LOCK_BATCH_MQ: lock (or renew) queues for an orderly consumer; answers the locked ones."""
+        group, client_id, mqs = self._lock_body(request)
+        locked = self.c.queue_locks.try_lock_batch(group, mqs, client_id)
+        body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in sorted(locked)]}
+        return RemotingCommand.response(request, body=encode(body))
+
+    def unlock_batch(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        """UNLOCK_BATCH_MQ: release queues held by the client."""
+        group, client_id, mqs = self._lock_body(request)
+        self.c.queue_locks.unlock_batch(group, mqs, client_id)
+        return RemotingCommand.response(request)

@@ -1,0 +1,266 @@
+"""PULL_MESSAGE / LITE_PULL_MESSAGE, with long polling.
+
+Owns the pull checks (broker and topic read permission, group, queue id, offset range), the
+subscription used for tag filtering (from the request when FLAG_SUBSCRIPTION is set, else from the
+group's heartbeat), the commit offset a pull carries, and the mapping of the store's
+GetMessageStatus to RocketMQ's response codes (reference §4). A pull that finds nothing and may
+suspend is handed to the long-polling table and answered later. Everything here is synchronous:
+the store read is a memory copy.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from broker.subscription import (
+    EXPRESSION_TAG,
+    SubscriptionData,
+    SubscriptionParseError,
+    TagMessageFilter,
+    parse_subscription,
+)
+from broker.topic_config import is_readable
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_str
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+log = logging.getLogger("rocketpy.broker.pull")
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+INT64_MAX = (1 << 63) - 1
+MAX_PULL_MSGS = 1024
+_FILTER_CACHE_MAX = 4096
+
+_STATUS_CODES = {
+    "FOUND": ResponseCode.SUCCESS,
+    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
+    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+class PullHeader:
+    """The fields of a PullMessageRequestHeader."""
+
+    __slots__ = (
+        "commit_offset",
+        "expression_type",
+        "group",
+        "max_msg_bytes",
+        "max_msgs",
+        "queue_id",
+        "queue_offset",
+        "sub_version",
+        "subscription",
+        "suspend_timeout_ms",
+        "sys_flag",
+        "topic",
+    )
+
+    def __init__(self, ext: dict[str, Any] | None) -> None:
+        self.group = ext_str(ext, "consumerGroup")
+        self.topic = ext_str(ext, "topic")
+        self.queue_id = ext_int(ext, "queueId")
+        self.queue_offset = ext_int(ext, "queueOffset")
+        self.max_msgs = ext_int(ext, "maxMsgNums")
+        self.sys_flag = ext_int(ext, "sysFlag", 0)
+        self.commit_offset = ext_int(ext, "commitOffset", 0)
+        self.suspend_timeout_ms = ext_int(ext, "suspendTimeoutMillis", 0)
+        self.subscription = ext_str(ext, "subscription", "*")
+        self.sub_version = ext_int(ext, "subVersion", 0)
+        self.expression_type = ext_str(ext, "expressionType", EXPRESSION_TAG)
+        self.max_msg_bytes = ext_opt_int(ext, "maxMsgBytes")
+        if not 0 <= self.queue_offset <= INT64_MAX:
+            raise HeaderError(
+                f"request header field 'queueOffset' must be between 0 and {INT64_MAX}, "
+                f"got {self.queue_offset}; "
+                "pull from an offset the queue has (see GET_MIN_OFFSET / GET_MAX_OFFSET)"
+            )
+        if not 0 < self.max_msgs <= 1 << 31:
+            raise HeaderError(f"request header field 'maxMsgNums' must be at least 1, got {self.max_msgs}")
+        if not 0 <= self.suspend_timeout_ms <= INT64_MAX:
+            raise HeaderError(
+                f"request header field 'suspendTimeoutMillis' must be >= 0, got {self.suspend_timeout_ms}"
+            )
+
+
+class PullMessageProcessor:
+    """Handles pulls for one broker."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.c = controller
+        self._filters: dict[tuple[str, str, str], TagMessageFilter | SubscriptionParseError] = {}
+
+    def register(self, server: Any) -> None:
+        """Register the pull codes with the RemotingServer."""
+        server.register_processor(RequestCode.PULL_MESSAGE, self.handle)
+        server.register_processor(RequestCode.LITE_PULL_MESSAGE, self.handle)
+
+    def handle(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
+        """First pass of a pull: may suspend (returns None) or answers at once."""
+        return self.process(channel, request, allow_suspend=True)
+
+    def rerun(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
+        """A held pull woken by a message or its deadline: answer whatever is there now."""
+        return self.process(channel, request, allow_suspend=False)
+
+    def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+        return RemotingCommand.response(request, code, remark)
+
+    def _check(self, request: RemotingCommand, h: PullHeader) -> RemotingCommand | None:
+        c = self.c
+        name = c.broker_config.broker_name
+        if not is_readable(c.broker_config.broker_permission):
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{name}] pulling message is forbidden (brokerPermission has no read bit)",
+            )
+        group_cfg = c.subscription_groups.find(h.group)
+        if group_cfg is None:
+            return self._error(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.group}] does not exist on broker {name}; create it with "
+                "mqadmin updateSubGroup or set autoCreateSubscriptionGroup=true",
+            )
+        if not group_cfg.consume_enable:
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"subscription group [{h.group}] may not consume (consumeEnable=false)",
+            )
+        tc = c.topic_config.get(h.topic)
+        if tc is None:
+            return self._error(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] does not exist on broker {name}; check the topic name or create "
+                f"it with mqadmin updateTopic -t {h.topic}",
+            )
+        if not is_readable(tc.perm):
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"topic[{h.topic}] on broker {name} is not readable (perm={tc.perm})",
+            )
+        if not 0 <= h.queue_id < tc.read_queue_nums:
+            return self._error(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker {name}: it has "
+                f"{tc.read_queue_nums} read queues (ids 0..{tc.read_queue_nums - 1})",
+            )
+        return None
+
+    def _filter(self, request: RemotingCommand, h: PullHeader) -> TagMessageFilter | RemotingCommand:
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            key = (h.topic, h.subscription, h.expression_type)
+            cached = self._filters.get(key)
+            if cached is None:
+                try:
+                    cached = TagMessageFilter(self._parse(h))
+                except SubscriptionParseError as e:
+                    cached = e
+                if len(self._filters) >= _FILTER_CACHE_MAX:
+                    self._filters.clear()
+                self._filters[key] = cached
+            if isinstance(cached, SubscriptionParseError):
+                return self._error(
+                    request,
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"cannot use subscription {h.subscription!r}: {cached}",
+                )
+            return cached
+        sub = self.c.consumer_manager.find_subscription(h.group, h.topic)
+        if sub is None:
+            return self._error(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"consumer group [{h.group}] has no subscription of topic[{h.topic}] on this broker; "
+                "send a HEART_BEAT with the subscription first, or set the subscription flag (0x4)",
+            )
+        return TagMessageFilter(sub)
+
+    def _parse(self, h: PullHeader) -> SubscriptionData:
+        if h.expression_type.upper() != EXPRESSION_TAG and self.c.broker_config.enable_property_filter:
+            raise SubscriptionParseError(
+                "SQL92 filtering is not implemented by this broker yet; use a TAG expression"
+            )
+        return parse_subscription(h.topic, h.subscription, h.sub_version, h.expression_type)
+
+    def process(self, channel: Any, request: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
+        """Run one pull; returns the response, or None when the pull was suspended."""
+        h = PullHeader(request.ext)
+        error = self._check(request, h)
+        if error is not None:
+            return error
+        message_filter = self._filter(request, h)
+        if isinstance(message_filter, RemotingCommand):
+            return message_filter
+        c = self.c
+        max_msgs = min(h.max_msgs, MAX_PULL_MSGS)
+        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else None
+        result = c.store.get_message(
+            h.group, h.topic, h.queue_id, h.queue_offset, max_msgs, max_bytes, message_filter
+        )
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+            c.offsets.commit_offset(h.group, h.topic, h.queue_id, h.commit_offset)
+        status = result.status.name
+        code = _STATUS_CODES.get(status)
+        if code is None:  # NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE
+            code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        ext = {
+            "suggestWhichBrokerId": 0,
+            "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset,
+            "maxOffset": result.max_offset,
+        }
+        if code == ResponseCode.SUCCESS:
+            body = result.join()
+            result.release()
+            c.stats.on_get(h.group, result.message_count, len(body))
+            return RemotingCommand.response(request, code, None, ext, body)
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
+            held = self._suspend(channel, request, h, message_filter)
+            if held is None:
+                return None
+            return self._error(request, ResponseCode.SYSTEM_BUSY, f"cannot hold the pull: {held}")
+        return RemotingCommand.response(request, code, _remark(status, h, result), ext)
+
+    def _suspend(
+        self, channel: Any, request: RemotingCommand, h: PullHeader, message_filter: Any
+    ) -> str | None:
+        bc = self.c.broker_config
+        timeout_ms = h.suspend_timeout_ms if bc.long_polling_enable else bc.short_polling_time_mills
+        return self.c.long_polling.hold(
+            channel, request, h.topic, h.queue_id, h.queue_offset, timeout_ms, message_filter
+        )
+
+
+def _remark(status: str, h: PullHeader, result: Any) -> str:
+    if status in (
+        "OFFSET_TOO_SMALL",
+        "OFFSET_OVERFLOW_BADLY",
+        "NO_MESSAGE_IN_QUEUE",
+        "NO_MATCHED_LOGIC_QUEUE",
+    ):
+        return (
+            f"offset {h.queue_offset} is outside [{result.min_offset}, {result.max_offset}] of "
+            f"{h.topic}:{h.queue_id} ({status}); continue from nextBeginOffset {result.next_begin_offset}"
+        )
+    if status == "NO_MATCHED_MESSAGE":
+        return (
+            f"no message matched the subscription up to offset {result.next_begin_offset}; "
+            "pull again from there"
+        )
+    return f"no new message in {h.topic}:{h.queue_id} at offset {h.queue_offset} ({status})"

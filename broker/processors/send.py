@@ -1,0 +1,296 @@
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
+
+Owns the send checks (broker and topic write permission, topic name, system topics, auto-create,
+queue id range, body and properties sizes) and the mapping of the store's PutMessageStatus to a
+response code with a remark. The V2 header carries the same fields renamed ``a``..``n``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING, Any
+
+from broker.store import BrokerMessage, PutMessageResult
+from broker.topic_config import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+    is_send_forbidden_topic,
+    is_writeable,
+    validate_topic_name,
+)
+from rocketpy.message import MessageConst
+from rocketpy.record import MAX_PROPERTIES_BYTES, RecordError, decode_batch
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_int, ext_str
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+log = logging.getLogger("rocketpy.broker.send")
+
+_V2_NAMES = {
+    "producerGroup": "a",
+    "topic": "b",
+    "defaultTopic": "c",
+    "defaultTopicQueueNums": "d",
+    "queueId": "e",
+    "sysFlag": "f",
+    "bornTimestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsumeTimes": "j",
+}
+_UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
+INT32_MAX = (1 << 31) - 1
+
+
+class SendHeader:
+    """The fields of a send request header the broker uses."""
+
+    __slots__ = (
+        "born_timestamp",
+        "default_topic",
+        "default_topic_queue_nums",
+        "flag",
+        "producer_group",
+        "properties",
+        "queue_id",
+        "reconsume_times",
+        "sys_flag",
+        "topic",
+    )
+
+    def __init__(self, ext: dict[str, Any] | None, v2: bool) -> None:
+        n = _V2_NAMES if v2 else {k: k for k in _V2_NAMES}
+        self.producer_group = ext_str(ext, n["producerGroup"], "")
+        self.topic = ext_str(ext, n["topic"])
+        self.default_topic = ext_str(ext, n["defaultTopic"], "TBW102")
+        self.default_topic_queue_nums = ext_int(ext, n["defaultTopicQueueNums"], 4)
+        self.queue_id = ext_int(ext, n["queueId"])
+        self.sys_flag = ext_int(ext, n["sysFlag"], 0)
+        self.born_timestamp = ext_int(ext, n["bornTimestamp"], 0)
+        self.flag = ext_int(ext, n["flag"], 0)
+        self.properties = ext_str(ext, n["properties"], "")
+        self.reconsume_times = ext_int(ext, n["reconsumeTimes"], 0)
+        for name in ("queue_id", "sys_flag", "flag", "reconsume_times"):
+            value = getattr(self, name)
+            if not -INT32_MAX - 1 <= value <= INT32_MAX:
+                raise HeaderError(f"request header field for {name} is out of the int32 range: {value}")
+
+
+def unique_key_of(properties: str) -> str | None:
+    """The UNIQ_KEY value inside a properties string, without decoding the rest."""
+    start = properties.find(_UNIQ_PREFIX)
+    if start < 0 or (start > 0 and properties[start - 1] != "\x02"):
+        return None
+    start += len(_UNIQ_PREFIX)
+    end = properties.find("\x02", start)
+    return properties[start : end if end >= 0 else len(properties)]
+
+
+def _parse_host(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    try:
+        return host or "127.0.0.1", int(port)
+    except ValueError:
+        return "127.0.0.1", 0
+
+
+class SendMessageProcessor:
+    """Handles the send codes for one broker."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.c = controller
+
+    def register(self, server: Any) -> None:
+        """Register the send codes with the RemotingServer."""
+        server.register_processor(RequestCode.SEND_MESSAGE, self.handle)
+        server.register_processor(RequestCode.SEND_MESSAGE_V2, self.handle)
+        server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self.handle)
+
+    def handle(self, channel: Any, request: RemotingCommand) -> Any:
+        """Check the request and return the store call as an awaitable (or an error response)."""
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE
+        header = SendHeader(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
+        tc_or_error = self._check(request, header)
+        if isinstance(tc_or_error, RemotingCommand):
+            return tc_or_error
+        tc = tc_or_error
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(tc.write_queue_nums)
+        born_host = channel.attrs.get("born_host")
+        if born_host is None:
+            born_host = channel.attrs["born_host"] = _parse_host(channel.remote_addr)
+        if batch:
+            return self._send_batch(request, header, queue_id, born_host)
+        return self._send_one(request, header, queue_id, born_host)
+
+    def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+        log.info("send from request %d refused: %s", request.opaque, remark)
+        return RemotingCommand.response(request, code, remark)
+
+    def _check(self, request: RemotingCommand, h: SendHeader) -> TopicConfig | RemotingCommand:
+        c = self.c
+        name = c.broker_config.broker_name
+        if not is_writeable(c.broker_config.broker_permission):
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{name}] does not accept messages now: its write permission is wiped "
+                "(brokerPermission); send to another broker or restore it with mqadmin updateBrokerConfig",
+            )
+        problem = validate_topic_name(h.topic)
+        if problem:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+        if is_send_forbidden_topic(h.topic):
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"sending to system topic {h.topic} is forbidden; send to a topic of your own",
+            )
+        tc = self._topic_config(h)
+        if tc is None:
+            return self._error(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] does not exist on broker {name} and autoCreateTopicEnable is false; "
+                f"create it with: mqadmin updateTopic -t {h.topic} -c {c.broker_config.broker_cluster_name}",
+            )
+        if not is_writeable(tc.perm):
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"topic[{h.topic}] on broker {name} is not writable (perm={tc.perm}); "
+                "restore its write permission with mqadmin updateTopic -p 6",
+            )
+        limit = max(tc.write_queue_nums, tc.read_queue_nums)
+        if h.queue_id >= limit:
+            return self._error(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker {name}: "
+                f"it has {tc.write_queue_nums} write queues (ids 0..{tc.write_queue_nums - 1}); "
+                "refresh the route",
+            )
+        return tc
+
+    def _topic_config(self, h: SendHeader) -> TopicConfig | None:
+        tm = self.c.topic_config
+        tc = tm.get(h.topic)
+        if tc is not None:
+            return tc
+        if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return tm.create_system_group_topic(h.topic, 1)
+        return tm.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+
+    def _check_message(self, body_len: int, properties: str) -> str | None:
+        limit = self.c.store_config.max_message_size
+        if body_len > limit:
+            return (
+                f"the message body is {body_len} bytes; this broker's maxMessageSize is {limit}; "
+                "send smaller messages (split or compress the body)"
+            )
+        if len(properties) > MAX_PROPERTIES_BYTES or len(properties.encode()) > MAX_PROPERTIES_BYTES:
+            return (
+                f"the message properties exceed {MAX_PROPERTIES_BYTES} bytes; use fewer or shorter properties"
+            )
+        return None
+
+    def _message(
+        self, h: SendHeader, queue_id: int, body: Any, flag: int, props: str, born: Any
+    ) -> BrokerMessage:
+        return BrokerMessage(
+            h.topic,
+            queue_id,
+            body,
+            properties=props,
+            flag=flag,
+            sys_flag=h.sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=born,
+            reconsume_times=h.reconsume_times,
+        )
+
+    async def _send_one(
+        self, request: RemotingCommand, h: SendHeader, queue_id: int, born: tuple[str, int]
+    ) -> RemotingCommand:
+        problem = self._check_message(len(request.body), h.properties)
+        if problem:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+        msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
+        result = await self.c.store.put_message(msg)
+        uniq = unique_key_of(h.properties)
+        return self._response(request, result, queue_id, uniq, 1, len(request.body))
+
+    async def _send_batch(
+        self, request: RemotingCommand, h: SendHeader, queue_id: int, born: tuple[str, int]
+    ) -> RemotingCommand:
+        try:
+            items = decode_batch(request.body)
+        except RecordError as e:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {e}")
+        if not items:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        msgs = []
+        uniqs = []
+        for body, flag, props in items:
+            problem = self._check_message(len(body), props)
+            if problem:
+                return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+            msgs.append(self._message(h, queue_id, body, flag, props, born))
+            uniqs.append(unique_key_of(props) or "")
+        result = await self.c.store.put_messages(msgs)
+        return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))
+
+    def _response(
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        queue_id: int,
+        uniq: str | None,
+        msg_num: int,
+        size_bytes: int,
+    ) -> RemotingCommand:
+        code, remark = put_status_to_response(result, self.c.store_config.sync_flush_timeout)
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+            log.warning("put refused: %s", remark)
+            return RemotingCommand.response(request, code, remark)
+        self.c.stats.on_put(msg_num, size_bytes)
+        ext: dict[str, Any] = {
+            "msgId": result.offset_msg_id,
+            "queueId": queue_id,
+            "queueOffset": result.queue_offset,
+        }
+        if uniq:
+            ext["transactionId"] = uniq
+        return RemotingCommand.response(request, code, remark, ext)
+
+
+def put_status_to_response(result: PutMessageResult, sync_flush_timeout_ms: int) -> tuple[int, str | None]:
+    """Map a PutMessageResult to (response code, remark)."""
+    name = result.status.name
+    extra = f": {result.remark}" if getattr(result, "remark", None) else ""
+    if name == "PUT_OK":
+        return ResponseCode.SUCCESS, None
+    if name == "FLUSH_DISK_TIMEOUT":
+        return ResponseCode.FLUSH_DISK_TIMEOUT, (
+            f"the message is stored but was not flushed to disk within "
+            f"syncFlushTimeout={sync_flush_timeout_ms} ms; "
+            "the disk is slow or overloaded"
+        )
+    if name == "SERVICE_NOT_AVAILABLE":
+        return ResponseCode.SERVICE_NOT_AVAILABLE, (
+            f"the broker's store refuses writes now{extra or ' (disk full or shutting down)'}; "
+            "free disk space or send to another broker"
+        )
+    if name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+        return ResponseCode.MESSAGE_ILLEGAL, f"the store rejected the message{extra}; fix the message"
+    if name in ("OS_PAGECACHE_BUSY", "OS_PAGE_CACHE_BUSY"):
+        return ResponseCode.SYSTEM_BUSY, f"the broker is busy{extra}; retry shortly"
+    return (
+        ResponseCode.SYSTEM_ERROR,
+        f"the store failed to write the message ({name}){extra}; see the broker log",
+    )

@@ -1,0 +1,68 @@
+"""Broker process entry: ``run(broker_config, store_config) -> exit code``.
+
+Owns the process lifecycle around ``BrokerController``: uvloop, SIGTERM/SIGINT -> graceful stop,
+the pid file (for ``mqshutdown broker``) and the boot line, printed to stdout (flushed) once the
+listener accepts connections and the first registration with every reachable NameServer is done:
+``The broker[NAME, HOST:PORT] boot success. serializeType=MSGPACK and name server is ADDR``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import uvloop
+
+from broker.controller import BrokerController
+from rocketpy.config import BrokerConfig, StoreConfig
+from rocketpy.errors import RocketpyError
+from rocketpy.logsetup import remove_pid_file, write_pid_file
+
+log = logging.getLogger("rocketpy.broker")
+
+
+def boot_line(broker_name: str, addr: str, namesrv_addr: str | None) -> str:
+    """The boot success line tests and scripts wait for."""
+    return (
+        f"The broker[{broker_name}, {addr}] boot success. serializeType=MSGPACK "
+        f"and name server is {namesrv_addr or 'null'}"
+    )
+
+
+async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    controller = BrokerController(broker_config, store_config)
+    try:
+        addr = await controller.start()
+    except (RocketpyError, OSError) as e:
+        print(f"error: the broker cannot start: {e}", file=sys.stderr, flush=True)
+        await controller.shutdown()
+        return 1
+    port = int(addr.rsplit(":", 1)[1])
+    try:
+        pid_path = await asyncio.to_thread(write_pid_file, "broker", port)
+    except RocketpyError as e:
+        print(str(e), file=sys.stderr, flush=True)
+        await controller.shutdown()
+        return 1
+    line = boot_line(broker_config.broker_name, addr, broker_config.namesrv_addr)
+    log.info(line)
+    print(line, flush=True)
+    try:
+        await stop.wait()
+        log.info("broker %s: stop requested", broker_config.broker_name)
+    finally:
+        await controller.shutdown()
+        await asyncio.to_thread(remove_pid_file, pid_path)
+    return 0
+
+
+def run(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
+    """Run the broker in this process under uvloop; returns the exit code."""
+    return uvloop.run(serve(broker_config, store_config))
