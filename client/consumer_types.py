@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
 from rocketpy.errors import MQClientError
 
 SUB_ALL = "*"
+CONSUME_TIMESTAMP_DEFAULT_AGO_S = 30 * 60
 
 
 class ConsumeStatus(StrEnum):
@@ -200,3 +202,29 @@ def check_topic(topic: Any) -> str:
     if len(topic) > 127:
         raise MQClientError(f"topic {topic[:20]!r}... is longer than 127 characters: use a shorter name")
     return topic
+
+
+def check_positive(name: str, value: Any, *, integer: bool = False) -> Any:
+    """Return ``value`` if it is a positive number (int when ``integer``), else raise MQClientError."""
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise MQClientError(f"{name}={value!r} must be a positive {'integer' if integer else 'number'}")
+    return value
+
+
+def consume_timestamp_ms(value: Any) -> int:
+    """``consume_timestamp`` as epoch ms: a datetime, epoch ms, or RocketMQ's ``yyyyMMddHHmmss`` string."""
+    if value is None:
+        return int((time.time() - CONSUME_TIMESTAMP_DEFAULT_AGO_S) * 1000)
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        try:
+            return int(datetime.strptime(value, "%Y%m%d%H%M%S").timestamp() * 1000)
+        except ValueError:
+            pass
+    raise MQClientError(
+        f"consume_timestamp={value!r} is not valid: pass a datetime, epoch milliseconds or 'yyyyMMddHHmmss'"
+    )

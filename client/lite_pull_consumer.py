@@ -15,9 +15,10 @@ import logging
 import time
 from typing import Any
 
+from client.consumer_types import check_positive
 from client.process_queue import ProcessQueue
 from client.pull_loop import PullLoop
-from client.push_consumer import DEFAULT_NAMESRV, ConsumerBase, _positive
+from client.push_consumer import DEFAULT_NAMESRV, ConsumerBase
 from client.rebalance import Rebalancer
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
@@ -74,15 +75,15 @@ class LitePullConsumer(ConsumerBase):
     ) -> None:
         options.setdefault("persist_consumer_offset_interval", auto_commit_interval)
         super().__init__(group, namesrv_addr, **options)
-        self.pull_batch_size = _positive("pull_batch_size", pull_batch_size, integer=True)
+        self.pull_batch_size = check_positive("pull_batch_size", pull_batch_size, integer=True)
         self.auto_commit = bool(auto_commit)
-        self.pull_threshold_for_queue = _positive(
+        self.pull_threshold_for_queue = check_positive(
             "pull_threshold_for_queue", pull_threshold_for_queue, integer=True
         )
-        self.pull_threshold_size_for_queue = _positive(
+        self.pull_threshold_size_for_queue = check_positive(
             "pull_threshold_size_for_queue", pull_threshold_size_for_queue, integer=True
         )
-        self.poll_timeout = _positive("poll_timeout", poll_timeout)
+        self.poll_timeout = check_positive("poll_timeout", poll_timeout)
         self.consume_service = _Buffer()
         self._queues: dict[MessageQueue, tuple[ProcessQueue, asyncio.Task[None]]] = {}
         self._polled: dict[MessageQueue, int] = {}
@@ -116,8 +117,8 @@ class LitePullConsumer(ConsumerBase):
         for mq in self._manual:
             if mq.topic not in self.subscription_table:
                 super().subscribe(mq.topic, "*")
-        if self._state == "RUNNING":
-            asyncio.get_running_loop().create_task(self._apply_assignment())
+        if self._state == "RUNNING":  # tracked like the other routines; errors surface at shutdown
+            self._routines.append(asyncio.get_running_loop().create_task(self._apply_assignment()))
 
     async def start(self) -> None:
         """Connect, join the group and start pulling.

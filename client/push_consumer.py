@@ -17,7 +17,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from client.allocate import strategy_fn
@@ -28,7 +27,9 @@ from client.consumer_types import (
     MessageModel,
     MessageSelector,
     SubscriptionData,
+    check_positive,
     coerce_enum,
+    consume_timestamp_ms,
 )
 from client.instance import ClientSettings, MQClientInstance, new_client_id
 from client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
@@ -42,32 +43,6 @@ log = logging.getLogger("rocketpy.client.consumer")
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 LOCK_MAX_LIVE_S = 30.0
-CONSUME_TIMESTAMP_DEFAULT_AGO_S = 30 * 60
-
-
-def _positive(name: str, value: Any, *, integer: bool = False) -> Any:
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-        raise MQClientError(f"{name}={value!r} must be a positive {'integer' if integer else 'number'}")
-    return value
-
-
-def timestamp_ms(value: Any) -> int:
-    """``consume_timestamp`` as epoch ms: a datetime, epoch ms, or RocketMQ's ``yyyyMMddHHmmss`` string."""
-    if value is None:
-        return int((time.time() - CONSUME_TIMESTAMP_DEFAULT_AGO_S) * 1000)
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str):
-        try:
-            return int(datetime.strptime(value, "%Y%m%d%H%M%S").timestamp() * 1000)
-        except ValueError:
-            pass
-    raise MQClientError(
-        f"consume_timestamp={value!r} is not valid: pass a datetime, epoch milliseconds or 'yyyyMMddHHmmss'"
-    )
 
 
 class ConsumerBase:
@@ -97,7 +72,7 @@ class ConsumerBase:
         self.namesrv_addr = namesrv_addr
         self.message_model = coerce_enum(MessageModel, message_model, "message_model")
         self.consume_from_where = coerce_enum(ConsumeFromWhere, consume_from_where, "consume_from_where")
-        self.consume_timestamp_ms = timestamp_ms(consume_timestamp)
+        self.consume_timestamp_ms = consume_timestamp_ms(consume_timestamp)
         self.allocate_strategy = coerce_enum(AllocateStrategy, allocate_strategy, "allocate_strategy")
         self.allocate = strategy_fn(self.allocate_strategy, allocate_queues)
         self.settings = ClientSettings(
@@ -264,25 +239,27 @@ class PushConsumer(ConsumerBase):
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv_addr, **options)
-        self.consume_thread_min = _positive("consume_thread_min", consume_thread_min, integer=True)
-        self.consume_thread_max = _positive("consume_thread_max", consume_thread_max, integer=True)
+        self.consume_thread_min = check_positive("consume_thread_min", consume_thread_min, integer=True)
+        self.consume_thread_max = check_positive("consume_thread_max", consume_thread_max, integer=True)
         if consume_thread_min > consume_thread_max:
             raise MQClientError(
                 f"consume_thread_min={consume_thread_min} exceeds consume_thread_max={consume_thread_max}"
             )
-        self.consume_message_batch_max_size = _positive(
+        self.consume_message_batch_max_size = check_positive(
             "consume_message_batch_max_size", consume_message_batch_max_size, integer=True
         )
-        self.pull_batch_size = _positive("pull_batch_size", pull_batch_size, integer=True)
+        self.pull_batch_size = check_positive("pull_batch_size", pull_batch_size, integer=True)
         self.max_reconsume_times = max_reconsume_times
-        self.suspend_current_queue_time = _positive("suspend_current_queue_time", suspend_current_queue_time)
-        self.pull_threshold_for_queue = _positive(
+        self.suspend_current_queue_time = check_positive(
+            "suspend_current_queue_time", suspend_current_queue_time
+        )
+        self.pull_threshold_for_queue = check_positive(
             "pull_threshold_for_queue", pull_threshold_for_queue, integer=True
         )
-        self.pull_threshold_size_for_queue = _positive(
+        self.pull_threshold_size_for_queue = check_positive(
             "pull_threshold_size_for_queue", pull_threshold_size_for_queue, integer=True
         )
-        self.reconsume_delay = _positive("reconsume_delay", reconsume_delay)
+        self.reconsume_delay = check_positive("reconsume_delay", reconsume_delay)
         self.orderly = False
         self._listener: Callable[..., Any] | None = None
         self.consume_service: Any = None

@@ -104,8 +104,11 @@ class Rebalancer:
             mine = mq_all
         else:
             cid_all = sorted(await c.instance.find_consumer_id_list(topic, c.group))
+            if c.client_id not in cid_all:  # the broker has not seen our heartbeat yet: send one now
+                await c.instance.send_heartbeat_to_all_brokers()
+                cid_all = sorted(await c.instance.find_consumer_id_list(topic, c.group))
             if c.client_id not in cid_all:
-                return False  # our heartbeat has not reached the broker yet
+                return False
             mine = c.allocate(c.client_id, mq_all, cid_all)
         return await self._apply(topic, set(mine))
 
