@@ -31,9 +31,12 @@ class AllocateService:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._requests: queue.Queue[tuple[str, int, int, Callback] | None] = queue.Queue(MAX_PENDING_REQUESTS)
+        self._requests: queue.Queue[tuple[str, int, int, Callback] | Callable[[], None] | None] = queue.Queue(
+            MAX_PENDING_REQUESTS
+        )
         self._thread = threading.Thread(target=self._routine, name="store-allocate", daemon=True)
         self._stopped = False
+        self.in_flight = 0  # requests whose callback has not run yet (loop-side counter)
 
     def start(self) -> None:
         """Start the worker thread."""
@@ -46,13 +49,32 @@ class AllocateService:
             queue.Full: more than ``MAX_PENDING_REQUESTS`` requests are waiting (a bug or a dead disk).
         """
         assert not self._stopped, "allocation requested after shutdown"
-        self._requests.put_nowait((path, base_offset, size, callback))
+        self._requests.put_nowait((path, base_offset, size, self._wrap(callback)))
+        self.in_flight += 1
+
+    def _wrap(self, callback: Callback) -> Callback:
+        def done(mf: MappedFile | None, err: BaseException | None) -> None:
+            self.in_flight -= 1
+            callback(mf, err)
+
+        return done
+
+    def run_in_order(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the worker after every request queued so far (e.g. deleting a topic's files)."""
+        assert not self._stopped, "work queued after shutdown"
+        self._requests.put_nowait(fn)
 
     def _routine(self) -> None:
         while True:
             req = self._requests.get()
             if req is None:
                 return
+            if callable(req):
+                try:
+                    req()
+                except Exception:
+                    log.exception("store file work failed")
+                continue
             path, base, size, callback = req
             mf: MappedFile | None = None
             err: BaseException | None = None

@@ -155,17 +155,14 @@ class CleanupService:
         self._to_destroy = keep
         return done
 
-    def delete_queues(self, cqs: list[ConsumeQueue], dirs: list[str]) -> None:
-        """Delete the files of dropped consume queues in a short-lived thread."""
 
-        def work() -> None:
-            now = self._store.clock()
-            for cq in cqs:
-                self._destroy(cq.files, now)
-            for d in dirs:
-                shutil.rmtree(d, ignore_errors=True)
-
-        threading.Thread(target=work, name="store-delete-topics", daemon=True).start()
+def delete_queue_files(cqs: list[ConsumeQueue], dirs: list[str]) -> None:
+    """Delete the files of dropped consume queues (allocate thread, after their pending creations)."""
+    for cq in cqs:
+        for mf in list(cq.files):
+            mf.destroy(force=True)
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def detach_expired(store: MessageStore, count: int) -> list[MappedFile]:

@@ -108,7 +108,10 @@ class CommitLog:
                 w.set_result(None)
 
     async def wait_next_file(self, timeout_s: float) -> bool:
-        """Wait until the pre-allocated next file is ready; False on failure or timeout."""
+        """Wait until a next-file allocation completes; False on allocation failure or timeout.
+
+        Several putters may wake for one file: the caller retries ``writable_file`` and waits again.
+        """
         if self._next is not None:
             return True
         self._request_next()
@@ -118,7 +121,7 @@ class CommitLog:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             return False
-        return self._next is not None
+        return self._next_error is None
 
     def take_error(self) -> BaseException | None:
         """The last allocation error (cleared)."""

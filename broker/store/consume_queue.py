@@ -48,6 +48,7 @@ class ConsumeQueue:
         "_pending",
         "_pending_base",
         "_requested",
+        "deleted",
         "directory",
         "file_size",
         "files",
@@ -72,6 +73,7 @@ class ConsumeQueue:
         self._pending = bytearray()
         self._pending_base = 0  # byte position of _pending[0]
         self._requested = False
+        self.deleted = False
 
     def attach_allocator(self, allocator: AllocateService) -> None:
         """From now on create files through ``allocator`` (before: inline, in the recovery thread)."""
@@ -124,6 +126,9 @@ class ConsumeQueue:
         self._requested = False
         if mf is None:
             raise RuntimeError(f"cannot create consume queue file in {self.directory}: {err}")
+        if self.deleted:  # the topic was deleted meanwhile; its files are removed by the allocate thread
+            mf.close()
+            return
         self.files.append(mf)
         self._drain()
 

@@ -149,12 +149,16 @@ class FlushService:
         except (OSError, ValueError) as e:
             log.error("consume queue flush failed: %s", e)
 
-    def shutdown(self) -> None:
-        """Stop the threads and flush everything (blocking: call in a thread)."""
+    def stop(self) -> None:
+        """Stop the threads without a final flush (blocking: call in a thread)."""
         self._stop.set()
         self._wake.set()
         for t in self._threads:
             if t.is_alive():
                 t.join(10)
+
+    def shutdown(self) -> None:
+        """Stop the threads and flush everything (blocking: call in a thread)."""
+        self.stop()
         self._flush_commitlog()
         self.flush_consume_queues()

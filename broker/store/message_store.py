@@ -9,6 +9,7 @@ SYNC_FLUSH a put then awaits group commit. Reads return views of the commitlog, 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from broker.store import reads
 from broker.store.allocate import AllocateService
 from broker.store.checkpoint import Checkpoint
-from broker.store.cleanup import CleanupService
+from broker.store.cleanup import CleanupService, delete_queue_files
 from broker.store.commitlog import CommitLog
 from broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
 from broker.store.flush import FlushService
@@ -183,7 +184,23 @@ class MessageStore:
             await asyncio.to_thread(self._allocator.shutdown)
         await asyncio.to_thread(self._close_files)
 
-    def _close_files(self) -> None:
+    async def terminate(self) -> None:
+        """Stop without the clean-stop steps: no final flush, abort marker kept (as after a crash).
+
+        The next start runs abnormal recovery. Written data stays in the page cache.
+        """
+        if not self.running:
+            return
+        self.running = False
+        if self.cleanup is not None:
+            await self.cleanup.shutdown()
+        if self._flush is not None:
+            await asyncio.to_thread(self._flush.stop)
+        if self._allocator is not None:
+            await asyncio.to_thread(self._allocator.shutdown)
+        await asyncio.to_thread(self._close_files, False)
+
+    def _close_files(self, clean: bool = True) -> None:
         nxt = self.commitlog._next
         if nxt is not None:  # never used: do not leave an empty file behind
             nxt.destroy(force=True)
@@ -194,7 +211,8 @@ class MessageStore:
         if self.dispatcher.index is not None:
             self.dispatcher.index.close()
         self.checkpoint.close()
-        remove_abort(self.root)
+        if clean:
+            remove_abort(self.root)
         self._lock.release()
 
     # -- put ------------------------------------------------------------------------------------
@@ -256,8 +274,10 @@ class MessageStore:
                 f"{self.commitlog.file_size} bytes; send smaller batches",
             )
         mf = self.commitlog.writable_file(total)
+        deadline = asyncio.get_running_loop().time() + NEXT_FILE_WAIT_S
         while mf is None:
-            if not await self.commitlog.wait_next_file(NEXT_FILE_WAIT_S):
+            left_s = deadline - asyncio.get_running_loop().time()
+            if left_s <= 0 or not await self.commitlog.wait_next_file(left_s):
                 err = self.commitlog.take_error()
                 return PutMessageResult(
                     _BAD.CREATE_MAPPED_FILE_FAILED,
@@ -268,6 +288,8 @@ class MessageStore:
                 return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is shutting down")
             mf = self.commitlog.writable_file(total)
         result = self._append(mf, encoded, total)
+        if self._allocator is not None and self._allocator.in_flight:
+            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
         if self._flush is not None and self._flush.sync_flush and first.wait_store_msg_ok:
             ok = await self._flush.wait_flushed(
                 result.wrote_offset + total, self.config.sync_flush_timeout / 1000
@@ -341,6 +363,15 @@ class MessageStore:
             offsets=offsets,
         )
 
+    async def settle(self, timeout_s: float = 5.0) -> bool:
+        """Wait until no file allocation is in flight (all units and index entries are in files)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self._allocator is not None and self._allocator.in_flight:
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.001)
+        return True
+
     # -- listeners, topics ------------------------------------------------------------------------
     def add_dispatch_listener(self, fn: Listener) -> None:
         """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch."""
@@ -349,8 +380,11 @@ class MessageStore:
     def delete_topics(self, topics: set[str]) -> None:
         """Drop the consume queues of ``topics``; their files are deleted in a thread."""
         removed = self.dispatcher.remove_topics(set(topics))
-        if removed and self.cleanup is not None:
-            self.cleanup.delete_queues(removed, [self.dispatcher.topic_dir(t) for t in topics])
+        for cq in removed:
+            cq.deleted = True
+        dirs = [self.dispatcher.topic_dir(t) for t in topics]
+        if self._allocator is not None:
+            self._allocator.run_in_order(functools.partial(delete_queue_files, removed, dirs))
 
     def topic_queue_table(self) -> dict[tuple[str, int], int]:
         """Next queue offset of every (topic, queue id)."""
