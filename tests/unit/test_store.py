@@ -20,7 +20,7 @@ from broker.store import (
 from rocketpy.config import FlushDiskType
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.record import decode_record, decode_records
-from tests.unit.store_helpers import bmsg, read_all, tiny_config
+from tests.unit.test_store_helpers import bmsg, read_all, tiny_config
 
 
 @pytest.fixture
@@ -241,8 +241,9 @@ async def test_cleanup_expired_files_with_injected_clock(tmp_path: Path) -> None
         await s.put_message(bmsg("T", 0, b"p" * 500 + b"%d" % i))
     n_files = len(s.commitlog.files)
     assert n_files >= 5
-    now["t"] = os.path.getmtime(s.commitlog.files[-1].path) + 2 * 3600
-    assert await asyncio.to_thread(s.cleanup.run_once) == 0  # type: ignore[union-attr]  # not the hour, disk fine
+    now["t"] = await asyncio.to_thread(os.path.getmtime, s.commitlog.files[-1].path) + 2 * 3600
+    # not a deleteWhen hour and the disk is fine: nothing to do
+    assert await asyncio.to_thread(s.cleanup.run_once) == 0  # type: ignore[union-attr]
     usage["ratio"] = 0.8  # past diskMaxUsedSpaceRatio: delete expired files at any hour
     assert await asyncio.to_thread(s.cleanup.run_once) > 0  # type: ignore[union-attr]
     assert len(s.commitlog.files) == 1 and s.min_physical_offset > 0
