@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""SDK producer benchmark: a NameServer, a broker and the bench client as three processes.
+
+Runs ``python -m client.bench producer`` twice against a fresh cluster (1 KiB bodies): async
+single-message sends and batch sends, each for ``--seconds``, and prints both ``[Complete]`` lines and
+the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s). Bounded: every run has a duration and
+the daemons are stopped at the end.
+
+Usage: scripts/bench_sdk.py [--seconds 5] [--concurrency 256] [--batch 64] [--body 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rocketpy import Admin  # noqa: E402
+from tests.daemons import start_broker, start_namesrv  # noqa: E402
+
+_COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
+
+
+def run_bench(ns: str, *args: str) -> tuple[int, int, str]:
+    """Run one bench subprocess; returns (total, tps, output)."""
+    cmd = [sys.executable, "-m", "client.bench", "producer", "-n", ns, *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    m = _COMPLETE.search(out)
+    if proc.returncode != 0 or m is None:
+        raise SystemExit(f"bench failed ({proc.returncode}):\n{out[-3000:]}")
+    return int(m.group(1)), int(m.group(2)), out
+
+
+async def create_topic(ns: str, topic: str, queues: int) -> None:
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, "DefaultCluster", read_queue_nums=queues, write_queue_nums=queues)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--concurrency", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--body", type=int, default=1024)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
+        tmp_path = Path(tmp)
+        ns = start_namesrv(tmp_path)
+        broker = start_broker(tmp_path, ns.addr)
+        try:
+            asyncio.run(create_topic(ns.addr, "BenchmarkTest", 8))
+            common = ["-t", "BenchmarkTest", "-s", str(a.body), "-d", str(a.seconds)]
+            total_a, tps_a, out_a = run_bench(ns.addr, *common, "-m", "async", "-w", str(a.concurrency))
+            total_b, tps_b, out_b = run_bench(ns.addr, *common, "-b", str(a.batch), "-w", "8")
+        finally:
+            broker.terminate()
+            ns.terminate()
+    print(out_a.strip().splitlines()[-1])
+    print(out_b.strip().splitlines()[-1])
+    print(
+        f"async sends : {tps_a:>9,} msgs/s ({total_a:,} in {a.seconds}s)  target >= 30,000  "
+        f"{'OK' if tps_a >= 30_000 else 'BELOW'}"
+    )
+    print(
+        f"batch sends : {tps_b:>9,} msgs/s ({total_b:,} in {a.seconds}s, batch {a.batch})"
+        "  target >= 100,000  "
+        f"{'OK' if tps_b >= 100_000 else 'BELOW'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
