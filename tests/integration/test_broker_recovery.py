@@ -1,0 +1,134 @@
+"""Broker crash and restart: acknowledged messages survive SIGKILL; consumer offsets survive restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rocketpy.errors import MQClientError
+from rocketpy.record import decode_records
+from rocketpy.remoting.client import RemotingClient
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from tests.conftest import DaemonPool
+from tests.daemons import Daemon
+from tests.integration.test_broker_util import call, pull, send
+from tests.waiting import wait_until, wait_until_async
+
+MIB = 1024 * 1024
+SENDERS = 4
+QUEUES = 4
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    c = RemotingClient()
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def broker_props(store: Path, **extra: object) -> dict[str, object]:
+    return {
+        "brokerName": "broker-r",
+        "storePathRootDir": store,
+        "mappedFileSizeCommitLog": 4 * MIB,  # several rolls during the test
+        "mappedFileSizeConsumeQueue": 2000,
+        **extra,
+    }
+
+
+async def _sender(addr: str, n: int, acked: dict[tuple[int, int], bytes], stop: asyncio.Event) -> None:
+    client = RemotingClient()
+    try:
+        i = 0
+        while not stop.is_set():
+            body = b"s%d-%d-" % (n, i) + b"p" * 900
+            qid = i % QUEUES
+            try:
+                r = await send(client, addr, "Crash", body, queue_id=qid, timeout_s=2.0)
+            except MQClientError:
+                return  # the broker died: stop
+            if r.code == ResponseCode.SUCCESS:
+                assert r.ext is not None
+                acked[(r.ext["queueId"], r.ext["queueOffset"])] = body
+            i += 1
+    finally:
+        await client.close()
+
+
+async def test_acknowledged_messages_survive_sigkill(
+    daemons: DaemonPool, namesrv: Daemon, tmp_path: Path
+) -> None:
+    store = tmp_path / "crash-store"
+    b = daemons.broker(namesrv.addr, **broker_props(store))
+    setup = RemotingClient()
+    try:
+        ext = {"topic": "Crash", "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
+        assert (await call(setup, b.addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)).code == 0
+    finally:
+        await setup.close()
+    acked: dict[tuple[int, int], bytes] = {}
+    stop = asyncio.Event()
+    tasks = [asyncio.ensure_future(_sender(b.addr, n, acked, stop)) for n in range(SENDERS)]
+    await wait_until_async(lambda: len(acked) >= 2000, timeout=30, message="senders got acks")
+    b.kill()
+    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    stop.set()
+    b2 = daemons.broker(namesrv.addr, **broker_props(store))
+    client = RemotingClient()
+    try:
+        found: dict[tuple[int, int], bytes] = {}
+        for qid in range(QUEUES):
+            offset = 0
+            while True:
+                r = await pull(
+                    client, b2.addr, group="check", topic="Crash", queue_id=qid, offset=offset, max_msgs=32
+                )
+                if r.code != ResponseCode.SUCCESS:
+                    break
+                for m in decode_records(r.body):
+                    found[(qid, m.queue_offset)] = m.body
+                offset = r.ext["nextBeginOffset"]  # type: ignore[index]
+    finally:
+        await client.close()
+    missing = [k for k, body in acked.items() if found.get(k) != body]
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages lost, e.g. {missing[:5]}"
+
+
+def _offset_file_has(path: Path, key: str) -> bool:
+    try:
+        return key in json.loads(path.read_text())["offsetTable"]
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+async def test_offsets_survive_restart(
+    daemons: DaemonPool, namesrv: Daemon, client: RemotingClient, tmp_path: Path
+) -> None:
+    store = tmp_path / "offset-store"
+    props = broker_props(store, flushConsumerOffsetInterval=200)
+    b = daemons.broker(namesrv.addr, **props)
+    assert (await send(client, b.addr, "OffT", b"x")).code == 0
+    q = {"consumerGroup": "cg", "topic": "OffT", "queueId": 0}
+    assert (
+        await call(client, b.addr, RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": 1})
+    ).code == 0
+    b.terminate()  # clean stop persists the offsets
+    b = daemons.broker(namesrv.addr, **props)
+    r = await call(client, b.addr, RequestCode.QUERY_CONSUMER_OFFSET, q)
+    assert r.code == 0 and r.ext is not None and r.ext["offset"] == 1
+    # a killed broker keeps what the periodic persist wrote
+    q2 = {**q, "consumerGroup": "cg2"}
+    assert (
+        await call(client, b.addr, RequestCode.UPDATE_CONSUMER_OFFSET, {**q2, "commitOffset": 1})
+    ).code == 0
+    wait_until(lambda: _offset_file_has(store / "config" / "consumerOffset.json", "OffT@cg2"), timeout=5)
+    b.kill()
+    b = daemons.broker(namesrv.addr, **props)
+    r = await call(client, b.addr, RequestCode.QUERY_CONSUMER_OFFSET, q2)
+    assert r.code == 0 and r.ext is not None and r.ext["offset"] == 1
