@@ -86,6 +86,7 @@ class MsgpackHeaderCodec:
 
 
 _CODECS: dict[int, HeaderCodec] = {SERIALIZE_MSGPACK: MsgpackHeaderCodec()}
+_msgpack_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
 def register_header_codec(serialize_type: int, codec: HeaderCodec) -> None:
@@ -109,10 +110,13 @@ def encode_frame(cmd: RemotingCommand) -> list[bytes | memoryview]:
     Raises:
         ValueError: unknown serialize type, or a header too long for the 24-bit length field.
     """
-    codec = _CODECS.get(cmd.serialize_type)
-    if codec is None:
-        raise ValueError(f"no header codec registered for serialize type {cmd.serialize_type:#x}")
-    header = codec.encode(cmd)
+    if cmd.serialize_type == SERIALIZE_MSGPACK:  # the hot path: skip the registry lookup
+        header = _msgpack_pack([cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext])
+    else:
+        codec = _CODECS.get(cmd.serialize_type)
+        if codec is None:
+            raise ValueError(f"no header codec registered for serialize type {cmd.serialize_type:#x}")
+        header = codec.encode(cmd)
     header_len = len(header)
     if header_len > MAX_HEADER_BYTES:
         raise ValueError(f"encoded header is {header_len} bytes; the limit is {MAX_HEADER_BYTES}")
@@ -184,16 +188,20 @@ class FrameDecoder:
         pos = 0
         view = memoryview(src)
         unpack_from = PREFIX.unpack_from
+        codecs = _CODECS
+        max_length = self.max_frame_bytes
         try:
             while end - pos >= PREFIX_BYTES:
                 length, type_and_len = unpack_from(src, pos)
-                self._check_prefix(length, type_and_len)
+                serialize_type = type_and_len >> 24
+                header_len = type_and_len & _HEADER_LENGTH_MASK
+                if length > max_length or header_len > length - 4 or serialize_type not in codecs:
+                    self._check_prefix(length, type_and_len)  # raises the precise FrameError
                 frame_end = pos + LENGTH_BYTES + length
                 if frame_end > end:
                     break
-                header_end = pos + PREFIX_BYTES + (type_and_len & _HEADER_LENGTH_MASK)
-                codec = _CODECS[type_and_len >> 24]
-                cmd = codec.decode(view[pos + PREFIX_BYTES : header_end], type_and_len >> 24)
+                header_end = pos + PREFIX_BYTES + header_len
+                cmd = codecs[serialize_type].decode(view[pos + PREFIX_BYTES : header_end], serialize_type)
                 if header_end < frame_end:
                     cmd.body = bytes(view[header_end:frame_end])
                 out.append(cmd)
@@ -211,7 +219,7 @@ class FrameDecoder:
             raise FrameError(f"frame length {length} is shorter than its 4-byte type/header field")
 
     def _check_prefix(self, length: int, type_and_len: int) -> None:
-        self._check_length(length)
+        self._check_length(length)  # then the same conditions as _split's fast check, one by one
         serialize_type = type_and_len >> 24
         if serialize_type not in _CODECS:
             raise FrameError(f"unknown serialize type {serialize_type:#04x}")

@@ -1,7 +1,7 @@
 """``Channel``: one TCP connection, used by both ``RemotingServer`` and ``RemotingClient``.
 
-A channel owns the connection's frame decoder, its table of pending requests (opaque -> future,
-each with a timer cancelled when the response arrives), the tasks of its asynchronous handlers,
+A channel owns the connection's frame decoder, its table of pending requests (opaque -> future
+with a deadline, see ``pending.py``), the tasks of its asynchronous handlers,
 and its flow-control state. Requests it receives go to a ``ProcessorTable``; a handler's inline
 response is written before the next read (all responses of one read leave in one write), an
 awaitable result runs as a task tracked here and cancelled when the connection closes.
@@ -31,11 +31,10 @@ from rocketpy.limits import (
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
 from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rocketpy.remoting.pending import PendingRequests
 from rocketpy.remoting.processor import ProcessorTable
 
 log = logging.getLogger("rocketpy.remoting")
-
-_PendingEntry = tuple["asyncio.Future[RemotingCommand]", int]
 
 
 class Channel(asyncio.Protocol):
@@ -69,13 +68,15 @@ class Channel(asyncio.Protocol):
         self._on_close = on_close
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, _PendingEntry] = {}
+        self._pending = PendingRequests(self._loop, self.remote_addr)
         self._next_opaque = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._write_paused = False
         self._reading_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self._batch: list[bytes | memoryview] | None = None
+        self._out: list[bytes | memoryview] = []  # frames waiting for the next write call
+        self._batching = False  # inside data_received / backlog drain: write once at the end
+        self._flush_scheduled = False  # a write went out this loop iteration; later ones coalesce
         self._backlog: deque[RemotingCommand] = deque()  # requests read past the handler bound
         self._lost = self._loop.create_future()
 
@@ -87,6 +88,7 @@ class Channel(asyncio.Protocol):
         if self.remote_addr == "?":
             peer = transport.get_extra_info("peername")
             self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._pending.remote_addr = self.remote_addr
 
     def data_received(self, data: bytes) -> None:
         """Decode frames; complete pending calls and dispatch requests; write responses at once."""
@@ -100,9 +102,8 @@ class Channel(asyncio.Protocol):
 
     def _process(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
-        batch: list[bytes | memoryview] = []
-        self._batch = batch
         backlog = self._backlog
+        self._batching = True
         try:
             for cmd in commands:
                 if self.closed:
@@ -114,10 +115,8 @@ class Channel(asyncio.Protocol):
                 else:
                     self._dispatch(cmd)
         finally:
-            self._batch = None
-            if batch and not self.closed:
-                assert self._transport is not None
-                self._transport.writelines(batch)
+            self._batching = False
+            self._flush()
         if backlog:
             self._update_reading()
 
@@ -173,11 +172,25 @@ class Channel(asyncio.Protocol):
             log.debug("dropping %r for closed connection %s", cmd, self.remote_addr)
             return
         parts = encode_frame(cmd)
-        if self._batch is not None:
-            self._batch.extend(parts)
-        else:
+        if self._batching or self._flush_scheduled:
+            self._out.extend(parts)
+            return
+        assert self._transport is not None
+        self._transport.writelines(parts)
+        # Frames sent later in this loop iteration (e.g. by other callers woken by the same read)
+        # are coalesced into one write at the start of the next iteration.
+        self._flush_scheduled = True
+        self._loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._out and not self.closed:
+            out, self._out = self._out, []
             assert self._transport is not None
-            self._transport.writelines(parts)
+            self._transport.write(b"".join(out))
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send ``cmd`` as a oneway request (no response expected).
@@ -198,7 +211,8 @@ class Channel(asyncio.Protocol):
             RemotingConnectError: the connection is closed, or closes before the response.
             MQClientError: too many requests are already pending on this connection.
         """
-        self._check_open(cmd)
+        if self.closed:
+            self._check_open(cmd)
         if len(self._pending) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
             raise MQClientError(
                 f"{len(self._pending)} requests are already pending on {self.remote_addr}; "
@@ -206,18 +220,18 @@ class Channel(asyncio.Protocol):
             )
         if self._write_paused:
             timeout = await self.wait_writable(timeout, cmd.code)
-        opaque = self._new_opaque()
-        cmd.opaque = opaque
+        opaque = self._next_opaque + 1
+        if opaque > MAX_OPAQUE:
+            opaque = 1
+        self._next_opaque = cmd.opaque = opaque
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self.send(cmd)
-        self._pending[opaque] = (future, cmd.code)
-        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
+        self._pending.add(opaque, future, cmd.code, timeout)
         try:
             return await future
         finally:
-            timer.cancel()
-            self._pending.pop(opaque, None)
+            self._pending.discard(opaque)
 
     async def wait_writable(self, timeout: float, code: int) -> float:  # noqa: ASYNC109
         """Wait until the peer reads what we wrote; return the time left of ``timeout``.
@@ -272,26 +286,8 @@ class Channel(asyncio.Protocol):
         return opaque
 
     def _complete(self, response: RemotingCommand) -> None:
-        entry = self._pending.pop(response.opaque, None)
-        if entry is None:
+        if not self._pending.complete(response):
             log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
-            return
-        future = entry[0]
-        if not future.done():
-            future.set_result(response)
-
-    def _expire(self, opaque: int, timeout: float) -> None:
-        entry = self._pending.pop(opaque, None)
-        if entry is None:
-            return
-        future, code = entry
-        if not future.done():
-            future.set_exception(
-                RemotingTimeoutError(
-                    f"{code_name(code)} to {self.remote_addr} got no response within {timeout:.3f}s; "
-                    "check that the server is up and not overloaded, or raise the timeout"
-                )
-            )
 
     def _dispatch(self, request: RemotingCommand) -> None:
         result = self._processors.handle(self, request)
@@ -346,16 +342,13 @@ class Channel(asyncio.Protocol):
 
     def _drain_backlog(self) -> None:
         backlog = self._backlog
-        batch: list[bytes | memoryview] = []
-        self._batch = batch
+        self._batching = True
         try:
             while backlog and len(self._tasks) < self._max_inflight and not self.closed:
                 self._dispatch(backlog.popleft())
         finally:
-            self._batch = None
-            if batch and not self.closed:
-                assert self._transport is not None
-                self._transport.writelines(batch)
+            self._batching = False
+            self._flush()
         self._update_reading()
 
     def _update_reading(self) -> None:
@@ -392,18 +385,14 @@ class Channel(asyncio.Protocol):
                 log.exception("close listener of %s failed", self.remote_addr)
 
     def _fail_pending(self, reason: str) -> None:
-        pending, self._pending = self._pending, {}
-        for future, code in pending.values():
-            if not future.done():
-                future.set_exception(
-                    RemotingConnectError(
-                        f"connection to {self.remote_addr} closed ({reason}) while {code_name(code)} was in "
-                        "flight; it may or may not have been processed — retry if that is safe"
-                    )
-                )
+        def error(code: int) -> RemotingConnectError:
+            return RemotingConnectError(
+                f"connection to {self.remote_addr} closed ({reason}) while {code_name(code)} was in "
+                "flight; it may or may not have been processed — retry if that is safe"
+            )
+
+        self._pending.fail_all(error)
         waiters, self._drain_waiters = self._drain_waiters, []
         for waiter in waiters:
             if not waiter.done():
-                waiter.set_exception(
-                    RemotingConnectError(f"connection to {self.remote_addr} closed ({reason})")
-                )
+                waiter.set_exception(error(0))

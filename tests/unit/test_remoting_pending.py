@@ -1,0 +1,65 @@
+"""PendingRequests: every call ends once; deadlines fire in order on one shared timer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rocketpy.errors import RemotingConnectError, RemotingTimeoutError
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.pending import PendingRequests
+
+
+def _future(loop: asyncio.AbstractEventLoop) -> asyncio.Future[RemotingCommand]:
+    return loop.create_future()
+
+
+async def test_mixed_timeouts_fire_at_their_own_deadlines() -> None:
+    loop = asyncio.get_running_loop()
+    table = PendingRequests(loop, "1.2.3.4:5")
+    slow, fast = _future(loop), _future(loop)
+    start = loop.time()
+    table.add(1, slow, 105, 0.4)
+    table.add(2, fast, 11, 0.05)  # earlier deadline added later: the timer is re-armed
+    with pytest.raises(RemotingTimeoutError, match=r"PULL_MESSAGE\(11\) to 1\.2\.3\.4:5 .* 0\.050s"):
+        await fast
+    assert loop.time() - start < 0.3 and not slow.done()
+    with pytest.raises(RemotingTimeoutError, match="GET_ROUTEINFO_BY_TOPIC"):
+        await slow
+    assert loop.time() - start >= 0.39
+    assert len(table) == 0
+
+
+async def test_response_completes_once_and_late_one_is_ignored() -> None:
+    loop = asyncio.get_running_loop()
+    table = PendingRequests(loop, "a:1")
+    fut = _future(loop)
+    table.add(7, fut, 34, 5.0)
+    resp = RemotingCommand(0, opaque=7, flag=1)
+    assert table.complete(resp) and fut.result() is resp
+    assert not table.complete(resp)
+    assert len(table) == 0
+
+
+async def test_heap_stays_bounded_under_many_completions() -> None:
+    loop = asyncio.get_running_loop()
+    table = PendingRequests(loop, "a:1")
+    for opaque in range(1, 20001):
+        table.add(opaque, _future(loop), 10, 30.0)
+        table.complete(RemotingCommand(0, opaque=opaque, flag=1))
+    assert len(table) == 0
+    assert len(table._heap) <= 2 * 1024 + 2  # stale entries are dropped, not accumulated
+
+
+async def test_fail_all_fails_everything_at_once() -> None:
+    loop = asyncio.get_running_loop()
+    table = PendingRequests(loop, "a:1")
+    futures = [_future(loop) for _ in range(5)]
+    for i, fut in enumerate(futures, 1):
+        table.add(i, fut, 10, 30.0)
+    table.fail_all(lambda code: RemotingConnectError(f"closed while {code} in flight"))
+    for fut in futures:
+        with pytest.raises(RemotingConnectError, match="closed while 10"):
+            fut.result()
+    assert len(table) == 0 and table._timer is None
