@@ -61,8 +61,10 @@ class LatencyFaultTolerance:
 
     def update(self, broker_name: str, latency_ms: float, *, isolation: bool = False) -> None:
         """Record a send to ``broker_name`` that took ``latency_ms`` (or failed, when ``isolation``)."""
-        if not self.enabled:
-            return
+        if not self.enabled or (
+            not isolation and latency_ms < LATENCY_MAX_MS[2] and broker_name not in self._items
+        ):
+            return  # fast, healthy send to a broker with no fault history: nothing to record
         if isolation:
             latency_ms = ISOLATION_LATENCY_MS
         duration_s = not_available_duration_ms(latency_ms) / 1000.0

@@ -17,9 +17,16 @@ from typing import Any
 
 from client.route import AUTO_CREATE_TOPIC
 from rocketpy.errors import MQClientError
-from rocketpy.message import Message, MessageConst, MessageQueue, properties_to_string
+from rocketpy.message import Message, MessageConst, MessageQueue
 from rocketpy.msgid import new_unique_id
-from rocketpy.record import COMPRESSED_FLAG, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, encode_batch
+from rocketpy.record import (
+    BATCH_HEAD,
+    COMPRESSED_FLAG,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
+    MESSAGE_MAGIC,
+    U16,
+)
 
 #: RocketMQ's maxMessageSize: body limit before compression, and batch request limit.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -33,8 +40,14 @@ _RESERVED_TOPICS = frozenset(
 )
 
 
+_valid_topics: set[str] = set()
+_VALID_TOPICS_MAX = 4096
+
+
 def check_topic_name(topic: Any) -> str:
-    """Validate a topic name for sending (RocketMQ's Validators.checkTopic)."""
+    """Validate a topic name for sending (RocketMQ's Validators.checkTopic); valid names are cached."""
+    if topic in _valid_topics:
+        return str(topic)
     if not isinstance(topic, str) or not topic:
         raise MQClientError(
             f"message topic must be a non-empty string, got {topic!r}: set Message(topic=...)"
@@ -49,6 +62,9 @@ def check_topic_name(topic: Any) -> str:
         )
     if topic in _RESERVED_TOPICS:
         raise MQClientError(f"topic {topic!r} is a system topic and cannot be sent to: use your own topic")
+    if len(_valid_topics) >= _VALID_TOPICS_MAX:
+        _valid_topics.clear()
+    _valid_topics.add(topic)
     return topic
 
 
@@ -121,10 +137,7 @@ class PreparedMessage:
     )
 
     def __init__(self, msg: Message, compress_over_bytes: int, default_queue_nums: int = 4) -> None:
-        props = msg.all_properties()
-        uniq = props.get(MessageConst.UNIQ_KEY) or new_unique_id()
-        props[MessageConst.UNIQ_KEY] = uniq
-        self.properties = properties_to_string(props)
+        uniq, self.properties = wire_properties(msg)
         if len(self.properties) > MAX_PROPERTIES_BYTES:
             raise MQClientError(
                 f"properties encode to {len(self.properties)} bytes; the limit is {MAX_PROPERTIES_BYTES}:"
@@ -157,6 +170,34 @@ class PreparedMessage:
             "f": self.sys_flag, "g": self.born_ms, "h": self.flag, "i": self.properties, "j": 0,
             "k": False, "m": False, "n": mq.broker_name,
         }  # fmt: skip
+
+
+def wire_properties(msg: Message) -> tuple[str, str]:
+    """``(UNIQ_KEY, properties string)`` of ``msg``: user properties, TAGS, KEYS, DELAY and a UNIQ_KEY
+    (the message's own if set, else a new one). Same content as ``properties_to_string`` of
+    ``all_properties()`` plus UNIQ_KEY, built without intermediate dicts (hot path)."""
+    user = msg.properties
+    uniq = user.get(MessageConst.UNIQ_KEY) if user else None
+    if uniq is None:
+        uniq = new_unique_id()
+    parts = []
+    if user:
+        skip = {MessageConst.UNIQ_KEY}
+        if msg.tags:
+            skip.add(MessageConst.TAGS)
+        if msg.keys:
+            skip.add(MessageConst.KEYS)
+        if msg.delay_level > 0:
+            skip.add(MessageConst.DELAY)
+        parts = [f"{k}\x01{v}\x02" for k, v in user.items() if k not in skip]
+    if msg.tags:
+        parts.append(f"TAGS\x01{msg.tags}\x02")
+    if msg.keys:
+        parts.append(f"KEYS\x01{' '.join(msg.keys)}\x02")
+    if msg.delay_level > 0:
+        parts.append(f"DELAY\x01{msg.delay_level}\x02")
+    parts.append(f"UNIQ_KEY\x01{uniq}\x02")
+    return uniq, "".join(parts)
 
 
 def prepare_message(
@@ -206,14 +247,23 @@ def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> 
     parts: list[bytes] = []
     uids: list[str] = []
     size = 0
+    head, u16, magic, crc32 = BATCH_HEAD.pack, U16.pack, MESSAGE_MAGIC, zlib.crc32
     for m in msgs:
-        part = encode_batch([m])
-        if parts and size + len(part) > max_bytes:
+        uid, props = wire_properties(m)
+        m.properties[MessageConst.UNIQ_KEY] = uid
+        props_b = props.encode()
+        if len(props_b) > MAX_PROPERTIES_BYTES:
+            raise MQClientError(
+                f"message properties encode to {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}"
+            )
+        body = m.body
+        n = BATCH_HEAD.size + len(body) + 2 + len(props_b)
+        if parts and size + n > max_bytes:
             chunks.append((b"".join(parts), uids))
             parts, uids, size = [], [], 0
-        parts.append(part)
-        uids.append(m.properties[MessageConst.UNIQ_KEY])
-        size += len(part)
+        parts += (head(n, magic, crc32(body), m.flag, len(body)), body, u16(len(props_b)), props_b)
+        uids.append(uid)
+        size += n
     if parts:
         chunks.append((b"".join(parts), uids))
     return chunks

@@ -15,6 +15,7 @@ from client.message_check import (
     check_message,
     prepare_message,
     split_batch,
+    wire_properties,
 )
 from client.route import TopicPublishInfo, publish_queues, subscribe_queues
 from client.selector import RoundRobinIndex, select_by_hash, select_queue
@@ -278,3 +279,20 @@ def test_settings_check() -> None:
         ClientSettings(heartbeat_broker_interval=0).check()
     with pytest.raises(MQClientError, match="instance_name"):
         ClientSettings(instance_name="a@b").check()
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        Message("T", b"x"),
+        Message("T", b"x", tags="A", keys="k1 k2", delay_level=2, properties={"a": "1", "TAGS": "old"}),
+        Message("T", b"x", properties={"UNIQ_KEY": "ABC", "KEYS": "kept", "b": "2"}),
+    ],
+)
+def test_wire_properties_match_all_properties(msg: Message) -> None:
+    uniq, text = wire_properties(msg)
+    expected = msg.all_properties()
+    expected[MessageConst.UNIQ_KEY] = uniq
+    assert string_to_properties(text) == expected
+    if "UNIQ_KEY" in msg.properties:
+        assert uniq == "ABC"
