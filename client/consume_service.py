@@ -63,10 +63,19 @@ def _describe(result: Any, expected: type[Enum]) -> str:
     return f"the listener returned {result!r}; return {names}"
 
 
-def _call_chunks(listener: Callable[..., Any], chunks: list[list[Any]], ctx: ConsumeContext) -> list[Any]:
+#: Result of a chunk that was not handed to the listener because its queue was released meanwhile.
+SKIPPED = object()
+
+
+def _call_chunks(
+    listener: Callable[..., Any], chunks: list[list[Any]], ctx: ConsumeContext, pq: Any
+) -> list[Any]:
     """Worker-thread side: call a sync listener on each chunk, capturing errors as results."""
     results: list[Any] = []
     for chunk in chunks:
+        if pq.dropped:  # released to another consumer: do not consume twice
+            results.append(SKIPPED)
+            continue
         try:
             results.append(listener(chunk, ctx))
         except Exception as exc:  # a user error must not kill the worker; reported on the loop
@@ -86,14 +95,20 @@ class ListenerRunner:
             self._executor = ThreadPoolExecutor(thread_max, thread_name_prefix="rocketpy-consume")
         self._async_slots = asyncio.Semaphore(thread_max)
 
-    async def run(self, chunks: list[list[Any]], ctx: ConsumeContext) -> list[Any]:
-        """Call the listener once per chunk; exceptions are returned in place of results."""
+    async def run(self, chunks: list[list[Any]], ctx: ConsumeContext, pq: Any) -> list[Any]:
+        """Call the listener once per chunk; exceptions are returned in place of results.
+
+        Chunks of a queue dropped meanwhile are not consumed (``SKIPPED``).
+        """
         if self._executor is not None:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, _call_chunks, self.listener, chunks, ctx)
+            return await loop.run_in_executor(self._executor, _call_chunks, self.listener, chunks, ctx, pq)
         results: list[Any] = []
         async with self._async_slots:
             for chunk in chunks:
+                if pq.dropped:
+                    results.append(SKIPPED)
+                    continue
                 try:
                     results.append(await self.listener(chunk, ctx))
                 except asyncio.CancelledError:
@@ -145,10 +160,12 @@ class ConcurrentConsumeService:
             return
         size = self._consumer.consume_message_batch_max_size
         chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
-        results = await self._runner.run(chunks, ConsumeContext(mq))
+        results = await self._runner.run(chunks, ConsumeContext(mq), pq)
         failed: list[Any] = []
         done: list[Any] = []
         for chunk, result in zip(chunks, results, strict=True):
+            if result is SKIPPED:
+                continue
             if result is ConsumeStatus.CONSUME_SUCCESS:
                 done.extend(chunk)
             else:
@@ -201,7 +218,10 @@ class OrderlyConsumeService:
                 return
             msgs = pq.take(size)
             ctx = ConsumeContext(mq, self._consumer.suspend_current_queue_time)
-            [result] = await self._runner.run([msgs], ctx)
+            [result] = await self._runner.run([msgs], ctx, pq)
+            if result is SKIPPED:
+                pq.put_back_taken()
+                return
             if result is ConsumeOrderlyStatus.SUCCESS:
                 self._consumer.on_orderly_committed(pq, mq, pq.commit_taken(), len(msgs))
                 continue
