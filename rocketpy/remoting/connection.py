@@ -103,6 +103,7 @@ class Channel(asyncio.Protocol):
     def _process(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
         backlog = self._backlog
+        responses = False
         self._batching = True
         try:
             for cmd in commands:
@@ -110,6 +111,7 @@ class Channel(asyncio.Protocol):
                     break
                 if cmd.flag & FLAG_RESPONSE:
                     self._complete(cmd)
+                    responses = True
                 elif backlog or len(self._tasks) >= self._max_inflight:
                     backlog.append(cmd)
                 else:
@@ -117,6 +119,11 @@ class Channel(asyncio.Protocol):
         finally:
             self._batching = False
             self._flush()
+        if responses and not self._flush_scheduled:
+            # The callers just woken will send their next requests in the coming loop iteration;
+            # hold those writes and send them together after all of them ran.
+            self._flush_scheduled = True
+            self._loop.call_soon(self._scheduled_flush)
         if backlog:
             self._update_reading()
 
