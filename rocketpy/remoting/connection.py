@@ -197,7 +197,7 @@ class Channel(asyncio.Protocol):
         if self._out and not self.closed:
             out, self._out = self._out, []
             assert self._transport is not None
-            self._transport.write(b"".join(out))
+            self._transport.writelines(out)  # one writev; large bodies are not copied
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send ``cmd`` as a oneway request (no response expected).
