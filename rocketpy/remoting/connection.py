@@ -380,7 +380,13 @@ class Channel(asyncio.Protocol):
         self.close_reason = reason
         (log.warning if abort else log.info)("closing connection %s: %s", self.remote_addr, reason)
         if self._transport is not None:
-            self._transport.abort() if abort else self._transport.close()
+            if abort:
+                self._transport.abort()
+            else:
+                if self._out:  # frames already sent by handlers still go out before the close
+                    self._transport.writelines(self._out)
+                self._transport.close()
+        self._out = []
         self._fail_pending(reason)
         self._backlog.clear()
         for task in list(self._tasks):

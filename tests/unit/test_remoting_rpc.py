@@ -314,3 +314,14 @@ async def test_shutdown_waits_for_running_handlers() -> None:
     await server.shutdown(timeout=3.0)
     assert (await call).code == ResponseCode.SUCCESS
     await client.close()
+
+
+async def test_response_then_close_still_delivers_response(rpc: Fixture) -> None:
+    def answer_and_close(ch: Channel, req: RemotingCommand) -> None:
+        ch.send(RemotingCommand.response(req, remark="bye"))
+        ch.close("handler closed it")
+
+    rpc.server.register_processor(907, answer_and_close)
+    resp = await rpc.call(907)
+    assert resp.remark == "bye"
+    await wait_until(lambda: rpc.client.channel(rpc.addr) is None)
