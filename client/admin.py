@@ -404,7 +404,7 @@ class Admin:
             "queueId": mq.queue_id,
             "queueOffset": offset,
             "maxMsgNums": max_nums,
-            "sysFlag": 0,
+            "sysFlag": 4,
             "commitOffset": 0,
             "suspendTimeoutMillis": 0,
             "subscription": "*",

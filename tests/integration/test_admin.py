@@ -122,8 +122,12 @@ def test_broker_config_and_wipe_perm(cluster: dict[str, str]) -> None:
     cfg = run_json(ns, "getBrokerConfig", "-b", broker)[broker]
     assert cfg["brokerClusterName"] == "DefaultCluster"
     name = cfg["brokerName"]
-    run(ns, "updateBrokerConfig", "-b", broker, "-k", "maxMessageSize", "-v", "5000000")
-    assert run_json(ns, "getBrokerConfig", "-b", broker)[broker]["maxMessageSize"] == "5000000"
+    run(ns, "updateBrokerConfig", "-b", broker, "-k", "defaultTopicQueueNums", "-v", "3")
+    assert run_json(ns, "getBrokerConfig", "-b", broker)[broker]["defaultTopicQueueNums"] == "3"
+    refused = CliRunner().invoke(
+        mqadmin, ["updateBrokerConfig", "-n", ns, "-b", broker, "-k", "maxMessageSize", "-v", "1"]
+    )
+    assert refused.exit_code != 0 and "INVALID_PARAMETER" in str(refused.exception)
     run(ns, "updateTopic", "-t", "WT", "-c", "DefaultCluster")
     wiped = run_json(ns, "wipeWritePerm", "-b", name)
     assert wiped["wipeTopicCount"][ns] >= 1

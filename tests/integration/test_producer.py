@@ -30,7 +30,7 @@ async def pull_all(inst: MQClientInstance, mq: MessageQueue, start: int = 0) -> 
             "queueId": mq.queue_id,
             "queueOffset": offset,
             "maxMsgNums": 32,
-            "sysFlag": 0,
+            "sysFlag": 4,
             "commitOffset": 0,
             "suspendTimeoutMillis": 0,
             "subscription": "*",
