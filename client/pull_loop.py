@@ -17,7 +17,7 @@ from typing import Any
 
 from client.consumer_types import MessageModel, SubscriptionData
 from client.process_queue import ProcessQueue
-from rocketpy.errors import RocketpyError
+from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 
 log = logging.getLogger("rocketpy.client.pull")
 
@@ -30,6 +30,7 @@ FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 _FLOW_LOG_EVERY_S = 10.0
+SQL92_PROBE_TIMEOUT_S = 5.0
 
 
 def pull_ext(
@@ -59,6 +60,27 @@ def filter_by_tags(sub: SubscriptionData, msgs: list[Any]) -> list[Any]:
     if sub.is_all or not sub.tags_set:
         return msgs
     return [m for m in msgs if sub.matches_tag(m.tags)]
+
+
+async def check_sql92_support(consumer: Any, topic: str) -> None:
+    """Probe one queue per broker with the topic's SQL92 subscription (no suspend, nothing committed).
+
+    Raises:
+        MQClientError: a broker refuses SQL92 filtering (``enablePropertyFilter`` is off).
+    """
+    sub = consumer.subscription_table[topic]
+    first_per_broker = {mq.broker_name: mq for mq in reversed(consumer.instance.subscribe_queues(topic))}
+    for mq in first_per_broker.values():
+        ext = pull_ext(consumer, mq, sub, 0, None)
+        ext.update(sysFlag=FLAG_SUBSCRIPTION, maxMsgNums=1, suspendTimeoutMillis=0)
+        try:
+            addr = await consumer.broker_addr(mq)
+            await consumer.instance.api.pull_message(addr, ext, SQL92_PROBE_TIMEOUT_S)
+        except MQBrokerError as exc:
+            raise MQClientError(
+                f"broker {mq.broker_name} refused the SQL92 subscription of {topic} ({exc.remark}): "
+                "SQL92 filters need enablePropertyFilter=true in the broker's config"
+            ) from exc
 
 
 class PullLoop:

@@ -24,6 +24,7 @@ from client.consume_service import ConcurrentConsumeService, ListenerRunner, Ord
 from client.consumer_types import (
     AllocateStrategy,
     ConsumeFromWhere,
+    ExpressionType,
     MessageModel,
     MessageSelector,
     SubscriptionData,
@@ -34,7 +35,7 @@ from client.consumer_types import (
 from client.instance import ClientSettings, MQClientInstance, new_client_id
 from client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from client.process_queue import ProcessQueue
-from client.pull_loop import PullLoop
+from client.pull_loop import PullLoop, check_sql92_support
 from client.rebalance import LOCK_INTERVAL_S, Rebalancer, lock_queues, unlock_queues
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageQueue
@@ -180,8 +181,10 @@ class ConsumerBase:
             route = await self.instance.update_topic_route(topic)
             if route is None:
                 log.warning(
-                    "topic %s does not exist yet; %s will consume it once it is created", topic, self.group
+                    "topic %s does not exist yet; %s will consume it when it is created", topic, self.group
                 )
+            elif self.subscription_table[topic].expression_type is ExpressionType.SQL92:
+                await check_sql92_support(self, topic)
 
     async def _persist_routine(self) -> None:
         while True:

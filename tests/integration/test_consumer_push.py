@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from client.consumer_types import ConsumeFromWhere, ConsumeOrderlyStatus, ConsumeStatus, MessageModel
+from client.consumer_types import (
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    MessageModel,
+    MessageSelector,
+)
 from client.push_consumer import PushConsumer
 from rocketpy import Admin, Message, Producer
 from rocketpy.errors import MQClientError
@@ -252,3 +258,43 @@ async def test_orderly_per_order_id_across_rebalance(cluster: str) -> None:
     for order in range(orders):
         got = seen[order]
         assert got == sorted(got), f"order {order} consumed out of order: {got}"
+
+
+async def test_bad_input_gives_clear_errors(cluster: str) -> None:
+    topic = "PushBadInput"
+    await make_topic(cluster, topic)
+    with pytest.raises(MQClientError, match="CONSUME_FROM_LAST_OFFSET"):
+        PushConsumer("g_bad", cluster, consume_from_where="FROM_THE_MOON")
+    c = PushConsumer("g_bad", cluster)
+    with pytest.raises(MQClientError, match="non-empty"):
+        c.subscribe("", "*")
+    with pytest.raises(MQClientError, match="register_listener"):
+        await c.start()
+    sql = PushConsumer("g_sql", cluster, **FAST)
+    sql.subscribe(topic, MessageSelector.by_sql("a > 5"))
+    sql.register_listener(Collector())
+    with pytest.raises(MQClientError, match="enablePropertyFilter=true"):
+        await sql.start()
+    nowhere = PushConsumer("g_none", "127.0.0.1:1")
+    nowhere.subscribe(topic, "*")
+    nowhere.register_listener(Collector())
+    with pytest.raises(MQClientError, match="NameServer"):
+        await nowhere.start()
+
+
+async def test_listener_returning_garbage_is_retried_not_committed(cluster: str) -> None:
+    topic = "PushGarbage"
+    await make_topic(cluster, topic, queues=1)
+    calls: collections.Counter[bytes] = collections.Counter()
+
+    def listener(msgs: list[Any], ctx: Any) -> Any:
+        calls[msgs[0].body] += 1
+        return "OK" if calls[msgs[0].body] == 1 else ConsumeStatus.CONSUME_SUCCESS
+
+    c = consumer(cluster, "g_garbage", topic, listener, reconsume_delay=0.1)
+    await c.start()
+    try:
+        await send_all(cluster, topic, [b"x", b"y"])
+        await wait_until_async(lambda: calls[b"x"] >= 2 and calls[b"y"] >= 2, 20, message="retried")
+    finally:
+        await c.shutdown()
