@@ -11,6 +11,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
+from broker.processors.eager import run_eager
 from broker.store import BrokerMessage, PutMessageResult
 from broker.topic_config import (
     RETRY_GROUP_TOPIC_PREFIX,
@@ -42,8 +43,11 @@ _V2_NAMES = {
     "properties": "i",
     "reconsumeTimes": "j",
 }
+_V1_NAMES = {k: k for k in _V2_NAMES}
 _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 INT32_MAX = (1 << 31) - 1
+INT32_MIN = -(1 << 31)
+_TOPIC_CHECK_CACHE_MAX = 65_536
 
 
 class SendHeader:
@@ -63,21 +67,31 @@ class SendHeader:
     )
 
     def __init__(self, ext: dict[str, Any] | None, v2: bool) -> None:
-        n = _V2_NAMES if v2 else {k: k for k in _V2_NAMES}
-        self.producer_group = ext_str(ext, n["producerGroup"], "")
-        self.topic = ext_str(ext, n["topic"])
-        self.default_topic = ext_str(ext, n["defaultTopic"], "TBW102")
-        self.default_topic_queue_nums = ext_int(ext, n["defaultTopicQueueNums"], 4)
-        self.queue_id = ext_int(ext, n["queueId"])
-        self.sys_flag = ext_int(ext, n["sysFlag"], 0)
-        self.born_timestamp = ext_int(ext, n["bornTimestamp"], 0)
-        self.flag = ext_int(ext, n["flag"], 0)
-        self.properties = ext_str(ext, n["properties"], "")
-        self.reconsume_times = ext_int(ext, n["reconsumeTimes"], 0)
-        for name in ("queue_id", "sys_flag", "flag", "reconsume_times"):
-            value = getattr(self, name)
-            if not -INT32_MAX - 1 <= value <= INT32_MAX:
-                raise HeaderError(f"request header field for {name} is out of the int32 range: {value}")
+        n = _V2_NAMES if v2 else _V1_NAMES
+        self.producer_group = _str(ext, n["producerGroup"], "")
+        self.topic = _str(ext, n["topic"])
+        self.default_topic = _str(ext, n["defaultTopic"], "TBW102")
+        self.default_topic_queue_nums = _int(ext, n["defaultTopicQueueNums"], 4)
+        self.queue_id = _int(ext, n["queueId"])
+        self.sys_flag = _int(ext, n["sysFlag"], 0)
+        self.born_timestamp = _int(ext, n["bornTimestamp"], 0)
+        self.flag = _int(ext, n["flag"], 0)
+        self.properties = _str(ext, n["properties"], "")
+        self.reconsume_times = _int(ext, n["reconsumeTimes"], 0)
+        for name, value in (("queueId", self.queue_id), ("sysFlag", self.sys_flag), ("flag", self.flag),
+                            ("reconsumeTimes", self.reconsume_times)):  # fmt: skip
+            if not INT32_MIN <= value <= INT32_MAX:
+                raise HeaderError(f"request header field {name!r} is out of the int32 range: {value}")
+
+
+def _int(ext: dict[str, Any] | None, name: str, default: int | None = None) -> int:
+    value = ext.get(name) if ext else None
+    return value if type(value) is int else ext_int(ext, name, default)
+
+
+def _str(ext: dict[str, Any] | None, name: str, default: str | None = None) -> str:
+    value = ext.get(name) if ext else None
+    return value if type(value) is str else ext_str(ext, name, default)
 
 
 def unique_key_of(properties: str) -> str | None:
@@ -103,6 +117,25 @@ class SendMessageProcessor:
 
     def __init__(self, controller: BrokerController) -> None:
         self.c = controller
+        self._topic_problems: dict[str, tuple[int, str] | None] = {}
+
+    def _topic_problem(self, topic: str) -> tuple[int, str] | None:
+        """(code, remark) when ``topic`` cannot be sent to by its name alone (cached per name)."""
+        try:
+            return self._topic_problems[topic]
+        except KeyError:
+            pass
+        remark = validate_topic_name(topic)
+        problem = (ResponseCode.MESSAGE_ILLEGAL, remark) if remark else None
+        if problem is None and is_send_forbidden_topic(topic):
+            problem = (
+                ResponseCode.NO_PERMISSION,
+                f"sending to system topic {topic} is forbidden; send to a topic of your own",
+            )
+        if len(self._topic_problems) >= _TOPIC_CHECK_CACHE_MAX:
+            self._topic_problems.clear()
+        self._topic_problems[topic] = problem
+        return problem
 
     def register(self, server: Any) -> None:
         """Register the send codes with the RemotingServer."""
@@ -111,7 +144,7 @@ class SendMessageProcessor:
         server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self.handle)
 
     def handle(self, channel: Any, request: RemotingCommand) -> Any:
-        """Check the request and return the store call as an awaitable (or an error response)."""
+        """Check the request and store it; answers inline unless the store had to wait."""
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE
         header = SendHeader(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
         tc_or_error = self._check(request, header)
@@ -125,8 +158,8 @@ class SendMessageProcessor:
         if born_host is None:
             born_host = channel.attrs["born_host"] = _parse_host(channel.remote_addr)
         if batch:
-            return self._send_batch(request, header, queue_id, born_host)
-        return self._send_one(request, header, queue_id, born_host)
+            return run_eager(self._send_batch(request, header, queue_id, born_host))
+        return run_eager(self._send_one(request, header, queue_id, born_host))
 
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         log.info("send from request %d refused: %s", request.opaque, remark)
@@ -142,15 +175,9 @@ class SendMessageProcessor:
                 f"the broker[{name}] does not accept messages now: its write permission is wiped "
                 "(brokerPermission); send to another broker or restore it with mqadmin updateBrokerConfig",
             )
-        problem = validate_topic_name(h.topic)
-        if problem:
-            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
-        if is_send_forbidden_topic(h.topic):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"sending to system topic {h.topic} is forbidden; send to a topic of your own",
-            )
+        problem = self._topic_problem(h.topic)
+        if problem is not None:
+            return self._error(request, *problem)
         tc = self._topic_config(h)
         if tc is None:
             return self._error(
@@ -193,7 +220,7 @@ class SendMessageProcessor:
                 f"the message body is {body_len} bytes; this broker's maxMessageSize is {limit}; "
                 "send smaller messages (split or compress the body)"
             )
-        if len(properties) > MAX_PROPERTIES_BYTES or len(properties.encode()) > MAX_PROPERTIES_BYTES:
+        if len(properties) > MAX_PROPERTIES_BYTES // 4 and len(properties.encode()) > MAX_PROPERTIES_BYTES:
             return (
                 f"the message properties exceed {MAX_PROPERTIES_BYTES} bytes; use fewer or shorter properties"
             )
