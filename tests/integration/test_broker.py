@@ -272,3 +272,52 @@ async def test_offsets_queries_and_admin(broker: Daemon, client: RemotingClient)
     assert b"brokerName=" in r.body
     r = await call(client, a, RequestCode.GET_ALL_TOPIC_CONFIG)
     assert "TopicQ" in msgpack.unpackb(r.body)["topicConfigTable"]
+
+
+async def test_groups_locks_and_topic_delete(broker: Daemon, namesrv: Daemon, client: RemotingClient) -> None:
+    a = broker.addr
+    mqs = [{"topic": "TopicL", "brokerName": "broker-a", "queueId": q} for q in range(2)]
+    lock = {"consumerGroup": "og", "clientId": "c1", "mqSet": mqs, "onlyThisBroker": True}
+    r = await call(client, a, RequestCode.LOCK_BATCH_MQ, body=msgpack.packb(lock))
+    assert r.code == 0 and len(msgpack.unpackb(r.body)["lockOKMQSet"]) == 2
+    r = await call(client, a, RequestCode.LOCK_BATCH_MQ, body=msgpack.packb({**lock, "clientId": "c2"}))
+    assert msgpack.unpackb(r.body)["lockOKMQSet"] == []
+    assert (await call(client, a, RequestCode.UNLOCK_BATCH_MQ, body=msgpack.packb(lock))).code == 0
+    r = await call(client, a, RequestCode.LOCK_BATCH_MQ, body=msgpack.packb({**lock, "clientId": "c2"}))
+    assert len(msgpack.unpackb(r.body)["lockOKMQSet"]) == 2
+    r = await call(client, a, RequestCode.LOCK_BATCH_MQ, body=msgpack.packb({"mqSet": []}))
+    assert r.code == ResponseCode.INVALID_PARAMETER and "consumerGroup" in (r.remark or "")
+    # subscription group with consumption disabled
+    group = {"groupName": "off", "consumeEnable": False}
+    r = await call(client, a, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=msgpack.packb(group))
+    assert r.code == 0, r.remark
+    r = await call(client, a, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    assert msgpack.unpackb(r.body)["subscriptionGroupTable"]["off"]["consumeEnable"] is False
+    assert (await send(client, a, "TopicDel", b"x")).code == 0
+    r = await pull(client, a, group="off", topic="TopicDel", queue_id=0, offset=0)
+    assert r.code == ResponseCode.NO_PERMISSION and "consumeEnable" in (r.remark or "")
+    # delete the topic: gone from the broker and from the route
+    r = await call(client, a, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TopicDel"})
+    assert r.code == 0, r.remark
+    r = await pull(client, a, group="g", topic="TopicDel", queue_id=0, offset=0)
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    r = await call(client, a, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"})
+    assert r.code == ResponseCode.INVALID_PARAMETER and "system topic" in (r.remark or "")
+
+
+async def test_heartbeat_subscription_drives_pull_filter(broker: Daemon, client: RemotingClient) -> None:
+    from tests.integration.test_broker_util import heartbeat_body
+
+    a = broker.addr
+    for tag in ("A", "B"):
+        assert (await send(client, a, "TopicHB", tag.encode(), props={"TAGS": tag})).code == 0
+    r = await pull(client, a, group="hb", topic="TopicHB", queue_id=0, offset=0, sys_flag=0)
+    assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST and "HEART_BEAT" in (r.remark or "")
+    r = await call(client, a, RequestCode.HEART_BEAT, body=heartbeat_body("cid", "hb", "TopicHB", "B"))
+    assert r.code == 0, r.remark
+    r = await pull(client, a, group="hb", topic="TopicHB", queue_id=0, offset=0, sys_flag=0)
+    assert r.code == 0 and [m.body for m in decode_records(r.body)] == [b"B"]
+    r = await call(client, a, RequestCode.UNREGISTER_CLIENT, {"clientID": "cid", "consumerGroup": "hb"})
+    assert r.code == 0
+    r = await call(client, a, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "hb"})
+    assert r.code != 0 and "online" in (r.remark or "")

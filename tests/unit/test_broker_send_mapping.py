@@ -1,0 +1,54 @@
+"""Unit tests of the send processor's pure parts: header reading, UNIQ_KEY lookup, status mapping."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.processors.send import SendHeader, put_status_to_response, unique_key_of
+from broker.store import PutMessageResult, PutMessageStatus
+from rocketpy.message import properties_to_string
+from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.headers import HeaderError
+
+
+def test_unique_key_of() -> None:
+    props = properties_to_string({"TAGS": "A", "UNIQ_KEY": "ABC123", "KEYS": "k"})
+    assert unique_key_of(props) == "ABC123"
+    assert unique_key_of(properties_to_string({"UNIQ_KEY": "X"})) == "X"
+    assert unique_key_of(properties_to_string({"NOT_UNIQ_KEY": "X"})) is None
+    assert unique_key_of("") is None
+
+
+def test_send_header_v1_v2_and_errors() -> None:
+    v2 = SendHeader({"a": "pg", "b": "T", "e": "3", "i": "", "f": 0}, v2=True)
+    assert (v2.topic, v2.queue_id, v2.default_topic, v2.default_topic_queue_nums) == ("T", 3, "TBW102", 4)
+    v1 = SendHeader({"producerGroup": "pg", "topic": "T", "queueId": 1, "defaultTopicQueueNums": 8}, v2=False)
+    assert (v1.topic, v1.queue_id, v1.default_topic_queue_nums) == ("T", 1, 8)
+    with pytest.raises(HeaderError, match="'b'"):
+        SendHeader({"a": "pg", "e": 0}, v2=True)
+    with pytest.raises(HeaderError, match="int32"):
+        SendHeader({"b": "T", "e": 1 << 40}, v2=True)
+    with pytest.raises(HeaderError, match="integer"):
+        SendHeader({"b": "T", "e": "zero"}, v2=True)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "words"),
+    [
+        (PutMessageStatus.PUT_OK, ResponseCode.SUCCESS, None),
+        (PutMessageStatus.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_DISK_TIMEOUT, "syncFlushTimeout=5000"),
+        (PutMessageStatus.SERVICE_NOT_AVAILABLE, ResponseCode.SERVICE_NOT_AVAILABLE, "free disk space"),
+        (PutMessageStatus.MESSAGE_ILLEGAL, ResponseCode.MESSAGE_ILLEGAL, "fix the message"),
+        (PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, ResponseCode.MESSAGE_ILLEGAL, "fix the message"),
+        (PutMessageStatus.OS_PAGE_CACHE_BUSY, ResponseCode.SYSTEM_BUSY, "retry"),
+        (PutMessageStatus.CREATE_MAPPED_FILE_FAILED, ResponseCode.SYSTEM_ERROR, "broker log"),
+        (PutMessageStatus.UNKNOWN_ERROR, ResponseCode.SYSTEM_ERROR, "broker log"),
+    ],
+)
+def test_put_status_mapping(status: PutMessageStatus, code: int, words: str | None) -> None:
+    got_code, remark = put_status_to_response(PutMessageResult(status, "disk 91% full"), 5000)
+    assert got_code == code
+    if words is None:
+        assert remark is None
+    else:
+        assert remark is not None and words in remark
