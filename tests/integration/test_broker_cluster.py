@@ -142,3 +142,28 @@ async def test_garbage_frames_do_not_disturb_others(
     assert all(r == b"" for r in results[1:]), "bad connections are closed without an answer"
     r = await call(client, b.addr, RequestCode.GET_MAX_OFFSET, {"topic": "Calm", "queueId": 0})
     assert r.ext is not None and r.ext["offset"] == 201
+
+
+async def test_clean_stop_answers_held_pulls_and_removes_abort(
+    daemons: DaemonPool, namesrv: Daemon, client: RemotingClient, tmp_path: Any
+) -> None:
+    store = tmp_path / "graceful-store"
+    b = daemons.broker(namesrv.addr, storePathRootDir=store)
+    assert (await send(client, b.addr, "Held", b"x")).code == 0
+    assert (store / "abort").exists()
+    ext = {
+        "consumerGroup": "g", "topic": "Held", "queueId": 0, "queueOffset": 1, "maxMsgNums": 32,
+        "sysFlag": 0x4 | 0x2, "commitOffset": 0, "suspendTimeoutMillis": 20_000, "subscription": "*",
+    }  # fmt: skip
+    held = asyncio.ensure_future(call(client, b.addr, RequestCode.PULL_MESSAGE, ext, timeout_s=30))
+
+    async def is_held() -> bool:
+        r = await call(client, b.addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return msgpack.unpackb(r.body)["table"]["heldPulls"] == "1"
+
+    await wait_until_async(is_held, timeout=5, message="pull held")
+    await asyncio.to_thread(b.terminate)
+    resp = await asyncio.wait_for(held, 5)
+    assert resp.code == ResponseCode.PULL_NOT_FOUND
+    assert b.returncode == 0
+    assert not (store / "abort").exists(), "a clean stop removes the abort file"
