@@ -20,7 +20,7 @@ input and must not be fed again afterwards.
 from __future__ import annotations
 
 import struct
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgpack
 
@@ -71,18 +71,29 @@ class MsgpackHeaderCodec:
     def decode(self, header: memoryview, serialize_type: int) -> RemotingCommand:
         """Unpack and type-check the header array."""
         try:
-            code, opaque, flag, remark, ext = msgpack.unpackb(header, raw=False)
+            fields = msgpack.unpackb(header, raw=False)
         except Exception as exc:  # msgpack raises several types for garbage
             raise FrameError(f"undecodable msgpack header: {exc}") from exc
-        if type(code) is not int or type(opaque) is not int or type(flag) is not int:
-            raise FrameError(
-                f"msgpack header code/opaque/flag must be ints, got {code!r}/{opaque!r}/{flag!r}"
-            )
-        if remark is not None and type(remark) is not str:
-            raise FrameError(f"msgpack header remark must be a string or nil, got {type(remark).__name__}")
-        if ext is not None and type(ext) is not dict:
-            raise FrameError(f"msgpack header ext must be a map or nil, got {type(ext).__name__}")
-        return RemotingCommand(code, opaque, flag, remark, ext, b"", serialize_type)
+        return command_from_fields(fields, serialize_type)
+
+
+def command_from_fields(fields: Any, serialize_type: int) -> RemotingCommand:
+    """Type-check a decoded ``[code, opaque, flag, remark, ext]`` array and build the command.
+
+    Raises:
+        FrameError: wrong arity or field types.
+    """
+    try:
+        code, opaque, flag, remark, ext = fields
+    except (TypeError, ValueError):
+        raise FrameError(f"msgpack header must be a 5-element array, got {fields!r:.80}") from None
+    if type(code) is not int or type(opaque) is not int or type(flag) is not int:
+        raise FrameError(f"msgpack header code/opaque/flag must be ints, got {code!r}/{opaque!r}/{flag!r}")
+    if remark is not None and type(remark) is not str:
+        raise FrameError(f"msgpack header remark must be a string or nil, got {type(remark).__name__}")
+    if ext is not None and type(ext) is not dict:
+        raise FrameError(f"msgpack header ext must be a map or nil, got {type(ext).__name__}")
+    return RemotingCommand(code, opaque, flag, remark, ext, b"", serialize_type)
 
 
 _CODECS: dict[int, HeaderCodec] = {SERIALIZE_MSGPACK: MsgpackHeaderCodec()}
@@ -143,7 +154,7 @@ class FrameDecoder:
     ``feed`` call, so feeding is linear in the bytes received.
     """
 
-    __slots__ = ("_buf", "_failed", "max_frame_bytes")
+    __slots__ = ("_buf", "_failed", "_unpacked_bytes", "_unpacker", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 4:
@@ -151,6 +162,9 @@ class FrameDecoder:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
         self._failed = False
+        # Streaming msgpack headers through one Unpacker per connection is cheaper than unpackb.
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(MAX_HEADER_BYTES, max_frame_bytes))
+        self._unpacked_bytes = 0
 
     @property
     def buffered_bytes(self) -> int:
@@ -201,7 +215,10 @@ class FrameDecoder:
                 if frame_end > end:
                     break
                 header_end = pos + PREFIX_BYTES + header_len
-                cmd = codecs[serialize_type].decode(view[pos + PREFIX_BYTES : header_end], serialize_type)
+                if serialize_type == SERIALIZE_MSGPACK:
+                    cmd = self._decode_msgpack(view[pos + PREFIX_BYTES : header_end])
+                else:
+                    cmd = codecs[serialize_type].decode(view[pos + PREFIX_BYTES : header_end], serialize_type)
                 if header_end < frame_end:
                     cmd.body = bytes(view[header_end:frame_end])
                 out.append(cmd)
@@ -211,6 +228,18 @@ class FrameDecoder:
         finally:
             view.release()
         return out, pos
+
+    def _decode_msgpack(self, header: memoryview) -> RemotingCommand:
+        unpacker = self._unpacker
+        unpacker.feed(header)
+        self._unpacked_bytes += len(header)
+        try:
+            fields = unpacker.unpack()
+        except Exception as exc:  # msgpack raises several types for garbage
+            raise FrameError(f"undecodable msgpack header: {exc!r}") from exc
+        if unpacker.tell() != self._unpacked_bytes:
+            raise FrameError("msgpack header has trailing bytes")
+        return command_from_fields(fields, SERIALIZE_MSGPACK)
 
     def _check_length(self, length: int) -> None:
         if length > self.max_frame_bytes:
