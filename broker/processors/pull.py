@@ -208,8 +208,11 @@ class PullMessageProcessor:
         if isinstance(message_filter, RemotingCommand):
             return message_filter
         c = self.c
-        max_msgs = min(h.max_msgs, MAX_PULL_MSGS)
-        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else None
+        sc = c.store_config
+        max_msgs = min(h.max_msgs, MAX_PULL_MSGS, sc.max_transfer_count_on_message_in_memory)
+        max_bytes = sc.max_transfer_bytes_on_message_in_memory
+        if h.max_msg_bytes and h.max_msg_bytes > 0:
+            max_bytes = min(max_bytes, h.max_msg_bytes)
         result = c.store.get_message(
             h.group, h.topic, h.queue_id, h.queue_offset, max_msgs, max_bytes, message_filter
         )

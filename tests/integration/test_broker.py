@@ -321,3 +321,12 @@ async def test_heartbeat_subscription_drives_pull_filter(broker: Daemon, client:
     assert r.code == 0
     r = await call(client, a, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "hb"})
     assert r.code != 0 and "online" in (r.remark or "")
+
+
+async def test_sync_flush_sends(daemons: DaemonPool, namesrv: Daemon, client: RemotingClient) -> None:
+    b = daemons.broker(namesrv.addr, flushDiskType="SYNC_FLUSH")
+    results = await asyncio.gather(*(send(client, b.addr, "TopicSync", b"s%d" % i) for i in range(50)))
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 50
+    assert sorted(r.ext["queueOffset"] for r in results) == list(range(50))  # type: ignore[index]
+    r = await pull(client, b.addr, group="g", topic="TopicSync", queue_id=0, offset=0, max_msgs=64)
+    assert r.code == 0 and len(decode_records(r.body)) == 32
