@@ -16,11 +16,6 @@ from collections import OrderedDict
 from typing import Any
 
 
-def _size(msg: Any) -> int:
-    body = msg.body
-    return len(body) if body is not None else 0
-
-
 class ProcessQueue:
     """Messages pulled from one queue and not yet acknowledged by the listener.
 
@@ -68,20 +63,26 @@ class ProcessQueue:
 
     def put(self, msgs: list[Any]) -> None:
         """Add pulled messages (ascending offsets, past everything already held)."""
+        held = self._msgs
+        added = 0
         for msg in msgs:
             offset = msg.queue_offset
             if offset <= self.max_offset_seen:
                 continue  # a duplicate pull after a seek/reset; the held copy stays
-            self._msgs[offset] = msg
-            self._bytes += _size(msg)
+            held[offset] = msg
+            added += len(msg.body)
             self.max_offset_seen = offset
+        self._bytes += added
 
     def remove(self, msgs: list[Any]) -> int:
         """Drop consumed messages; return the offset that may now be committed (-1: nothing yet)."""
+        pop = self._msgs.pop
+        removed = 0
         for msg in msgs:
-            held = self._msgs.pop(msg.queue_offset, None)
+            held = pop(msg.queue_offset, None)
             if held is not None:
-                self._bytes -= _size(held)
+                removed += len(held.body)
+        self._bytes -= removed
         return self.commit_offset()
 
     def commit_offset(self) -> int:
@@ -106,8 +107,7 @@ class ProcessQueue:
 
     def commit_taken(self) -> int:
         """The taken messages were consumed; return the committable offset."""
-        for msg in self._consuming.values():
-            self._bytes -= _size(msg)
+        self._bytes -= sum(len(msg.body) for msg in self._consuming.values())
         self._consuming.clear()
         return self.commit_offset()
 
