@@ -12,7 +12,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from broker.processors.eager import run_eager
-from broker.store import BrokerMessage, PutMessageResult
+from broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
 from broker.topic_config import (
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
@@ -281,7 +281,10 @@ class SendMessageProcessor:
         msg_num: int,
         size_bytes: int,
     ) -> RemotingCommand:
-        code, remark = put_status_to_response(result, self.c.store_config.sync_flush_timeout)
+        if result.status is PutMessageStatus.PUT_OK:  # fast path
+            code, remark = ResponseCode.SUCCESS, None
+        else:
+            code, remark = put_status_to_response(result, self.c.store_config.sync_flush_timeout)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
             log.warning("put refused: %s", remark)
             return RemotingCommand.response(request, code, remark)
