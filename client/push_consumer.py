@@ -208,6 +208,21 @@ class ConsumerBase:
             await self.instance.release()
             self._state = "SHUTDOWN"
 
+    async def start(self) -> None:
+        """Join the group and start consuming (defined by each consumer kind)."""
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        """Commit offsets and leave the group (defined by each consumer kind)."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> ConsumerBase:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
     async def _acquire_queue(self, mq: MessageQueue) -> bool:
         raise NotImplementedError
 
