@@ -195,7 +195,7 @@ class MQClientAPI:
         """
         cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
         resp = await self.remoting.invoke(addr, cmd, timeout)
-        return self._send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), msg_id)
+        return self.send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), msg_id)
 
     async def send_oneway(self, addr: str, ext: dict[str, Any], body: bytes, timeout: float = 3.0) -> None:
         """SEND_MESSAGE_V2 as a oneway request (no ack; best effort)."""
@@ -214,7 +214,7 @@ class MQClientAPI:
         """SEND_BATCH_MESSAGE: ``body`` is the batch encoding of ``len(msg_ids)`` messages."""
         cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
         resp = await self.remoting.invoke(addr, cmd, timeout)
-        first = self._send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), "")
+        first = self.send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), "")
         offset_ids = str((resp.ext or {}).get("msgId") or "").split(",")
         results = []
         for i, uid in enumerate(msg_ids):
@@ -223,9 +223,10 @@ class MQClientAPI:
         return results
 
     @staticmethod
-    def _send_result(
+    def send_result(
         resp: RemotingCommand, addr: str, broker_name: str, topic: str, queue_id: int, msg_id: str
     ) -> SendResult:
+        """Map a SEND_MESSAGE response to a SendResult (non-stored codes raise MQBrokerError)."""
         status = SEND_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(resp.code, resp.remark, addr)

@@ -36,7 +36,8 @@ from client.route import AUTO_CREATE_TOPIC, TopicPublishInfo
 from client.selector import QueueSelector, select_queue
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
 
 __all__ = ["Producer", "SendResult", "SendStatus"]
 
@@ -354,15 +355,59 @@ class Producer:
         arg: Any,
         timeout: float,
     ) -> SendResult:
-        await prepared.compress(self.compress_level)
+        if prepared.needs_compress:
+            await prepared.compress(self.compress_level)
+        inst = self._inst()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        attempts = 1 if selector is not None else 1 + self.retry_times
+        tp = inst.publish_info(msg.topic)
+        if selector is not None or tp is None or not tp.ok:
+            return await self._with_retries(
+                msg.topic, msg, selector, arg, deadline, self._attempt_fn(prepared), attempts=attempts
+            )
+        # Fast path (no selector, route cached): one attempt with a short await chain.
+        mq = select_queue(tp.message_queues, tp.index, self.fault, None)
+        addr = inst.find_broker_addr(mq.broker_name)
+        if addr is None:
+            return await self._with_retries(
+                msg.topic, msg, None, None, deadline, self._attempt_fn(prepared), attempts=attempts
+            )
+        cmd = RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, prepared.ext_for(self.group, mq), prepared.body
+        )
+        try:
+            resp = await inst.remoting.invoke(addr, cmd, timeout)
+            result = inst.api.send_result(
+                resp, addr, mq.broker_name, mq.topic, mq.queue_id, prepared.uniq_key
+            )
+        except (RemotingConnectError, RemotingTimeoutError, MQBrokerError) as e:
+            self.fault.update(mq.broker_name, 0, isolation=True)
+            if isinstance(e, MQBrokerError) and e.code not in RETRY_RESPONSE_CODES:
+                raise
+            log.info("send to %s failed (attempt 1/%d): %s", mq, attempts, e)
+            return await self._with_retries(
+                msg.topic,
+                msg,
+                None,
+                None,
+                deadline,
+                self._attempt_fn(prepared),
+                attempts=attempts - 1,
+                last_broker=mq.broker_name,
+                last_error=e,
+            )
+        self.fault.update(mq.broker_name, (loop.time() - (deadline - timeout)) * 1000.0)
+        return result
 
+    def _attempt_fn(self, prepared: PreparedMessage) -> Callable[[MessageQueue, str, float], Any]:
         async def attempt(mq: MessageQueue, addr: str, remaining: float) -> SendResult:
             ext = prepared.ext_for(self.group, mq)
             return await self._inst().api.send_message(
                 addr, mq.broker_name, ext, prepared.body, remaining, msg_id=prepared.uniq_key
             )
 
-        return await self._with_retries(msg.topic, msg, selector, arg, timeout, attempt)
+        return attempt
 
     async def _send_batch_chunk(
         self, topic: str, body: bytes, uids: list[str], timeout: float
@@ -385,7 +430,10 @@ class Producer:
             }
             return await self._inst().api.send_batch(addr, mq.broker_name, ext, body, uids, remaining)
 
-        return await self._with_retries(topic, None, None, None, timeout, attempt)
+        deadline = asyncio.get_running_loop().time() + timeout
+        return await self._with_retries(
+            topic, None, None, None, deadline, attempt, attempts=1 + self.retry_times
+        )
 
     async def _with_retries(
         self,
@@ -393,19 +441,22 @@ class Producer:
         msg: Message | None,
         selector: QueueSelector | None,
         arg: Any,
-        timeout: float,
+        deadline: float,
         attempt: Callable[[MessageQueue, str, float], Any],
+        *,
+        attempts: int,
+        last_broker: str | None = None,
+        last_error: BaseException | None = None,
     ) -> Any:
+        """Up to ``attempts`` sends before ``deadline`` (loop time), avoiding the last failed broker."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
         tp = await self._publish_info(topic)
-        attempts = 1 if selector is not None else 1 + self.retry_times
-        last_broker: str | None = None
-        last_error: BaseException | None = None
-        for n in range(attempts):
+        tried = 0 if last_broker is None else 1
+        for _ in range(attempts):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
+            tried += 1
             mq = (
                 self._select(tp, msg, selector, arg, last_broker)
                 if msg is not None
@@ -418,22 +469,22 @@ class Producer:
             except (RemotingConnectError, RemotingTimeoutError) as e:
                 self.fault.update(mq.broker_name, 0, isolation=True)
                 last_error, last_broker = e, mq.broker_name
-                log.info("send to %s failed (attempt %d/%d): %s", mq, n + 1, attempts, e)
+                log.info("send to %s failed (attempt %d): %s", mq, tried, e)
                 continue
             except MQBrokerError as e:
                 self.fault.update(mq.broker_name, 0, isolation=True)
                 if e.code not in RETRY_RESPONSE_CODES:
                     raise
                 last_error, last_broker = e, mq.broker_name
-                log.info("send to %s refused (attempt %d/%d): %s", mq, n + 1, attempts, e)
+                log.info("send to %s refused (attempt %d): %s", mq, tried, e)
                 continue
             self.fault.update(mq.broker_name, (loop.time() - started) * 1000.0)
             return result
-        if isinstance(last_error, MQBrokerError) and attempts == 1:
+        if isinstance(last_error, MQBrokerError) and tried == 1:
             raise last_error
         reason = f"last error: {last_error}" if last_error else "no attempt fitted in the time budget"
         raise MQClientError(
-            f"send to topic {topic!r} failed after {n + 1} attempt(s) within {timeout:.3g}s ({reason}):"
+            f"send to topic {topic!r} failed after {tried} attempt(s) within the send timeout ({reason}):"
             " check that the brokers are running, or raise send_timeout / retry_times"
         ) from last_error
 
