@@ -148,7 +148,6 @@ async def test_three_consumers_on_eight_queues(cluster: str) -> None:
             await c.shutdown()
 
 
-@pytest.mark.slow
 async def test_join_and_leave_during_send_loses_nothing(cluster: str) -> None:
     topic = "PushChurn"
     await make_topic(cluster, topic, queues=8)
