@@ -163,7 +163,8 @@ class BlockingTwin:
 def blocking_twin(async_cls: type) -> type:
     """Create the blocking twin of ``async_cls`` (same name, same methods, blocking)."""
     doc = f"Blocking twin of ``{async_cls.__module__}.{async_cls.__name__}``.\n\n{async_cls.__doc__ or ''}"
-    return type(async_cls.__name__, (BlockingTwin,), {"_async_cls": async_cls, "__doc__": doc})
+    attrs = {"_async_cls": async_cls, "__doc__": doc, "__module__": "rocketpy.sync"}
+    return type(async_cls.__name__, (BlockingTwin,), attrs)
 
 
 #: Public name -> (module, class) of every async class that has a blocking twin.

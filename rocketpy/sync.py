@@ -18,6 +18,7 @@ from client.consumer_types import (
     MessageModel,
     MessageSelector,
 )
+from client.producer import SendResult, SendStatus
 from client.sync import TWINS, twin
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import Message, MessageExt, MessageQueue
@@ -35,6 +36,8 @@ __all__ = [
     "MessageQueue",
     "MessageSelector",
     "RocketpyError",
+    "SendResult",
+    "SendStatus",
     *sorted(TWINS),  # Admin, LitePullConsumer, Producer, PushConsumer (created lazily)
 ]
 
