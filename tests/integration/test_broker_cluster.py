@@ -4,6 +4,8 @@ notifications and frame garbage from other connections (raw RPC, real daemons)."
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -167,3 +169,23 @@ async def test_clean_stop_answers_held_pulls_and_removes_abort(
     assert resp.code == ResponseCode.PULL_NOT_FOUND
     assert b.returncode == 0
     assert not (store / "abort").exists(), "a clean stop removes the abort file"
+
+
+async def test_route_expires_when_broker_goes_silent(daemons: DaemonPool, client: RemotingClient) -> None:
+    """A broker that stops registering (frozen, connection still open) leaves routes after the expiry."""
+    ns = daemons.namesrv(scanNotActiveBrokerInterval=200, brokerChannelExpiredTime=1500)
+    b = daemons.broker(ns.addr)
+    await create_topic(client, b.addr, "Silent")
+    assert route_brokers(await route(client, ns.addr, "Silent")) == {"broker-a"}
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    os.kill(b.pid, signal.SIGSTOP)
+    try:
+
+        async def gone() -> bool:
+            return await route(client, ns.addr, "Silent") is None
+
+        await wait_until_async(gone, timeout=10, message="route of the silent broker expires")
+        assert loop.time() - t0 >= 1.0, "evicted by the expiry, not at once"
+    finally:
+        os.kill(b.pid, signal.SIGCONT)
