@@ -23,6 +23,9 @@ from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
 
 _STALE_SLACK = 1024
+#: Deadlines this close are treated as due: loop timers have millisecond resolution, and re-arming
+#: for a sub-millisecond remainder would spin the loop.
+_TIMER_SLACK_S = 0.001
 
 _Entry = tuple["asyncio.Future[RemotingCommand]", int, float]
 
@@ -92,7 +95,7 @@ class PendingRequests:
 
     def _on_timer(self) -> None:
         self._timer = None
-        now = self._loop.time()
+        now = self._loop.time() + _TIMER_SLACK_S
         heap, entries = self._heap, self._entries
         while heap and heap[0][0] <= now:
             _, opaque = heapq.heappop(heap)
