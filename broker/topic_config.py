@@ -215,11 +215,14 @@ class TopicConfigManager:
         if not self._config.auto_create_topic_enable:
             return None
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC_KEY_TOPIC)
-        if template is None or not template.perm & PERM_INHERIT:
+        if template is None:  # auto-create switched on while running: TBW102 was never made
+            n = self._config.default_topic_queue_nums
+            template = TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PERM_RW | PERM_INHERIT)
+        if not template.perm & PERM_INHERIT:
             return None
         queues = max(1, min(client_queue_nums if client_queue_nums > 0 else 4, template.write_queue_nums))
         queues = min(queues, MAX_QUEUE_NUMS)
-        tc = TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT)
+        tc = TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT & PERM_RW)
         self.table[topic] = tc
         log.info("auto-created topic %s with %d queues", topic, queues)
         self._changed()

@@ -87,6 +87,10 @@ class PullHeader:
             )
         if not 0 < self.max_msgs <= 1 << 31:
             raise HeaderError(f"request header field 'maxMsgNums' must be at least 1, got {self.max_msgs}")
+        if self.commit_offset > INT64_MAX:
+            raise HeaderError(
+                f"request header field 'commitOffset' must be at most {INT64_MAX}, got {self.commit_offset}"
+            )
         if not 0 <= self.suspend_timeout_ms <= INT64_MAX:
             raise HeaderError(
                 f"request header field 'suspendTimeoutMillis' must be >= 0, got {self.suspend_timeout_ms}"

@@ -80,6 +80,9 @@ def test_topic_auto_create_off(tmp_path: Path) -> None:
     tm = TopicConfigManager(cfg, str(tmp_path / "topics.json"))
     assert tm.get("TBW102") is None
     assert tm.create_on_send("NewTopic", "TBW102", 4) is None
+    cfg.auto_create_topic_enable = True  # switched on live (UPDATE_BROKER_CONFIG)
+    tc = tm.create_on_send("NewTopic", "TBW102", 4)
+    assert tc is not None and tc.write_queue_nums == 4 and tc.perm == PERM_RW
 
 
 async def test_topic_persist_and_reload(tmp_path: Path) -> None:
