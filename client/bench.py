@@ -160,18 +160,21 @@ async def run_producer(
             stats.ok(n, (time.perf_counter() - t0) * 1000.0)
 
     reporter = asyncio.create_task(_reporter(stats, "send", count, interval_s, max_rt))
+    cpu0 = time.process_time()
     try:
         await asyncio.gather(*(worker() for _ in range(concurrency)))
+        cpu_s = time.process_time() - cpu0
     finally:
         reporter.cancel()
         await asyncio.gather(reporter, return_exceptions=True)
         await producer.shutdown()
     s = stats.summary()
     s["max_rt_ms"] = max(max_rt[0], stats.take_window()["max_rt_ms"])
+    s["client_cpu_us_per_msg"] = cpu_s * 1e6 / s["total"] if s["total"] else 0.0
     click.echo(
         f"\n[Complete] Send Total: {s['total']:.0f} | Send TPS: {s['tps']:.0f}"
         f" | Max RT(ms): {s['max_rt_ms']:.3f} | Average RT(ms): {s['avg_rt_ms']:.3f}"
-        f" | Send Failed: {s['failed']:.0f}"
+        f" | Send Failed: {s['failed']:.0f} | Client CPU(us/msg): {s['client_cpu_us_per_msg']:.1f}"
     )
     return s
 
