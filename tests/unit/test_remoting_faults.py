@@ -12,6 +12,7 @@ import uvloop
 
 from rocketpy.remoting import Channel, RemotingClient, RemotingCommand, RemotingServer, ResponseCode
 from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
+from tests.waiting import wait_until_async
 
 ECHO = 901
 HOLD = 905
@@ -25,13 +26,8 @@ def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
 
 
 async def wait_until(predicate: Callable[[], object], timeout: float = 5.0) -> None:  # noqa: ASYNC109
-    """Poll ``predicate`` until true; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.005)
+    """Poll ``predicate`` until true (the shared helper, at a test-friendly interval)."""
+    await wait_until_async(predicate, timeout, interval=0.005)
 
 
 class Env:
