@@ -31,6 +31,10 @@ MAX_INFLIGHT_HANDLERS_PER_CONNECTION = 4096
 #: Opaque (request id) values wrap below this, so Java/JSON peers see a positive int32.
 MAX_OPAQUE = (1 << 31) - 1
 
+#: Bytes a connection may hold unsent because its peer does not read; past this the connection is
+#: closed (reading already pauses at the transport's high-water mark, far below this).
+MAX_WRITE_BUFFER_BYTES = 64 * MIB
+
 #: Bodies at least this large are written as their own buffer (no copy into the header buffer).
 WRITE_JOIN_MAX_BODY_BYTES = 16 * KIB
 
@@ -38,3 +42,4 @@ assert MAX_MESSAGE_BYTES < MAX_FRAME_BYTES, "a message must fit in one frame"
 assert MAX_FRAME_BYTES <= (1 << 32) - 1, "the frame length field is 32 bits"
 assert MAX_INFLIGHT_HANDLERS_PER_CONNECTION <= MAX_PENDING_REQUESTS_PER_CONNECTION
 assert WRITE_JOIN_MAX_BODY_BYTES < MAX_FRAME_BYTES
+assert MAX_WRITE_BUFFER_BYTES >= 2 * MAX_FRAME_BYTES, "a stalled peer must still fit a full frame"

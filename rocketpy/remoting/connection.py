@@ -27,6 +27,7 @@ from rocketpy.limits import (
     MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
     MAX_OPAQUE,
     MAX_PENDING_REQUESTS_PER_CONNECTION,
+    MAX_WRITE_BUFFER_BYTES,
 )
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
 from rocketpy.remoting.codes import code_name
@@ -53,6 +54,7 @@ class Channel(asyncio.Protocol):
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
+        max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
         pause_reading_on_write_pressure: bool = True,
         on_close: Callable[[Channel], None] | None = None,
         remote_addr: str | None = None,
@@ -64,6 +66,7 @@ class Channel(asyncio.Protocol):
         self._processors = processors
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight_handlers
+        self._max_write_buffer = max_write_buffer_bytes
         self._pause_on_write_pressure = pause_reading_on_write_pressure
         self._on_close = on_close
         self._loop = asyncio.get_running_loop()
@@ -179,6 +182,11 @@ class Channel(asyncio.Protocol):
             log.debug("dropping %r for closed connection %s", cmd, self.remote_addr)
             return
         parts = encode_frame(cmd)
+        if self._write_paused and self.write_buffer_bytes > self._max_write_buffer:
+            self._teardown(
+                f"{self.remote_addr} does not read: over {self._max_write_buffer} bytes unsent", abort=True
+            )
+            return
         if self._batching or self._flush_scheduled:
             self._out.extend(parts)
             return

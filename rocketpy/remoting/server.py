@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from rocketpy.errors import RemotingBindError
-from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION
+from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION, MAX_WRITE_BUFFER_BYTES
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler, ProcessorTable
 
@@ -32,6 +32,8 @@ class RemotingServer:
         name: used in remarks and logs (e.g. ``"namesrv"``).
         max_frame_bytes: larger frames close the offending connection.
         max_inflight_handlers: asynchronous handlers per connection before reading pauses.
+        max_write_buffer_bytes: unsent bytes to a peer that does not read before its connection
+            is closed.
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class RemotingServer:
         name: str = "server",
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
+        max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
     ) -> None:
         self.host = host
         self.name = name
@@ -49,6 +52,7 @@ class RemotingServer:
         self._port: int | None = None
         self._max_frame_bytes = max_frame_bytes
         self._max_inflight = max_inflight_handlers
+        self._max_write_buffer = max_write_buffer_bytes
         self._processors = ProcessorTable(name)
         self._close_listeners: list[Callable[[Channel], None]] = []
         self._channels: set[Channel] = set()
@@ -126,6 +130,7 @@ class RemotingServer:
             self._processors,
             max_frame_bytes=self._max_frame_bytes,
             max_inflight_handlers=self._max_inflight,
+            max_write_buffer_bytes=self._max_write_buffer,
             pause_reading_on_write_pressure=True,
             on_close=self._channel_closed,
         )

@@ -152,3 +152,23 @@ async def test_peer_not_reading_pauses_server(env: Env) -> None:
         got += len(decoder.feed(await asyncio.wait_for(reader.read(1 << 20), 5.0)))
     assert got == sent
     writer.close()
+
+
+async def test_peer_that_never_reads_is_disconnected_at_write_bound() -> None:
+    server = RemotingServer("127.0.0.1", 0, max_write_buffer_bytes=2 * 1024 * 1024)
+    closed: list[Channel] = []
+    server.add_close_listener(closed.append)
+    await server.start()
+    _reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    await wait_until(lambda: server.channels)
+    (channel,) = server.channels
+    notice = RemotingCommand.request(40, {"consumerGroup": "g"}, b"n" * 65536)
+    for _ in range(2000):  # 128 MiB of oneway notifications the peer never reads
+        if channel.closed:
+            break
+        channel.send_oneway(notice)
+        await asyncio.sleep(0)  # let the transport flush what the socket takes
+    assert channel.closed and closed == [channel]
+    assert "does not read" in str(channel.close_reason)
+    writer.close()
+    await server.shutdown(1.0)
