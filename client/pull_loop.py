@@ -107,7 +107,13 @@ class PullLoop:
     async def run(self) -> None:
         """The pull routine; returns when the process queue is dropped."""
         while not self.pq.dropped:
-            delay_s = await self._pull_once()
+            try:
+                delay_s = await self._pull_once()
+            except Exception:  # a bug or a corrupt response must not stall the queue forever
+                log.exception(
+                    "pull loop of %s failed; retrying in %.1f s", self.mq, PULL_DELAY_WHEN_EXCEPTION_S
+                )
+                delay_s = PULL_DELAY_WHEN_EXCEPTION_S
             if delay_s > 0 and not self.pq.dropped:
                 await asyncio.sleep(delay_s)
 

@@ -63,7 +63,11 @@ class Rebalancer:
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            await self.rebalance()
+            try:
+                await self.rebalance()
+            except Exception:  # keep rebalancing: the next pass may succeed
+                self.balanced = False
+                log.exception("rebalance of %s failed", self.consumer.group)
             interval = self.consumer.rebalance_interval if self.balanced else UNBALANCED_RETRY_S
             try:
                 await asyncio.wait_for(self._wakeup.wait(), interval)
