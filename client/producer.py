@@ -121,7 +121,8 @@ class Producer:
         self.client_id = new_client_id(instance_name)
         self.fault = LatencyFaultTolerance(enabled=send_latency_fault_enable)
         self._instance: MQClientInstance | None = None
-        self._async_pending = 0
+        self._async_tasks: set[asyncio.Task[Any]] = set()  # strong refs: the loop keeps only weak ones
+        self._callbacks_queued = 0  # sync callbacks waiting in the callback thread (counts toward the bound)
         self._callback_pool: ThreadPoolExecutor | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -134,10 +135,14 @@ class Producer:
         self._instance.register_producer(self.group, self.client_id, self)
 
     async def shutdown(self) -> None:
-        """Unregister from every broker and leave the client instance (idempotent)."""
-        inst, self._instance = self._instance, None
+        """Wait (up to ``send_timeout``) for unfinished async sends, unregister from every broker and
+        leave the client instance (idempotent)."""
+        inst = self._instance
         if inst is None:
             return
+        if self._async_tasks:
+            await asyncio.wait(list(self._async_tasks), timeout=self.send_timeout)
+        self._instance = None
         await inst.unregister_producer(self.group, self.client_id)
         await inst.release()
         if self._callback_pool is not None:
@@ -248,9 +253,9 @@ class Producer:
             MQClientError: bad message, producer not started, or ``max_async_pending`` sends unfinished.
         """
         self._inst()
-        if self._async_pending >= self.max_async_pending:
+        if len(self._async_tasks) + self._callbacks_queued >= self.max_async_pending:
             raise MQClientError(
-                f"{self._async_pending} async sends are unfinished"
+                f"{len(self._async_tasks) + self._callbacks_queued} async sends are unfinished"
                 f" (max_async_pending={self.max_async_pending}):"
                 " await some futures before sending more, or raise max_async_pending"
             )
@@ -260,12 +265,12 @@ class Producer:
         task = asyncio.get_running_loop().create_task(
             self._send_prepared(msg, prepared, selector, arg, timeout or self.send_timeout)
         )
-        self._async_pending += 1
+        self._async_tasks.add(task)
         task.add_done_callback(lambda t: self._async_done(t, callback))
         return task
 
-    def _async_done(self, task: asyncio.Task[SendResult], callback: SendCallback | None) -> None:
-        self._async_pending -= 1
+    def _async_done(self, task: asyncio.Task[Any], callback: SendCallback | None) -> None:
+        self._async_tasks.discard(task)
         if task.cancelled():
             err: BaseException | None = asyncio.CancelledError()
             result = None
@@ -275,12 +280,24 @@ class Producer:
         if callback is None:
             return
         if inspect.iscoroutinefunction(callback):
-            coro = callback(result, err)
-            asyncio.get_running_loop().create_task(coro).add_done_callback(_log_callback_error)
+            cb_task = asyncio.get_running_loop().create_task(callback(result, err))
+            self._async_tasks.add(cb_task)
+            cb_task.add_done_callback(self._callback_task_done)
             return
         if self._callback_pool is None:
             self._callback_pool = ThreadPoolExecutor(1, thread_name_prefix="rocketpy-send-callback")
-        self._callback_pool.submit(callback, result, err).add_done_callback(_log_callback_error)
+        loop = asyncio.get_running_loop()
+        self._callbacks_queued += 1
+        fut = self._callback_pool.submit(callback, result, err)
+        fut.add_done_callback(lambda f: _call_soon_safe(loop, self._sync_callback_done, f))
+
+    def _sync_callback_done(self, fut: Any) -> None:
+        self._callbacks_queued -= 1
+        _log_callback_error(fut)
+
+    def _callback_task_done(self, task: asyncio.Task[Any]) -> None:
+        self._async_tasks.discard(task)
+        _log_callback_error(task)
 
     async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
         """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
@@ -487,6 +504,13 @@ class Producer:
             f"send to topic {topic!r} failed after {tried} attempt(s) within the send timeout ({reason}):"
             " check that the brokers are running, or raise send_timeout / retry_times"
         ) from last_error
+
+
+def _call_soon_safe(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], None], arg: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, arg)
+    except RuntimeError:  # the loop closed after shutdown; nothing left to account for
+        _log_callback_error(arg)
 
 
 def _log_callback_error(fut: Any) -> None:

@@ -170,3 +170,21 @@ async def test_many_async_sends_in_flight(cluster: dict[str, Any]) -> None:
         assert len({r.msg_id for r in results}) == 2000
         msgs = await wait_until_async(lambda: _n(all_messages(p, "TopicAsync"), 2000), 10.0)
         assert len(msgs) == 2000
+
+
+async def test_async_callbacks_sync_and_async_and_shutdown_waits(cluster: dict[str, Any]) -> None:
+    await create_topic(cluster["ns"], "TopicCb", queues=2)
+    seen_sync: list[Any] = []
+    seen_async: list[Any] = []
+
+    async def acb(res: Any, err: Any) -> None:
+        seen_async.append((res, err))
+
+    p = Producer("pg", cluster["ns"])
+    await p.start()
+    for i in range(50):
+        p.send_async(Message("TopicCb", b"c%d" % i), callback=lambda r, e: seen_sync.append((r, e)))
+        p.send_async(Message("TopicCb", b"a%d" % i), callback=acb)
+    await p.shutdown()  # waits for the unfinished sends (futures not awaited by the test)
+    await wait_until_async(lambda: len(seen_sync) == 50 and len(seen_async) == 50, 5.0)
+    assert all(r is not None and e is None for r, e in seen_sync + seen_async)
