@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from typing import Any
 
 import pytest
@@ -297,3 +298,41 @@ async def test_listener_returning_garbage_is_retried_not_committed(cluster: str)
         await wait_until_async(lambda: calls[b"x"] >= 2 and calls[b"y"] >= 2, 20, message="retried")
     finally:
         await c.shutdown()
+
+
+async def test_consume_from_last_and_timestamp_for_new_groups(cluster: str) -> None:
+    topic = "PushFromWhere"
+    await make_topic(cluster, topic, queues=2)
+    old = [b"old%d" % i for i in range(10)]
+    await send_all(cluster, topic, old)
+    split_ms = int(time.time() * 1000) + 5  # store timestamps of the next batch are after this
+    await wait_until_async(lambda: int(time.time() * 1000) > split_ms + 5, 5)
+    mid = [b"mid%d" % i for i in range(10)]
+    await send_all(cluster, topic, mid)
+    last, stamp = Collector(), Collector()
+    c_last = consumer(
+        cluster, "g_last", topic, last, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    )
+    c_ts = consumer(
+        cluster, "g_ts", topic, stamp, consume_from_where="CONSUME_FROM_TIMESTAMP", consume_timestamp=split_ms
+    )
+    for c in (c_last, c_ts):
+        await c.start()
+    try:
+        await wait_until_async(
+            lambda: len(c_last.assigned_queues()) == 2, 20, message="LAST consumer assigned"
+        )
+        await wait_until_async(
+            lambda: c_last.offset_store.cached(c_last.assigned_queues()[-1]) is not None, 20
+        )
+        new = [b"new%d" % i for i in range(10)]
+        await send_all(cluster, topic, new)
+        await wait_until_async(lambda: set(last.bodies) >= set(new), 20, message="LAST got the new messages")
+        await wait_until_async(
+            lambda: set(stamp.bodies) >= set(mid + new), 20, message="TIMESTAMP got mid+new"
+        )
+        assert not set(last.bodies) & set(old + mid)
+        assert not set(stamp.bodies) & set(old)
+    finally:
+        for c in (c_last, c_ts):
+            await c.shutdown()
