@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import zlib
 
+import msgpack
 import pytest
 
+from client.api import MQClientAPI, parse_namesrv_addrs
 from client.fault import LatencyFaultTolerance, not_available_duration_ms
 from client.instance import ClientSettings, new_client_id
 from client.message_check import (
@@ -19,9 +21,11 @@ from client.message_check import (
 )
 from client.route import TopicPublishInfo, publish_queues, subscribe_queues
 from client.selector import RoundRobinIndex, select_by_hash, select_queue
-from rocketpy.errors import MQClientError
+from rocketpy.errors import MQClientError, RemotingConnectError
 from rocketpy.message import Message, MessageConst, MessageQueue, string_to_properties
 from rocketpy.record import COMPRESSED_FLAG, decode_batch
+from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicRouteData
 
 
@@ -296,3 +300,47 @@ def test_wire_properties_match_all_properties(msg: Message) -> None:
     assert string_to_properties(text) == expected
     if "UNIQ_KEY" in msg.properties:
         assert uniq == "ABC"
+
+
+# ---- NameServer choice ------------------------------------------------------------------------------------
+
+
+class FakeRemoting:
+    """Stands in for RemotingClient: some addresses refuse connections, the others answer."""
+
+    def __init__(self, dead: set[str]) -> None:
+        self.dead = dead
+        self.calls: list[str] = []
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
+        self.calls.append(addr)
+        if addr in self.dead:
+            raise RemotingConnectError(f"cannot connect to {addr}")
+        return RemotingCommand.response(cmd, ResponseCode.SUCCESS, body=msgpack.packb({"topicList": ["T"]}))
+
+
+async def test_namesrv_round_robin_on_failure() -> None:
+    addrs = ["ns1:1", "ns2:2", "ns3:3"]
+    fake = FakeRemoting(dead={"ns1:1", "ns2:2"})
+    api = MQClientAPI(fake, addrs)  # type: ignore[arg-type]
+    api._ns_index = 0
+    assert await api.get_topic_list() == ["T"]
+    assert fake.calls == addrs
+    fake.calls.clear()
+    assert await api.get_topic_list() == ["T"]
+    assert fake.calls == ["ns3:3"]  # stays on the one that answered
+    fake.dead = set(addrs)
+    with pytest.raises(MQClientError, match=r"no NameServer reachable at ns1:1;ns2:2;ns3:3.*mqnamesrv"):
+        await api.get_topic_list()
+
+
+def test_namesrv_start_is_random() -> None:
+    addrs = [f"ns{i}:1" for i in range(8)]
+    starts = {MQClientAPI(FakeRemoting(set()), addrs)._ns_index for _ in range(200)}  # type: ignore[arg-type]
+    assert len(starts) > 4
+
+
+def test_parse_namesrv_addrs() -> None:
+    assert parse_namesrv_addrs("a:1; b:2;") == ["a:1", "b:2"]
+    with pytest.raises(MQClientError, match="host:port"):
+        parse_namesrv_addrs("nohost")
