@@ -31,9 +31,9 @@ class AllocateService:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._requests: queue.Queue[tuple[str, int, int, Callback] | Callable[[], None] | None] = queue.Queue(
-            MAX_PENDING_REQUESTS
-        )
+        self._requests: queue.Queue[
+            tuple[str, int, int, Callback, bool, bool] | Callable[[], None] | None
+        ] = queue.Queue(MAX_PENDING_REQUESTS)
         self._thread = threading.Thread(target=self._routine, name="store-allocate", daemon=True)
         self._stopped = False
         self.in_flight = 0  # requests whose callback has not run yet (loop-side counter)
@@ -42,14 +42,22 @@ class AllocateService:
         """Start the worker thread."""
         self._thread.start()
 
-    def request(self, path: str, base_offset: int, size: int, callback: Callback) -> None:
+    def request(
+        self,
+        path: str,
+        base_offset: int,
+        size: int,
+        callback: Callback,
+        prefault: bool = False,
+        keep_fd: bool = True,
+    ) -> None:
         """Ask for ``path`` to be created and mapped; ``callback(file, error)`` runs on the loop.
 
         Raises:
             queue.Full: more than ``MAX_PENDING_REQUESTS`` requests are waiting (a bug or a dead disk).
         """
         assert not self._stopped, "allocation requested after shutdown"
-        self._requests.put_nowait((path, base_offset, size, self._wrap(callback)))
+        self._requests.put_nowait((path, base_offset, size, self._wrap(callback), prefault, keep_fd))
         self.in_flight += 1
 
     def _wrap(self, callback: Callback) -> Callback:
@@ -69,18 +77,20 @@ class AllocateService:
             req = self._requests.get()
             if req is None:
                 return
-            if callable(req):
+            if not isinstance(req, tuple):
                 try:
                     req()
                 except Exception:
                     log.exception("store file work failed")
                 continue
-            path, base, size, callback = req
+            path, base, size, callback, prefault, keep_fd = req
             mf: MappedFile | None = None
             err: BaseException | None = None
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                mf = MappedFile.open(path, base, size)
+                mf = MappedFile.open(path, base, size, keep_fd)
+                if prefault:
+                    mf.prefault()
             except OSError as e:
                 log.error("cannot create store file %s: %s", path, e)
                 err = e

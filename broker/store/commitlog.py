@@ -83,7 +83,9 @@ class CommitLog:
         if not self.files:
             os.makedirs(self.directory, exist_ok=True)
             path = os.path.join(self.directory, offset_to_name(base_offset))
-            self.files.append(MappedFile.open(path, base_offset, self.file_size))
+            mf = MappedFile.open(path, base_offset, self.file_size)
+            mf.prefault()
+            self.files.append(mf)
 
     def attach_allocator(self, allocator: AllocateService) -> None:
         """Start pre-allocating the next file with ``allocator``."""
@@ -96,7 +98,7 @@ class CommitLog:
         base = self.files[-1].end_offset
         self._next_requested = True
         path = os.path.join(self.directory, offset_to_name(base))
-        self._allocator.request(path, base, self.file_size, self._on_next_file)
+        self._allocator.request(path, base, self.file_size, self._on_next_file, prefault=True)
 
     def _on_next_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
         self._next_requested = False

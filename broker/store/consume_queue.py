@@ -117,10 +117,10 @@ class ConsumeQueue:
         path = os.path.join(self.directory, offset_to_name(base))
         if self._allocator is None:  # recovery thread: create inline
             os.makedirs(self.directory, exist_ok=True)
-            self._on_file(MappedFile.open(path, base, self.file_size), None)
+            self._on_file(MappedFile.open(path, base, self.file_size, keep_fd=False), None)
             return
         self._requested = True
-        self._allocator.request(path, base, self.file_size, self._on_file)
+        self._allocator.request(path, base, self.file_size, self._on_file, keep_fd=False)
 
     def _on_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
         self._requested = False

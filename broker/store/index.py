@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.store.mapped_file import MappedFile
-from rocketpy.filter.tags import java_string_hash_key
+from rocketpy.filter.tags import topic_key_hash
 
 if TYPE_CHECKING:
     from broker.store.allocate import AllocateService
@@ -35,6 +35,7 @@ ENTRY = struct.Struct(">iqii")  # key hash | phys offset | time diff seconds | p
 ENTRY_SIZE = ENTRY.size
 I64 = struct.Struct(">q")
 MAX_PENDING_ENTRIES = 1 << 20
+HEADER_SYNC_EVERY = 64  # header end fields written every N messages; recovery scans past them
 
 
 def index_file_size(slots: int, entries: int) -> int:
@@ -57,6 +58,20 @@ class IndexFile:
             count = 1
         self.begin_ts, self.end_ts, self.begin_phys, self.end_phys = b_ts, e_ts, b_phys, e_phys
         self.index_count = count
+        self._recount()
+
+    def _recount(self) -> None:
+        """Count entries written after the header was last synced (after a crash the header lags)."""
+        base = HEADER_SIZE + self.slots * SLOT_SIZE
+        mm = self.mf.mm
+        while self.index_count < self.max_index:
+            pos = base + self.index_count * ENTRY_SIZE
+            if not any(mm[pos : pos + ENTRY_SIZE]):
+                break
+            _h, phys, diff, _prev = ENTRY.unpack_from(mm, pos)
+            if phys > self.end_phys:
+                self.end_phys, self.end_ts = phys, self.begin_ts + diff * 1000
+            self.index_count += 1
 
     @property
     def full(self) -> bool:
@@ -68,6 +83,7 @@ class IndexFile:
         mm = self.mf.mm
         if self.index_count == 1:
             self.begin_ts, self.begin_phys = store_ts, phys
+            self.write_header(store_ts, phys)  # entries store times relative to begin_ts
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT_SIZE
         prev = SLOT.unpack_from(mm, slot_pos)[0]
         n = self.index_count
@@ -122,6 +138,7 @@ class IndexService:
         self._allocator: AllocateService | None = None
         self._pending: list[tuple[int, int, int]] = []
         self._requested = False
+        self._unsynced = 0
 
     @property
     def end_phys(self) -> int:
@@ -143,7 +160,7 @@ class IndexService:
         """Index one message's keys (hot path)."""
         cur = self.files[-1] if self.files else None
         for key in keys:
-            h = java_string_hash_key(f"{topic}#{key}")
+            h = topic_key_hash(topic, key)
             h = (-h if h < 0 else h) & 0x7FFFFFFF
             if cur is None or cur.full or self._pending:
                 self._enqueue(h, phys, store_ts)
@@ -151,7 +168,11 @@ class IndexService:
             else:
                 cur.put(h, phys, store_ts)
         if cur is not None:
-            cur.write_header(store_ts, phys)
+            cur.end_ts, cur.end_phys = store_ts, phys
+            self._unsynced += 1
+            if self._unsynced >= HEADER_SYNC_EVERY:
+                cur.write_header(store_ts, phys)
+                self._unsynced = 0
 
     def _enqueue(self, h: int, phys: int, store_ts: int) -> None:
         if len(self._pending) < MAX_PENDING_ENTRIES:
@@ -191,24 +212,37 @@ class IndexService:
 
     def lookup(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[int]:
         """Candidate commitlog offsets for ``key`` (newest first; the caller re-checks records)."""
-        h = java_string_hash_key(f"{topic}#{key}")
+        h = topic_key_hash(topic, key)
         h = (-h if h < 0 else h) & 0x7FFFFFFF
         out: list[int] = []
         for f in reversed(self.files):
-            if f.index_count <= 1 or f.end_ts < begin_ts or f.begin_ts > end_ts:
+            if f.index_count <= 1 or f.begin_ts > end_ts:
                 continue
             out.extend(f.lookup(h, begin_ts, end_ts, max_num - len(out)))
             if len(out) >= max_num:
                 break
         return out
 
-    def flush(self) -> None:
-        """fdatasync the newest file (blocking: flush thread)."""
+    def sync_header(self) -> None:
+        """Write the newest file's header from its in-memory fields (loop, before a flush)."""
         if self.files:
+            f = self.files[-1]
+            f.write_header(f.end_ts, f.end_phys)
+            self._unsynced = 0
+
+    def flush(self) -> None:
+        """Sync the header and fdatasync the newest file (blocking: flush thread).
+
+        Writing the header from this thread races benignly with the loop: both write whole,
+        valid snapshots, and recovery recounts entries past the header anyway.
+        """
+        if self.files:
+            self.sync_header()
             self.files[-1].mf.flush()
 
     def close(self) -> None:
         """Unmap every file (blocking)."""
+        self.sync_header()
         for f in self.files:
             f.mf.close()
 

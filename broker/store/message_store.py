@@ -78,7 +78,8 @@ class MessageStore:
     ) -> None:
         self.config = config
         self.root = config.store_path_root_dir
-        self.store_host = store_host
+        self._host8 = pack_host(store_host)
+        self._store_host = store_host
         self.clock = clock
         self.disk_usage = disk_usage or default_disk_usage
         self.commitlog = CommitLog(config.commit_log_dir(), config.mapped_file_size_commit_log)
@@ -104,8 +105,19 @@ class MessageStore:
         self.put_total = 0
         self.get_total = 0
         self.tps_sample = (clock(), 0, 0)
-        self._host8 = b""
+        self._max_body_bytes = config.max_message_size
+        self._sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         self._topic_parts: dict[str, bytes] = {}
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        """``(ipv4, port)`` written into every record (part of the offset msg id)."""
+        return self._store_host
+
+    @store_host.setter
+    def store_host(self, host: tuple[str, int]) -> None:
+        self._host8 = pack_host(host)
+        self._store_host = host
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -242,8 +254,53 @@ class MessageStore:
         return part
 
     async def put_message(self, msg: BrokerMessage) -> PutMessageResult:
-        """Append one message, dispatch it and (SYNC_FLUSH) wait for the flush."""
-        return await self.put_messages([msg])
+        """Append one message, dispatch it and (SYNC_FLUSH) wait for the flush (hot path)."""
+        part = self._topic_parts.get(msg.topic)
+        body = msg.body
+        if part is None or self.disk_full_remark or not self.running or len(body) > self._max_body_bytes:
+            return await self.put_messages([msg])  # the slow path explains the refusal
+        props_b = msg.properties.encode()
+        if len(props_b) > MAX_PROPERTIES_BYTES:
+            return await self.put_messages([msg])
+        total = HEAD_SIZE + len(body) + len(part) + 2 + len(props_b)
+        mf = self.commitlog.writable_file(total)
+        if mf is None:
+            return await self.put_messages([msg])  # waits for the next file
+        d = self.dispatcher
+        cq = d.cq(msg.topic, msg.queue_id)
+        queue_offset = cq.next_offset
+        pos = mf.wrote
+        phys = mf.base_offset + pos
+        store_ts = int(self.clock() * 1000)
+        mm = mf.mm
+        RECORD_HEAD.pack_into(
+            mm, pos, total, MESSAGE_MAGIC, zlib.crc32(body), msg.queue_id, msg.flag, queue_offset, phys,
+            msg.sys_flag, msg.born_timestamp, msg.born_host8, store_ts, self._host8, msg.reconsume_times,
+            msg.prepared_transaction_offset, len(body),
+        )  # fmt: skip
+        b = pos + HEAD_SIZE
+        e = b + len(body)
+        mm[b:e] = body
+        tail = part + U16.pack(len(props_b)) + props_b
+        mm[e : e + len(tail)] = tail
+        mf.wrote = pos + total
+        props = msg.properties
+        tags_code = msg.tags_code if msg.tags_code is not None else d.tags_code(msg.topic, props, store_ts)
+        d.dispatch(cq, queue_offset, phys, total, tags_code, props, store_ts)
+        self.last_store_ts = store_ts
+        self.put_total += 1
+        result = PutMessageResult(_BAD.PUT_OK, "", phys, total, queue_offset, store_ts, 1, self._host8)
+        if self._sync_flush and msg.wait_store_msg_ok:
+            await self._wait_flush(result, phys + total)
+        elif self._allocator is not None and self._allocator.in_flight:
+            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
+        return result
+
+    async def _wait_flush(self, result: PutMessageResult, end_offset: int) -> None:
+        assert self._flush is not None
+        if not await self._flush.wait_flushed(end_offset, self.config.sync_flush_timeout / 1000):
+            result.status = _BAD.FLUSH_DISK_TIMEOUT
+            result.remark = f"not flushed to disk within syncFlushTimeout {self.config.sync_flush_timeout} ms"
 
     async def put_messages(self, msgs: list[BrokerMessage]) -> PutMessageResult:
         """Append a batch of one topic and queue, all or nothing, contiguously in one file."""
@@ -303,8 +360,6 @@ class MessageStore:
 
     def _append(self, mf, encoded: list[tuple[BrokerMessage, bytes, bytes]], total: int) -> PutMessageResult:  # type: ignore[no-untyped-def]
         """Copy the records into ``mf`` and dispatch them (synchronous: nothing interleaves)."""
-        if not self._host8:
-            self._host8 = pack_host(self.store_host)
         host8 = self._host8
         store_ts = int(self.clock() * 1000)
         first = encoded[0][0]

@@ -36,7 +36,7 @@ def set_aside(path: str, why: str) -> None:
     os.replace(path, path + ".bad")
 
 
-def load_offset_files(directory: str, file_size: int, what: str) -> list[MappedFile]:
+def load_offset_files(directory: str, file_size: int, what: str, keep_fd: bool = True) -> list[MappedFile]:
     """Map the contiguous 20-digit-named files of ``directory``; set aside the rest."""
     files: list[MappedFile] = []
     for base, path in list_offset_files(directory):
@@ -49,7 +49,7 @@ def load_offset_files(directory: str, file_size: int, what: str) -> list[MappedF
         if base % file_size or (files and base != files[-1].end_offset):
             set_aside(path, "does not continue the file sequence")
             continue
-        files.append(MappedFile.open(path, base, file_size))
+        files.append(MappedFile.open(path, base, file_size, keep_fd))
     return files
 
 
@@ -66,7 +66,7 @@ def load_consume_queues(dispatcher: Dispatcher, commitlog_min: int) -> None:
             if not qid.isdigit():
                 continue
             cq = dispatcher.cq(topic, int(qid))
-            cq.files = load_offset_files(cq.directory, cq.file_size, "consume queue")
+            cq.files = load_offset_files(cq.directory, cq.file_size, "consume queue", keep_fd=False)
             _find_queue_end(cq)
             _find_queue_min(cq, commitlog_min)
 

@@ -80,7 +80,6 @@ class PutMessageResult:
         self,
         status: PutMessageStatus,
         remark: str = "",
-        *,
         wrote_offset: int = -1,
         wrote_bytes: int = 0,
         queue_offset: int = -1,

@@ -35,24 +35,49 @@ def java_string_hash(s: str) -> int:
     return h
 
 
-_TAIL_CHARS = 12
-_POW31_TAIL = pow(31, _TAIL_CHARS, 1 << 32)
+_POW31 = [pow(31, i, 1 << 32) for i in range(257)]
+# 48 * (31**(n-1) + ... + 31 + 1): the '0' (48) part of every char of an n-char key
+_BASE48 = [48 * sum(31**k for k in range(n)) for n in range(65)]
+# '0'-'9' -> '0', 'A'-'F' -> '1' (their codes are 48 + digit and 48 + 7 + digit); anything else invalid
+_HEX_MASK = bytes(ord("0") if 48 <= i <= 57 else ord("1") if 65 <= i <= 70 else ord("x") for i in range(256))
+
+
+def _pow31(n: int) -> int:
+    return _POW31[n] if n <= 256 else pow(31, n, 1 << 32)
+
+
+def _key_hash_u32(key: str) -> tuple[int, int]:
+    """(unsigned hash, length in UTF-16 units) of ``key``.
+
+    Uppercase-hex keys (unique message ids) use C-level integer parsing: with ``c = 48 + d`` for
+    digits and ``c = 48 + 7 + d`` for A-F (``d`` the hex digit value), the Java polynomial
+    ``sum(c_i * 31**k)`` equals ``int(key, 31) + 48 * sum(31**k) + 7 * int(letter_mask, 31)``.
+    """
+    n = len(key)
+    if 0 < n <= 64:
+        try:
+            b = key.encode("ascii")
+            letters = int(b.translate(_HEX_MASK), 31)
+            return (int(b, 31) + _BASE48[n] + 7 * letters) & _MASK32, n
+        except (UnicodeEncodeError, ValueError):
+            pass
+    h = _compute(key) & _MASK32
+    return h, (n if key.isascii() else len(key.encode("utf-16-le")) // 2)
+
+
+def topic_key_hash(topic: str, key: str) -> int:
+    """``java_string_hash(f"{topic}#{key}")`` computed fast (index keys; hot path)."""
+    kh, n = _key_hash_u32(key)
+    h = ((java_string_hash(topic + "#") & _MASK32) * _pow31(n) + kh) & _MASK32
+    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def java_string_hash_key(s: str) -> int:
-    """``java_string_hash`` for keys that share long prefixes (``topic#UNIQ_KEY``): hot path.
-
-    Uses ``hash(head + tail) = hash(head) * 31**len(tail) + hash(tail)`` (mod 2**32) with the head
-    hash cached, so only the last 12 chars are hashed per call. Same result as ``java_string_hash``.
-    """
-    if len(s) <= _TAIL_CHARS + 4 or not s.isascii():
+    """``java_string_hash`` for index keys ``topic#key``: splits at the first ``#`` (same result)."""
+    topic, sep, key = s.partition("#")
+    if not sep:
         return java_string_hash(s)
-    h = (java_string_hash(s[:-_TAIL_CHARS]) & _MASK32) * _POW31_TAIL
-    t = 0
-    for c in s[-_TAIL_CHARS:].encode("ascii"):
-        t = t * 31 + c
-    h = (h + t) & _MASK32
-    return h - 0x100000000 if h & 0x80000000 else h
+    return topic_key_hash(topic, key)
 
 
 def tags_code(tags: str | None) -> int:

@@ -1,0 +1,156 @@
+"""Message store benchmark: put / get throughput, many queues, SYNC_FLUSH group commit, recovery, RSS.
+
+Prints each figure against its target (issue #3). Uses a temporary directory (removed at the end).
+Quick run: ``python scripts/bench_store.py --messages 100000 --recovery-gib 0.1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+
+import uvloop
+
+from broker.store import BrokerMessage, MessageStore, PutMessageStatus
+from rocketpy.config import FlushDiskType, StoreConfig
+from rocketpy.message import properties_to_string
+from rocketpy.msgid import new_unique_id
+
+BODY = b"x" * 1024
+
+
+def _config(root: str, **kw: object) -> StoreConfig:
+    base: dict[str, object] = dict(store_path_root_dir=root, mapped_file_size_commit_log=256 * 1024 * 1024,
+                                   clean_resource_interval=3_600_000)  # fmt: skip
+    base.update(kw)
+    return StoreConfig(**base)  # type: ignore[arg-type]
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _messages(n: int, queues: int) -> list[BrokerMessage]:
+    # Distinct messages as a producer sends them: TAGS + UNIQ_KEY properties.
+    props = [
+        properties_to_string({"TAGS": "TagA", "UNIQ_KEY": new_unique_id()}) for _ in range(min(n, 65536))
+    ]
+    return [BrokerMessage("BenchTopic", i % queues, BODY, properties=props[i % len(props)]) for i in range(n)]
+
+
+async def bench_put_get(root: str, n: int, queues: int) -> tuple[float, float, float]:
+    store = MessageStore(_config(root))
+    await store.start()
+    msgs = _messages(min(n, 200_000), queues)
+    rss0 = _rss_mib()
+    t0 = time.perf_counter()
+    for i in range(n):
+        r = await store.put_message(msgs[i % len(msgs)])
+        if r.status is not PutMessageStatus.PUT_OK:
+            raise SystemExit(f"put failed: {r}")
+    put_rate = n / (time.perf_counter() - t0)
+    await store.settle()
+    rss_growth = _rss_mib() - rss0
+    t0 = time.perf_counter()
+    got = 0
+    for q in range(queues):
+        off = 0
+        while True:
+            g = store.get_message("g", "BenchTopic", q, off, 32)
+            if g.message_count == 0:
+                break
+            got += g.message_count
+            off = g.next_begin_offset
+            g.release()
+    get_rate = got / (time.perf_counter() - t0)
+    assert got == n, (got, n)
+    await store.shutdown()
+    return put_rate, get_rate, rss_growth
+
+
+async def bench_sync_flush(root: str, n: int, putters: int) -> float:
+    store = MessageStore(_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    await store.start()
+    msgs = _messages(n, 16)
+    per = n // putters
+
+    async def putter(k: int) -> None:
+        for i in range(per):
+            r = await store.put_message(msgs[k * per + i])
+            if r.status is not PutMessageStatus.PUT_OK:
+                raise SystemExit(f"put failed: {r}")
+
+    t0 = time.perf_counter()
+    async with asyncio.TaskGroup() as tg:
+        for k in range(putters):
+            tg.create_task(putter(k))
+    rate = per * putters / (time.perf_counter() - t0)
+    await store.shutdown()
+    return rate
+
+
+async def bench_recovery(root: str, gib: float) -> float:
+    store = MessageStore(_config(root))
+    await store.start()
+    msgs = _messages(100_000, 16)
+    total = int(gib * 1024**3) // (len(BODY) + 200)
+    for i in range(total):
+        await store.put_message(msgs[i % len(msgs)])
+    await store.settle()
+    await store.terminate()  # abnormal stop: abort file kept
+    store = MessageStore(_config(root))
+    t0 = time.perf_counter()
+    await store.start()
+    elapsed = time.perf_counter() - t0
+    assert store.get_max_offset_in_queue("BenchTopic", 0) == (total + 15) // 16
+    await store.shutdown()
+    return elapsed
+
+
+def _line(name: str, value: float, unit: str, target: str, ok: bool) -> None:
+    print(f"{name:<44} {value:>12,.1f} {unit:<8} target {target:<14} {'OK' if ok else 'MISSED'}", flush=True)
+
+
+async def main(args: argparse.Namespace) -> None:
+    base = tempfile.mkdtemp(prefix="bench_store_", dir=args.dir)
+    try:
+        put16, get16, rss = await bench_put_get(os.path.join(base, "a"), args.messages, 16)
+        _line(f"put {args.messages:,} x 1 KiB over 16 queues", put16, "msg/s", ">= 150,000", put16 >= 150_000)
+        _line("get back in batches of 32", get16, "msg/s", ">= 300,000", get16 >= 300_000)
+        _line("anonymous RSS growth during the puts", rss, "MiB", "flat", rss < 64)
+        shutil.rmtree(os.path.join(base, "a"))
+        put10k, _, _ = await bench_put_get(os.path.join(base, "b"), args.messages, args.many_queues)
+        _line(
+            f"put over {args.many_queues:,} queues",
+            put10k,
+            "msg/s",
+            f">= {0.8 * put16:,.0f}",
+            put10k >= 0.8 * put16,
+        )
+        shutil.rmtree(os.path.join(base, "b"))
+        sync = await bench_sync_flush(os.path.join(base, "c"), args.sync_messages, 64)
+        _line("SYNC_FLUSH, 64 concurrent putters", sync, "msg/s", ">= 20,000", sync >= 20_000)
+        shutil.rmtree(os.path.join(base, "c"))
+        rec = await bench_recovery(os.path.join(base, "d"), args.recovery_gib)
+        _line(f"abnormal-stop recovery of {args.recovery_gib} GiB", rec, "s", "<= 10 s (1 GiB)", rec <= 10)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--many-queues", type=int, default=10_000)
+    p.add_argument("--sync-messages", type=int, default=100_000)
+    p.add_argument("--recovery-gib", type=float, default=1.0)
+    p.add_argument("--dir", default=None, help="parent of the temporary store directory")
+    uvloop.install()
+    asyncio.run(main(p.parse_args()))
