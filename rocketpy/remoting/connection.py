@@ -337,23 +337,13 @@ class Channel(asyncio.Protocol):
             if not task.cancelled():
                 task.exception()  # mark retrieved; nobody is left to answer
             return
-        result = None if task.cancelled() else self._task_result(request, task)
+        result = None if task.cancelled() else self._processors.task_response(self, request, task)
         if result is not None:
             self._respond(request, result)
         if self._backlog:
             self._drain_backlog()
         else:
             self._update_reading()
-
-    def _task_result(self, request: RemotingCommand, task: asyncio.Future[Any]) -> RemotingCommand | None:
-        exc = task.exception()
-        if exc is not None:
-            return self._processors.error_response(self, request, exc)
-        result = task.result()
-        if result is not None and not isinstance(result, RemotingCommand):
-            bad = TypeError(f"processor returned {type(result).__name__}, not RemotingCommand")
-            return self._processors.error_response(self, request, bad)
-        return result
 
     def _drain_backlog(self) -> None:
         backlog = self._backlog

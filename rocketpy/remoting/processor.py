@@ -8,9 +8,10 @@ other exception -> SYSTEM_ERROR with the exception text (logged with its traceba
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from rocketpy.remoting.codes import ResponseCode, code_name
 from rocketpy.remoting.command import RemotingCommand
@@ -64,6 +65,19 @@ class ProcessorTable:
             return handler(channel, request)
         except Exception as exc:
             return self.error_response(channel, request, exc)
+
+    def task_response(
+        self, channel: Channel, request: RemotingCommand, task: asyncio.Future[Any]
+    ) -> RemotingCommand | None:
+        """Return the response for a finished (not cancelled) handler task."""
+        exc = task.exception()
+        if exc is not None:
+            return self.error_response(channel, request, exc)
+        result = task.result()
+        if result is not None and not isinstance(result, RemotingCommand):
+            bad = TypeError(f"processor returned {type(result).__name__}, not RemotingCommand")
+            return self.error_response(channel, request, bad)
+        return result
 
     def error_response(
         self, channel: Channel, request: RemotingCommand, exc: BaseException

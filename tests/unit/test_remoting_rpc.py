@@ -321,3 +321,13 @@ async def test_response_then_close_still_delivers_response(rpc: Fixture) -> None
     resp = await rpc.call(907)
     assert resp.remark == "bye"
     await wait_until(lambda: rpc.client.channel(rpc.addr) is None)
+
+
+async def test_async_handler_returning_wrong_type_is_system_error(rpc: Fixture) -> None:
+    async def wrong(ch: Channel, req: RemotingCommand) -> Any:
+        return "not a command"
+
+    rpc.server.register_processor(908, wrong)
+    resp = await rpc.call(908)
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert "processor returned str" in str(resp.remark)
