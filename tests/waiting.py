@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -63,13 +63,13 @@ def wait_until(
 
 
 async def wait_until_async(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Any],
     timeout: float,  # noqa: ASYNC109 (the signature twin of wait_until)
     interval: float = 0.02,
     message: str | None = None,
     *,
     ignore: tuple[type[BaseException], ...] = (),
-) -> T:
+) -> Any:
     """Like ``wait_until`` inside a coroutine; ``predicate`` may be sync or ``async``.
 
     Raises:
@@ -85,7 +85,7 @@ async def wait_until_async(
             last = await value if inspect.isawaitable(value) else value
             error = None
             if last:
-                return last  # type: ignore[no-any-return]
+                return last
         except ignore as e:
             error = e
         if loop.time() >= deadline:
