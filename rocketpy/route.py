@@ -23,11 +23,9 @@ PERM_RW = PERM_READ | PERM_WRITE
 #: brokerId of a master; slaves have brokerId >= 1.
 MASTER_ID = 0
 
-_WIRE = ConfigDict(populate_by_name=True, extra="ignore")
-
 
 class _WireModel(BaseModel):
-    model_config = _WIRE
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
     def to_wire(self) -> dict[str, Any]:
         """This object as the msgpack-ready dict of docs/wire.md (RocketMQ field names)."""
