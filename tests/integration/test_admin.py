@@ -169,3 +169,17 @@ def test_mqadmin_errors_are_one_line(tmp_path: Path) -> None:
         timeout=30,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--topic" in proc.stderr
+
+
+def test_rocketpy_admin_group_runs_mqadmin_commands(cluster: dict[str, str]) -> None:
+    env = dict(os.environ, NAMESRV_ADDR=cluster["ns"])
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocketpy.cli", "admin", "clusterList", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["brokers"][0]["addr"] == cluster["broker"]
