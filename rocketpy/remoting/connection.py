@@ -193,7 +193,7 @@ class Channel(asyncio.Protocol):
         assert self._transport is not None
         self._transport.writelines(parts)
         # Frames sent later in this loop iteration (e.g. by other callers woken by the same read)
-        # are coalesced into one write at the start of the next iteration.
+        # are coalesced into one write by the callback queued here.
         self._flush_scheduled = True
         self._loop.call_soon(self._scheduled_flush)
 
@@ -242,6 +242,8 @@ class Channel(asyncio.Protocol):
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self.send(cmd)
+        if self.closed:  # the write itself can close the connection (peer not reading)
+            self._check_open(cmd)
         self._pending.add(opaque, future, cmd.code, timeout)
         try:
             return await future
