@@ -139,23 +139,39 @@ class ConcurrentConsumeService:
     def __init__(self, runner: ListenerRunner, consumer: Any) -> None:
         self._runner = runner
         self._consumer = consumer
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], Any] = {}  # task -> its queue
+        self._delayed: set[asyncio.Task[None]] = set()  # retries still waiting for their delay
         self._closing = False
 
     def submit(self, pq: Any, mq: Any, msgs: list[Any], delay_s: float = 0.0) -> None:
         """Consume ``msgs`` (already in ``pq``) in the background."""
         task = asyncio.get_running_loop().create_task(self._consume(pq, mq, msgs, delay_s))
-        self._tasks.add(task)
+        self._tasks[task] = mq
+        if delay_s > 0:
+            self._delayed.add(task)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
+        self._delayed.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("consume task failed", exc_info=task.exception())
+
+    async def wait_queue_idle(self, mq: Any, timeout_s: float) -> None:
+        """Let the listener calls running for ``mq`` finish (bounded); pending retries are cancelled."""
+        tasks = [t for t, q in self._tasks.items() if q == mq]
+        for task in tasks:
+            if task in self._delayed:
+                task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
 
     async def _consume(self, pq: Any, mq: Any, msgs: list[Any], delay_s: float) -> None:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
+            task = asyncio.current_task()
+            if task is not None:
+                self._delayed.discard(task)  # type: ignore[arg-type]
         if pq.dropped or (delay_s > 0 and self._closing):
             return
         size = self._consumer.consume_message_batch_max_size
@@ -182,7 +198,7 @@ class ConcurrentConsumeService:
         """Wait up to ``timeout_s`` for running batches (failures not retried), then cancel the rest."""
         self._closing = True
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+            _, pending = await asyncio.wait(list(self._tasks), timeout=timeout_s)
             for task in pending:
                 task.cancel()
         self._runner.shutdown()

@@ -44,6 +44,8 @@ log = logging.getLogger("rocketpy.client.consumer")
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 LOCK_MAX_LIVE_S = 30.0
+#: Bound on waiting for running listener calls of a released queue (concurrent consumption).
+RELEASE_DRAIN_S = 2.0
 
 
 class ConsumerBase:
@@ -359,15 +361,16 @@ class PushConsumer(ConsumerBase):
         return True
 
     async def _release_queue(self, mq: MessageQueue) -> None:
-        entry = self._queues.pop(mq, None)
+        entry = self._queues.get(mq)
         if entry is None:
             return
         pq, task = entry
-        pq.dropped = True
+        pq.dropped = True  # stops pulling and handing its messages to the listener
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        if self.orderly:
-            await self.consume_service.wait_queue_idle(mq, LOCK_MAX_LIVE_S)
+        # listener calls already running finish and still count, so the commit below includes them
+        await self.consume_service.wait_queue_idle(mq, LOCK_MAX_LIVE_S if self.orderly else RELEASE_DRAIN_S)
+        self._queues.pop(mq, None)
         await self.offset_store.persist([mq], oneway=False)
         self.offset_store.remove(mq)
         if self.orderly and self.message_model is MessageModel.CLUSTERING:
@@ -377,8 +380,9 @@ class PushConsumer(ConsumerBase):
 
     def on_consumed(self, pq: ProcessQueue, mq: MessageQueue, done: list[Any], failed_count: int) -> None:
         """Concurrent: acknowledged messages leave the process queue; the offset moves to the oldest held."""
-        if pq.dropped or not done:
-            return
+        entry = self._queues.get(mq)
+        if entry is None or entry[0] is not pq or not done:
+            return  # the queue was released (and committed) meanwhile
         self.consumed_count += len(done)
         offset = pq.remove(done)
         if offset >= 0:
@@ -386,8 +390,9 @@ class PushConsumer(ConsumerBase):
 
     def on_orderly_committed(self, pq: ProcessQueue, mq: MessageQueue, offset: int, count: int) -> None:
         """Orderly: the taken batch was consumed."""
+        entry = self._queues.get(mq)
         self.consumed_count += count
-        if offset >= 0 and not pq.dropped:
+        if offset >= 0 and entry is not None and entry[0] is pq:
             self.offset_store.update(mq, offset)
 
     def may_consume_orderly(self, pq: ProcessQueue) -> bool:

@@ -28,6 +28,7 @@ log = logging.getLogger("rocketpy.client.rebalance")
 LOCK_INTERVAL_S = 20.0
 MIN_INTERVAL_S = 1.0
 UNBALANCED_RETRY_S = 1.0
+HANDOVER_GRACE_S = 0.3
 
 
 class Rebalancer:
@@ -114,13 +115,19 @@ class Rebalancer:
             if c.client_id not in cid_all:
                 return False
             mine = c.allocate(c.client_id, mq_all, cid_all)
+            return await self._apply(topic, set(mine), handover=len(cid_all) > 1)
         return await self._apply(topic, set(mine))
 
-    async def _apply(self, topic: str, mine: set[Any]) -> bool:
+    async def _apply(self, topic: str, mine: set[Any], *, handover: bool = False) -> bool:
         current = {mq for mq in self.assigned if mq.topic == topic}
         for mq in sorted(current - mine):
             self.assigned.discard(mq)
             await self._on_release(mq)
+        if handover and mine - current:
+            # Queues may be moving from another member, which commits their offsets as it releases
+            # them (it was notified at the same time as we were): give it that moment, so we start
+            # from its final offset instead of re-consuming what it consumed since its last commit.
+            await asyncio.sleep(HANDOVER_GRACE_S)
         ok = True
         for mq in sorted(mine - current):
             if await self._on_acquire(mq):
