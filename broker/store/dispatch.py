@@ -80,6 +80,7 @@ class Dispatcher:
         self.listeners: list[Listener] = []
         self.dirty_cqs: set[ConsumeQueue] = set()
         self.allocator = None
+        self.rebuild_from = 1 << 62  # recovery: a torn queue lowers where re-dispatch must start
 
     def cq(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The consume queue of (topic, queue id), created empty when new."""

@@ -36,8 +36,13 @@ def set_aside(path: str, why: str) -> None:
     os.replace(path, path + ".bad")
 
 
-def load_offset_files(directory: str, file_size: int, what: str, keep_fd: bool = True) -> list[MappedFile]:
-    """Map the contiguous 20-digit-named files of ``directory``; set aside the rest."""
+def load_offset_files(
+    directory: str, file_size: int, what: str, keep_fd: bool = True, short: list[str] | None = None
+) -> list[MappedFile]:
+    """Map the contiguous 20-digit-named files of ``directory``; set aside the rest.
+
+    Files shorter than ``file_size`` (torn) are extended with zeros and listed in ``short``.
+    """
     files: list[MappedFile] = []
     for base, path in list_offset_files(directory):
         actual = os.path.getsize(path)
@@ -49,6 +54,10 @@ def load_offset_files(directory: str, file_size: int, what: str, keep_fd: bool =
         if base % file_size or (files and base != files[-1].end_offset):
             set_aside(path, "does not continue the file sequence")
             continue
+        if actual < file_size and short is not None:
+            log.warning("%s file %s is %d bytes, shorter than %d: it will be rebuilt past its end", what,
+                        path, actual, file_size)  # fmt: skip
+            short.append(path)
         files.append(MappedFile.open(path, base, file_size, keep_fd))
     return files
 
@@ -66,8 +75,16 @@ def load_consume_queues(dispatcher: Dispatcher, commitlog_min: int) -> None:
             if not qid.isdigit():
                 continue
             cq = dispatcher.cq(topic, int(qid))
-            cq.files = load_offset_files(cq.directory, cq.file_size, "consume queue", keep_fd=False)
+            short: list[str] = []
+            cq.files = load_offset_files(cq.directory, cq.file_size, "consume queue", False, short)
+            if short:  # units after a torn file cannot be trusted to be contiguous: rebuild them
+                first = next(i for i, mf in enumerate(cq.files) if mf.path in short)
+                for mf in cq.files[first + 1 :]:
+                    mf.destroy(force=True)
+                del cq.files[first + 1 :]
             _find_queue_end(cq)
+            if short:  # torn queue: the scan must start no later than what it still holds
+                dispatcher.rebuild_from = min(dispatcher.rebuild_from, cq.max_phys_end)
             _find_queue_min(cq, commitlog_min)
 
 
@@ -169,6 +186,7 @@ def zero_garbage(mf: MappedFile, pos: int) -> None:
 def _dispatched_point(dispatcher: Dispatcher) -> int:
     """Commitlog offset up to which consume queues (and the index) hold every record."""
     point = max((cq.max_phys_end for cq in dispatcher.cqs.values()), default=0)
+    point = min(point, dispatcher.rebuild_from)
     if dispatcher.index is not None:
         point = min(point, max(dispatcher.index.end_phys, 0))
     return point
