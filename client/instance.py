@@ -173,13 +173,15 @@ class MQClientInstance:
         for t in self._routines:
             t.cancel()
         await asyncio.gather(*self._routines, return_exceptions=True)
-        pending = [self.unregister_producer(g, c) for (g, c) in list(self._producers)]
-        pending += [self.unregister_consumer(g, c) for (g, c) in list(self._consumers)]
+        # members that did not shut down themselves still leave their groups cleanly
+        for group, cid in list(self._producers):
+            self.unregister_producer(group, cid)
+        for group, cid in list(self._consumers):
+            self.unregister_consumer(group, cid)
         if self._jobs:
             await asyncio.wait(list(self._jobs), timeout=self.settings.mq_client_api_timeout + 1.0)
         for t in list(self._jobs):
             t.cancel()
-        del pending
         await self.remoting.close()
 
     @property

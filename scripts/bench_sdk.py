@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """SDK producer benchmark: a NameServer, a broker and the bench client as three processes.
 
-Runs ``python -m client.bench producer`` twice against a fresh cluster (1 KiB bodies): async
+Runs ``python -m client.bench producer`` twice against a fresh cluster (1 KiB bodies), after a 2 s
+warm-up run: async
 single-message sends and batch sends, each for ``--seconds``, and prints both ``[Complete]`` lines and
 the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s). Bounded: every run has a duration and
 the daemons are stopped at the end.
@@ -58,6 +59,8 @@ def main() -> None:
         try:
             asyncio.run(create_topic(ns.addr, "BenchmarkTest", 8))
             common = ["-t", "BenchmarkTest", "-s", str(a.body), "-d", str(a.seconds)]
+            # warm-up: first connections, commitlog file pre-allocation, page faults
+            run_bench(ns.addr, "-t", "BenchmarkTest", "-s", str(a.body), "-d", "2", "-b", "16", "-w", "4")
             total_a, tps_a, out_a = run_bench(ns.addr, *common, "-m", "async", "-w", str(a.concurrency))
             total_b, tps_b, out_b = run_bench(ns.addr, *common, "-b", str(a.batch), "-w", "8")
         finally:
