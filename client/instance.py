@@ -321,6 +321,17 @@ class MQClientInstance:
                 await self.update_topic_route(topic)
             except (MQClientError, MQBrokerError) as e:
                 log.warning("route refresh of %s failed: %s", topic, e)
+        self._clean_offline_brokers()
+
+    def _clean_offline_brokers(self) -> None:
+        """Forget brokers no cached route mentions any more (no heartbeats to departed brokers)."""
+        routes = list(self._routes.values()) + [tp.route for tp in self._publish.values()]
+        live: dict[str, dict[int, str]] = {}
+        for route in routes:
+            live.update(broker_addrs(route))
+        for name in set(self._broker_addrs) - set(live):
+            log.info("broker %s left every route; forgetting it", name)
+        self._broker_addrs = live
 
     # ---- heartbeats --------------------------------------------------------------------------------
 
