@@ -38,7 +38,7 @@ def _decode_body(request: RemotingCommand, model: type[_M]) -> _M | None:
         return None
     try:
         return model.from_wire(msgpack.unpackb(bytes(request.body), raw=False))  # type: ignore[attr-defined, no-any-return]
-    except (ValueError, ValidationError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+    except (ValueError, TypeError, ValidationError) as e:  # msgpack errors are ValueErrors
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise HeaderError(f"request body is not a valid msgpack {model.__name__}: {first}") from e
 
