@@ -9,6 +9,7 @@ import pytest
 from client.lite_pull_consumer import LitePullConsumer
 from rocketpy import Admin, Message, MessageQueue, Producer
 from rocketpy.errors import MQClientError
+from tests.waiting import wait_until_async
 
 FAST = {"rebalance_interval": 1.0, "heartbeat_broker_interval": 1.0, "poll_name_server_interval": 1.0}
 
@@ -92,5 +93,27 @@ async def test_assign_and_seek(cluster: str) -> None:
         assert again and again[0].queue_offset == 0
         with pytest.raises(MQClientError, match="not assigned"):
             await c.seek(MessageQueue(topic, mq.broker_name, 99), 0)
+    finally:
+        await c.shutdown()
+
+
+async def test_pause_resume_and_auto_commit(cluster: str) -> None:
+    topic = "LitePause"
+    await _prepare(cluster, topic, 40)
+    c = LitePullConsumer(
+        "g_pause", cluster, consume_from_where="CONSUME_FROM_FIRST_OFFSET", auto_commit_interval=0.2, **FAST
+    )
+    c.subscribe(topic, "*")
+    await c.start()
+    try:
+        await wait_until_async(lambda: len(c.assigned_queues()) == 4, 10, message="4 queues assigned")
+        queues = c.assigned_queues()
+        c.pause(queues)
+        assert await c.poll(timeout=0.5) == [], "paused queues handed out messages"
+        c.resume(queues)
+        got = await _poll_until(c, 40)
+        assert len({m.body for m in got}) == 40
+        mq = queues[0]
+        await wait_until_async(lambda: c.committed(mq), 10, message="auto-commit reached the broker")
     finally:
         await c.shutdown()
