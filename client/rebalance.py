@@ -144,13 +144,6 @@ class Rebalancer:
             )
         return ok
 
-    async def release_all(self) -> None:
-        """Release every queue (shutdown)."""
-        async with self._lock:
-            for mq in sorted(self.assigned):
-                await self._on_release(mq)
-            self.assigned.clear()
-
 
 def by_broker(mqs: list[Any]) -> dict[str, list[Any]]:
     """Group queues by broker name."""
