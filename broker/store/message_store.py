@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import time
-import zlib
 from collections.abc import Callable
 
 from broker.store import reads
@@ -26,23 +25,16 @@ from broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
 from broker.store.flush import FlushService
 from broker.store.index import IndexService, index_file_size
 from broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
-from broker.store.message import BrokerMessage
-from broker.store.recovery import load_consume_queues, load_offset_files, recover
+from broker.store.put import PutMixin
+from broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
 from broker.store.results import (
     GetMessageResult,
     MessageFilter,
-    PutMessageResult,
     PutMessageStatus,
     QueryMessageResult,
 )
 from rocketpy.config import FlushDiskType, StoreConfig
 from rocketpy.record import (
-    HEAD_SIZE,
-    MAX_PROPERTIES_BYTES,
-    MAX_TOPIC_BYTES,
-    MESSAGE_MAGIC,
-    RECORD_HEAD,
-    U16,
     pack_host,
 )
 
@@ -58,7 +50,7 @@ def default_disk_usage(path: str) -> float:
     return u.used / u.total if u.total else 0.0
 
 
-class MessageStore:
+class MessageStore(PutMixin):
     """The message store.
 
     Args:
@@ -171,7 +163,7 @@ class MessageStore:
         index = self.dispatcher.index
         if index is not None:
             index.load(
-                _load_index_files(index.directory, index_file_size(c.max_hash_slot_num, c.max_index_num))
+                load_index_files(index.directory, index_file_size(c.max_hash_slot_num, c.max_index_num))
             )
         log.info("store %s: %s start, recovering", self.root, "abnormal" if abnormal else "normal")
         end = recover(
@@ -226,197 +218,6 @@ class MessageStore:
         if clean:
             remove_abort(self.root)
         self._lock.release()
-
-    # -- put ------------------------------------------------------------------------------------
-    def _check(self, msg: BrokerMessage) -> PutMessageResult | bytes:
-        """Validate one message; returns its topic part (len byte + topic) or a refusal."""
-        if not self.running:
-            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is not running")
-        if self.disk_full_remark:
-            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, self.disk_full_remark)
-        part = self._topic_parts.get(msg.topic)
-        if part is None:
-            tb = msg.topic.encode()
-            if len(tb) > MAX_TOPIC_BYTES or not tb:
-                return PutMessageResult(
-                    _BAD.MESSAGE_ILLEGAL,
-                    f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(tb)}; use a shorter topic name",
-                )
-            part = bytes((len(tb),)) + tb
-            if len(self._topic_parts) < 100_000:
-                self._topic_parts[msg.topic] = part
-        if len(msg.body) > self.config.max_message_size:
-            return PutMessageResult(
-                _BAD.MESSAGE_ILLEGAL,
-                f"message body is {len(msg.body)} bytes, more than "
-                f"maxMessageSize {self.config.max_message_size}; send smaller messages",
-            )
-        return part
-
-    async def put_message(self, msg: BrokerMessage) -> PutMessageResult:
-        """Append one message, dispatch it and (SYNC_FLUSH) wait for the flush (hot path)."""
-        part = self._topic_parts.get(msg.topic)
-        body = msg.body
-        if part is None or self.disk_full_remark or not self.running or len(body) > self._max_body_bytes:
-            return await self.put_messages([msg])  # the slow path explains the refusal
-        props_b = msg.properties.encode()
-        if len(props_b) > MAX_PROPERTIES_BYTES:
-            return await self.put_messages([msg])
-        total = HEAD_SIZE + len(body) + len(part) + 2 + len(props_b)
-        mf = self.commitlog.writable_file(total)
-        if mf is None:
-            return await self.put_messages([msg])  # waits for the next file
-        d = self.dispatcher
-        cq = d.cq(msg.topic, msg.queue_id)
-        queue_offset = cq.next_offset
-        pos = mf.wrote
-        phys = mf.base_offset + pos
-        store_ts = int(self.clock() * 1000)
-        mm = mf.mm
-        RECORD_HEAD.pack_into(
-            mm, pos, total, MESSAGE_MAGIC, zlib.crc32(body), msg.queue_id, msg.flag, queue_offset, phys,
-            msg.sys_flag, msg.born_timestamp, msg.born_host8, store_ts, self._host8, msg.reconsume_times,
-            msg.prepared_transaction_offset, len(body),
-        )  # fmt: skip
-        b = pos + HEAD_SIZE
-        e = b + len(body)
-        mm[b:e] = body
-        tail = part + U16.pack(len(props_b)) + props_b
-        mm[e : e + len(tail)] = tail
-        mf.wrote = pos + total
-        props = msg.properties
-        tags_code = msg.tags_code if msg.tags_code is not None else d.tags_code(msg.topic, props, store_ts)
-        d.dispatch(cq, queue_offset, phys, total, tags_code, props, store_ts)
-        self.last_store_ts = store_ts
-        self.put_total += 1
-        result = PutMessageResult(_BAD.PUT_OK, "", phys, total, queue_offset, store_ts, 1, self._host8)
-        if self._sync_flush and msg.wait_store_msg_ok:
-            await self._wait_flush(result, phys + total)
-        elif self._allocator is not None and self._allocator.in_flight:
-            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
-        return result
-
-    async def _wait_flush(self, result: PutMessageResult, end_offset: int) -> None:
-        assert self._flush is not None
-        if not await self._flush.wait_flushed(end_offset, self.config.sync_flush_timeout / 1000):
-            result.status = _BAD.FLUSH_DISK_TIMEOUT
-            result.remark = f"not flushed to disk within syncFlushTimeout {self.config.sync_flush_timeout} ms"
-
-    async def put_messages(self, msgs: list[BrokerMessage]) -> PutMessageResult:
-        """Append a batch of one topic and queue, all or nothing, contiguously in one file."""
-        if not msgs:
-            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
-        encoded: list[tuple[BrokerMessage, bytes, bytes]] = []
-        first = msgs[0]
-        total = 0
-        for m in msgs:
-            if m.topic != first.topic or m.queue_id != first.queue_id:
-                return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "a batch must have one topic and one queue")
-            part = self._check(m)
-            if isinstance(part, PutMessageResult):
-                return part
-            props_b = m.properties.encode() if m.properties else b""
-            if len(props_b) > MAX_PROPERTIES_BYTES:
-                return PutMessageResult(
-                    _BAD.PROPERTIES_SIZE_EXCEEDED,
-                    f"properties are {len(props_b)} bytes, "
-                    f"more than {MAX_PROPERTIES_BYTES}; use fewer/shorter properties",
-                )
-            encoded.append((m, part, props_b))
-            total += HEAD_SIZE + len(m.body) + len(part) + 2 + len(props_b)
-        if total + 8 > self.commitlog.file_size:
-            return PutMessageResult(
-                _BAD.MESSAGE_ILLEGAL,
-                f"{total} bytes do not fit one commitlog file of "
-                f"{self.commitlog.file_size} bytes; send smaller batches",
-            )
-        mf = self.commitlog.writable_file(total)
-        deadline = asyncio.get_running_loop().time() + NEXT_FILE_WAIT_S
-        while mf is None:
-            left_s = deadline - asyncio.get_running_loop().time()
-            if left_s <= 0 or not await self.commitlog.wait_next_file(left_s):
-                err = self.commitlog.take_error()
-                return PutMessageResult(
-                    _BAD.CREATE_MAPPED_FILE_FAILED,
-                    f"cannot create the next commitlog "
-                    f"file: {err or 'timed out'}; check disk space and permissions",
-                )
-            if not self.running:
-                return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is shutting down")
-            mf = self.commitlog.writable_file(total)
-        result = self._append(mf, encoded, total)
-        if self._allocator is not None and self._allocator.in_flight:
-            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
-        if self._flush is not None and self._flush.sync_flush and first.wait_store_msg_ok:
-            ok = await self._flush.wait_flushed(
-                result.wrote_offset + total, self.config.sync_flush_timeout / 1000
-            )
-            if not ok:
-                result.status = _BAD.FLUSH_DISK_TIMEOUT
-                result.remark = (
-                    f"not flushed to disk within syncFlushTimeout {self.config.sync_flush_timeout} ms"
-                )
-        return result
-
-    def _append(self, mf, encoded: list[tuple[BrokerMessage, bytes, bytes]], total: int) -> PutMessageResult:  # type: ignore[no-untyped-def]
-        """Copy the records into ``mf`` and dispatch them (synchronous: nothing interleaves)."""
-        host8 = self._host8
-        store_ts = int(self.clock() * 1000)
-        first = encoded[0][0]
-        d = self.dispatcher
-        cq = d.cq(first.topic, first.queue_id)
-        queue_offset = cq.next_offset
-        mm = mf.mm
-        pos = mf.wrote
-        phys0 = mf.base_offset + pos
-        offsets: list[int] | None = [] if len(encoded) > 1 else None
-        for i, (m, part, props_b) in enumerate(encoded):
-            body = m.body
-            size = HEAD_SIZE + len(body) + len(part) + 2 + len(props_b)
-            phys = mf.base_offset + pos
-            RECORD_HEAD.pack_into(
-                mm,
-                pos,
-                size,
-                MESSAGE_MAGIC,
-                zlib.crc32(body),
-                m.queue_id,
-                m.flag,
-                queue_offset + i,
-                phys,
-                m.sys_flag,
-                m.born_timestamp,
-                m.born_host8,
-                store_ts,
-                host8,
-                m.reconsume_times,
-                m.prepared_transaction_offset,
-                len(body),
-            )
-            b = pos + HEAD_SIZE
-            mm[b : b + len(body)] = body
-            b += len(body)
-            tail = part + U16.pack(len(props_b)) + props_b
-            mm[b : b + len(tail)] = tail
-            pos += size
-            mf.wrote = pos
-            if offsets is not None:
-                offsets.append(phys)
-            props = m.properties
-            tags_code = m.tags_code if m.tags_code is not None else d.tags_code(m.topic, props, store_ts)
-            d.dispatch(cq, queue_offset + i, phys, size, tags_code, props, store_ts)
-        self.last_store_ts = store_ts
-        self.put_total += len(encoded)
-        return PutMessageResult(
-            _BAD.PUT_OK,
-            wrote_offset=phys0,
-            wrote_bytes=total,
-            queue_offset=queue_offset,
-            store_timestamp=store_ts,
-            msg_num=len(encoded),
-            host8=host8,
-            offsets=offsets,
-        )
 
     async def settle(self, timeout_s: float = 5.0) -> bool:
         """Wait until no file allocation is in flight (all units and index entries are in files)."""
@@ -508,21 +309,3 @@ class MessageStore:
     def runtime_info(self) -> dict[str, str]:
         """Store figures for GET_BROKER_RUNTIME_INFO."""
         return reads.runtime_info(self)
-
-
-def _load_index_files(directory: str, size: int) -> list:  # type: ignore[type-arg]
-    from broker.store.mapped_file import MappedFile
-    from broker.store.recovery import set_aside
-
-    if not os.path.isdir(directory):
-        return []
-    out = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if not (len(name) == 17 and name.isdigit()):
-            continue
-        if os.path.getsize(path) != size:
-            set_aside(path, f"has a size other than the configured index size {size}")
-            continue
-        out.append(MappedFile.open(path, 0, size))
-    return out

@@ -294,3 +294,19 @@ def _truncate(commitlog: CommitLog, dispatcher: Dispatcher, end: int) -> None:
                 before,
                 cq.next_offset,
             )
+
+
+def load_index_files(directory: str, size: int) -> list[MappedFile]:
+    """Map the index files (named by creation time) of ``directory``, oldest first."""
+    if not os.path.isdir(directory):
+        return []
+    out = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not (len(name) == 17 and name.isdigit()):
+            continue
+        if os.path.getsize(path) != size:
+            set_aside(path, f"has a size other than the configured index size {size}")
+            continue
+        out.append(MappedFile.open(path, 0, size))
+    return out
