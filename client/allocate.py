@@ -89,6 +89,7 @@ def allocate_by_config(configured: Sequence[Q]) -> AllocateFn[Q]:
     """A strategy that always returns the user's fixed queue list (restricted to queues that exist)."""
 
     def allocate(me: str, mq_all: Sequence[Q], cid_all: Sequence[str]) -> list[Q]:
+        """The configured queues that exist in ``mq_all``."""
         present = set(mq_all)
         return [mq for mq in configured if mq in present]
 

@@ -39,6 +39,7 @@ class _Buffer:
         self.ready = asyncio.Event()
 
     def submit(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[MessageExt]) -> None:
+        """Buffer a pulled batch for ``poll``."""
         assert len(self.batches) < MAX_BUFFERED_BATCHES, "flow control failed to bound the poll buffer"
         self.batches.append((pq, mq, msgs))
         self.ready.set()
@@ -283,6 +284,11 @@ class _ManualAssignment(Rebalancer):
         """No group rebalance for assigned queues."""
 
     async def apply_all(self, mine: set[Any]) -> None:
+        """Make the assigned set exactly ``mine``.
+
+        Raises:
+            MQClientError: a queue could not be started (its broker is unknown or down).
+        """
         for mq in sorted(self.assigned - mine):
             self.assigned.discard(mq)
             await self._on_release(mq)

@@ -36,6 +36,7 @@ class _LoopThread:
 
     @classmethod
     def loop(cls) -> asyncio.AbstractEventLoop:
+        """The running background loop (started on first use)."""
         with cls._lock:
             if cls._loop is None or cls._loop.is_closed():
                 cls._loop = cls._start()
