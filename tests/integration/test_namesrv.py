@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -329,6 +330,13 @@ def test_sigterm_stops_and_removes_pid_file(namesrv: Daemon, tmp_path: Path) -> 
     wait_until(lambda: "boot success" in log_file.read_text(), 5.0, message="boot line in namesrv.log")
     assert namesrv.terminate() == 0
     assert not pid_file.exists()
+
+
+def test_sigint_stops_gracefully(daemons: DaemonPool) -> None:
+    ns = daemons.namesrv()
+    ns.process.send_signal(signal.SIGINT)
+    assert ns.wait(10.0) == 0
+    assert "The Name Server shut down" in ns.stderr_text()
 
 
 def test_mqshutdown_namesrv(namesrv: Daemon, tmp_path: Path) -> None:
