@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from rocketpy import Admin, Message, MQClientError, Producer
 from rocketpy.admin_cli import format_table, mqadmin, parse_timestamp
 from tests.conftest import DaemonPool
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +86,8 @@ def test_send_query_consume_progress(cluster: dict[str, str]) -> None:
 
     by_id = run_json(ns, "queryMsgById", "-i", sent["offsetMsgId"])["messages"][0]
     assert (by_id["body"], by_id["tags"], by_id["keys"]) == ("hello admin", "TagQ", ["key-1"])
-    by_key = run_json(ns, "queryMsgByKey", "-t", "QT", "-k", "key-1")["messages"]
+    # the broker indexes keys after the append (like RocketMQ's reput): poll until it is searchable
+    by_key = wait_until(lambda: run_json(ns, "queryMsgByKey", "-t", "QT", "-k", "key-1")["messages"], 10.0)
     assert [m["msgId"] for m in by_key] == [sent["msgId"]]
     by_offset = run_json(
         ns,
