@@ -67,6 +67,7 @@ class Daemon:
     Attributes:
         kind: ``"namesrv"`` or ``"broker"``.
         addr: ``"127.0.0.1:PORT"`` from the boot line.
+        name: the broker name from a broker's boot line (None for a NameServer).
         workdir: its directory under ``tmp_path`` (config file, logs, store).
         config_file: the properties file it was started with.
         process: the ``subprocess.Popen``.
@@ -79,6 +80,7 @@ class Daemon:
         self.workdir = workdir
         self.config_file = config_file
         self.addr = ""
+        self.name: str | None = None
         self.boot_line = ""
         self._stderr_path = workdir / f"{kind}.stderr"
         self._stderr = open(self._stderr_path, "wb")  # closed in _finish
@@ -102,6 +104,11 @@ class Daemon:
         return self.process.pid
 
     @property
+    def port(self) -> int:
+        """The listening port from the boot line."""
+        return int(self.addr.rsplit(":", 1)[1])
+
+    @property
     def returncode(self) -> int | None:
         """The exit code, or None while it runs."""
         return self.process.poll()
@@ -115,6 +122,7 @@ class Daemon:
             m = self._boot_re.search(line) if self._boot_re is not None else None
             if m and not self._booted.is_set():
                 self.addr, self.boot_line = m.group("addr"), line
+                self.name = m.groupdict().get("name")
                 self._booted.set()
 
     def wait_boot(self, boot_re: re.Pattern[str], timeout: float) -> Daemon:
