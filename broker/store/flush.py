@@ -141,7 +141,7 @@ class FlushService:
         d = self._dispatcher
         dirty, d.dirty_cqs = d.dirty_cqs, set()
         try:
-            for cq in dirty:
+            for cq in list(dirty):  # the loop may still add to the old set
                 cq.flush()
             if d.index is not None:
                 d.index.flush()

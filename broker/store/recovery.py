@@ -234,7 +234,8 @@ def recover(commitlog: CommitLog, dispatcher: Dispatcher, flushed: int | None, c
     if not commitlog.files:
         return 0
     index_after = dispatcher.index.end_phys if dispatcher.index is not None else 0
-    off = scan_start(commitlog, _dispatched_point(dispatcher), flushed)
+    dispatched = _dispatched_point(dispatcher)
+    off = scan_start(commitlog, dispatched, flushed)
     count = 0
     while True:
         mf = commitlog.file_for(off)
@@ -250,7 +251,8 @@ def recover(commitlog: CommitLog, dispatcher: Dispatcher, flushed: int | None, c
             _log_cut(mf, pos, off)
             break
         total, fields = res
-        _redispatch(dispatcher, fields, mf, pos, index_after)
+        if off + total > dispatched:  # before that point queues and index hold every record
+            _redispatch(dispatcher, fields, mf, pos, index_after)
         mf.wrote = pos + total
         off += total
         count += 1
