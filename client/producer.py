@@ -32,7 +32,7 @@ from client.message_check import (
     prepare_message,
     split_batch,
 )
-from client.route import AUTO_CREATE_TOPIC, TopicPublishInfo
+from client.route import AUTO_CREATE_TOPIC, TopicPublishInfo, resolve_publish_info
 from client.selector import QueueSelector, select_queue
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
@@ -164,44 +164,7 @@ class Producer:
     # ---- routes ------------------------------------------------------------------------------------
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
-        inst = self._inst()
-        tp = inst.publish_info(topic)
-        if tp is not None and tp.ok:
-            return tp
-        route = await inst.update_topic_route(topic)
-        tp = inst.publish_info(topic)
-        if tp is not None and tp.ok:
-            return tp
-        if route is not None:
-            raise MQClientError(
-                f"topic {topic!r} has no writable queue (write permission wiped or no master registered):"
-                f" restore it with `mqadmin updateTopic -t {topic} -c CLUSTER -p 6`"
-                " or start the broker master"
-            )
-        return await self._auto_create_info(topic)
-
-    async def _auto_create_info(self, topic: str) -> TopicPublishInfo:
-        inst = self._inst()
-        default = await inst.api.get_topic_route(AUTO_CREATE_TOPIC, self.settings.mq_client_api_timeout)
-        if default is not None:
-            n = self.default_topic_queue_nums
-            queue_datas = [
-                qd.model_copy(
-                    update={
-                        "read_queue_nums": min(n, qd.read_queue_nums),
-                        "write_queue_nums": min(n, qd.write_queue_nums),
-                    }
-                )
-                for qd in default.queue_datas
-            ]
-            tp = inst.set_publish_route(topic, default.model_copy(update={"queue_datas": queue_datas}))
-            if tp.ok:
-                return tp
-        raise MQClientError(
-            f"topic {topic!r} does not exist: create it with"
-            f" `mqadmin updateTopic -n {';'.join(inst.namesrv_addrs)} -t {topic} -c DefaultCluster`"
-            " or start the broker with autoCreateTopicEnable=true"
-        )
+        return await resolve_publish_info(self._inst(), topic, self.default_topic_queue_nums)
 
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's writable queues sorted by (broker_name, queue_id) (what selectors receive)."""

@@ -7,15 +7,23 @@ what producers and consumers use (RocketMQ's ``topicRouteData2TopicPublishInfo``
 * ``TopicPublishInfo``: the writable queues of every broker that has a master and write permission,
   sorted by (broker_name, queue_id), plus the topic's round-robin counter.
 * ``subscribe_queues``: the readable queues (queue ids 0..readQueueNums-1 of readable brokers), sorted.
+* ``resolve_publish_info``: cached publish info, else the NameServer's route, else (auto-create) the
+  route of TBW102 capped at the producer's default queue number, else an error saying what to do.
 
 Route objects are ``rocketpy.route.TopicRouteData`` (pydantic, control plane only).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from client.selector import RoundRobinIndex
+from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
 from rocketpy.route import PERM_READ, PERM_WRITE, TopicRouteData
+
+if TYPE_CHECKING:
+    from client.instance import MQClientInstance
 
 #: The topic whose route stands in for a topic that does not exist yet (auto-create).
 AUTO_CREATE_TOPIC = "TBW102"
@@ -83,3 +91,50 @@ def broker_addrs(route: TopicRouteData) -> dict[str, dict[int, str]]:
     for bd in route.broker_datas:
         out[bd.broker_name] = dict(bd.broker_addrs)
     return out
+
+
+def auto_create_route(default: TopicRouteData, queue_nums: int) -> TopicRouteData:
+    """TBW102's route with every broker's queue numbers capped at ``queue_nums`` (RocketMQ auto-create)."""
+    capped = [
+        qd.model_copy(
+            update={
+                "read_queue_nums": min(queue_nums, qd.read_queue_nums),
+                "write_queue_nums": min(queue_nums, qd.write_queue_nums),
+            }
+        )
+        for qd in default.queue_datas
+    ]
+    return default.model_copy(update={"queue_datas": capped})
+
+
+async def resolve_publish_info(
+    inst: MQClientInstance, topic: str, default_queue_nums: int
+) -> TopicPublishInfo:
+    """The publish info of ``topic``: cached, fetched, or auto-created through TBW102's route.
+
+    Raises:
+        MQClientError: the topic has no writable queue, or does not exist and cannot be auto-created
+            (the message says how to create it).
+    """
+    tp = inst.publish_info(topic)
+    if tp is not None and tp.ok:
+        return tp
+    route = await inst.update_topic_route(topic)
+    tp = inst.publish_info(topic)
+    if tp is not None and tp.ok:
+        return tp
+    if route is not None:
+        raise MQClientError(
+            f"topic {topic!r} has no writable queue (write permission wiped or no master registered):"
+            f" restore it with `mqadmin updateTopic -t {topic} -c CLUSTER -p 6` or start the broker master"
+        )
+    default = await inst.api.get_topic_route(AUTO_CREATE_TOPIC, inst.settings.mq_client_api_timeout)
+    if default is not None:
+        tp = inst.set_publish_route(topic, auto_create_route(default, default_queue_nums))
+        if tp.ok:
+            return tp
+    raise MQClientError(
+        f"topic {topic!r} does not exist: create it with"
+        f" `mqadmin updateTopic -n {';'.join(inst.namesrv_addrs)} -t {topic} -c DefaultCluster`"
+        " or start the broker with autoCreateTopicEnable=true"
+    )
