@@ -256,3 +256,33 @@ async def test_cleanup_expired_files_with_injected_clock(tmp_path: Path) -> None
     await s.start()
     assert s.get_min_offset_in_queue("T", 0) == lo
     await s.shutdown()
+
+
+async def test_schedule_topic_unit_holds_delivery_time(store: MessageStore) -> None:
+    from rocketpy.message import properties_to_string
+
+    r = await store.put_message(
+        BrokerMessage("SCHEDULE_TOPIC_XXXX", 2, b"later", properties=properties_to_string({"DELAY": "3"}))
+    )
+    unit = store.dispatcher.cqs[("SCHEDULE_TOPIC_XXXX", 2)].unit(0)
+    assert unit is not None and unit[2] == r.store_timestamp + 10_000  # level 3 = 10 s
+
+
+async def test_file_still_read_is_deleted_after_the_forced_interval(tmp_path: Path) -> None:
+    now = {"t": 0.0}
+    cfg = tiny_config(str(tmp_path), file_reserved_time=0, destroy_mapped_file_interval_forcibly=60_000)
+    s = MessageStore(cfg, clock=lambda: now["t"], disk_usage=lambda _p: 0.8)
+    await s.start()
+    for i in range(12):
+        await s.put_message(bmsg("T", 0, b"q" * 900 + b"%d" % i))
+    held = s.get_message("g", "T", 0, 0, 1)  # a view into the first file
+    first_path = s.commitlog.files[0].path
+    now["t"] = 10**10
+    await asyncio.to_thread(s.cleanup.run_once)  # type: ignore[union-attr]
+    assert await asyncio.to_thread(os.path.exists, first_path)  # still read: retried later
+    now["t"] += 61
+    await asyncio.to_thread(s.cleanup.run_once)  # type: ignore[union-attr]
+    assert not await asyncio.to_thread(os.path.exists, first_path)  # forced after the interval
+    assert decode_records(held.join())[0].body.startswith(b"qqq")  # the mapping outlives the file name
+    held.release()
+    await s.shutdown()
