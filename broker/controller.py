@@ -35,7 +35,7 @@ from broker.store import MessageStore
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import PERM_READ, PERM_WRITE, TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
-from rocketpy.errors import RemotingConnectError
+from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
@@ -109,7 +109,10 @@ class BrokerController:
     async def start(self) -> str:
         """Start everything and register with the NameServers; returns the advertised ``ip:port``."""
         bc = self.broker_config
-        await asyncio.to_thread(self._load_tables)
+        try:
+            await asyncio.to_thread(self._load_tables)
+        except (ValueError, KeyError, TypeError) as e:
+            raise RocketpyError(f"cannot load the broker's config tables: {e}") from e
         ip = self.advertised_ip()
         self.store = MessageStore(self.store_config, store_host=(ip, bc.listen_port))
         await self.store.start()

@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from broker.store.json_file import read_json_with_backup, write_json_atomic
+
 log = logging.getLogger("rocketpy.broker.persistence")
 
 
@@ -44,8 +46,6 @@ class JsonTable:
         """Read the document (sync: call from a thread or before the loop serves); None if absent."""
         if not os.path.exists(self.path) and not os.path.exists(self.path + ".bak"):
             return None
-        from broker.store.json_file import read_json_with_backup
-
         return read_json_with_backup(self.path)
 
     async def persist(self, force: bool = False) -> None:
@@ -60,7 +60,5 @@ class JsonTable:
 
 
 def _write(path: str, doc: Any) -> None:
-    from broker.store.json_file import write_json_atomic
-
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     write_json_atomic(path, doc)

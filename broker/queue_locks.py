@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 60_000
 MAX_LOCKS_PER_GROUP = 100_000
+MAX_LOCK_GROUPS = 100_000
 
 MessageQueueKey = tuple[str, str, int]  # (topic, broker_name, queue_id)
 
@@ -48,7 +49,11 @@ class RebalanceLockManager:
     ) -> set[MessageQueueKey]:
         """Lock (or renew) each queue for ``client_id``; returns the queues it now holds."""
         now = self._clock_ms()
-        locks = self._table.setdefault(group, {})
+        locks = self._table.get(group)
+        if locks is None:
+            if len(self._table) >= MAX_LOCK_GROUPS:
+                return set()
+            locks = self._table[group] = {}
         locked: set[MessageQueueKey] = set()
         for mq in mqs:
             entry = locks.get(mq)

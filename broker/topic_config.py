@@ -41,6 +41,14 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 TOPIC_MAX_LENGTH = 127
 MAX_QUEUE_NUMS = 1024
+#: Topics one broker keeps; auto-creation beyond this is refused (every topic is in each registration).
+MAX_TOPICS = 100_000
+
+
+class TopicLimitError(Exception):
+    """The broker already holds ``MAX_TOPICS`` topics."""
+
+
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
@@ -187,8 +195,14 @@ class TopicConfigManager:
             fn()
 
     def update(self, tc: TopicConfig) -> None:
-        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC); callers validate first."""
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC); callers validate first.
+
+        Raises:
+            TopicLimitError: a new topic while the broker holds ``MAX_TOPICS`` topics already.
+        """
         old = self.table.get(tc.topic_name)
+        if old is None:
+            self._check_room()
         self.table[tc.topic_name] = tc
         log.info("topic %s: %s -> %s", tc.topic_name, old, tc)
         self._changed()
@@ -208,12 +222,16 @@ class TopicConfigManager:
 
         The new topic gets ``min(client_queue_nums, template queues)`` queues, where the template is
         ``default_topic`` (normally TBW102), whose perm must carry the inherit bit.
+
+        Raises:
+            TopicLimitError: the broker holds ``MAX_TOPICS`` topics already.
         """
         existing = self.table.get(topic)
         if existing is not None:
             return existing
         if not self._config.auto_create_topic_enable:
             return None
+        self._check_room()
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC_KEY_TOPIC)
         if template is None:  # auto-create switched on while running: TBW102 was never made
             n = self._config.default_topic_queue_nums
@@ -228,11 +246,23 @@ class TopicConfigManager:
         self._changed()
         return tc
 
+    def _check_room(self) -> None:
+        if len(self.table) >= MAX_TOPICS:
+            raise TopicLimitError(
+                f"this broker already has {len(self.table)} topics, its limit; delete unused topics "
+                "(mqadmin deleteTopic) before creating more"
+            )
+
     def create_system_group_topic(self, topic: str, queue_nums: int, perm: int = PERM_RW) -> TopicConfig:
-        """Create (if absent) an internal topic such as ``%RETRY%group`` and return it."""
+        """Create (if absent) an internal topic such as ``%RETRY%group`` and return it.
+
+        Raises:
+            TopicLimitError: the broker holds ``MAX_TOPICS`` topics already.
+        """
         existing = self.table.get(topic)
         if existing is not None:
             return existing
+        self._check_room()
         tc = TopicConfig(topic, queue_nums, queue_nums, perm)
         self.table[topic] = tc
         self._changed()

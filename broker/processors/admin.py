@@ -21,6 +21,7 @@ from broker.topic_config import (
     MAX_QUEUE_NUMS,
     SCHEDULE_TOPIC,
     TopicConfig,
+    TopicLimitError,
     validate_topic_name,
 )
 from rocketpy.config import BrokerConfig, ConfigError, config_lines, parse_properties
@@ -101,7 +102,10 @@ class AdminProcessor:
     async def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC: create or change a topic, persist it and register it."""
         tc = self._topic_from_header(request)
-        self.c.topic_config.update(tc)
+        try:
+            self.c.topic_config.update(tc)
+        except TopicLimitError as e:
+            return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, str(e))
         await self.c.topics_changed_commit()
         return RemotingCommand.response(request)
 

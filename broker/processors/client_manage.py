@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from broker.consumer_manager import ClientChannelInfo
 from broker.processors.body import decode_map
 from broker.subscription import SubscriptionParseError, subscription_from_wire
-from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
+from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicLimitError
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
@@ -93,9 +93,12 @@ class ClientManageProcessor:
             if data.get(k) is not None
         }
         if settings.get("messageModel", "CLUSTERING") == "CLUSTERING":
-            self.c.topic_config.create_system_group_topic(
-                RETRY_GROUP_TOPIC_PREFIX + group, group_cfg.retry_queue_nums
-            )
+            try:
+                self.c.topic_config.create_system_group_topic(
+                    RETRY_GROUP_TOPIC_PREFIX + group, group_cfg.retry_queue_nums
+                )
+            except TopicLimitError as e:
+                return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, str(e))
         notify = (
             self.c.broker_config.notify_consumer_ids_changed_enable
             and group_cfg.notify_consumer_ids_changed_enable

@@ -16,6 +16,7 @@ from broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
 from broker.topic_config import (
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
+    TopicLimitError,
     is_send_forbidden_topic,
     is_writeable,
     validate_topic_name,
@@ -178,7 +179,10 @@ class SendMessageProcessor:
         problem = self._topic_problem(h.topic)
         if problem is not None:
             return self._error(request, *problem)
-        tc = self._topic_config(h)
+        try:
+            tc = self._topic_config(h)
+        except TopicLimitError as e:
+            return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
         if tc is None:
             return self._error(
                 request,
@@ -281,9 +285,9 @@ class SendMessageProcessor:
         msg_num: int,
         size_bytes: int,
     ) -> RemotingCommand:
-        if result.status is PutMessageStatus.PUT_OK:  # fast path
-            code, remark = ResponseCode.SUCCESS, None
-        else:
+        code: int = ResponseCode.SUCCESS
+        remark: str | None = None
+        if result.status is not PutMessageStatus.PUT_OK:  # PUT_OK is the fast path
             code, remark = put_status_to_response(result, self.c.store_config.sync_flush_timeout)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
             log.warning("put refused: %s", remark)

@@ -213,3 +213,16 @@ def test_queue_locks_ttl() -> None:
     assert lm.is_locked("g", mq0, "c1")
     lm.unlock_batch("g", [mq0], "c1")
     assert lm.try_lock_batch("g", [mq0], "c2") == {mq0}
+
+
+def test_topic_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import broker.topic_config as topic_config
+
+    tm = TopicConfigManager(BrokerConfig(brokerName="b1"), str(tmp_path / "topics.json"))
+    monkeypatch.setattr(topic_config, "MAX_TOPICS", len(tm.table) + 1)
+    assert tm.create_on_send("One", "TBW102", 4) is not None
+    with pytest.raises(topic_config.TopicLimitError, match="delete unused topics"):
+        tm.create_on_send("Two", "TBW102", 4)
+    with pytest.raises(topic_config.TopicLimitError):
+        tm.update(TopicConfig("Three"))
+    tm.update(TopicConfig("One", 2, 2))  # changing an existing topic is fine
