@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -18,7 +19,7 @@ from nameserver.controller import NamesrvController
 from nameserver.kv_config import KVConfigError
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import RemotingBindError, RocketpyError
-from rocketpy.logsetup import remove_pid_file, write_pid_file
+from rocketpy.logsetup import remove_pid_file, stderr_after_boot, write_pid_file
 
 log = logging.getLogger("rocketpy.namesrv")
 
@@ -40,11 +41,12 @@ async def _serve(config: NamesrvConfig) -> int:
     try:
         host, port = await controller.start()
         pid_path = await asyncio.to_thread(write_pid_file, "namesrv", port)
-    except (RemotingBindError, KVConfigError, RocketpyError) as e:
+    except RemotingBindError as e:
         await controller.shutdown(1.0)
-        text = str(e)
-        print(text if text.startswith("error:") else f"error: {text}", file=sys.stderr, flush=True)
-        return 1
+        return _fail(_bind_error_text(config, e))
+    except (KVConfigError, RocketpyError) as e:
+        await controller.shutdown(1.0)
+        return _fail(str(e))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -52,6 +54,7 @@ async def _serve(config: NamesrvConfig) -> int:
     boot = f"The Name Server boot success. listen={host}:{port}"
     log.info(boot)
     print(boot, flush=True)
+    stderr_after_boot()
     try:
         await stop.wait()
         log.info("stop signal received, shutting down")
@@ -60,3 +63,19 @@ async def _serve(config: NamesrvConfig) -> int:
         await asyncio.to_thread(remove_pid_file, pid_path)
         log.info("The Name Server shut down")
     return 0
+
+
+def _bind_error_text(config: NamesrvConfig, e: RemotingBindError) -> str:
+    cause = e.__cause__
+    if isinstance(cause, OSError) and cause.errno:
+        where = f"{config.bind_address}:{config.listen_port}"
+        return (
+            f"namesrv cannot listen on {where}: {os.strerror(cause.errno)}; "
+            "choose another listenPort or stop the process using it"
+        )
+    return str(e)
+
+
+def _fail(text: str) -> int:
+    print(text if text.startswith("error:") else f"error: {text}", file=sys.stderr, flush=True)
+    return 1

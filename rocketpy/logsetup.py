@@ -52,8 +52,14 @@ def log_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / "logs" / "rocketpylogs"
 
 
+_stderr_handler: logging.Handler | None = None
+
+
 def setup_logging(daemon: str, *, to_stderr: bool = True, level: str | None = None) -> Path:
     """Send the root logger's records to ``{log_dir}/{daemon}.log`` and (optionally) stderr.
+
+    Until ``stderr_after_boot()`` is called, stderr shows warnings and errors only, so a daemon
+    that cannot start prints just its one ``error:`` line; the file gets everything from the start.
 
     Args:
         daemon: the file's base name (``"namesrv"``, ``"broker"``).
@@ -77,9 +83,12 @@ def setup_logging(daemon: str, *, to_stderr: bool = True, level: str | None = No
             f"error: cannot write the log file {path}: {e.strerror or e}; "
             f"set {LOG_DIR_ENV} to a writable directory"
         ) from e
+    global _stderr_handler
     handlers: list[logging.Handler] = [file_handler]
     if to_stderr:
-        handlers.append(logging.StreamHandler(sys.stderr))
+        _stderr_handler = logging.StreamHandler(sys.stderr)
+        _stderr_handler.setLevel(logging.WARNING)
+        handlers.append(_stderr_handler)
     formatter = logging.Formatter(_FORMAT)
     for h in handlers:
         h.setFormatter(formatter)
@@ -91,6 +100,12 @@ def setup_logging(daemon: str, *, to_stderr: bool = True, level: str | None = No
     listener.start()
     atexit.register(_stop_listener, listener, file_handler)
     return path
+
+
+def stderr_after_boot() -> None:
+    """Show every record on stderr from now on (call it once the boot line is printed)."""
+    if _stderr_handler is not None:
+        _stderr_handler.setLevel(logging.NOTSET)
 
 
 def _stop_listener(listener: logging.handlers.QueueListener, file_handler: logging.Handler) -> None:
