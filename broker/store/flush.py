@@ -24,6 +24,7 @@ log = logging.getLogger("rocketpy.store")
 PAGE_SIZE = 4096
 GROUP_COMMIT_WAIT_S = 0.01
 MAX_GROUP_COMMIT_WAITERS = 100_000
+CHECKPOINT_MIN_INTERVAL_S = 0.2
 
 
 class FlushService:
@@ -64,6 +65,7 @@ class FlushService:
         self._thorough_s = thorough_interval_ms / 1000
         self._cq_interval_s = cq_interval_ms / 1000
         self._last_store_ts = last_store_ts
+        self._checkpoint_at = 0.0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._waiters: deque[tuple[int, asyncio.Future[bool]]] = deque()
@@ -120,8 +122,10 @@ class FlushService:
             ts = self._last_store_ts()
             before = self._commitlog.flushed_offset
             flushed = self._commitlog.flush()
-            if flushed != before:
-                self._checkpoint.write_physic(ts, flushed)
+            now = time.monotonic()
+            if flushed != before and now - self._checkpoint_at >= CHECKPOINT_MIN_INTERVAL_S:
+                self._checkpoint.write_physic(ts, flushed)  # at most every 200 ms: it costs an fsync
+                self._checkpoint_at = now
         except (OSError, ValueError) as e:  # ValueError: a file unmapped by shutdown/cleanup meanwhile
             log.error("commitlog flush failed: %s", e)
             return
@@ -160,5 +164,6 @@ class FlushService:
     def shutdown(self) -> None:
         """Stop the threads and flush everything (blocking: call in a thread)."""
         self.stop()
+        self._checkpoint_at = 0.0
         self._flush_commitlog()
         self.flush_consume_queues()
