@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketpy.config import Property, parse_properties, read_properties_file
 from rocketpy.errors import ConfigError
@@ -148,3 +150,30 @@ def test_read_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as ei:
         read_properties_file(str(tmp_path))
     assert str(ei.value) == f"error: {tmp_path}: cannot read config file: Is a directory"
+
+
+def java_save_convert(text: str, escape_space: bool) -> str:
+    """What java.util.Properties.store writes for a key (escape_space) or a value."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == " ":
+            out.append("\\ " if i == 0 or escape_space else " ")
+        elif ch in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[ch])
+        elif ch in "=:#!\\":
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) > 0x7E:
+            units = ch.encode("utf-16-be")
+            out.extend(f"\\u{int.from_bytes(units[j : j + 2], 'big'):04X}" for j in range(0, len(units), 2))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=30)  # no lone surrogates
+
+
+@given(key=_TEXT.filter(bool), value=_TEXT)
+def test_reads_back_what_java_properties_store_writes(key: str, value: str) -> None:
+    line = f"{java_save_convert(key, True)}={java_save_convert(value, False)}"
+    assert kv(f"# stored\n{line}\n") == [(key, value)]
