@@ -11,6 +11,7 @@ Run standalone with ``python -m client.bench producer ...``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import time
 from typing import Any
@@ -150,8 +151,6 @@ async def run_producer(
                     await producer.send_batch([Message(topic, body) for _ in range(n)])
                 elif mode == "oneway":
                     await producer.send_oneway(Message(topic, body))
-                elif mode == "async":
-                    await producer.send_async(Message(topic, body))
                 else:
                     await producer.send(Message(topic, body))
             except RocketpyError:
@@ -159,10 +158,43 @@ async def run_producer(
                 continue
             stats.ok(n, (time.perf_counter() - t0) * 1000.0)
 
+    async def async_feeder() -> None:
+        # send_async as applications use it: fire up to `concurrency` sends, refill when half are done
+        inflight = [0]
+        room = asyncio.Event()
+
+        def done(fut: asyncio.Future[Any], t0: float) -> None:
+            inflight[0] -= 1
+            if inflight[0] <= concurrency // 2:
+                room.set()
+            if fut.cancelled() or fut.exception() is not None:
+                stats.fail(1)
+            else:
+                stats.ok(1, (time.perf_counter() - t0) * 1000.0)
+
+        while more():
+            if inflight[0] >= concurrency:
+                room.clear()
+                await room.wait()
+            t0 = time.perf_counter()
+            try:
+                fut = producer.send_async(Message(topic, body))
+            except RocketpyError:
+                stats.fail(1)
+                continue
+            inflight[0] += 1
+            fut.add_done_callback(functools.partial(done, t0=t0))
+        while inflight[0]:
+            room.clear()
+            await room.wait()
+
     reporter = asyncio.create_task(_reporter(stats, "send", count, interval_s, max_rt))
     cpu0 = time.process_time()
     try:
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        if mode == "async" and batch == 1:
+            await async_feeder()
+        else:
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
         cpu_s = time.process_time() - cpu0
     finally:
         reporter.cancel()

@@ -229,10 +229,13 @@ class Producer:
             self._send_prepared(msg, prepared, selector, arg, timeout or self.send_timeout)
         )
         self._async_tasks.add(task)
-        task.add_done_callback(lambda t: self._async_done(t, callback))
+        if callback is None:
+            task.add_done_callback(self._async_tasks.discard)
+        else:
+            task.add_done_callback(lambda t: self._async_done(t, callback))
         return task
 
-    def _async_done(self, task: asyncio.Task[Any], callback: SendCallback | None) -> None:
+    def _async_done(self, task: asyncio.Task[Any], callback: SendCallback) -> None:
         self._async_tasks.discard(task)
         if task.cancelled():
             err: BaseException | None = asyncio.CancelledError()
@@ -240,8 +243,6 @@ class Producer:
         else:
             err = task.exception()
             result = None if err else task.result()
-        if callback is None:
-            return
         if inspect.iscoroutinefunction(callback):
             cb_task = asyncio.get_running_loop().create_task(callback(result, err))
             self._async_tasks.add(cb_task)
