@@ -119,6 +119,11 @@ class Dispatcher:
         self.dirty_cqs.add(cq)
         if self.index is not None:
             self.index.put_message(cq.topic, index_keys(props) if props else [], phys, store_ts)
+        if self.listeners:
+            self.notify(cq, queue_offset, tags_code, store_ts)
+
+    def notify(self, cq: ConsumeQueue, queue_offset: int, tags_code: int, store_ts: int) -> None:
+        """Call the listeners for one dispatched message; a failing listener is logged, not fatal."""
         for fn in self.listeners:
             try:
                 fn(cq.topic, cq.queue_id, queue_offset, tags_code, store_ts)

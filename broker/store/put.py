@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.store.dispatch import index_keys
 from broker.store.mapped_file import MappedFile
 from broker.store.message import BrokerMessage
 from broker.store.results import PutMessageResult, PutMessageStatus
@@ -88,7 +89,7 @@ class PutMixin:
         if mf is None:
             return await self.put_messages([msg])  # waits for the next file
         d = self.dispatcher
-        cq = d.cq(msg.topic, msg.queue_id)
+        cq = d.cqs.get((msg.topic, msg.queue_id)) or d.cq(msg.topic, msg.queue_id)
         queue_offset = cq.next_offset
         pos = mf.wrote
         phys = mf.base_offset + pos
@@ -106,8 +107,16 @@ class PutMixin:
         mm[e : e + len(tail)] = tail
         mf.wrote = pos + total
         props = msg.properties
-        tags_code = msg.tags_code if msg.tags_code is not None else d.tags_code(msg.topic, props, store_ts)
-        d.dispatch(cq, queue_offset, phys, total, tags_code, props, store_ts)
+        tags_code = msg.tags_code
+        if tags_code is None:
+            tags_code = d.tags_code(msg.topic, props, store_ts) if props else 0
+        # dispatch, inlined from Dispatcher.dispatch (hot path)
+        cq.put(phys, total, tags_code, queue_offset)
+        d.dirty_cqs.add(cq)
+        if d.index is not None:  # also without keys: the index header tracks the last dispatched record
+            d.index.put_message(msg.topic, index_keys(props) if props else [], phys, store_ts)
+        if d.listeners:
+            d.notify(cq, queue_offset, tags_code, store_ts)
         self.last_store_ts = store_ts
         self.put_total += 1
         result = PutMessageResult(_BAD.PUT_OK, "", phys, total, queue_offset, store_ts, 1, self._host8)
