@@ -49,6 +49,7 @@ _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
 _TOPIC_CHECK_CACHE_MAX = 65_536
+_EMPTY: dict[str, Any] = {}
 
 
 class SendHeader:
@@ -69,16 +70,34 @@ class SendHeader:
 
     def __init__(self, ext: dict[str, Any] | None, v2: bool) -> None:
         n = _V2_NAMES if v2 else _V1_NAMES
+        get = ext.get if ext else _EMPTY.get
+        # Hot path: values are usually already int / str; the ext_* helpers handle the rest.
+        v = get(n["topic"])
+        self.topic = v if type(v) is str else ext_str(ext, n["topic"])
+        v = get(n["queueId"])
+        self.queue_id = v if type(v) is int else ext_int(ext, n["queueId"])
+        v = get(n["properties"])
+        self.properties = v if type(v) is str else ext_str(ext, n["properties"], "")
+        v = get(n["sysFlag"])
+        self.sys_flag = v if type(v) is int else ext_int(ext, n["sysFlag"], 0)
+        v = get(n["bornTimestamp"])
+        self.born_timestamp = v if type(v) is int else ext_int(ext, n["bornTimestamp"], 0)
+        v = get(n["flag"])
+        self.flag = v if type(v) is int else ext_int(ext, n["flag"], 0)
+        v = get(n["reconsumeTimes"])
+        self.reconsume_times = v if type(v) is int else ext_int(ext, n["reconsumeTimes"], 0)
         self.producer_group = _str(ext, n["producerGroup"], "")
-        self.topic = _str(ext, n["topic"])
         self.default_topic = _str(ext, n["defaultTopic"], "TBW102")
         self.default_topic_queue_nums = _int(ext, n["defaultTopicQueueNums"], 4)
-        self.queue_id = _int(ext, n["queueId"])
-        self.sys_flag = _int(ext, n["sysFlag"], 0)
-        self.born_timestamp = _int(ext, n["bornTimestamp"], 0)
-        self.flag = _int(ext, n["flag"], 0)
-        self.properties = _str(ext, n["properties"], "")
-        self.reconsume_times = _int(ext, n["reconsumeTimes"], 0)
+        if not (
+            INT32_MIN <= self.queue_id <= INT32_MAX
+            and INT32_MIN <= self.sys_flag <= INT32_MAX
+            and INT32_MIN <= self.flag <= INT32_MAX
+            and INT32_MIN <= self.reconsume_times <= INT32_MAX
+        ):
+            self._range_error()
+
+    def _range_error(self) -> None:
         for name, value in (("queueId", self.queue_id), ("sysFlag", self.sys_flag), ("flag", self.flag),
                             ("reconsumeTimes", self.reconsume_times)):  # fmt: skip
             if not INT32_MIN <= value <= INT32_MAX:
