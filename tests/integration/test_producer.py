@@ -193,3 +193,14 @@ async def test_async_callbacks_sync_and_async_and_shutdown_waits(cluster: dict[s
 def _any(value: object) -> Any:
     """Type an awaitable predicate result as Any for wait_until_async (its TypeVar cannot be solved)."""
     return value
+
+
+async def test_send_batch_over_4mib_is_split_and_ordered(cluster: dict[str, Any]) -> None:
+    await create_topic(cluster["ns"], "TopicBig", queues=2)
+    async with Producer("pg", cluster["ns"]) as p:
+        msgs = [Message("TopicBig", bytes([i]) * (900 * 1024)) for i in range(10)]  # ~9 MiB -> 3 requests
+        results = await p.send_batch(msgs)
+        assert [r.msg_id for r in results] == [m.unique_key for m in msgs]
+        assert len({(r.message_queue, r.queue_offset) for r in results}) == 10
+        stored = await wait_until_async(lambda: _any(_n(all_messages(p, "TopicBig"), 10)), 10.0)
+    assert sorted(bytes(m.body)[:1] for m in stored) == [bytes([i]) for i in range(10)]
