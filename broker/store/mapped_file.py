@@ -17,10 +17,12 @@ log = logging.getLogger("rocketpy.store")
 OFFSET_NAME_DIGITS = 20
 MADV_POPULATE_WRITE = 23  # Linux >= 5.14: fault pages in writable, as a write would
 PREFAULT_CHUNK_BYTES = 4 << 20
+MS_SYNC = 4
 _libc = None
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
     _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 except (OSError, AttributeError):  # no madvise: pages fault in on first write instead
     _libc = None
 
@@ -112,7 +114,20 @@ class MappedFile:
         if self.fd >= 0:
             os.fdatasync(self.fd)
         elif not self.closed:
+            self._msync()
+
+    def _msync(self) -> None:
+        # mmap.flush() keeps the GIL during msync (stalling the event loop for the whole write);
+        # msync through ctypes releases it.
+        if _libc is None:
             self.mm.flush()
+            return
+        buf = ctypes.c_char.from_buffer(self.mm)
+        addr = ctypes.addressof(buf)
+        del buf
+        if _libc.msync(addr, self.size, MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"msync of {self.path} failed: {os.strerror(err)}")
 
     def close(self) -> bool:
         """Unmap and close; False (nothing changed) while views of the mapping are still held."""
