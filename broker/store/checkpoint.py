@@ -1,7 +1,8 @@
 """The checkpoint file: where flushing had got to (RocketMQ's StoreCheckpoint layout, one 4 KiB page).
 
 Layout (big-endian i64): physicMsgTimestamp @0, logicsMsgTimestamp @8, indexMsgTimestamp @16,
-masterFlushedOffset @24 (unused), confirmPhyOffset @32 (here: the commitlog flushed offset).
+masterFlushedOffset @24 (unused), confirmPhyOffset @32 (here: the commitlog flushed offset), and
+rocketpy's dispatchedOffset @40 (every record before it had its consume-queue unit in a file).
 Written by the flush threads with pwrite + fdatasync; read once by recovery.
 """
 
@@ -11,9 +12,9 @@ import os
 import struct
 
 CHECKPOINT_SIZE = 4096
-_FIELDS = struct.Struct(">qqqqq")
+_FIELDS = struct.Struct(">qqqqqq")
 _I64 = struct.Struct(">q")
-POS_PHYSIC_TS, POS_LOGICS_TS, POS_INDEX_TS, POS_FLUSHED_OFFSET = 0, 8, 16, 32
+POS_PHYSIC_TS, POS_LOGICS_TS, POS_INDEX_TS, POS_FLUSHED_OFFSET, POS_DISPATCHED_OFFSET = 0, 8, 16, 32, 40
 
 
 class Checkpoint:
@@ -25,6 +26,7 @@ class Checkpoint:
         self.logics_ts = 0
         self.index_ts = 0
         self.flushed_offset = 0
+        self.dispatched_offset = 0
         self._fd = -1
 
     def open(self) -> None:
@@ -32,7 +34,10 @@ class Checkpoint:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         raw = os.pread(self._fd, _FIELDS.size, 0)
         if len(raw) == _FIELDS.size:
-            self.physic_ts, self.logics_ts, self.index_ts, _, self.flushed_offset = _FIELDS.unpack(raw)
+            fields = _FIELDS.unpack(raw)
+            self.physic_ts, self.logics_ts, self.index_ts, _, self.flushed_offset, self.dispatched_offset = (
+                fields
+            )
         else:
             os.ftruncate(self._fd, CHECKPOINT_SIZE)
 
@@ -41,11 +46,11 @@ class Checkpoint:
         """RocketMQ's ``getMinTimestamp``: min(physic, logics) - 3 s, at least 0."""
         return max(0, min(self.physic_ts, self.logics_ts) - 3000)
 
-    def write_physic(self, ts: int, flushed_offset: int) -> None:
-        """Record a commitlog flush (flush thread)."""
-        self.physic_ts, self.flushed_offset = ts, flushed_offset
+    def write_physic(self, ts: int, flushed_offset: int, dispatched_offset: int) -> None:
+        """Record a commitlog flush and the crash-safe dispatch point (flush thread)."""
+        self.physic_ts, self.flushed_offset, self.dispatched_offset = ts, flushed_offset, dispatched_offset
         os.pwrite(self._fd, _I64.pack(ts), POS_PHYSIC_TS)
-        os.pwrite(self._fd, _I64.pack(flushed_offset), POS_FLUSHED_OFFSET)
+        os.pwrite(self._fd, _I64.pack(flushed_offset) + _I64.pack(dispatched_offset), POS_FLUSHED_OFFSET)
         os.fdatasync(self._fd)
 
     def write_logics(self, logics_ts: int, index_ts: int) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.store.mapped_file import MappedFile, offset_to_name
 
@@ -34,6 +34,18 @@ def units_struct(n: int) -> struct.Struct:
     return s
 
 
+class PendingTracker(Protocol):
+    """Told when a queue's units start / stop waiting in memory for a file."""
+
+    def pending_started(self, phys: int) -> None:
+        """A unit pointing at commitlog offset ``phys`` waits in memory."""
+        ...
+
+    def pending_ended(self) -> None:
+        """A queue's waiting units are all in its file now."""
+        ...
+
+
 class ConsumeQueue:
     """The units of one (topic, queue id).
 
@@ -48,6 +60,7 @@ class ConsumeQueue:
         "_pending",
         "_pending_base",
         "_requested",
+        "_tracker",
         "deleted",
         "directory",
         "file_size",
@@ -72,12 +85,17 @@ class ConsumeQueue:
         self._allocator: AllocateService | None = None
         self._pending = bytearray()
         self._pending_base = 0  # byte position of _pending[0]
+        self._tracker: PendingTracker | None = None
         self._requested = False
         self.deleted = False
 
-    def attach_allocator(self, allocator: AllocateService) -> None:
-        """From now on create files through ``allocator`` (before: inline, in the recovery thread)."""
+    def attach_allocator(self, allocator: AllocateService, tracker: PendingTracker | None = None) -> None:
+        """From now on create files through ``allocator`` (before: inline, in the recovery thread).
+
+        ``tracker`` learns when units start and stop waiting in memory (they are lost by a crash).
+        """
         self._allocator = allocator
+        self._tracker = tracker
 
     # -- write (loop) ---------------------------------------------------------------------------
     def put(self, phys: int, size: int, tags_code: int, queue_offset: int) -> None:
@@ -101,6 +119,8 @@ class ConsumeQueue:
             self.min_offset = pos // UNIT_SIZE
         if not self._pending:
             self._pending_base = pos
+            if self._tracker is not None:
+                self._tracker.pending_started(phys)
         assert pos == self._pending_base + len(self._pending), "consume queue units must be contiguous"
         assert len(self._pending) < MAX_PENDING_UNITS * UNIT_SIZE, "consume queue file allocation stalled"
         self._pending += UNIT.pack(phys, size, tags_code)
@@ -140,6 +160,8 @@ class ConsumeQueue:
         mf.wrote = rel + n
         del self._pending[:n]
         self._pending_base += n
+        if not self._pending and self._tracker is not None:
+            self._tracker.pending_ended()
         self._request_file()
 
     # -- read (loop) ----------------------------------------------------------------------------

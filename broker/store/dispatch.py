@@ -81,6 +81,11 @@ class Dispatcher:
         self.dirty_cqs: set[ConsumeQueue] = set()
         self.allocator = None
         self.rebuild_from = 1 << 62  # recovery: a torn queue lowers where re-dispatch must start
+        # Crash-safe dispatch point (see ``watermark``): units waiting in memory for a file are lost
+        # by a crash, so recovery must re-dispatch from before the earliest of them.
+        self.dispatched_to = 0
+        self.pending_count = 0
+        self.pending_floor = 0
 
     def cq(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The consume queue of (topic, queue id), created empty when new."""
@@ -89,8 +94,30 @@ class Dispatcher:
         if cq is None:
             cq = self.cqs[key] = ConsumeQueue(self.cq_root, topic, queue_id, self.cq_file_size)
             if self.allocator is not None:
-                cq.attach_allocator(self.allocator)
+                cq.attach_allocator(self.allocator, self)
         return cq
+
+    def pending_started(self, phys: int) -> None:
+        """A consume queue holds units in memory from commitlog offset ``phys`` on (loop)."""
+        if self.pending_count == 0:
+            self.pending_floor = phys
+        self.pending_count += 1
+
+    def pending_ended(self) -> None:
+        """A consume queue wrote its waiting units to its file (loop)."""
+        self.pending_count -= 1
+        assert self.pending_count >= 0
+
+    def watermark(self) -> int:
+        """Commitlog offset before which every record's unit is in a file (any thread).
+
+        Reads ``dispatched_to`` first, then the pending state: a unit still in memory with a smaller
+        offset keeps ``pending_count`` above zero and ``pending_floor`` at or below it.
+        """
+        point = self.dispatched_to
+        if self.pending_count:
+            point = min(point, self.pending_floor)
+        return point
 
     def tags_code(self, topic: str, props: str, store_ts: int) -> int:
         """The unit's tag field: TAGS hash code, or the delivery time for the schedule topic."""

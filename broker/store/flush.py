@@ -120,11 +120,12 @@ class FlushService:
     def _flush_commitlog(self) -> None:
         try:
             ts = self._last_store_ts()
+            dispatched = self._dispatcher.watermark()
             before = self._commitlog.flushed_offset
             flushed = self._commitlog.flush()
             now = time.monotonic()
             if flushed != before and now - self._checkpoint_at >= CHECKPOINT_MIN_INTERVAL_S:
-                self._checkpoint.write_physic(ts, flushed)  # at most every 200 ms: it costs an fsync
+                self._checkpoint.write_physic(ts, flushed, dispatched)  # at most every 200 ms (an fsync)
                 self._checkpoint_at = now
         except (OSError, ValueError) as e:  # ValueError: a file unmapped by shutdown/cleanup meanwhile
             log.error("commitlog flush failed: %s", e)

@@ -167,7 +167,7 @@ class IndexService:
                 cur = self.files[-1] if self.files else None
             else:
                 cur.put(h, phys, store_ts)
-        if cur is not None:
+        if cur is not None and not self._pending:  # waiting entries: the header must not pass them
             cur.end_ts, cur.end_phys = store_ts, phys
             self._unsynced += 1
             if self._unsynced >= HEADER_SYNC_EVERY:

@@ -130,8 +130,9 @@ class MessageStore(PutMixin):
         self._allocator.start()
         self.commitlog.attach_allocator(self._allocator)
         self.dispatcher.allocator = self._allocator  # type: ignore[assignment]
+        self.dispatcher.dispatched_to = self.commitlog.max_offset
         for cq in self.dispatcher.cqs.values():
-            cq.attach_allocator(self._allocator)
+            cq.attach_allocator(self._allocator, self.dispatcher)
         if self.dispatcher.index is not None:
             self.dispatcher.index.attach_allocator(self._allocator)
         c = self.config
@@ -169,7 +170,7 @@ class MessageStore(PutMixin):
         end = recover(
             self.commitlog,
             self.dispatcher,
-            self.checkpoint.flushed_offset if abnormal else None,
+            (self.checkpoint.flushed_offset, self.checkpoint.dispatched_offset) if abnormal else None,
             c.check_crc_on_recover,
         )
         self.commitlog.ensure_first_file(end - end % c.mapped_file_size_commit_log)
@@ -179,6 +180,7 @@ class MessageStore(PutMixin):
         """Stop the threads, flush everything, remove the abort marker and unlock."""
         if not self.running:
             return
+        await self.settle()  # units and index entries waiting for a file get one before the stop
         self.running = False
         if self.cleanup is not None:
             await self.cleanup.shutdown()

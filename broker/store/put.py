@@ -117,6 +117,7 @@ class PutMixin:
             d.index.put_message(msg.topic, index_keys(props) if props else [], phys, store_ts)
         if d.listeners:
             d.notify(cq, queue_offset, tags_code, store_ts)
+        d.dispatched_to = phys + total
         self.last_store_ts = store_ts
         self.put_total += 1
         result = PutMessageResult(_BAD.PUT_OK, "", phys, total, queue_offset, store_ts, 1, self._host8)
@@ -237,6 +238,7 @@ class PutMixin:
             props = m.properties
             tags_code = m.tags_code if m.tags_code is not None else d.tags_code(m.topic, props, store_ts)
             d.dispatch(cq, queue_offset + i, phys, size, tags_code, props, store_ts)
+            d.dispatched_to = phys + size
         self.last_store_ts = store_ts
         self.put_total += len(encoded)
         return PutMessageResult(

@@ -219,13 +219,16 @@ def _redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int,
     return True
 
 
-def recover(commitlog: CommitLog, dispatcher: Dispatcher, flushed: int | None, check_crc: bool) -> int:
+def recover(
+    commitlog: CommitLog, dispatcher: Dispatcher, flushed: tuple[int, int] | None, check_crc: bool
+) -> int:
     """Scan, re-dispatch and cut the commitlog (recovery thread).
 
     Args:
         commitlog: with its files loaded.
         dispatcher: with consume queues and index loaded, no allocator attached (files are created inline).
-        flushed: the checkpoint's flushed offset after an abnormal stop, None after a clean stop.
+        flushed: the checkpoint's (flushed offset, dispatched offset) after an abnormal stop, None
+            after a clean stop.
         check_crc: verify body CRCs.
 
     Returns:
@@ -235,7 +238,9 @@ def recover(commitlog: CommitLog, dispatcher: Dispatcher, flushed: int | None, c
         return 0
     index_after = dispatcher.index.end_phys if dispatcher.index is not None else 0
     dispatched = _dispatched_point(dispatcher)
-    off = scan_start(commitlog, dispatched, flushed)
+    if flushed is not None:  # abnormal stop: units that waited in memory for a file were lost
+        dispatched = min(dispatched, flushed[1])
+    off = scan_start(commitlog, dispatched, flushed[0] if flushed is not None else None)
     count = 0
     while True:
         mf = commitlog.file_for(off)
