@@ -57,6 +57,7 @@ class ConsumeQueue:
 
     __slots__ = (
         "_allocator",
+        "_flushed_pos",
         "_pending",
         "_pending_base",
         "_requested",
@@ -86,6 +87,7 @@ class ConsumeQueue:
         self._pending = bytearray()
         self._pending_base = 0  # byte position of _pending[0]
         self._tracker: PendingTracker | None = None
+        self._flushed_pos = 0
         self._requested = False
         self.deleted = False
 
@@ -200,11 +202,18 @@ class ConsumeQueue:
         return None
 
     # -- maintenance (loop hand-off; blocking parts run in threads) ----------------------------
+    def dirty_bytes(self) -> int:
+        """Bytes written since the last flush (any thread; approximate)."""
+        return self.next_offset * UNIT_SIZE - self._flushed_pos
+
     def flush(self) -> None:
-        """fdatasync the last file (blocking: flush thread)."""
-        files = self.files
-        if files:
-            files[-1].flush()
+        """Write the dirty units to disk (blocking: flush thread)."""
+        target = self.next_offset * UNIT_SIZE
+        for mf in reversed(list(self.files)):  # newest first, down to the last flushed file
+            if mf.end_offset <= self._flushed_pos:
+                break
+            mf.flush()
+        self._flushed_pos = target
 
     def truncate_to_phys(self, phys_end: int) -> None:
         """Drop units pointing at or past ``phys_end`` (recovery: the commitlog was cut there)."""

@@ -25,6 +25,7 @@ PAGE_SIZE = 4096
 GROUP_COMMIT_WAIT_S = 0.01
 MAX_GROUP_COMMIT_WAITERS = 100_000
 CHECKPOINT_MIN_INTERVAL_S = 0.2
+EXPIRE_CHECK_S = 0.05
 
 
 class FlushService:
@@ -37,7 +38,7 @@ class FlushService:
         checkpoint: where flush progress is recorded.
         sync_flush: SYNC_FLUSH (group commit) instead of ASYNC_FLUSH.
         interval_ms / least_pages / thorough_interval_ms: ASYNC_FLUSH policy.
-        cq_interval_ms: consume-queue flush period.
+        cq_interval_ms / cq_least_pages / cq_thorough_interval_ms: consume-queue flush policy.
         last_store_ts: returns the store time of the last appended message (for the checkpoint).
     """
 
@@ -53,6 +54,8 @@ class FlushService:
         least_pages: int,
         thorough_interval_ms: int,
         cq_interval_ms: int,
+        cq_least_pages: int,
+        cq_thorough_interval_ms: int,
         last_store_ts: Callable[[], int],
     ) -> None:
         self._loop = loop
@@ -64,11 +67,15 @@ class FlushService:
         self._least_bytes = least_pages * PAGE_SIZE
         self._thorough_s = thorough_interval_ms / 1000
         self._cq_interval_s = cq_interval_ms / 1000
+        self._cq_least_bytes = cq_least_pages * PAGE_SIZE
+        self._cq_thorough_s = cq_thorough_interval_ms / 1000
+        self._cq_thorough_at = time.monotonic()
         self._last_store_ts = last_store_ts
         self._checkpoint_at = 0.0
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._waiters: deque[tuple[int, asyncio.Future[bool]]] = deque()
+        self._waiters: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
         self._threads = [
             threading.Thread(target=self._commitlog_routine, name="store-flush-commitlog", daemon=True),
             threading.Thread(target=self._cq_routine, name="store-flush-cq", daemon=True),
@@ -81,25 +88,40 @@ class FlushService:
 
     # -- group commit (loop side) -----------------------------------------------------------
     async def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
-        """Wait until the commitlog is flushed past ``end_offset``; False on timeout (SYNC_FLUSH)."""
+        """Wait until the commitlog is flushed past ``end_offset``; False on timeout (SYNC_FLUSH).
+
+        Waiters sit in arrival order, so their end offsets and deadlines both increase: one flush
+        completes a prefix, and one timer expires a prefix (no timer per put).
+        """
         if self._commitlog.flushed_offset >= end_offset:
             return True
         if len(self._waiters) >= MAX_GROUP_COMMIT_WAITERS:
             return False
         fut: asyncio.Future[bool] = self._loop.create_future()
-        self._waiters.append((end_offset, fut))
-        self._wake.set()
-        try:
-            return await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            return False
+        self._waiters.append((end_offset, self._loop.time() + timeout_s, fut))
+        if not self._wake.is_set():
+            self._wake.set()
+        if self._timer is None:
+            self._timer = self._loop.call_later(EXPIRE_CHECK_S, self._expire)
+        return await fut
 
     def _complete(self, flushed: int) -> None:
         waiters = self._waiters
         while waiters and waiters[0][0] <= flushed:
-            _, fut = waiters.popleft()
+            fut = waiters.popleft()[2]
             if not fut.done():
                 fut.set_result(True)
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        waiters = self._waiters
+        while waiters and waiters[0][1] <= now:
+            fut = waiters.popleft()[2]
+            if not fut.done():
+                fut.set_result(False)
+        if waiters:
+            self._timer = self._loop.call_later(EXPIRE_CHECK_S, self._expire)
 
     # -- threads ----------------------------------------------------------------------------
     def _commitlog_routine(self) -> None:
@@ -140,14 +162,22 @@ class FlushService:
         while not self._stop.wait(self._cq_interval_s):
             self.flush_consume_queues()
 
-    def flush_consume_queues(self) -> None:
-        """fdatasync dirty consume queues and the index, then update the checkpoint (thread)."""
+    def flush_consume_queues(self, thorough: bool = False) -> None:
+        """fdatasync consume queues with enough dirty pages (all when ``thorough``), the index, and
+        update the checkpoint (flush thread)."""
+        now = time.monotonic()
+        if now - self._cq_thorough_at >= self._cq_thorough_s:
+            thorough = True
+            self._cq_thorough_at = now
         ts = self._last_store_ts()
         d = self._dispatcher
         dirty, d.dirty_cqs = d.dirty_cqs, set()
         try:
             for cq in list(dirty):  # the loop may still add to the old set
-                cq.flush()
+                if thorough or cq.dirty_bytes() >= self._cq_least_bytes:
+                    cq.flush()
+                else:
+                    d.dirty_cqs.add(cq)  # not worth a write yet (flushConsumeQueueLeastPages)
             if d.index is not None:
                 d.index.flush()
             self._checkpoint.write_logics(ts, ts)
@@ -167,4 +197,4 @@ class FlushService:
         self.stop()
         self._checkpoint_at = 0.0
         self._flush_commitlog()
-        self.flush_consume_queues()
+        self.flush_consume_queues(thorough=True)

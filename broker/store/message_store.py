@@ -146,6 +146,8 @@ class MessageStore(PutMixin):
             least_pages=c.flush_commit_log_least_pages,
             thorough_interval_ms=c.flush_commit_log_thorough_interval,
             cq_interval_ms=c.flush_interval_consume_queue,
+            cq_least_pages=c.flush_consume_queue_least_pages,
+            cq_thorough_interval_ms=c.flush_consume_queue_thorough_interval,
             last_store_ts=lambda: self.last_store_ts,
         )
         self._flush.start()
