@@ -14,14 +14,13 @@ requests of at most ``max_message_bytes`` encoded bytes (``client.batch``-style 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from client.api import SendResult, SendStatus
+from client.async_sender import AsyncSender, SendCallback
 from client.fault import LatencyFaultTolerance
 from client.instance import ClientSettings, MQClientInstance, new_client_id
 from client.message_check import (
@@ -56,8 +55,6 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.GO_AWAY,
     }
 )
-
-SendCallback = Callable[[SendResult | None, BaseException | None], Any]
 
 
 class Producer:
@@ -100,6 +97,10 @@ class Producer:
             raise MQClientError(f"producer group must be a non-empty string, got {group!r}")
         if not isinstance(retry_times, int) or retry_times < 0:
             raise MQClientError(f"retry_times={retry_times!r} must be an int >= 0 (default 2)")
+        if not isinstance(max_async_pending, int) or max_async_pending <= 0:
+            raise MQClientError(
+                f"max_async_pending={max_async_pending!r} must be a positive int (default 65536)"
+            )
         if not isinstance(send_timeout, int | float) or send_timeout <= 0:
             raise MQClientError(
                 f"send_timeout={send_timeout!r} must be a positive number of seconds (default 3.0)"
@@ -121,9 +122,7 @@ class Producer:
         self.client_id = new_client_id(instance_name)
         self.fault = LatencyFaultTolerance(enabled=send_latency_fault_enable)
         self._instance: MQClientInstance | None = None
-        self._async_tasks: set[asyncio.Task[Any]] = set()  # strong refs: the loop keeps only weak ones
-        self._callbacks_queued = 0  # sync callbacks waiting in the callback thread (counts toward the bound)
-        self._callback_pool: ThreadPoolExecutor | None = None
+        self._async = AsyncSender(max_async_pending)
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -140,14 +139,10 @@ class Producer:
         inst = self._instance
         if inst is None:
             return
-        if self._async_tasks:
-            await asyncio.wait(list(self._async_tasks), timeout=self.send_timeout)
+        await self._async.close(self.send_timeout)
         self._instance = None
         await inst.unregister_producer(self.group, self.client_id)
         await inst.release()
-        if self._callback_pool is not None:
-            self._callback_pool.shutdown(wait=False)
-            self._callback_pool = None
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -216,52 +211,14 @@ class Producer:
             MQClientError: bad message, producer not started, or ``max_async_pending`` sends unfinished.
         """
         self._inst()
-        if len(self._async_tasks) + self._callbacks_queued >= self.max_async_pending:
-            raise MQClientError(
-                f"{len(self._async_tasks) + self._callbacks_queued} async sends are unfinished"
-                f" (max_async_pending={self.max_async_pending}):"
-                " await some futures before sending more, or raise max_async_pending"
-            )
         prepared = prepare_message(
             msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
         )
-        task = asyncio.get_running_loop().create_task(
-            self._send_prepared(msg, prepared, selector, arg, timeout or self.send_timeout)
-        )
-        self._async_tasks.add(task)
-        if callback is None:
-            task.add_done_callback(self._async_tasks.discard)
-        else:
-            task.add_done_callback(lambda t: self._async_done(t, callback))
-        return task
 
-    def _async_done(self, task: asyncio.Task[Any], callback: SendCallback) -> None:
-        self._async_tasks.discard(task)
-        if task.cancelled():
-            err: BaseException | None = asyncio.CancelledError()
-            result = None
-        else:
-            err = task.exception()
-            result = None if err else task.result()
-        if inspect.iscoroutinefunction(callback):
-            cb_task = asyncio.get_running_loop().create_task(callback(result, err))
-            self._async_tasks.add(cb_task)
-            cb_task.add_done_callback(self._callback_task_done)
-            return
-        if self._callback_pool is None:
-            self._callback_pool = ThreadPoolExecutor(1, thread_name_prefix="rocketpy-send-callback")
-        loop = asyncio.get_running_loop()
-        self._callbacks_queued += 1
-        fut = self._callback_pool.submit(callback, result, err)
-        fut.add_done_callback(lambda f: _call_soon_safe(loop, self._sync_callback_done, f))
+        def send(remaining: float) -> Any:
+            return self._send_prepared(msg, prepared, selector, arg, remaining)
 
-    def _sync_callback_done(self, fut: Any) -> None:
-        self._callbacks_queued -= 1
-        _log_callback_error(fut)
-
-    def _callback_task_done(self, task: asyncio.Task[Any]) -> None:
-        self._async_tasks.discard(task)
-        _log_callback_error(task)
+        return self._async.submit(send, timeout or self.send_timeout, callback)
 
     async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
         """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
@@ -468,18 +425,6 @@ class Producer:
             f"send to topic {topic!r} failed after {tried} attempt(s) within the send timeout ({reason}):"
             " check that the brokers are running, or raise send_timeout / retry_times"
         ) from last_error
-
-
-def _call_soon_safe(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], None], arg: Any) -> None:
-    try:
-        loop.call_soon_threadsafe(fn, arg)
-    except RuntimeError:  # the loop closed after shutdown; nothing left to account for
-        _log_callback_error(arg)
-
-
-def _log_callback_error(fut: Any) -> None:
-    if not fut.cancelled() and fut.exception() is not None:
-        log.error("send_async callback raised: %r", fut.exception())
 
 
 __all__ += ["RETRY_RESPONSE_CODES", "check_message"]
