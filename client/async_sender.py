@@ -119,6 +119,8 @@ class AsyncSender:
                 fut.set_result(result)
             else:
                 fut.set_exception(err)
+                if cb is not None:
+                    fut.exception()  # the callback gets the error: no "never retrieved" warning at GC
         if cb is None:
             return
         if inspect.iscoroutinefunction(cb):

@@ -1,0 +1,100 @@
+"""AsyncSender (send_async machinery): bounds, deadlines, callbacks, cancellation and draining."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from client.async_sender import AsyncSender
+from rocketpy.errors import MQClientError, RemotingTimeoutError
+from tests.waiting import wait_until_async
+
+
+class Gate:
+    """Sends that finish only when the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+        self.started: list[float] = []
+
+    def send(self, value: Any) -> Any:
+        async def run(remaining: float) -> Any:
+            self.started.append(remaining)
+            await self.opened.wait()
+            if isinstance(value, BaseException):
+                raise value
+            return value
+
+        return run
+
+
+async def test_results_errors_and_bound() -> None:
+    s = AsyncSender(max_pending=3, max_senders=2)
+    gate = Gate()
+    f1 = s.submit(gate.send("a"), 5.0, None)
+    f2 = s.submit(gate.send(ValueError("boom")), 5.0, None)
+    f3 = s.submit(gate.send("c"), 5.0, None)
+    with pytest.raises(MQClientError, match="max_async_pending=3"):
+        s.submit(gate.send("d"), 5.0, None)
+    await wait_until_async(lambda: len(gate.started) == 2, 2.0)  # two senders in flight, one queued
+    assert s.pending == 3
+    gate.opened.set()
+    assert await f1 == "a"
+    with pytest.raises(ValueError, match="boom"):
+        await f2
+    assert await f3 == "c"
+    await s.close(1.0)
+    assert s.pending == 0
+
+
+async def test_deadline_counts_time_in_queue() -> None:
+    s = AsyncSender(max_pending=10, max_senders=1)
+    gate = Gate()
+    first = s.submit(gate.send("slow"), 5.0, None)
+    late = s.submit(gate.send("never"), 0.05, None)
+    await asyncio.wait_for(asyncio.shield(asyncio.sleep(0.1)), 1.0)  # let the queued send's deadline pass
+    gate.opened.set()
+    assert await first == "slow"
+    with pytest.raises(RemotingTimeoutError, match="timed out while queued"):
+        await late
+    await s.close(1.0)
+
+
+async def test_callbacks_sync_in_thread_async_on_loop() -> None:
+    s = AsyncSender(max_pending=10)
+    gate = Gate()
+    seen: list[Any] = []
+    threads: list[str] = []
+
+    def sync_cb(res: Any, err: BaseException | None) -> None:
+        threads.append(threading.current_thread().name)
+        seen.append(("sync", res, err))
+
+    async def async_cb(res: Any, err: BaseException | None) -> None:
+        seen.append(("async", res, type(err)))
+
+    s.submit(gate.send("ok"), 5.0, sync_cb)
+    s.submit(gate.send(KeyError("x")), 5.0, async_cb)
+    gate.opened.set()
+    await wait_until_async(lambda: len(seen) == 2, 2.0)
+    assert ("sync", "ok", None) in seen and ("async", None, KeyError) in seen
+    assert threads[0].startswith("rocketpy-send-callback")
+    await s.close(1.0)
+
+
+async def test_cancelled_future_is_skipped_and_close_drains() -> None:
+    s = AsyncSender(max_pending=10, max_senders=1)
+    gate = Gate()
+    first = s.submit(gate.send(1), 5.0, None)
+    skipped = s.submit(gate.send(2), 5.0, None)
+    skipped.cancel()
+    last = s.submit(gate.send(3), 5.0, None)
+    closing = asyncio.create_task(s.close(5.0))
+    await wait_until_async(lambda: len(gate.started) == 1, 2.0)
+    gate.opened.set()
+    await closing
+    assert (await first, await last) == (1, 3)
+    assert len(gate.started) == 2  # the cancelled one never ran
