@@ -31,9 +31,9 @@ class AllocateService:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._requests: queue.Queue[
-            tuple[str, int, int, Callback, bool, bool] | Callable[[], None] | None
-        ] = queue.Queue(MAX_PENDING_REQUESTS)
+        self._requests: queue.Queue[tuple[str, int, int, Callback, int, bool] | Callable[[], None] | None] = (
+            queue.Queue(MAX_PENDING_REQUESTS)
+        )
         self._thread = threading.Thread(target=self._routine, name="store-allocate", daemon=True)
         self._stopped = False
         self.in_flight = 0  # requests whose callback has not run yet (loop-side counter)
@@ -48,10 +48,12 @@ class AllocateService:
         base_offset: int,
         size: int,
         callback: Callback,
-        prefault: bool = False,
+        prefault: int = 0,
         keep_fd: bool = True,
     ) -> None:
         """Ask for ``path`` to be created and mapped; ``callback(file, error)`` runs on the loop.
+
+        ``prefault`` bytes are faulted in writable first (-1: the whole file).
 
         Raises:
             queue.Full: more than ``MAX_PENDING_REQUESTS`` requests are waiting (a bug or a dead disk).
@@ -90,7 +92,7 @@ class AllocateService:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 mf = MappedFile.open(path, base, size, keep_fd)
                 if prefault:
-                    mf.prefault()
+                    mf.prefault(None if prefault < 0 else prefault)
             except OSError as e:
                 log.error("cannot create store file %s: %s", path, e)
                 err = e

@@ -98,7 +98,7 @@ class CommitLog:
         base = self.files[-1].end_offset
         self._next_requested = True
         path = os.path.join(self.directory, offset_to_name(base))
-        self._allocator.request(path, base, self.file_size, self._on_next_file, prefault=True)
+        self._allocator.request(path, base, self.file_size, self._on_next_file, prefault=-1)
 
     def _on_next_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
         self._next_requested = False

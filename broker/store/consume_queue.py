@@ -22,6 +22,7 @@ UNIT = struct.Struct(">qiq")  # commitlog offset | record size | tag hash code (
 UNIT_SIZE = UNIT.size
 assert UNIT_SIZE == 20
 MAX_PENDING_UNITS = 1 << 20
+PREFAULT_BYTES = 4096  # the first write fault of a file is the costly one: take it in the allocator
 
 _multi_units: dict[int, struct.Struct] = {}
 
@@ -142,7 +143,7 @@ class ConsumeQueue:
             self._on_file(MappedFile.open(path, base, self.file_size, keep_fd=False), None)
             return
         self._requested = True
-        self._allocator.request(path, base, self.file_size, self._on_file, keep_fd=False)
+        self._allocator.request(path, base, self.file_size, self._on_file, PREFAULT_BYTES, keep_fd=False)
 
     def _on_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
         self._requested = False

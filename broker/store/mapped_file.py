@@ -85,19 +85,23 @@ class MappedFile:
             fd = -1
         return cls(path, base_offset, size, fd, mm)
 
-    def prefault(self) -> bool:
+    def prefault(self, length: int | None = None) -> bool:
         """Fault every page in writable ahead of the writer (blocking; the GIL is released).
 
         Keeps page faults (and file block allocation) off the event loop's hot path, like
-        RocketMQ's warm-up of a new mapped file. False when the kernel lacks MADV_POPULATE_WRITE.
+        RocketMQ's warm-up of a new mapped file. ``length`` limits it to the first bytes: the first
+        write fault into a new file is the costly one (inode update; measured ~3-4 ms of kernel CPU
+        here), later pages of the same file fault cheaply. False when the kernel lacks
+        MADV_POPULATE_WRITE.
         """
         if _libc is None:
             return False
         buf = ctypes.c_char.from_buffer(self.mm)
         try:
             addr = ctypes.addressof(buf)
-            for pos in range(0, self.size, PREFAULT_CHUNK_BYTES):
-                n = min(PREFAULT_CHUNK_BYTES, self.size - pos)
+            end = self.size if length is None else min(length, self.size)
+            for pos in range(0, end, PREFAULT_CHUNK_BYTES):
+                n = min(PREFAULT_CHUNK_BYTES, end - pos)
                 if _libc.madvise(addr + pos, n, MADV_POPULATE_WRITE) != 0:
                     return False
         finally:
