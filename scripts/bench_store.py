@@ -102,7 +102,9 @@ async def bench_sync_flush(root: str, n: int, putters: int) -> float:
 
 
 async def bench_recovery(root: str, gib: float) -> float:
-    store = MessageStore(_config(root))
+    # default 1 GiB commitlog files: recovery scans the whole file holding the checkpoint
+    cfg = _config(root, mapped_file_size_commit_log=1 << 30)
+    store = MessageStore(cfg)
     await store.start()
     msgs = _messages(100_000, 16)
     total = int(gib * 1024**3) // (len(BODY) + 200)
@@ -110,7 +112,7 @@ async def bench_recovery(root: str, gib: float) -> float:
         await store.put_message(msgs[i % len(msgs)])
     await store.settle()
     await store.terminate()  # abnormal stop: abort file kept
-    store = MessageStore(_config(root))
+    store = MessageStore(cfg)
     t0 = time.perf_counter()
     await store.start()
     elapsed = time.perf_counter() - t0
