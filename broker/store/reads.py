@@ -52,8 +52,8 @@ def get_message(
     if cq is None:
         return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     lo, hi = min_offset(store, cq), cq.next_offset
-    if hi == 0 or lo == hi:
-        return GetMessageResult(_S.NO_MESSAGE_IN_QUEUE, lo, lo, hi)
+    if hi == 0:
+        return GetMessageResult(_S.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
     if offset < lo:
         return GetMessageResult(_S.OFFSET_TOO_SMALL, lo, lo, hi)
     if offset == hi:
