@@ -27,14 +27,15 @@ class AllocateService:
 
     Args:
         loop: the loop that receives the results.
+        name: the worker thread's name.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str = "store-allocate") -> None:
         self._loop = loop
         self._requests: queue.Queue[tuple[str, int, int, Callback, int, bool] | Callable[[], None] | None] = (
             queue.Queue(MAX_PENDING_REQUESTS)
         )
-        self._thread = threading.Thread(target=self._routine, name="store-allocate", daemon=True)
+        self._thread = threading.Thread(target=self._routine, name=name, daemon=True)
         self._stopped = False
         self.in_flight = 0  # requests whose callback has not run yet (loop-side counter)
 
@@ -91,7 +92,7 @@ class AllocateService:
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 mf = MappedFile.open(path, base, size, keep_fd)
-                if prefault:
+                if prefault and not self._stopped:  # stopping: skip the warm-up, just create
                     mf.prefault(None if prefault < 0 else prefault)
             except OSError as e:
                 log.error("cannot create store file %s: %s", path, e)
@@ -102,7 +103,7 @@ class AllocateService:
                 if mf is not None:
                     mf.close()
 
-    def shutdown(self, timeout_s: float = 10.0) -> None:
+    def shutdown(self, timeout_s: float = 60.0) -> None:
         """Stop the worker after the queued requests (blocking: call in a thread)."""
         if self._stopped:
             return

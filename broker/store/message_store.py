@@ -40,7 +40,7 @@ from rocketpy.record import (
 
 log = logging.getLogger("rocketpy.store")
 
-NEXT_FILE_WAIT_S = 5.0
+SHUTDOWN_SETTLE_S = 30.0
 _BAD = PutMessageStatus
 
 
@@ -88,7 +88,8 @@ class MessageStore(PutMixin):
         )
         self.checkpoint = Checkpoint(os.path.join(self.root, "checkpoint"))
         self._lock = StoreLock(self.root)
-        self._allocator: AllocateService | None = None
+        self._allocator: AllocateService | None = None  # commitlog + index files
+        self._cq_allocator: AllocateService | None = None  # consume-queue files (never delays a roll)
         self._flush: FlushService | None = None
         self.cleanup: CleanupService | None = None
         self.running = False
@@ -126,13 +127,15 @@ class MessageStore(PutMixin):
             await asyncio.to_thread(self._lock.release)
             raise
         loop = asyncio.get_running_loop()
-        self._allocator = AllocateService(loop)
+        self._allocator = AllocateService(loop, "store-allocate")
         self._allocator.start()
+        self._cq_allocator = AllocateService(loop, "store-allocate-cq")
+        self._cq_allocator.start()
         self.commitlog.attach_allocator(self._allocator)
-        self.dispatcher.allocator = self._allocator  # type: ignore[assignment]
+        self.dispatcher.allocator = self._cq_allocator  # type: ignore[assignment]
         self.dispatcher.dispatched_to = self.commitlog.max_offset
         for cq in self.dispatcher.cqs.values():
-            cq.attach_allocator(self._allocator, self.dispatcher)
+            cq.attach_allocator(self._cq_allocator, self.dispatcher)
         if self.dispatcher.index is not None:
             self.dispatcher.index.attach_allocator(self._allocator)
         c = self.config
@@ -182,14 +185,15 @@ class MessageStore(PutMixin):
         """Stop the threads, flush everything, remove the abort marker and unlock."""
         if not self.running:
             return
-        await self.settle()  # units and index entries waiting for a file get one before the stop
+        await self.settle(SHUTDOWN_SETTLE_S)  # waiting units and index entries get their files first
         self.running = False
         if self.cleanup is not None:
             await self.cleanup.shutdown()
         if self._flush is not None:
             await asyncio.to_thread(self._flush.shutdown)
-        if self._allocator is not None:
-            await asyncio.to_thread(self._allocator.shutdown)
+        for allocator in (self._allocator, self._cq_allocator):
+            if allocator is not None:
+                await asyncio.to_thread(allocator.shutdown)
         await asyncio.to_thread(self._close_files)
 
     async def terminate(self) -> None:
@@ -204,8 +208,9 @@ class MessageStore(PutMixin):
             await self.cleanup.shutdown()
         if self._flush is not None:
             await asyncio.to_thread(self._flush.stop)
-        if self._allocator is not None:
-            await asyncio.to_thread(self._allocator.shutdown)
+        for allocator in (self._allocator, self._cq_allocator):
+            if allocator is not None:
+                await asyncio.to_thread(allocator.shutdown)
         await asyncio.to_thread(self._close_files, False)
 
     def _close_files(self, clean: bool = True) -> None:
@@ -226,7 +231,7 @@ class MessageStore(PutMixin):
     async def settle(self, timeout_s: float = 5.0) -> bool:
         """Wait until no file allocation is in flight (all units and index entries are in files)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self._allocator is not None and self._allocator.in_flight:
+        while self._allocations_in_flight():
             if asyncio.get_running_loop().time() > deadline:
                 return False
             await asyncio.sleep(0.001)
@@ -243,8 +248,8 @@ class MessageStore(PutMixin):
         for cq in removed:
             cq.deleted = True
         dirs = [self.dispatcher.topic_dir(t) for t in topics]
-        if self._allocator is not None:
-            self._allocator.run_in_order(functools.partial(delete_queue_files, removed, dirs))
+        if self._cq_allocator is not None:  # after any creation still queued for these queues
+            self._cq_allocator.run_in_order(functools.partial(delete_queue_files, removed, dirs))
 
     def topic_queue_table(self) -> dict[tuple[str, int], int]:
         """Next queue offset of every (topic, queue id)."""

@@ -41,6 +41,7 @@ class PutMixin:
     last_store_ts: int
     put_total: int
     _allocator: AllocateService | None
+    _cq_allocator: AllocateService | None
     _flush: FlushService | None
     _host8: bytes
     _max_body_bytes: int
@@ -48,6 +49,11 @@ class PutMixin:
     _topic_parts: dict[str, bytes]
 
     clock: Callable[[], float]
+
+    def _allocations_in_flight(self) -> bool:
+        """True while a file creation's callback has not run yet (puts then yield to the loop)."""
+        a, b = self._allocator, self._cq_allocator
+        return bool((a is not None and a.in_flight) or (b is not None and b.in_flight))
 
     # -- put ------------------------------------------------------------------------------------
     def _check(self, msg: BrokerMessage) -> PutMessageResult | bytes:
@@ -123,7 +129,7 @@ class PutMixin:
         result = PutMessageResult(_BAD.PUT_OK, "", phys, total, queue_offset, store_ts, 1, self._host8)
         if self._sync_flush and msg.wait_store_msg_ok:
             await self._wait_flush(result, phys + total)
-        elif self._allocator is not None and self._allocator.in_flight:
+        elif self._allocations_in_flight():
             await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
         return result
 
@@ -176,7 +182,7 @@ class PutMixin:
                 return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is shutting down")
             mf = self.commitlog.writable_file(total)
         result = self._append(mf, encoded, total)
-        if self._allocator is not None and self._allocator.in_flight:
+        if self._allocations_in_flight():
             await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
         if self._flush is not None and self._flush.sync_flush and first.wait_store_msg_ok:
             ok = await self._flush.wait_flushed(
