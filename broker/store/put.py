@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from rocketpy.config import StoreConfig
 
 NEXT_FILE_WAIT_S = 5.0
+YIELD_EVERY_PUTS = 16  # while files are being created, puts yield to the loop this often
 MAX_CACHED_TOPICS = 100_000
 _BAD = PutMessageStatus
 
@@ -47,6 +48,7 @@ class PutMixin:
     _max_body_bytes: int
     _sync_flush: bool
     _topic_parts: dict[str, bytes]
+    _puts_since_yield: int = 0
 
     clock: Callable[[], float]
 
@@ -129,8 +131,11 @@ class PutMixin:
         result = PutMessageResult(_BAD.PUT_OK, "", phys, total, queue_offset, store_ts, 1, self._host8)
         if self._sync_flush and msg.wait_store_msg_ok:
             await self._wait_flush(result, phys + total)
-        elif self._allocations_in_flight():
-            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
+        else:
+            self._puts_since_yield += 1
+            if self._puts_since_yield >= YIELD_EVERY_PUTS and self._allocations_in_flight():
+                self._puts_since_yield = 0
+                await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
         return result
 
     async def _wait_flush(self, result: PutMessageResult, end_offset: int) -> None:
