@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.store.mapped_file import MappedFile
-from rocketpy.filter.tags import topic_key_hash
+from rocketpy.filter.tags import POW31, java_string_hash, key_hash_u32, topic_key_hash
 
 if TYPE_CHECKING:
     from broker.store.allocate import AllocateService
@@ -139,6 +139,7 @@ class IndexService:
         self._pending: list[tuple[int, int, int]] = []
         self._requested = False
         self._unsynced = 0
+        self._topic_hashes: dict[str, int] = {}
 
     @property
     def end_phys(self) -> int:
@@ -159,10 +160,14 @@ class IndexService:
     def put_message(self, topic: str, keys: list[str], phys: int, store_ts: int) -> None:
         """Index one message's keys (hot path)."""
         cur = self.files[-1] if self.files else None
+        th = self._topic_hashes.get(topic)
+        if th is None:
+            th = self._topic_hash(topic)
         for key in keys:
-            h = topic_key_hash(topic, key)
-            h = (-h if h < 0 else h) & 0x7FFFFFFF
-            if cur is None or cur.full or self._pending:
+            kh, n = key_hash_u32(key)  # == java_string_hash(topic + "#" + key), unsigned
+            h = (th * (POW31[n] if n <= 256 else pow(31, n, 1 << 32)) + kh) & 0xFFFFFFFF
+            h = (0x100000000 - h if h & 0x80000000 else h) & 0x7FFFFFFF  # abs() of the signed hash
+            if cur is None or cur.index_count >= cur.max_index or self._pending:
                 self._enqueue(h, phys, store_ts)
                 cur = self.files[-1] if self.files else None
             else:
@@ -173,6 +178,12 @@ class IndexService:
             if self._unsynced >= HEADER_SYNC_EVERY:
                 cur.write_header(store_ts, phys)
                 self._unsynced = 0
+
+    def _topic_hash(self, topic: str) -> int:
+        th = java_string_hash(topic + "#") & 0xFFFFFFFF
+        if len(self._topic_hashes) < 100_000:
+            self._topic_hashes[topic] = th
+        return th
 
     def _enqueue(self, h: int, phys: int, store_ts: int) -> None:
         if len(self._pending) < MAX_PENDING_ENTRIES:

@@ -35,7 +35,8 @@ def java_string_hash(s: str) -> int:
     return h
 
 
-_POW31 = [pow(31, i, 1 << 32) for i in range(257)]
+POW31 = [pow(31, i, 1 << 32) for i in range(257)]
+_POW31 = POW31
 # 48 * (31**(n-1) + ... + 31 + 1): the '0' (48) part of every char of an n-char key
 _BASE48 = [48 * sum(31**k for k in range(n)) for n in range(65)]
 # '0'-'9' -> '0', 'A'-'F' -> '1' (their codes are 48 + digit and 48 + 7 + digit); anything else invalid
@@ -46,7 +47,7 @@ def _pow31(n: int) -> int:
     return _POW31[n] if n <= 256 else pow(31, n, 1 << 32)
 
 
-def _key_hash_u32(key: str) -> tuple[int, int]:
+def key_hash_u32(key: str) -> tuple[int, int]:
     """(unsigned hash, length in UTF-16 units) of ``key``.
 
     Uppercase-hex keys (unique message ids) use C-level integer parsing: with ``c = 48 + d`` for
@@ -67,7 +68,7 @@ def _key_hash_u32(key: str) -> tuple[int, int]:
 
 def topic_key_hash(topic: str, key: str) -> int:
     """``java_string_hash(f"{topic}#{key}")`` computed fast (index keys; hot path)."""
-    kh, n = _key_hash_u32(key)
+    kh, n = key_hash_u32(key)
     h = ((java_string_hash(topic + "#") & _MASK32) * _pow31(n) + kh) & _MASK32
     return h - 0x100000000 if h & 0x80000000 else h
 
