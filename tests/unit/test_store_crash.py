@@ -70,10 +70,10 @@ async def _verify(store_dir: str, flush: str, acks: list[tuple[int, int, int, in
             assert by_queue[q].get(qo) == body_of(rnd, n), f"acknowledged message r{rnd} n{n} lost or changed"
         for q, stored in by_queue.items():
             for qo, body in stored.items():
-                rnd, n = body.split(b":", 1)[0].decode().lstrip("r").split("-n")
-                assert body == body_of(int(rnd), int(n)), f"queue {q} offset {qo} holds a damaged body"
-        r = store.query_message("Crash", f"r{acks[-1][0]}-{acks[-1][1]}", 4, 0, 2**62)
-        assert len(r.buffers) == 1
+                r_s, n_s = body.split(b":", 1)[0].decode().lstrip("r").split("-n")
+                assert body == body_of(int(r_s), int(n_s)), f"queue {q} offset {qo} holds a damaged body"
+        found = store.query_message("Crash", f"r{acks[-1][0]}-{acks[-1][1]}", 4, 0, 2**62)
+        assert len(found.buffers) == 1
     finally:
         await store.shutdown()
 
