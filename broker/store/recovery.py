@@ -235,6 +235,7 @@ def recover(
         The commitlog offset where the valid records end.
     """
     if not commitlog.files:
+        _drop_all(dispatcher)
         return 0
     index_after = dispatcher.index.end_phys if dispatcher.index is not None else 0
     dispatched = _dispatched_point(dispatcher)
@@ -264,6 +265,23 @@ def recover(
     _truncate(commitlog, dispatcher, off)
     log.info("recovery checked %d records; commitlog ends at %d", count, off)
     return off
+
+
+def _drop_all(dispatcher: Dispatcher) -> None:
+    """No commitlog at all: queues and index point at nothing, so they start over."""
+    index = dispatcher.index
+    if not any(cq.files for cq in dispatcher.cqs.values()) and not (index and index.files):
+        return
+    log.warning("store has consume queues or index files but no commitlog; dropping them")
+    for cq in dispatcher.cqs.values():
+        for mf in cq.files:
+            mf.destroy(force=True)
+        cq.files = []
+        cq.next_offset = cq.min_offset = cq.max_phys_end = 0
+    if index is not None:
+        for f in index.files:
+            f.mf.destroy(force=True)
+        index.files = []
 
 
 def _log_cut(mf: MappedFile, pos: int, off: int) -> None:

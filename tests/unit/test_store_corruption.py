@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,4 +94,17 @@ async def test_junk_files_do_not_stop_startup(tmp_path: Path) -> None:
         assert read_all(s, "T", q) == [b"body-%03d-" % i + b"z" * (i * 23 % 700) for i in range(q, N, 2)]
     assert len(s.query_message("T", "k7", 3, 0, 2**62).buffers) == 1
     assert await asyncio.to_thread(Path(str(index_file) + ".bad").exists)
+    await s.shutdown()
+
+
+async def test_missing_commitlog_drops_queues(tmp_path: Path) -> None:
+    await _fill(tmp_path, clean=True)
+    await asyncio.to_thread(shutil.rmtree, tmp_path / "commitlog")
+    s = MessageStore(tiny_config(str(tmp_path)))
+    await s.start()
+    assert s.get_max_offset_in_queue("T", 0) == 0 and read_all(s, "T", 0) == []
+    r = await s.put_message(bmsg("T", 0, b"fresh", keys="k0"))
+    assert r.queue_offset == 0 and read_all(s, "T", 0) == [b"fresh"]
+    assert await s.settle()
+    assert [b for b in s.query_message("T", "k0", 5, 0, 2**62).buffers] != []
     await s.shutdown()
