@@ -217,22 +217,31 @@ class ConsumeQueue:
         self._flushed_pos = target
 
     def truncate_to_phys(self, phys_end: int) -> None:
-        """Drop units pointing at or past ``phys_end`` (recovery: the commitlog was cut there)."""
-        while self.next_offset > self.min_offset:
-            u = self.unit(self.next_offset - 1)
+        """Drop units pointing at or past ``phys_end`` (recovery thread: the commitlog was cut there)."""
+        lo, hi = self.min_offset, self.next_offset
+        while lo < hi:  # first unit whose record does not end by phys_end (units grow with the log)
+            mid = (lo + hi) // 2
+            u = self.unit(mid)
             if u is not None and u[0] + u[1] <= phys_end:
-                self.max_phys_end = u[0] + u[1]
-                return
-            self._zero_unit(self.next_offset - 1)
-            self.next_offset -= 1
-        self.max_phys_end = 0
-
-    def _zero_unit(self, offset: int) -> None:
-        mf = self._file_for(offset * UNIT_SIZE)
-        if mf is not None:
-            rel = offset * UNIT_SIZE - mf.base_offset
-            mf.mm[rel : rel + UNIT_SIZE] = bytes(UNIT_SIZE)
-            mf.wrote = rel
+                lo = mid + 1
+            else:
+                hi = mid
+        cut, end = lo * UNIT_SIZE, self.next_offset * UNIT_SIZE
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.base_offset > cut or (mf.base_offset == cut and keep):
+                mf.destroy(force=True)  # entirely past the new end
+                continue
+            a, b = max(cut, mf.base_offset), min(end, mf.end_offset)
+            if a < b:
+                mf.mm[a - mf.base_offset : b - mf.base_offset] = bytes(b - a)
+            keep.append(mf)
+        self.files = keep
+        if keep:
+            keep[-1].wrote = cut - keep[-1].base_offset
+        self.next_offset = lo
+        u = self.unit(lo - 1) if lo > self.min_offset else None
+        self.max_phys_end = u[0] + u[1] if u else 0
 
     def close(self) -> None:
         """Unmap every file (blocking)."""

@@ -108,3 +108,24 @@ async def test_missing_commitlog_drops_queues(tmp_path: Path) -> None:
     assert await s.settle()
     assert [b for b in s.query_message("T", "k0", 5, 0, 2**62).buffers] != []
     await s.shutdown()
+
+
+async def test_damage_in_an_earlier_file_cuts_queues_across_files(tmp_path: Path) -> None:
+    spans = await _fill(tmp_path, clean=False)
+    off, size = spans[5]
+    path = tmp_path / "commitlog" / f"{off - off % 4096:020d}"
+    await asyncio.to_thread(_garble, path, off % 4096 + size - 30)
+    s = MessageStore(tiny_config(str(tmp_path)))
+    await s.start()
+    for q in (0, 1):
+        assert read_all(s, "T", q) == [b"body-%03d-" % i + b"z" * (i * 23 % 700) for i in range(q, 5, 2)]
+    assert s.max_physical_offset == spans[4][0] + spans[4][1]
+    r = await s.put_message(bmsg("T", 1, b"next"))
+    assert r.queue_offset == 2 and read_all(s, "T", 1)[-1] == b"next"
+    await s.shutdown()
+
+
+def _garble(path: Path, pos: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(b"\xee" * 8)
