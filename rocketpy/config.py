@@ -4,10 +4,12 @@ Field names are snake_case (what the code reads); aliases are RocketMQ's camelCa
 files, ``-p`` output and UPDATE_BROKER_CONFIG use). Durations are milliseconds unless a name
 says otherwise, as in RocketMQ.
 
-Also owns reading ``.properties`` files with Java's rules (``parse_properties``), turning them
-plus command-line overrides into validated models (``load_namesrv_config``, ``load_broker_config``)
-where every mistake is a ``ConfigError`` whose message is the one line to print
-(``error: FILE:LINE: ...``), and printing the effective config (``config_lines``, for ``-p``).
+Also owns turning ``.properties`` entries (read by ``rocketpy.properties``, whose names are
+re-exported here) plus command-line overrides into validated models (``load_namesrv_config``,
+``load_broker_config``) where every mistake is a ``ConfigError`` whose message is the one line to
+print (``error: FILE:LINE: ...``), and printing the effective config (``config_lines``, for ``-p``).
+A leading ``~`` in a path value (``storePathRootDir``, ``storePathCommitLog``, ``kvConfigPath``)
+means the user's home directory, as in a shell.
 """
 
 from __future__ import annotations
@@ -16,16 +18,33 @@ import difflib
 import os
 import re
 import socket
-from dataclasses import dataclass
 from enum import Enum, StrEnum
-from pathlib import Path
 from typing import Any, get_args
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 
 from rocketpy.errors import ConfigError
+from rocketpy.properties import Property, parse_properties, read_properties_file
+
+__all__ = [
+    "OLD_KEY_SPELLINGS",
+    "BrokerConfig",
+    "BrokerRole",
+    "ConfigError",
+    "FlushDiskType",
+    "NamesrvConfig",
+    "Property",
+    "StoreConfig",
+    "advertised_host",
+    "config_lines",
+    "load_broker_config",
+    "load_namesrv_config",
+    "parse_namesrv_addr",
+    "parse_properties",
+    "read_properties_file",
+]
 
 
 class FlushDiskType(StrEnum):
@@ -60,6 +79,11 @@ class NamesrvConfig(BaseModel):
     kv_config_path: str = Field(_home("namesrv", "kvConfig.json"), alias="kvConfigPath")
     order_message_enable: bool = Field(False, alias="orderMessageEnable")
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
+
+    @field_validator("kv_config_path")
+    @classmethod
+    def _expand_paths(cls, value: str) -> str:
+        return os.path.expanduser(value)
 
 
 class StoreConfig(BaseModel):
@@ -105,6 +129,11 @@ class StoreConfig(BaseModel):
     )
     flush_delay_offset_interval: int = Field(10_000, alias="flushDelayOffsetInterval", gt=0)
 
+    @field_validator("store_path_root_dir", "store_path_commit_log")
+    @classmethod
+    def _expand_paths(cls, value: str | None) -> str | None:
+        return os.path.expanduser(value) if value else value
+
     def commit_log_dir(self) -> str:
         """Directory of the commitlog files."""
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
@@ -142,141 +171,6 @@ class BrokerConfig(BaseModel):
     transaction_check_interval: int = Field(30_000, alias="transactionCheckInterval", gt=0)
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
-
-
-# --------------------------------------------------------------------------------------------
-# .properties reader (java.util.Properties.load rules)
-
-_WS = " \t\f"
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-@dataclass(frozen=True, slots=True)
-class Property:
-    """One ``key=value`` entry of a ``.properties`` text and the line its logical line starts on."""
-
-    key: str
-    value: str
-    line: int
-
-
-def parse_properties(text: str, source: str = "<text>") -> list[Property]:
-    """Parse ``.properties`` text as Java's ``Properties.load`` does.
-
-    Rules: lines end at ``\\n``, ``\\r`` or ``\\r\\n``; leading whitespace (space, tab, form feed)
-    is skipped; a line whose first other character is ``#`` or ``!`` is a comment (never
-    continued); a line ending in an odd number of backslashes continues on the next line, whose
-    leading whitespace is dropped; the key ends at the first unescaped ``=``, ``:`` or whitespace;
-    whitespace and one ``=``/``:`` after it are skipped; the value is the rest of the line,
-    trailing whitespace included; ``\\t \\n \\r \\f \\uXXXX`` are escapes and any other ``\\c`` is ``c``.
-
-    Args:
-        text: the file's content.
-        source: the file name, used in error messages.
-
-    Returns:
-        The entries in file order (a repeated key appears twice; the last one wins when loading).
-
-    Raises:
-        ConfigError: a malformed ``\\uXXXX`` escape.
-    """
-    lines = _NEWLINE.split(text)
-    out: list[Property] = []
-    i = 0
-    while i < len(lines):
-        start = i + 1
-        logical = lines[i].lstrip(_WS)
-        i += 1
-        if not logical or logical[0] in "#!":
-            continue
-        while _continues(logical):
-            logical = logical[:-1]
-            if i >= len(lines):
-                break
-            logical += lines[i].lstrip(_WS)
-            i += 1
-        if not logical:
-            continue
-        key, value = _split_key_value(logical)
-        where = f"{source}:{start}"
-        out.append(Property(_unescape(key, where), _unescape(value, where), start))
-    return out
-
-
-def _continues(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    n = len(line)
-    key_len, value_start, has_sep, backslash = 0, n, False, False
-    while key_len < n:
-        c = line[key_len]
-        if not backslash and c in "=:":
-            value_start, has_sep = key_len + 1, True
-            break
-        if not backslash and c in _WS:
-            value_start = key_len + 1
-            break
-        backslash = c == "\\" and not backslash
-        key_len += 1
-    while value_start < n:
-        c = line[value_start]
-        if c not in _WS:
-            if has_sep or c not in "=:":
-                break
-            has_sep = True
-        value_start += 1
-    return line[:key_len], line[value_start:]
-
-
-def _unescape(s: str, where: str) -> str:
-    if "\\" not in s:
-        return s
-    out: list[str] = []
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        i += 1
-        if c != "\\":
-            out.append(c)
-        elif i < n and s[i] == "u":
-            digits = s[i + 1 : i + 5]
-            if len(digits) < 4 or not _HEX.issuperset(digits):
-                raise ConfigError(
-                    f"error: {where}: malformed \\uXXXX escape '\\u{digits}' (write \\u and 4 hex digits)"
-                )
-            out.append(chr(int(digits, 16)))
-            i += 5
-        elif i < n:
-            out.append(_ESCAPES.get(s[i], s[i]))
-            i += 1
-    text = "".join(out)
-    if any("\ud800" <= ch <= "\udfff" for ch in text):  # \\uD83D\\uDE00 pairs, as Java's UTF-16
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
-
-
-def read_properties_file(path: str) -> list[Property]:
-    """Read and parse a ``.properties`` file (UTF-8; a leading BOM is ignored).
-
-    Raises:
-        ConfigError: the file cannot be read, is not UTF-8, or has a malformed escape.
-    """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        reason = e.strerror or str(e)
-        raise ConfigError(f"error: {path}: cannot read config file: {reason}") from e
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ConfigError(f"error: {path}:{line}: not UTF-8 text: save the file as UTF-8") from e
-    return parse_properties(text.removeprefix("\ufeff"), path)
 
 
 # --------------------------------------------------------------------------------------------

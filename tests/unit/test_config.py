@@ -233,3 +233,24 @@ def test_parse_namesrv_addr_errors() -> None:
 def test_advertised_host_is_never_the_wildcard() -> None:
     assert advertised_host("127.0.0.1") == "127.0.0.1"
     assert advertised_host("0.0.0.0") not in ("0.0.0.0", "")
+
+
+def test_home_in_path_values_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = write(tmp_path, "storePathRootDir=~/store\nstorePathCommitLog=~/cl\nbrokerName=a\n")
+    _, store = load_broker_config(path, {})
+    assert store.store_path_root_dir == str(tmp_path / "home" / "store")
+    assert store.commit_log_dir() == str(tmp_path / "home" / "cl")
+    namesrv = load_namesrv_config(None, {"kvConfigPath": "~/ns/kv.json"})
+    assert namesrv.kv_config_path == str(tmp_path / "home" / "ns" / "kv.json")
+    assert load_namesrv_config(None, {"kvConfigPath": "a~/kv.json"}).kv_config_path == "a~/kv.json"
+
+
+def test_shipped_broker_conf_loads_with_home_expanded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    conf = Path(__file__).resolve().parents[2] / "conf" / "broker.properties"
+    _, store = load_broker_config(str(conf), {})
+    assert store.store_path_root_dir == str(tmp_path / "store")
+    assert "~" not in store.commit_log_dir()

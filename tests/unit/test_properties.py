@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketpy.config import Property, parse_properties, read_properties_file
+from rocketpy import config
 from rocketpy.errors import ConfigError
+from rocketpy.properties import Property, parse_properties, read_properties_file
 
 
 def kv(text: str) -> list[tuple[str, str]]:
@@ -177,3 +178,9 @@ _TEXT = st.text(st.characters(codec="utf-8"), max_size=30)  # no lone surrogates
 def test_reads_back_what_java_properties_store_writes(key: str, value: str) -> None:
     line = f"{java_save_convert(key, True)}={java_save_convert(value, False)}"
     assert kv(f"# stored\n{line}\n") == [(key, value)]
+
+
+def test_reader_names_stay_importable_from_config() -> None:
+    assert config.parse_properties is parse_properties
+    assert config.read_properties_file is read_properties_file
+    assert config.Property is Property
