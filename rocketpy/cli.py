@@ -7,7 +7,8 @@ exit code: 2 for configuration and usage errors, 1 otherwise. ``python -m rocket
 like ``rocketpy ...``.
 
 ``mqadmin`` sub-commands come from ``client.admin_cli`` when that module exists: it must define
-``commands: list[click.Command]``; they are added to the ``admin`` group on first use.
+``commands: list[click.Command]``; they are added to the ``admin`` group on first use. In the
+same way ``rocketpy bench producer|consumer`` are the commands of the ``client.bench.bench`` group.
 """
 
 from __future__ import annotations
@@ -82,22 +83,31 @@ def broker_cmd(config_file: str | None, namesrv_addr: str | None, print_config: 
     return int(run(broker_config, store_config) or 0)
 
 
-class _AdminGroup(click.Group):
-    """The ``admin`` group; its sub-commands are loaded from ``client.admin_cli`` on first use."""
+class _LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use (``rocketpy --help`` stays fast).
 
+    ``_source`` names a module and an attribute: a ``list[click.Command]`` or a ``click.Group``
+    whose commands are adopted. A source module that does not exist leaves the group empty; an
+    import error inside it propagates (a bug, keep the traceback).
+    """
+
+    _source: tuple[str, str] = ("", "")
     _loaded = False
 
     def _load(self) -> None:
         if self._loaded:
             return
         self._loaded = True
+        module, attr = self._source
         try:
-            mod = importlib.import_module("client.admin_cli")
+            mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
-            if e.name in ("client", "client.admin_cli"):
+            if e.name is not None and (module == e.name or module.startswith(e.name + ".")):
                 return
             raise
-        for command in getattr(mod, "commands", []):
+        source = getattr(mod, attr, [])
+        commands = source.commands.values() if isinstance(source, click.Group) else source
+        for command in commands:
             self.add_command(command)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -109,6 +119,18 @@ class _AdminGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+class _AdminGroup(_LazyGroup):
+    """The ``admin`` group; its sub-commands are ``client.admin_cli.commands``."""
+
+    _source = ("client.admin_cli", "commands")
+
+
+class _BenchGroup(_LazyGroup):
+    """The ``bench`` group; its sub-commands are those of the ``client.bench.bench`` group."""
+
+    _source = ("client.bench", "bench")
+
+
 @cli.group("admin", cls=_AdminGroup, invoke_without_command=True, context_settings=_CONTEXT)
 @click.pass_context
 def admin_group(ctx: click.Context) -> int | None:
@@ -117,6 +139,19 @@ def admin_group(ctx: click.Context) -> int | None:
         return None
     if not admin_group.list_commands(ctx):
         click.echo("error: mqadmin has no sub-commands in this build yet", err=True)
+        return 1
+    click.echo(ctx.get_help())
+    return 1
+
+
+@cli.group("bench", cls=_BenchGroup, invoke_without_command=True, context_settings=_CONTEXT)
+@click.pass_context
+def bench_group(ctx: click.Context) -> int | None:
+    """Benchmarks through the SDK: 'bench producer' and 'bench consumer' report TPS and latency."""
+    if ctx.invoked_subcommand is not None:
+        return None
+    if not bench_group.list_commands(ctx):
+        click.echo("error: bench is not available in this build (module client.bench is missing)", err=True)
         return 1
     click.echo(ctx.get_help())
     return 1
