@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import sys
 
@@ -21,6 +22,27 @@ from rocketpy.errors import RocketpyError
 from rocketpy.logsetup import remove_pid_file, write_pid_file
 
 log = logging.getLogger("rocketpy.broker")
+
+#: Open files the broker asks for: every consume-queue file keeps a descriptor (10,000 queues need
+#: about 10,000), plus commitlog, index and connections.
+WANTED_NOFILE = 65536
+
+
+def raise_nofile_limit(wanted: int = WANTED_NOFILE) -> int:
+    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (capped by the hard limit); return it.
+
+    Never lowers the limit; a refusal by the OS is logged and the current limit kept.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise the open-files limit from %d to %d: %s", soft, target, e)
+    log.info("open-files limit (RLIMIT_NOFILE) is %s (hard %s)", soft, hard)
+    return int(soft)
 
 
 def boot_line(broker_name: str, addr: str, namesrv_addr: str | None) -> str:
@@ -65,4 +87,5 @@ async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
 
 def run(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
     """Run the broker in this process under uvloop; returns the exit code."""
+    raise_nofile_limit()
     return uvloop.run(serve(broker_config, store_config))

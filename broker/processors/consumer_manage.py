@@ -57,9 +57,17 @@ class ConsumerManageProcessor:
         return group, topic, queue_id
 
     def query_consumer_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
-        """QUERY_CONSUMER_OFFSET: the group's committed offset, or QUERY_NOT_FOUND."""
+        """QUERY_CONSUMER_OFFSET: the group's committed offset, else 0 or QUERY_NOT_FOUND.
+
+        A group with no committed offset gets 0 while the queue still holds its first message
+        (min offset 0: RocketMQ's "still in memory" rule), so a new group on a young topic starts
+        at the beginning whatever its consume-from-where; otherwise QUERY_NOT_FOUND, and the
+        client's consume-from-where decides.
+        """
         group, topic, queue_id = self._queue(request)
         offset = self.c.offsets.query_offset(group, topic, queue_id)
+        if offset < 0 and self.c.store.get_min_offset_in_queue(topic, queue_id) == 0:
+            offset = 0
         if offset < 0:
             return RemotingCommand.response(
                 request,
