@@ -5,17 +5,62 @@
   all are stopped at teardown.
 
 A daemon that printed a Python traceback fails the test at teardown: tracebacks are bugs.
+
+Async tests run on uvloop, the daemons' loop (``pytest_asyncio_loop_factories``). Every test loop
+records calls of its exception handler (a task exception nobody retrieved, an error in a callback)
+and the test fails at teardown when there were any: they are bugs the test would otherwise hide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from tests.daemons import Daemon, start_broker, start_namesrv
+
+_loop_errors: list[dict[str, Any]] = []
+
+
+def _record_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    _loop_errors.append(context)
+    loop.default_exception_handler(context)  # logs it, with the traceback
+
+
+def _new_test_loop() -> asyncio.AbstractEventLoop:
+    loop = uvloop.new_event_loop()
+    loop.set_exception_handler(_record_loop_error)
+    return loop
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Any]:
+    """Run every async test on a uvloop loop that records exception-handler calls."""
+    return {"uvloop": _new_test_loop}
+
+
+@pytest.fixture(autouse=True)
+def _fail_on_loop_exception_handler_calls() -> Iterator[None]:
+    """Fail a test whose event loop called its exception handler (checked after the loop closed)."""
+    _loop_errors.clear()
+    yield
+    errors, _loop_errors[:] = list(_loop_errors), []
+    if errors:
+        described = "\n".join(_describe_loop_error(c) for c in errors[:5])
+        pytest.fail(
+            f"the event loop's exception handler was called {len(errors)}x:\n{described}", pytrace=False
+        )
+
+
+def _describe_loop_error(context: dict[str, Any]) -> str:
+    exc = context.get("exception")
+    what = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+    return (
+        f"  {context.get('message', '')} {what} {context.get('task') or context.get('future') or ''}".rstrip()
+    )
 
 
 def _check_no_traceback(daemon: Daemon) -> None:
