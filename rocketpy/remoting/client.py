@@ -81,6 +81,19 @@ class RemotingClient:
                 raise self._timeout_error(addr, cmd.code, "connecting used up the call's timeout")
         return await channel.invoke(cmd, timeout)
 
+    def invoke_future(
+        self, addr: str, cmd: RemotingCommand, timeout: float
+    ) -> asyncio.Future[RemotingCommand]:
+        """Like ``invoke``, but return a future of the response (no coroutine frame when connected).
+
+        Errors arrive through the future, except those ``Channel.invoke_future`` raises at once on
+        an open connection (too many pending requests).
+        """
+        channel = self._channels.get(addr)
+        if channel is None or channel.closed:
+            return asyncio.ensure_future(self.invoke(addr, cmd, timeout))
+        return channel.invoke_future(cmd, timeout)
+
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> None:  # noqa: ASYNC109
         """Send ``cmd`` to ``addr`` as a oneway request; returns once it is handed to the socket.
 

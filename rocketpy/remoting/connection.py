@@ -218,6 +218,26 @@ class Channel(asyncio.Protocol):
         cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
         self.send(cmd)
 
+    def invoke_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
+        """Send request ``cmd`` now and return a future of its response (no coroutine frame).
+
+        The future fails with ``RemotingTimeoutError`` after ``timeout`` seconds, or with
+        ``RemotingConnectError`` when the connection closes first. A cancelled future's table
+        entry is dropped by its response or its deadline, whichever comes first. When the peer is
+        not reading (write pressure), the call waits for it inside a task, as ``invoke`` does.
+
+        Raises:
+            RemotingConnectError: the connection is closed.
+            MQClientError: too many requests are already pending on this connection.
+        """
+        if self.closed:
+            self._check_open(cmd)
+        if len(self._pending) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
+            self._refuse(cmd)
+        if self._write_paused:
+            return asyncio.ensure_future(self.invoke(cmd, timeout))
+        return self._start_call(cmd, timeout)
+
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
         """Send request ``cmd`` and return its response, whatever its code.
 
@@ -229,12 +249,23 @@ class Channel(asyncio.Protocol):
         if self.closed:
             self._check_open(cmd)
         if len(self._pending) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
-            raise MQClientError(
-                f"{len(self._pending)} requests are already pending on {self.remote_addr}; "
-                f"{code_name(cmd.code)} refused — slow down or wait for responses"
-            )
+            self._refuse(cmd)
         if self._write_paused:
             timeout = await self.wait_writable(timeout, cmd.code)
+        future = self._start_call(cmd, timeout)
+        try:
+            return await future
+        finally:
+            self._pending.discard(cmd.opaque)
+
+    def _refuse(self, cmd: RemotingCommand) -> None:
+        raise MQClientError(
+            f"{len(self._pending)} requests are already pending on {self.remote_addr}; "
+            f"{code_name(cmd.code)} refused — slow down or wait for responses"
+        )
+
+    def _start_call(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
+        """Number ``cmd``, write it and track its response future until ``timeout``."""
         opaque = self._next_opaque + 1
         if opaque > MAX_OPAQUE:
             opaque = 1
@@ -245,10 +276,7 @@ class Channel(asyncio.Protocol):
         if self.closed:  # the write itself can close the connection (peer not reading)
             self._check_open(cmd)
         self._pending.add(opaque, future, cmd.code, timeout)
-        try:
-            return await future
-        finally:
-            self._pending.discard(opaque)
+        return future
 
     async def wait_writable(self, timeout: float, code: int) -> float:  # noqa: ASYNC109
         """Wait until the peer reads what we wrote; return the time left of ``timeout``.

@@ -331,3 +331,36 @@ async def test_async_handler_returning_wrong_type_is_system_error(rpc: Fixture) 
     resp = await rpc.call(908)
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "processor returned str" in str(resp.remark)
+
+
+async def test_invoke_future_is_a_plain_future_in_order(rpc: Fixture) -> None:
+    await rpc.call(NOOP)  # connected: the fast path returns the pending future itself
+    futures = [
+        rpc.client.invoke_future(rpc.addr, RemotingCommand.request(ECHO, {"i": i}), 3.0) for i in range(100)
+    ]
+    assert all(type(f) is asyncio.Future for f in futures)  # not a Task: no coroutine frame
+    results = await asyncio.gather(*futures)
+    assert [ext_int(r.ext, "i") for r in results] == list(range(100))
+    channel = rpc.client.channel(rpc.addr)
+    assert channel is not None and channel.pending_count == 0
+
+
+async def test_invoke_future_connects_when_needed(rpc: Fixture) -> None:
+    future = rpc.client.invoke_future(rpc.addr, RemotingCommand.request(ECHO, {"k": "v"}), 3.0)
+    assert (await future).ext == {"k": "v"}
+
+
+async def test_invoke_future_times_out_and_fails_on_close(rpc: Fixture) -> None:
+    await rpc.call(NOOP)
+    channel = rpc.client.channel(rpc.addr)
+    assert channel is not None
+    with pytest.raises(RemotingTimeoutError, match="905"):
+        await channel.invoke_future(RemotingCommand.request(HOLD), 0.1)
+    assert channel.pending_count == 0
+    held = channel.invoke_future(RemotingCommand.request(HOLD), 30.0)
+    await wait_until(lambda: sum(len(ch.tasks) for ch in rpc.server.channels) >= 1)
+    channel.close("test drop")
+    with pytest.raises(RemotingConnectError):
+        await held
+    with pytest.raises(RemotingConnectError):
+        channel.invoke_future(RemotingCommand.request(NOOP), 1.0)
