@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import total_ordering
+from operator import methodcaller
+from socket import inet_ntoa
 from typing import Any
+
+from rocketpy.msgid import offset_msg_id_from_packed
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -73,12 +77,29 @@ def properties_to_string(props: dict[str, str]) -> str:
 def string_to_properties(s: str) -> dict[str, str]:
     """Decode a RocketMQ properties string (inverse of ``properties_to_string``).
 
-    Pairs without a name/value separator are ignored, as RocketMQ does.
+    Pairs without a name/value separator are ignored, as RocketMQ does. Well-formed strings take a
+    C-level path (one split, one ``dict``); anything else falls back to the pair-by-pair loop.
     """
-    out: dict[str, str] = {}
     if not s:
-        return out
-    for item in s.split(PROPERTY_SEPARATOR):
+        return {}
+    items = s.split(PROPERTY_SEPARATOR)
+    if not items[-1]:
+        items.pop()  # the trailing separator
+    try:
+        out = dict(map(_split_pair, items))
+    except ValueError:  # an item without a name/value separator
+        return _string_to_properties_loop(items)
+    if "" in out:  # a pair with an empty name: ignored, as the loop does
+        return _string_to_properties_loop(items)
+    return out
+
+
+_split_pair = methodcaller("split", NAME_VALUE_SEPARATOR, 1)
+
+
+def _string_to_properties_loop(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
         name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
         if sep and name:
             out[name] = value
@@ -174,21 +195,25 @@ class MessageExt(Message):
     """A stored message as read back from a broker (``Message`` plus store metadata).
 
     ``msg_id`` is the client unique id (``UNIQ_KEY``) when present, else ``offset_msg_id``.
-    ``born_host``/``store_host`` are ``(ip, port)`` tuples.
+    ``born_host``/``store_host`` are ``(ip, port)`` tuples. A message decoded from a record keeps
+    the 8 packed host bytes and builds the tuples and ``offset_msg_id`` on first access (consumer
+    hot path: most listeners never read them); the values are the same as eager decoding.
     """
 
     __slots__ = (
+        "_born_host",
+        "_born_host8",
         "_msg_id",
+        "_offset_msg_id",
+        "_store_host",
+        "_store_host8",
         "body_crc",
-        "born_host",
         "born_timestamp",
         "commitlog_offset",
-        "offset_msg_id",
         "prepared_transaction_offset",
         "queue_id",
         "queue_offset",
         "reconsume_times",
-        "store_host",
         "store_size",
         "store_timestamp",
         "sys_flag",
@@ -205,14 +230,16 @@ class MessageExt(Message):
             flag=kw.pop("flag", 0),
         )
         self._msg_id: str | None = kw.pop("msg_id", None)
-        self.offset_msg_id: str = kw.pop("offset_msg_id", "")
+        self._offset_msg_id: str | None = kw.pop("offset_msg_id", "")
         self.queue_id: int = kw.pop("queue_id", 0)
         self.queue_offset: int = kw.pop("queue_offset", 0)
         self.commitlog_offset: int = kw.pop("commitlog_offset", 0)
         self.born_timestamp: int = kw.pop("born_timestamp", 0)
         self.store_timestamp: int = kw.pop("store_timestamp", 0)
-        self.born_host: tuple[str, int] = kw.pop("born_host", ("0.0.0.0", 0))
-        self.store_host: tuple[str, int] = kw.pop("store_host", ("0.0.0.0", 0))
+        self._born_host: tuple[str, int] | None = kw.pop("born_host", ("0.0.0.0", 0))
+        self._store_host: tuple[str, int] | None = kw.pop("store_host", ("0.0.0.0", 0))
+        self._born_host8: bytes | None = None
+        self._store_host8: bytes | None = None
         self.reconsume_times: int = kw.pop("reconsume_times", 0)
         self.store_size: int = kw.pop("store_size", 0)
         self.body_crc: int = kw.pop("body_crc", 0)
@@ -230,11 +257,55 @@ class MessageExt(Message):
     def msg_id(self, value: str) -> None:
         self._msg_id = value
 
+    @property
+    def offset_msg_id(self) -> str:
+        """Store host + commitlog offset as 32 uppercase hex chars (``queryMsgById``)."""
+        mid = self._offset_msg_id
+        if mid is None:
+            assert self._store_host8 is not None, "a lazy offset msg id needs the packed store host"
+            mid = self._offset_msg_id = offset_msg_id_from_packed(self._store_host8, self.commitlog_offset)
+        return mid
+
+    @offset_msg_id.setter
+    def offset_msg_id(self, value: str) -> None:
+        self._offset_msg_id = value
+
+    @property
+    def born_host(self) -> tuple[str, int]:
+        """The producer's ``(ip, port)``."""
+        host = self._born_host
+        if host is None:
+            assert self._born_host8 is not None, "a lazy born host needs its packed bytes"
+            host = self._born_host = unpack_host8(self._born_host8)
+        return host
+
+    @born_host.setter
+    def born_host(self, value: tuple[str, int]) -> None:
+        self._born_host = value
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        """The storing broker's ``(ip, port)``."""
+        host = self._store_host
+        if host is None:
+            assert self._store_host8 is not None, "a lazy store host needs its packed bytes"
+            host = self._store_host = unpack_host8(self._store_host8)
+        return host
+
+    @store_host.setter
+    def store_host(self, value: tuple[str, int]) -> None:
+        self._store_host = value
+
     def __repr__(self) -> str:
         return (
             f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
             f"msg_id={self.msg_id!r}, tags={self.tags!r}, keys={self.keys!r}, body_len={len(self.body)})"
         )
+
+
+def unpack_host8(raw: bytes) -> tuple[str, int]:
+    """``(ipv4, port)`` of 8 stored host bytes (ipv4 + int32 port, big-endian)."""
+    return inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big", signed=True)
 
 
 @total_ordering

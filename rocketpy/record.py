@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Iterable
 
 from rocketpy.message import Message, MessageConst, MessageExt
-from rocketpy.msgid import new_unique_id, offset_msg_id_from_packed
+from rocketpy.msgid import new_unique_id
 
 MESSAGE_MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
@@ -155,35 +155,7 @@ def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> Messa
         RecordError: the bytes are not a complete message record.
     """
     mv = memoryview(buf)
-    if len(mv) - offset < HEAD_SIZE:
-        raise RecordError(f"truncated record at {offset}: {len(mv) - offset} bytes left")
-    (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host, store_ts,
-     store_host, reconsume, prepared, body_len) = RECORD_HEAD.unpack_from(mv, offset)  # fmt: skip
-    if magic != MESSAGE_MAGIC:
-        raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
-    if total > len(mv) - offset or total < HEAD_SIZE + body_len + 3:
-        raise RecordError(f"bad total size {total} at {offset}")
-    pos = offset + HEAD_SIZE
-    body = bytes(mv[pos : pos + body_len])
-    pos += body_len
-    topic_len = mv[pos]
-    topic = bytes(mv[pos + 1 : pos + 1 + topic_len]).decode()
-    pos += 1 + topic_len
-    (props_len,) = U16.unpack_from(mv, pos)
-    if pos + 2 + props_len - offset != total:
-        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
-    props = bytes(mv[pos + 2 : pos + 2 + props_len]).decode()
-    if sys_flag & COMPRESSED_FLAG:
-        body = zlib.decompress(body)
-    msg = MessageExt(
-        topic, body, flag=flag, queue_id=queue_id, queue_offset=queue_offset, commitlog_offset=phys,
-        born_timestamp=born_ts, store_timestamp=store_ts, born_host=unpack_host(born_host),
-        store_host=unpack_host(store_host), reconsume_times=reconsume, store_size=total, body_crc=crc,
-        sys_flag=sys_flag, prepared_transaction_offset=prepared,
-        offset_msg_id=offset_msg_id_from_packed(store_host, phys),
-    )  # fmt: skip
-    msg.set_properties_string(props)
-    return msg
+    return _decode_at(mv, offset, len(mv))
 
 
 def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageExt]:
@@ -194,13 +166,67 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageExt]:
     """
     mv = memoryview(buf)
     out: list[MessageExt] = []
+    append = out.append
     pos = 0
     end = len(mv)
     while pos < end:
-        msg = decode_record(mv, pos)
-        out.append(msg)
+        msg = _decode_at(mv, pos, end)
+        append(msg)
         pos += msg.store_size
     return out
+
+
+_new_ext = MessageExt.__new__
+_unpack_head = RECORD_HEAD.unpack_from
+
+
+def _decode_at(mv: memoryview, offset: int, end: int) -> MessageExt:
+    """Decode one record of ``mv[offset:end]`` (consumer hot path).
+
+    Builds the ``MessageExt`` without ``__init__`` (every slot assigned here); the hosts and the
+    offset msg id stay packed until first read (see ``MessageExt``).
+    """
+    if end - offset < HEAD_SIZE:
+        raise RecordError(f"truncated record at {offset}: {end - offset} bytes left")
+    (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host, store_ts,
+     store_host, reconsume, prepared, body_len) = _unpack_head(mv, offset)  # fmt: skip
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
+    if total > end - offset or total < HEAD_SIZE + body_len + 3:
+        raise RecordError(f"bad total size {total} at {offset}")
+    pos = offset + HEAD_SIZE + body_len
+    topic_len = mv[pos]
+    t_end = pos + 1 + topic_len
+    if t_end + 2 > offset + total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    props_len = (mv[t_end] << 8) | mv[t_end + 1]
+    if t_end + 2 + props_len - offset != total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    body = bytes(mv[offset + HEAD_SIZE : pos])
+    if sys_flag & COMPRESSED_FLAG:
+        body = zlib.decompress(body)
+    msg = _new_ext(MessageExt)
+    msg.topic = str(mv[pos + 1 : t_end], "utf-8")
+    msg.body = body
+    msg.flag = flag
+    msg.set_properties_string(str(mv[t_end + 2 : t_end + 2 + props_len], "utf-8") if props_len else "")
+    msg._msg_id = None
+    msg._offset_msg_id = None
+    msg.queue_id = queue_id
+    msg.queue_offset = queue_offset
+    msg.commitlog_offset = phys
+    msg.born_timestamp = born_ts
+    msg.store_timestamp = store_ts
+    msg._born_host = None
+    msg._born_host8 = born_host
+    msg._store_host = None
+    msg._store_host8 = store_host
+    msg.reconsume_times = reconsume
+    msg.store_size = total
+    msg.body_crc = crc
+    msg.sys_flag = sys_flag
+    msg.prepared_transaction_offset = prepared
+    return msg
 
 
 def _ensure_unique_key(msg: Message) -> None:

@@ -96,6 +96,32 @@ def test_record_roundtrip() -> None:
     assert [x.body for x in two] == [b"hello", b"second"]
 
 
+def test_record_lazy_fields_match_eager_values() -> None:
+    raw = _record()
+    m = decode_record(raw + _record(b"next"), 0)
+    assert m.offset_msg_id == create_offset_msg_id("10.0.0.2", 10911, 4096)
+    assert m.offset_msg_id is m.offset_msg_id  # computed once
+    assert m.born_host == ("10.0.0.1", 5000) and m.store_host == ("10.0.0.2", 10911)
+    neg = decode_record(encode_record(topic="T", body=b"", store_host=("10.0.0.2", -2), physical_offset=1))
+    assert neg.store_host == ("10.0.0.2", -2) and neg.offset_msg_id.startswith("0A000002FFFFFFFE")
+    second = decode_records(raw + _record(b"next"))[1]
+    assert (second.body, second.store_size, second.topic) == (b"next", len(_record(b"next")), "TopicA")
+    m.store_host = ("1.1.1.1", 1)
+    assert m.store_host == ("1.1.1.1", 1)
+
+
+def test_record_lengths_that_do_not_add_up() -> None:
+    raw = bytearray(_record())
+    topic_len_pos = 88 + len(b"hello")
+    raw[topic_len_pos] = 200  # topic runs past the record
+    with pytest.raises(RecordError, match="add up"):
+        decode_record(bytes(raw))
+    raw = bytearray(_record())
+    raw[topic_len_pos + 1 + 6] += 1  # properties length one too long
+    with pytest.raises(RecordError, match="add up"):
+        decode_record(bytes(raw))
+
+
 def test_record_compressed_body_is_inflated() -> None:
     comp = zlib.compress(b"x" * 1000)
     raw = encode_record(topic="T", body=comp, sys_flag=COMPRESSED_FLAG)
