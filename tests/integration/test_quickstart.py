@@ -1,0 +1,87 @@
+"""``scripts/quickstart`` end to end: both daemons started, raw RPC demo, 10 messages sent and received.
+
+HOME, logs, pid files and the quick start's own directory point into ``tmp_path``, and
+``QS_NAMESRV_PORT=0`` / ``QS_BROKER_PORT=0`` pick free ports, so the test never touches a cluster that
+is already running. The daemons it started are stopped by the pids the script recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.daemons import REPO_ROOT
+
+STOP_TIMEOUT_S = 15.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return True
+    return state != "Z"
+
+
+def _stop(pids: list[int]) -> None:
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_quickstart_starts_a_cluster_and_moves_ten_messages(tmp_path: Path) -> None:
+    qs_dir = tmp_path / "qs"
+    env = dict(os.environ)
+    env.pop("NAMESRV_ADDR", None)
+    env.update(
+        HOME=str(tmp_path / "home"),
+        ROCKETPY_LOG_DIR=str(tmp_path / "logs"),
+        ROCKETPY_RUN_DIR=str(tmp_path / "run"),
+        QS_DIR=str(qs_dir),
+        QS_NAMESRV_PORT="0",
+        QS_BROKER_PORT="0",
+    )
+    (tmp_path / "home").mkdir()
+    try:
+        result = subprocess.run(
+            [str(REPO_ROOT / "scripts" / "quickstart")],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        pids = [int(p.read_text()) for p in sorted(qs_dir.glob("*.pid"))]  # broker.pid, namesrv.pid
+        _stop(pids)
+    out = result.stdout
+    assert result.returncode == 0, f"stdout:\n{out}\nstderr:\n{result.stderr}"
+    assert len(pids) == 2
+    assert re.search(r"^The Name Server boot success\. listen=\S+:\d+$", out, re.M)
+    assert re.search(r"^The broker\[broker-a, \S+:\d+\] boot success\. serializeType=MSGPACK", out, re.M)
+    assert "raw pull: PULL_MESSAGE -> SUCCESS" in out and "body='Hello over the raw RPC'" in out
+    sent = re.findall(r"^sent (\d+): SEND_OK ", out, re.M)
+    received = re.findall(r"^received: .* body=Hello RocketMQ (\d+)$", out, re.M)
+    assert sorted(map(int, sent)) == list(range(10))
+    assert sorted(map(int, received)) == list(range(10))
+    assert "done: received 10 messages" in out
+    assert "mqshutdown broker" in out and "mqshutdown namesrv" in out
+    assert (tmp_path / "home" / "store" / "commitlog").is_dir()  # conf's storePathRootDir=~/store
+    for name in ("namesrv", "broker"):
+        assert "Traceback" not in (qs_dir / f"{name}.err").read_text()
+    assert not any(_alive(pid) for pid in pids)
