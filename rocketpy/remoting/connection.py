@@ -64,6 +64,7 @@ class Channel(asyncio.Protocol):
         self.closed = False
         self.close_reason: str | None = None
         self._processors = processors
+        self._handlers = processors.handlers()
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
@@ -335,7 +336,14 @@ class Channel(asyncio.Protocol):
             log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
 
     def _dispatch(self, request: RemotingCommand) -> None:
-        result = self._processors.handle(self, request)
+        handler = self._handlers.get(request.code)
+        if handler is None:
+            result = self._processors.handle(self, request)  # answers REQUEST_CODE_NOT_SUPPORTED
+        else:
+            try:
+                result = handler(self, request)
+            except Exception as exc:
+                result = self._processors.error_response(self, request, exc)
         if result is None:
             return
         if type(result) is RemotingCommand:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
 from rocketpy.remoting.codes import ResponseCode, code_name
@@ -49,6 +49,10 @@ class ProcessorTable:
         if code in self._handlers:
             raise ValueError(f"{self.owner}: a processor for {code_name(code)} is already registered")
         self._handlers[code] = handler
+
+    def handlers(self) -> Mapping[int, Handler]:
+        """The live code -> handler map (later registrations show), for a connection's fast path."""
+        return self._handlers
 
     def codes(self) -> list[int]:
         """Return the registered request codes, sorted."""

@@ -178,3 +178,36 @@ def test_response_helpers() -> None:
         req.serialize_type,
     )
     assert RemotingCommand.request(34, oneway=True).is_oneway
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ([1, 2, 3, None], "5-element array"),
+        ([1, 2, 3, None, None, 6], "5-element array"),
+        ({"a": 1}, "5-element array"),
+        (["1", 2, 0, None, None], "must be ints"),
+        ([1, 2.5, 0, None, None], "must be ints"),
+        ([1, 2, 0, 7, None], "remark must be a string"),
+        ([1, 2, 0, None, [1]], "ext must be a map"),
+    ],
+)
+def test_inline_header_checks_reject_bad_fields(fields: object, match: str) -> None:
+    header = msgpack.packb(fields)
+    frame = struct.pack(">II", 4 + len(header), (0x10 << 24) | len(header)) + header
+    with pytest.raises(FrameError, match=match):
+        FrameDecoder().feed(frame)
+
+
+def test_inline_header_decode_builds_full_command() -> None:
+    frame = encode_frame_bytes(RemotingCommand(310, 7, 2, "r", {"a": 1}, b"xyz"))
+    (cmd,) = FrameDecoder().feed(frame + frame[:5])
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext, cmd.body) == (
+        310,
+        7,
+        2,
+        "r",
+        {"a": 1},
+        b"xyz",
+    )
+    assert cmd.serialize_type == 0x10 and cmd.is_oneway
