@@ -76,12 +76,15 @@ class PutMixin:
             if len(self._topic_parts) < MAX_CACHED_TOPICS:
                 self._topic_parts[msg.topic] = part
         if len(msg.body) > self.config.max_message_size:
-            return PutMessageResult(
-                _BAD.MESSAGE_ILLEGAL,
-                f"message body is {len(msg.body)} bytes, more than "
-                f"maxMessageSize {self.config.max_message_size}; send smaller messages",
-            )
+            return self._body_too_large(len(msg.body))
         return part
+
+    def _body_too_large(self, body_len: int) -> PutMessageResult:
+        return PutMessageResult(
+            _BAD.MESSAGE_ILLEGAL,
+            f"message body is {body_len} bytes, more than "
+            f"maxMessageSize {self.config.max_message_size}; send smaller messages",
+        )
 
     async def put_message(self, msg: BrokerMessage) -> PutMessageResult:
         """Append one message, dispatch it and (SYNC_FLUSH) wait for the flush (hot path)."""
@@ -144,19 +147,25 @@ class PutMixin:
             result.status = _BAD.FLUSH_DISK_TIMEOUT
             result.remark = f"not flushed to disk within syncFlushTimeout {self.config.sync_flush_timeout} ms"
 
-    async def put_messages(self, msgs: list[BrokerMessage]) -> PutMessageResult:
-        """Append a batch of one topic and queue, all or nothing, contiguously in one file."""
-        if not msgs:
-            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
-        encoded: list[tuple[BrokerMessage, bytes, bytes]] = []
+    def _encode_batch(self, msgs: list[BrokerMessage]) -> PutMessageResult | tuple[bytes, list[bytes], int]:
+        """Check a batch once (store state, topic) and per message (queue, body, properties).
+
+        Returns:
+            ``(topic part, encoded properties per message, total bytes)`` or the refusal.
+        """
         first = msgs[0]
+        part = self._check(first)
+        if isinstance(part, PutMessageResult):
+            return part
+        topic, queue_id, max_body = first.topic, first.queue_id, self.config.max_message_size
+        fixed = HEAD_SIZE + len(part) + 2
+        props_list: list[bytes] = []
         total = 0
         for m in msgs:
-            if m.topic != first.topic or m.queue_id != first.queue_id:
+            if m.topic != topic or m.queue_id != queue_id:
                 return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "a batch must have one topic and one queue")
-            part = self._check(m)
-            if isinstance(part, PutMessageResult):
-                return part
+            if len(m.body) > max_body:
+                return self._body_too_large(len(m.body))
             props_b = m.properties.encode() if m.properties else b""
             if len(props_b) > MAX_PROPERTIES_BYTES:
                 return PutMessageResult(
@@ -164,8 +173,22 @@ class PutMixin:
                     f"properties are {len(props_b)} bytes, "
                     f"more than {MAX_PROPERTIES_BYTES}; use fewer/shorter properties",
                 )
-            encoded.append((m, part, props_b))
-            total += HEAD_SIZE + len(m.body) + len(part) + 2 + len(props_b)
+            props_list.append(props_b)
+            total += fixed + len(m.body) + len(props_b)
+        return part, props_list, total
+
+    async def put_messages(self, msgs: list[BrokerMessage]) -> PutMessageResult:
+        """Append a batch of one topic and queue, all or nothing, contiguously in one file.
+
+        The batch is checked once, then appended and dispatched in one synchronous loop with one
+        store timestamp, one consume-queue lookup and (SYNC_FLUSH) one flush wait for all of it.
+        """
+        if not msgs:
+            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
+        encoded = self._encode_batch(msgs)
+        if isinstance(encoded, PutMessageResult):
+            return encoded
+        part, props_list, total = encoded
         if total + 8 > self.commitlog.file_size:
             return PutMessageResult(
                 _BAD.MESSAGE_ILLEGAL,
@@ -173,7 +196,22 @@ class PutMixin:
                 f"{self.commitlog.file_size} bytes; send smaller batches",
             )
         mf = self.commitlog.writable_file(total)
+        if mf is None:
+            mf_or_refusal = await self._wait_writable(total)
+            if isinstance(mf_or_refusal, PutMessageResult):
+                return mf_or_refusal
+            mf = mf_or_refusal
+        result = self._append(mf, msgs, part, props_list, total)
+        if self._allocations_in_flight():
+            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
+        if self._sync_flush and msgs[0].wait_store_msg_ok:
+            await self._wait_flush(result, result.wrote_offset + total)
+        return result
+
+    async def _wait_writable(self, total: int) -> MappedFile | PutMessageResult:
+        """Wait (bounded) for the next commitlog file; the file where ``total`` bytes fit, or a refusal."""
         deadline = asyncio.get_running_loop().time() + NEXT_FILE_WAIT_S
+        mf = None
         while mf is None:
             left_s = deadline - asyncio.get_running_loop().time()
             if left_s <= 0 or not await self.commitlog.wait_next_file(left_s):
@@ -186,79 +224,65 @@ class PutMixin:
             if not self.running:
                 return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is shutting down")
             mf = self.commitlog.writable_file(total)
-        result = self._append(mf, encoded, total)
-        if self._allocations_in_flight():
-            await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
-        if self._flush is not None and self._flush.sync_flush and first.wait_store_msg_ok:
-            ok = await self._flush.wait_flushed(
-                result.wrote_offset + total, self.config.sync_flush_timeout / 1000
-            )
-            if not ok:
-                result.status = _BAD.FLUSH_DISK_TIMEOUT
-                result.remark = (
-                    f"not flushed to disk within syncFlushTimeout {self.config.sync_flush_timeout} ms"
-                )
-        return result
+        return mf
 
     def _append(
-        self, mf: MappedFile, encoded: list[tuple[BrokerMessage, bytes, bytes]], total: int
+        self, mf: MappedFile, msgs: list[BrokerMessage], part: bytes, props_list: list[bytes], total: int
     ) -> PutMessageResult:
         """Copy the records into ``mf`` and dispatch them (synchronous: nothing interleaves)."""
         host8 = self._host8
         store_ts = int(self.clock() * 1000)
-        first = encoded[0][0]
+        first = msgs[0]
+        topic = first.topic
         d = self.dispatcher
-        cq = d.cq(first.topic, first.queue_id)
+        cq = d.cqs.get((topic, first.queue_id)) or d.cq(topic, first.queue_id)
         queue_offset = cq.next_offset
         mm = mf.mm
         pos = mf.wrote
-        phys0 = mf.base_offset + pos
-        offsets: list[int] | None = [] if len(encoded) > 1 else None
-        for i, (m, part, props_b) in enumerate(encoded):
+        base = mf.base_offset
+        phys0 = base + pos
+        offsets: list[int] | None = [] if len(msgs) > 1 else None
+        index = d.index
+        pack_head = RECORD_HEAD.pack_into
+        for i, m in enumerate(msgs):
             body = m.body
+            props_b = props_list[i]
             size = HEAD_SIZE + len(body) + len(part) + 2 + len(props_b)
-            phys = mf.base_offset + pos
-            RECORD_HEAD.pack_into(
-                mm,
-                pos,
-                size,
-                MESSAGE_MAGIC,
-                zlib.crc32(body),
-                m.queue_id,
-                m.flag,
-                queue_offset + i,
-                phys,
-                m.sys_flag,
-                m.born_timestamp,
-                m.born_host8,
-                store_ts,
-                host8,
-                m.reconsume_times,
-                m.prepared_transaction_offset,
-                len(body),
-            )
+            phys = base + pos
+            pack_head(
+                mm, pos, size, MESSAGE_MAGIC, zlib.crc32(body), m.queue_id, m.flag, queue_offset + i, phys,
+                m.sys_flag, m.born_timestamp, m.born_host8, store_ts, host8, m.reconsume_times,
+                m.prepared_transaction_offset, len(body),
+            )  # fmt: skip
             b = pos + HEAD_SIZE
-            mm[b : b + len(body)] = body
-            b += len(body)
+            e = b + len(body)
+            mm[b:e] = body
             tail = part + U16.pack(len(props_b)) + props_b
-            mm[b : b + len(tail)] = tail
+            mm[e : e + len(tail)] = tail
             pos += size
-            mf.wrote = pos
+            mf.wrote = pos  # before the dispatch: whatever a listener does sees the record
             if offsets is not None:
                 offsets.append(phys)
             props = m.properties
-            tags_code = m.tags_code if m.tags_code is not None else d.tags_code(m.topic, props, store_ts)
-            d.dispatch(cq, queue_offset + i, phys, size, tags_code, props, store_ts)
-            d.dispatched_to = phys + size
+            tags_code = m.tags_code
+            if tags_code is None:
+                tags_code = d.tags_code(topic, props, store_ts) if props else 0
+            cq.put(phys, size, tags_code, queue_offset + i)
+            if index is not None:  # also without keys: the index header tracks the last record
+                index.put_message(topic, index_keys(props) if props else [], phys, store_ts)
+            if d.listeners:
+                d.notify(cq, queue_offset + i, tags_code, store_ts)
+        d.dirty_cqs.add(cq)
+        d.dispatched_to = base + pos
         self.last_store_ts = store_ts
-        self.put_total += len(encoded)
+        self.put_total += len(msgs)
         return PutMessageResult(
             _BAD.PUT_OK,
             wrote_offset=phys0,
             wrote_bytes=total,
             queue_offset=queue_offset,
             store_timestamp=store_ts,
-            msg_num=len(encoded),
+            msg_num=len(msgs),
             host8=host8,
             offsets=offsets,
         )

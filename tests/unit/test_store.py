@@ -286,3 +286,26 @@ async def test_file_still_read_is_deleted_after_the_forced_interval(tmp_path: Pa
     assert decode_records(held.join())[0].body.startswith(b"qqq")  # the mapping outlives the file name
     held.release()
     await s.shutdown()
+
+
+async def test_batch_dispatches_each_message(store: MessageStore) -> None:
+    """The one-loop batch append gives every message its tag code, index keys and listener call."""
+    from rocketpy.filter.tags import java_string_hash
+
+    seen: list[tuple[str, int, int, int]] = []
+    store.add_dispatch_listener(lambda t, q, off, code, _ts: seen.append((t, q, off, code)))
+    await store.put_message(bmsg("B", 2, b"first"))
+    batch = [bmsg("B", 2, b"m%d" % i, tags=f"Tag{i}", keys=f"bk{i} shared", uniq=f"BU{i}") for i in range(4)]
+    batch.append(bmsg("B", 2, b"plain"))
+    r = await store.put_messages(batch)
+    assert r.status is PutMessageStatus.PUT_OK and r.queue_offset == 1 and r.msg_num == 5
+    codes = [java_string_hash(f"Tag{i}") for i in range(4)] + [0]
+    assert seen[1:] == [("B", 2, 1 + i, codes[i]) for i in range(5)]
+    assert store.get_max_offset_in_queue("B", 2) == 6
+    assert read_all(store, "B", 2) == [b"first"] + [m.body for m in batch]
+    await store.settle()
+    for i in range(4):
+        for key in (f"bk{i}", f"BU{i}"):
+            found = store.query_message("B", key, 10, 0, 2**62).buffers
+            assert [decode_record(b).body for b in found] == [b"m%d" % i]
+    assert len(store.query_message("B", "shared", 10, 0, 2**62).buffers) == 4
