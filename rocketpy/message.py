@@ -303,9 +303,19 @@ class MessageExt(Message):
         )
 
 
+_MAX_CACHED_HOSTS = 4096
+_hosts: dict[bytes, tuple[str, int]] = {}
+
+
 def unpack_host8(raw: bytes) -> tuple[str, int]:
-    """``(ipv4, port)`` of 8 stored host bytes (ipv4 + int32 port, big-endian)."""
-    return inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big", signed=True)
+    """``(ipv4, port)`` of 8 stored host bytes (ipv4 + int32 port, big-endian); hosts repeat, so
+    the (immutable) tuples are cached, bounded by ``_MAX_CACHED_HOSTS``."""
+    host = _hosts.get(raw)
+    if host is None:
+        host = (inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big", signed=True))
+        if len(_hosts) < _MAX_CACHED_HOSTS:
+            _hosts[bytes(raw)] = host
+    return host
 
 
 @total_ordering

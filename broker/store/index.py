@@ -35,6 +35,9 @@ ENTRY = struct.Struct(">iqii")  # key hash | phys offset | time diff seconds | p
 ENTRY_SIZE = ENTRY.size
 I64 = struct.Struct(">q")
 MAX_PENDING_ENTRIES = 1 << 20
+_pack_entry = ENTRY.pack_into
+_pack_slot = SLOT.pack_into
+_unpack_slot = SLOT.unpack_from
 HEADER_SYNC_EVERY = 64  # header end fields written every N messages; recovery scans past them
 
 
@@ -46,12 +49,25 @@ def index_file_size(slots: int, entries: int) -> int:
 class IndexFile:
     """One index file: header fields mirrored in attributes, written through to the mmap."""
 
-    __slots__ = ("begin_phys", "begin_ts", "end_phys", "end_ts", "index_count", "max_index", "mf", "slots")
+    __slots__ = (
+        "begin_phys",
+        "begin_ts",
+        "end_phys",
+        "end_ts",
+        "entries_pos",
+        "index_count",
+        "max_index",
+        "mf",
+        "mm",
+        "slots",
+    )
 
     def __init__(self, mf: MappedFile, slots: int, max_index: int) -> None:
         self.mf = mf
+        self.mm = mf.mm
         self.slots = slots
         self.max_index = max_index
+        self.entries_pos = HEADER_SIZE + slots * SLOT_SIZE
         b_ts, e_ts, b_phys, e_phys, _slot_count, count = HEADER.unpack_from(mf.mm, 0)
         if count <= 0 or count > max_index:  # new file, or a header that cannot be trusted
             b_ts = e_ts = b_phys = e_phys = 0
@@ -80,16 +96,16 @@ class IndexFile:
 
     def put(self, key_hash: int, phys: int, store_ts: int) -> None:
         """Append one entry and link it into its bucket (caller checks ``full``)."""
-        mm = self.mf.mm
-        if self.index_count == 1:
+        mm = self.mm
+        n = self.index_count
+        if n == 1:
             self.begin_ts, self.begin_phys = store_ts, phys
             self.write_header(store_ts, phys)  # entries store times relative to begin_ts
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT_SIZE
-        prev = SLOT.unpack_from(mm, slot_pos)[0]
-        n = self.index_count
-        diff = max(0, (store_ts - self.begin_ts) // 1000)
-        ENTRY.pack_into(mm, HEADER_SIZE + self.slots * SLOT_SIZE + n * ENTRY_SIZE, key_hash, phys, diff, prev)
-        SLOT.pack_into(mm, slot_pos, n)
+        diff = (store_ts - self.begin_ts) // 1000
+        _pack_entry(mm, self.entries_pos + n * ENTRY_SIZE, key_hash, phys, diff if diff > 0 else 0,
+                    _unpack_slot(mm, slot_pos)[0])  # fmt: skip
+        _pack_slot(mm, slot_pos, n)
         self.index_count = n + 1
 
     def write_header(self, store_ts: int, phys: int) -> None:
@@ -160,7 +176,7 @@ class IndexService:
     def put_message(self, topic: str, keys: list[str], phys: int, store_ts: int) -> None:
         """Index one message's keys (hot path)."""
         cur = self.files[-1] if self.files else None
-        th = self._topic_hashes.get(topic)
+        th = self._topic_hashes.get(topic) if keys else 0
         if th is None:
             th = self._topic_hash(topic)
         for key in keys:

@@ -159,3 +159,24 @@ def test_batch_truncated() -> None:
     enc = encode_batch([Message("T", b"abc"), Message("T", b"de")])
     with pytest.raises(RecordError):
         decode_batch(enc[:-3])
+
+
+def test_batch_decode_checks_and_text() -> None:
+    enc = encode_batch([Message("T", b"abc", tags="Tägé"), Message("T", b"", keys="k")])
+    (b1, _, p1), (b2, _, p2) = decode_batch(memoryview(enc))
+    assert (b1, b2) == (b"abc", b"") and "TAGS\x01Tägé\x02" in p1 and "KEYS\x01k\x02" in p2
+    bad = bytearray(enc)
+    bad[20 + 3] += 1  # first message's properties length one too long
+    with pytest.raises(RecordError, match="add up"):
+        decode_batch(bytes(bad))
+    bad = bytearray(enc)
+    bad[16:20] = (10_000).to_bytes(4, "big")  # body length past the message
+    with pytest.raises(RecordError, match="does not fit"):
+        decode_batch(bytes(bad))
+
+
+def test_host_tuples_cached_but_equal() -> None:
+    a = decode_record(_record())
+    b = decode_record(_record(b"other"))
+    assert a.store_host == b.store_host == ("10.0.0.2", 10911)
+    assert a.born_host == ("10.0.0.1", 5000)
