@@ -1,21 +1,28 @@
 """AsyncSender: the machinery behind ``Producer.send_async``.
 
-Owns the bounded queue of submitted async sends, the fixed pool of long-lived sender coroutines that
-serve it (no asyncio.Task per message: a task per send costs more CPU than the send path itself),
-the futures handed to callers, and the user callbacks: an ``async def`` callback runs as a tracked
-task on the loop, a plain function in a one-thread executor so it never blocks the loop. Invariant:
-``pending`` (queued + in flight + callbacks not yet run) never exceeds ``max_pending``; submitting
-beyond it raises ``MQClientError`` instead of growing memory. Every send keeps the deadline it got at
-submission, so time spent queued counts against its timeout.
+Owns the bounded queue of submitted async sends, the futures handed to callers, and the user
+callbacks: an ``async def`` callback runs as a tracked task on the loop, a plain function in a
+one-thread executor so it never blocks the loop.
+
+A send is *launched* at once when fewer than ``max_senders`` are in flight and nothing is queued;
+otherwise it waits in the queue and is launched when an earlier send finishes (FIFO). Launching
+calls the send function with the seconds left of its deadline; it returns either a coroutine
+(run as a task: the general path with route lookups, connects and retries) or a ``DirectSend``: a
+request already written whose response future gets a done callback, so the common send costs no
+task, no coroutine frame and no wake-up of a sender. Invariants: ``pending`` (queued + in flight +
+callbacks not yet run) never exceeds ``max_pending``, submitting beyond it raises ``MQClientError``;
+at most ``max_senders`` sends are in flight; every send keeps the deadline it got at submission, so
+time spent queued counts against its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,27 +31,52 @@ from rocketpy.errors import MQClientError, RemotingTimeoutError
 log = logging.getLogger("rocketpy.client.producer")
 
 SendCallback = Callable[[Any, BaseException | None], Any]
-#: (remaining seconds) -> awaitable result: one send with everything else already bound.
-SendFn = Callable[[float], Awaitable[Any]]
+
+
+class DirectSend:
+    """A request already on the wire; subclasses say how its response becomes the send's result.
+
+    The sender binds ``_on_response`` to ``future`` (one bound method per send: cheaper, and less
+    work for the garbage collector, than closures). ``finish(response_future)`` returns the result,
+    raises the send's error, or returns a coroutine that continues the send (retries), which the
+    sender then runs as a task.
+    """
+
+    __slots__ = ("_callback", "_fut", "_sender", "future")
+    _sender: AsyncSender
+    _fut: asyncio.Future[Any]
+    _callback: SendCallback | None
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self.future = future
+
+    def finish(self, done: asyncio.Future[Any]) -> Any:
+        """The send's result from its completed response future (see the class docstring)."""
+        raise NotImplementedError
+
+    def _on_response(self, done: asyncio.Future[Any]) -> None:
+        self._sender._done(done, self, self._fut, self._callback)
+
+
+#: (remaining seconds) -> a coroutine of the result, or a DirectSend.
+SendFn = Callable[[float], "Coroutine[Any, Any, Any] | DirectSend"]
+_Item = tuple[SendFn, float, "asyncio.Future[Any]", "SendCallback | None"]
 
 
 class AsyncSender:
-    """Runs submitted sends on ``max_senders`` coroutines and resolves their futures.
+    """Launches submitted sends (at most ``max_senders`` in flight) and resolves their futures.
 
     Args:
         max_pending: bound on unfinished sends (queued, in flight, or waiting for their callback).
-        max_senders: sender coroutines (= sends in flight at once through this producer).
+        max_senders: sends in flight at once through this producer.
     """
 
     def __init__(self, max_pending: int, max_senders: int = 256) -> None:
         assert max_pending > 0 and max_senders > 0
         self.max_pending = max_pending
         self.max_senders = max_senders
-        self._queue: collections.deque[tuple[SendFn, float, asyncio.Future[Any], SendCallback | None]] = (
-            collections.deque()
-        )
-        self._idle: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._senders: set[asyncio.Task[None]] = set()
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._callbacks: set[asyncio.Future[Any]] = set()
         self._callbacks_queued = 0
@@ -57,7 +89,7 @@ class AsyncSender:
         return len(self._queue) + self._in_flight + len(self._callbacks) + self._callbacks_queued
 
     def submit(self, send: SendFn, timeout: float, callback: SendCallback | None) -> asyncio.Future[Any]:
-        """Queue ``send`` (called with the seconds left of ``timeout``) and return its future.
+        """Launch (or queue) ``send``, called with the seconds left of ``timeout``; return its future.
 
         Raises:
             MQClientError: ``max_pending`` sends are unfinished.
@@ -69,47 +101,77 @@ class AsyncSender:
             )
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        self._queue.append((send, loop.time() + timeout, fut, callback))
-        if self._idle:
-            waiter = self._idle.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-        elif len(self._senders) < self.max_senders:
-            task = loop.create_task(self._sender_routine(), name="rocketpy-async-sender")
-            self._senders.add(task)
-            task.add_done_callback(self._senders.discard)
+        item = (send, loop.time() + timeout, fut, callback)
+        if self._queue or self._in_flight >= self.max_senders:
+            self._queue.append(item)
+        else:
+            self._launch(item, loop)
         return fut
 
-    async def _sender_routine(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            if not self._queue:
-                if self._drained is not None and self._in_flight == 0:
-                    self._drained.set()
-                waiter: asyncio.Future[None] = loop.create_future()
-                self._idle.append(waiter)
-                await waiter
-                continue
-            send, deadline, fut, callback = self._queue.popleft()
-            if fut.cancelled():
-                continue
-            self._in_flight += 1
-            try:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise RemotingTimeoutError(
-                        "async send timed out while queued: raise send_timeout or send less"
-                    )
-                result = await send(remaining)
-            except asyncio.CancelledError:
-                fut.cancel()
-                raise
-            except Exception as e:
-                self._finish(fut, None, e, callback)
-            else:
-                self._finish(fut, result, None, callback)
-            finally:
-                self._in_flight -= 1
+    def _launch(self, item: _Item, loop: asyncio.AbstractEventLoop) -> None:
+        send, deadline, fut, callback = item
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            err = RemotingTimeoutError("async send timed out while queued: raise send_timeout or send less")
+            self._finish(fut, None, err, callback)
+            return
+        try:
+            started = send(remaining)
+        except Exception as e:  # a send that fails before anything is written
+            self._finish(fut, None, e, callback)
+            return
+        self._in_flight += 1
+        self._await(started, fut, callback, loop)
+
+    def _await(
+        self,
+        started: Coroutine[Any, Any, Any] | DirectSend,
+        fut: asyncio.Future[Any],
+        callback: SendCallback | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        if isinstance(started, DirectSend):
+            started._sender, started._fut, started._callback = self, fut, callback
+            started.future.add_done_callback(started._on_response)
+            return
+        task = loop.create_task(started, name="rocketpy-async-send")
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._done, direct=None, fut=fut, callback=callback))
+
+    def _done(
+        self,
+        done: asyncio.Future[Any],
+        direct: DirectSend | None,
+        fut: asyncio.Future[Any],
+        callback: SendCallback | None,
+    ) -> None:
+        loop = done.get_loop()
+        if direct is None:
+            self._tasks.discard(done)  # type: ignore[arg-type]
+        if done.cancelled():
+            fut.cancel()  # the send was stopped (close timed out)
+            self._send_finished(loop)
+            return
+        try:
+            result = direct.finish(done) if direct is not None else done.result()
+        except Exception as e:
+            self._finish(fut, None, e, callback)
+        else:
+            if inspect.iscoroutine(result):  # the send goes on (retries): still in flight
+                self._await(result, fut, callback, loop)
+                return
+            self._finish(fut, result, None, callback)
+        self._send_finished(loop)
+
+    def _send_finished(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._in_flight -= 1
+        queue = self._queue
+        while queue and self._in_flight < self.max_senders:
+            item = queue.popleft()
+            if not item[2].cancelled():
+                self._launch(item, loop)
+        if self._drained is not None and not queue and self._in_flight == 0:
+            self._drained.set()
 
     def _finish(
         self, fut: asyncio.Future[Any], result: Any, err: BaseException | None, cb: SendCallback | None
@@ -144,7 +206,7 @@ class AsyncSender:
         _log_callback_error(task)
 
     async def close(self, timeout: float) -> None:  # noqa: ASYNC109 (bounded drain, then stop)
-        """Wait up to ``timeout`` seconds for unfinished sends, then stop the senders."""
+        """Wait up to ``timeout`` seconds for unfinished sends, then stop the ones still running."""
         if self._queue or self._in_flight:
             self._drained = asyncio.Event()
             try:
@@ -155,12 +217,9 @@ class AsyncSender:
                 )
         if self._callbacks:
             await asyncio.wait(list(self._callbacks), timeout=timeout)
-        for task in list(self._senders):
+        for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._senders, return_exceptions=True)
-        for waiter in self._idle:
-            waiter.cancel()
-        self._idle.clear()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None

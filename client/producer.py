@@ -14,9 +14,10 @@ requests of at most ``max_message_bytes`` encoded bytes (``client.batch``-style 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from client.api import SendResult, SendStatus
@@ -33,6 +34,7 @@ from client.message_check import (
 )
 from client.route import AUTO_CREATE_TOPIC, TopicPublishInfo, resolve_publish_info
 from client.selector import QueueSelector, select_queue
+from client.send_direct import start_direct
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
 from rocketpy.remoting.codes import RequestCode, ResponseCode
@@ -215,10 +217,21 @@ class Producer:
             msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
         )
 
-        def send(remaining: float) -> Any:
-            return self._send_prepared(msg, prepared, selector, arg, remaining)
-
+        send = functools.partial(self._start_async, msg, prepared, selector, arg)
         return self._async.submit(send, timeout or self.send_timeout, callback)
+
+    def _start_async(
+        self,
+        msg: Message,
+        prepared: PreparedMessage,
+        selector: QueueSelector | None,
+        arg: Any,
+        remaining: float,
+    ) -> Any:
+        """Launch one async send: written now when the route and connection are ready, else a coroutine."""
+        if selector is None and (direct := start_direct(self, msg, prepared, remaining)) is not None:
+            return direct  # finished by the response's done callback
+        return self._send_prepared(msg, prepared, selector, arg, remaining)
 
     async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
         """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
@@ -320,23 +333,30 @@ class Producer:
                 resp, addr, mq.broker_name, mq.topic, mq.queue_id, prepared.uniq_key
             )
         except (RemotingConnectError, RemotingTimeoutError, MQBrokerError) as e:
-            self.fault.update(mq.broker_name, 0, isolation=True)
-            if isinstance(e, MQBrokerError) and e.code not in RETRY_RESPONSE_CODES:
-                raise
-            log.info("send to %s failed (attempt 1/%d): %s", mq, attempts, e)
-            return await self._with_retries(
-                msg.topic,
-                msg,
-                None,
-                None,
-                deadline,
-                self._attempt_fn(prepared),
-                attempts=attempts - 1,
-                last_broker=mq.broker_name,
-                last_error=e,
-            )
+            return await self._retry_after_failure(msg, prepared, mq, e, deadline)
         self.fault.update(mq.broker_name, (loop.time() - (deadline - timeout)) * 1000.0)
         return result
+
+    def _retry_after_failure(
+        self, msg: Message, prepared: PreparedMessage, mq: MessageQueue, err: Exception, deadline: float
+    ) -> Coroutine[Any, Any, SendResult]:
+        """After a failed first attempt on ``mq``: isolate its broker, then raise ``err`` (not
+        retryable) or return the coroutine of the remaining attempts before ``deadline``."""
+        self.fault.update(mq.broker_name, 0, isolation=True)
+        if isinstance(err, MQBrokerError) and err.code not in RETRY_RESPONSE_CODES:
+            raise err
+        log.info("send to %s failed (attempt 1/%d): %s", mq, 1 + self.retry_times, err)
+        return self._with_retries(
+            msg.topic,
+            msg,
+            None,
+            None,
+            deadline,
+            self._attempt_fn(prepared),
+            attempts=self.retry_times,
+            last_broker=mq.broker_name,
+            last_error=err,
+        )
 
     def _attempt_fn(self, prepared: PreparedMessage) -> Callable[[MessageQueue, str, float], Any]:
         async def attempt(mq: MessageQueue, addr: str, remaining: float) -> SendResult:

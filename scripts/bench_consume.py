@@ -63,19 +63,24 @@ async def bench_backlog(addr: str, count: int, body_size: int, queues: int, pull
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer(
-        "bench_backlog_cg", addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        "bench_backlog_cg",
+        addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        pull_batch_size=pull_batch_size,
     )
     consumer.subscribe(topic, "*")
     consumer.register_listener(listener)
     t0 = time.perf_counter()
+    cpu0 = time.process_time()  # this process: the consumer's loop and listener threads
     await consumer.start()
     await asyncio.wait_for(done.wait(), DEADLINE_S)
     took = time.perf_counter() - t0
+    cpu_us = (time.process_time() - cpu0) * 1e6 / count
     await consumer.shutdown()
     rate = count / took
     print(
         f"backlog: consumed {consumed} in {took:.2f} s = {rate:,.0f} msgs/s"
-        f" with pull_batch_size={pull_batch_size} (target >= 50,000)"
+        f" with pull_batch_size={pull_batch_size} (target >= 50,000); client CPU {cpu_us:.1f} us/msg"
     )
     return rate
 
