@@ -1,6 +1,5 @@
 """Dispatch: after a record is appended, write its consume-queue unit and index entries, then tell
-the listeners (long polling). Also owns reading TAGS / KEYS / UNIQ_KEY / DELAY out of a properties
-string without building a dict (hot path), and the table of consume queues.
+the listeners (long polling). Also owns the table of consume queues (property reading: ``props``).
 """
 
 from __future__ import annotations
@@ -11,43 +10,14 @@ from collections.abc import Callable
 
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.index import IndexService
+from broker.store.props import DELAY_SEP, TAGS_SEP, get_property, index_keys
 from rocketpy.filter.tags import java_string_hash
 
 log = logging.getLogger("rocketpy.store")
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 Listener = Callable[[str, int, int, int, int], None]
-
-_TAGS = "TAGS\x01"
-_KEYS = "KEYS\x01"
-_UNIQ = "UNIQ_KEY\x01"
-_DELAY = "DELAY\x01"
-
-
-def get_property(props: str, name_sep: str) -> str | None:
-    """The value of the property whose ``name + "\\x01"`` is ``name_sep``, or None."""
-    i = props.find(name_sep)
-    while i > 0 and props[i - 1] != "\x02":
-        i = props.find(name_sep, i + 1)
-    if i < 0:
-        return None
-    start = i + len(name_sep)
-    j = props.find("\x02", start)
-    return props[start:] if j < 0 else props[start:j]
-
-
-def index_keys(props: str) -> list[str]:
-    """The keys to index: each KEYS word and the UNIQ_KEY."""
-    out: list[str] = []
-    if _KEYS in props:
-        keys = get_property(props, _KEYS)
-        if keys:
-            out.extend(k for k in keys.split(" ") if k)
-    if _UNIQ in props:
-        uniq = get_property(props, _UNIQ)
-        if uniq:
-            out.append(uniq)
-    return out
+__all__ = ["Dispatcher", "Listener", "get_property", "index_keys", "parse_delay_levels"]
 
 
 def parse_delay_levels(spec: str) -> list[int]:
@@ -122,13 +92,13 @@ class Dispatcher:
     def tags_code(self, topic: str, props: str, store_ts: int) -> int:
         """The unit's tag field: TAGS hash code, or the delivery time for the schedule topic."""
         if topic == SCHEDULE_TOPIC:
-            level = get_property(props, _DELAY)
+            level = get_property(props, DELAY_SEP)
             if level and level.isdigit() and self.delay_levels_ms:
                 lvl = min(max(int(level), 1), len(self.delay_levels_ms))
                 return store_ts + self.delay_levels_ms[lvl - 1]
-        if _TAGS not in props:
+        if TAGS_SEP not in props:
             return 0
-        tags = get_property(props, _TAGS)
+        tags = get_property(props, TAGS_SEP)
         return java_string_hash(tags) if tags else 0
 
     def dispatch(

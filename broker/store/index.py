@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.store.mapped_file import MappedFile
-from rocketpy.filter.tags import POW31, java_string_hash, key_hash_u32, topic_key_hash
+from broker.store.props import KEYS_SEP, UNIQ_SEP, get_property, index_keys
+from rocketpy.filter.tags import BASE48, HEX_MASK, POW31, java_string_hash, key_hash_u32, topic_key_hash
 
 if TYPE_CHECKING:
     from broker.store.allocate import AllocateService
@@ -194,6 +195,44 @@ class IndexService:
             if self._unsynced >= HEADER_SYNC_EVERY:
                 cur.write_header(store_ts, phys)
                 self._unsynced = 0
+
+    def put_props(self, topic: str, props: str, phys: int, store_ts: int) -> None:
+        """Index one message straight from its properties string (put hot path).
+
+        The common case (a UNIQ_KEY of uppercase hex, no KEYS, the newest file ready with room,
+        nothing waiting) hashes and writes its one entry here without helper calls; every other
+        case goes through ``put_message``. Same entries, same hash values either way.
+        """
+        cur = self.files[-1] if self.files else None
+        uniq = get_property(props, UNIQ_SEP) if props else None
+        if (cur is None or not uniq or self._pending or KEYS_SEP in props or cur.index_count <= 1
+                or cur.index_count >= cur.max_index or len(uniq) > 64):  # fmt: skip
+            self.put_message(topic, index_keys(props) if props else [], phys, store_ts)
+            return
+        th = self._topic_hashes.get(topic)
+        if th is None:
+            th = self._topic_hash(topic)
+        try:  # key_hash_u32's uppercase-hex path, inlined
+            b = uniq.encode("ascii")
+            kh = int(b, 31) + BASE48[len(b)] + 7 * int(b.translate(HEX_MASK), 31)
+        except (UnicodeEncodeError, ValueError):
+            self.put_message(topic, [uniq], phys, store_ts)
+            return
+        h = (th * POW31[len(b)] + kh) & 0xFFFFFFFF
+        h = (0x100000000 - h if h & 0x80000000 else h) & 0x7FFFFFFF  # abs() of the signed hash
+        mm = cur.mm
+        n = cur.index_count
+        slot_pos = HEADER_SIZE + (h % cur.slots) * SLOT_SIZE
+        diff = (store_ts - cur.begin_ts) // 1000
+        _pack_entry(mm, cur.entries_pos + n * ENTRY_SIZE, h, phys, diff if diff > 0 else 0,
+                    _unpack_slot(mm, slot_pos)[0])  # fmt: skip
+        _pack_slot(mm, slot_pos, n)
+        cur.index_count = n + 1
+        cur.end_ts, cur.end_phys = store_ts, phys
+        self._unsynced += 1
+        if self._unsynced >= HEADER_SYNC_EVERY:
+            cur.write_header(store_ts, phys)
+            self._unsynced = 0
 
     def _topic_hash(self, topic: str) -> int:
         th = java_string_hash(topic + "#") & 0xFFFFFFFF

@@ -12,7 +12,6 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.store.dispatch import index_keys
 from broker.store.mapped_file import MappedFile
 from broker.store.message import BrokerMessage
 from broker.store.results import PutMessageResult, PutMessageStatus
@@ -125,7 +124,7 @@ class PutMixin:
         cq.put(phys, total, tags_code, queue_offset)
         d.dirty_cqs.add(cq)
         if d.index is not None:  # also without keys: the index header tracks the last dispatched record
-            d.index.put_message(msg.topic, index_keys(props) if props else [], phys, store_ts)
+            d.index.put_props(msg.topic, props, phys, store_ts)
         if d.listeners:
             d.notify(cq, queue_offset, tags_code, store_ts)
         d.dispatched_to = phys + total
@@ -269,7 +268,7 @@ class PutMixin:
                 tags_code = d.tags_code(topic, props, store_ts) if props else 0
             cq.put(phys, size, tags_code, queue_offset + i)
             if index is not None:  # also without keys: the index header tracks the last record
-                index.put_message(topic, index_keys(props) if props else [], phys, store_ts)
+                index.put_props(topic, props, phys, store_ts)
             if d.listeners:
                 d.notify(cq, queue_offset + i, tags_code, store_ts)
         d.dirty_cqs.add(cq)

@@ -38,9 +38,9 @@ def java_string_hash(s: str) -> int:
 POW31 = [pow(31, i, 1 << 32) for i in range(257)]
 _POW31 = POW31
 # 48 * (31**(n-1) + ... + 31 + 1): the '0' (48) part of every char of an n-char key
-_BASE48 = [48 * sum(31**k for k in range(n)) for n in range(65)]
+BASE48 = [48 * sum(31**k for k in range(n)) for n in range(65)]
 # '0'-'9' -> '0', 'A'-'F' -> '1' (their codes are 48 + digit and 48 + 7 + digit); anything else invalid
-_HEX_MASK = bytes(ord("0") if 48 <= i <= 57 else ord("1") if 65 <= i <= 70 else ord("x") for i in range(256))
+HEX_MASK = bytes(ord("0") if 48 <= i <= 57 else ord("1") if 65 <= i <= 70 else ord("x") for i in range(256))
 
 
 def _pow31(n: int) -> int:
@@ -58,8 +58,8 @@ def key_hash_u32(key: str) -> tuple[int, int]:
     if 0 < n <= 64:
         try:
             b = key.encode("ascii")
-            letters = int(b.translate(_HEX_MASK), 31)
-            return (int(b, 31) + _BASE48[n] + 7 * letters) & _MASK32, n
+            letters = int(b.translate(HEX_MASK), 31)
+            return (int(b, 31) + BASE48[n] + 7 * letters) & _MASK32, n
         except (UnicodeEncodeError, ValueError):
             pass
     h = _compute(key) & _MASK32
