@@ -36,6 +36,7 @@ FLAG_SUBSCRIPTION = 0x4
 INT64_MAX = (1 << 63) - 1
 MAX_PULL_MSGS = 1024
 _FILTER_CACHE_MAX = 4096
+_EMPTY: dict[str, Any] = {}
 
 _STATUS_CODES = {
     "FOUND": ResponseCode.SUCCESS,
@@ -67,18 +68,36 @@ class PullHeader:
     )
 
     def __init__(self, ext: dict[str, Any] | None) -> None:
-        self.group = ext_str(ext, "consumerGroup")
-        self.topic = ext_str(ext, "topic")
-        self.queue_id = ext_int(ext, "queueId")
-        self.queue_offset = ext_int(ext, "queueOffset")
-        self.max_msgs = ext_int(ext, "maxMsgNums")
-        self.sys_flag = ext_int(ext, "sysFlag", 0)
-        self.commit_offset = ext_int(ext, "commitOffset", 0)
-        self.suspend_timeout_ms = ext_int(ext, "suspendTimeoutMillis", 0)
-        self.subscription = ext_str(ext, "subscription", "*")
-        self.sub_version = ext_int(ext, "subVersion", 0)
-        self.expression_type = ext_str(ext, "expressionType", EXPRESSION_TAG)
-        self.max_msg_bytes = ext_opt_int(ext, "maxMsgBytes")
+        get = ext.get if ext else _EMPTY.get
+        # Hot path: values usually have their wire type already; the ext_* helpers convert the rest
+        # (decimal strings, nil) or raise with the field's name.
+        v = get("consumerGroup")
+        self.group = v if type(v) is str else ext_str(ext, "consumerGroup")
+        v = get("topic")
+        self.topic = v if type(v) is str else ext_str(ext, "topic")
+        v = get("queueId")
+        self.queue_id = v if type(v) is int else ext_int(ext, "queueId")
+        v = get("queueOffset")
+        self.queue_offset = v if type(v) is int else ext_int(ext, "queueOffset")
+        v = get("maxMsgNums")
+        self.max_msgs = v if type(v) is int else ext_int(ext, "maxMsgNums")
+        v = get("sysFlag")
+        self.sys_flag = v if type(v) is int else ext_int(ext, "sysFlag", 0)
+        v = get("commitOffset")
+        self.commit_offset = v if type(v) is int else ext_int(ext, "commitOffset", 0)
+        v = get("suspendTimeoutMillis")
+        self.suspend_timeout_ms = v if type(v) is int else ext_int(ext, "suspendTimeoutMillis", 0)
+        v = get("subscription")
+        self.subscription = v if type(v) is str else ext_str(ext, "subscription", "*")
+        v = get("subVersion")
+        self.sub_version = v if type(v) is int else ext_int(ext, "subVersion", 0)
+        v = get("expressionType")
+        self.expression_type = v if type(v) is str else ext_str(ext, "expressionType", EXPRESSION_TAG)
+        v = get("maxMsgBytes")
+        self.max_msg_bytes = v if v is None or type(v) is int else ext_opt_int(ext, "maxMsgBytes")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
         if not 0 <= self.queue_offset <= INT64_MAX:
             raise HeaderError(
                 f"request header field 'queueOffset' must be between 0 and {INT64_MAX}, "

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from broker.processors.eager import run_eager
+from broker.processors.send_header import SendHeader
 from broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
 from broker.topic_config import (
     RETRY_GROUP_TOPIC_PREFIX,
@@ -24,94 +26,15 @@ from broker.topic_config import (
 from rocketpy.message import MessageConst
 from rocketpy.record import MAX_PROPERTIES_BYTES, RecordError, decode_batch
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError, ext_int, ext_str
+from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:
     from broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.send")
 
-_V2_NAMES = {
-    "producerGroup": "a",
-    "topic": "b",
-    "defaultTopic": "c",
-    "defaultTopicQueueNums": "d",
-    "queueId": "e",
-    "sysFlag": "f",
-    "bornTimestamp": "g",
-    "flag": "h",
-    "properties": "i",
-    "reconsumeTimes": "j",
-}
-_V1_NAMES = {k: k for k in _V2_NAMES}
 _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
-INT32_MAX = (1 << 31) - 1
-INT32_MIN = -(1 << 31)
 _TOPIC_CHECK_CACHE_MAX = 65_536
-_EMPTY: dict[str, Any] = {}
-
-
-class SendHeader:
-    """The fields of a send request header the broker uses."""
-
-    __slots__ = (
-        "born_timestamp",
-        "default_topic",
-        "default_topic_queue_nums",
-        "flag",
-        "producer_group",
-        "properties",
-        "queue_id",
-        "reconsume_times",
-        "sys_flag",
-        "topic",
-    )
-
-    def __init__(self, ext: dict[str, Any] | None, v2: bool) -> None:
-        n = _V2_NAMES if v2 else _V1_NAMES
-        get = ext.get if ext else _EMPTY.get
-        # Hot path: values are usually already int / str; the ext_* helpers handle the rest.
-        v = get(n["topic"])
-        self.topic = v if type(v) is str else ext_str(ext, n["topic"])
-        v = get(n["queueId"])
-        self.queue_id = v if type(v) is int else ext_int(ext, n["queueId"])
-        v = get(n["properties"])
-        self.properties = v if type(v) is str else ext_str(ext, n["properties"], "")
-        v = get(n["sysFlag"])
-        self.sys_flag = v if type(v) is int else ext_int(ext, n["sysFlag"], 0)
-        v = get(n["bornTimestamp"])
-        self.born_timestamp = v if type(v) is int else ext_int(ext, n["bornTimestamp"], 0)
-        v = get(n["flag"])
-        self.flag = v if type(v) is int else ext_int(ext, n["flag"], 0)
-        v = get(n["reconsumeTimes"])
-        self.reconsume_times = v if type(v) is int else ext_int(ext, n["reconsumeTimes"], 0)
-        self.producer_group = _str(ext, n["producerGroup"], "")
-        self.default_topic = _str(ext, n["defaultTopic"], "TBW102")
-        self.default_topic_queue_nums = _int(ext, n["defaultTopicQueueNums"], 4)
-        if not (
-            INT32_MIN <= self.queue_id <= INT32_MAX
-            and INT32_MIN <= self.sys_flag <= INT32_MAX
-            and INT32_MIN <= self.flag <= INT32_MAX
-            and INT32_MIN <= self.reconsume_times <= INT32_MAX
-        ):
-            self._range_error()
-
-    def _range_error(self) -> None:
-        for name, value in (("queueId", self.queue_id), ("sysFlag", self.sys_flag), ("flag", self.flag),
-                            ("reconsumeTimes", self.reconsume_times)):  # fmt: skip
-            if not INT32_MIN <= value <= INT32_MAX:
-                raise HeaderError(f"request header field {name!r} is out of the int32 range: {value}")
-
-
-def _int(ext: dict[str, Any] | None, name: str, default: int | None = None) -> int:
-    value = ext.get(name) if ext else None
-    return value if type(value) is int else ext_int(ext, name, default)
-
-
-def _str(ext: dict[str, Any] | None, name: str, default: str | None = None) -> str:
-    value = ext.get(name) if ext else None
-    return value if type(value) is str else ext_str(ext, name, default)
 
 
 def unique_key_of(properties: str) -> str | None:
@@ -179,7 +102,7 @@ class SendMessageProcessor:
             born_host = channel.attrs["born_host"] = _parse_host(channel.remote_addr)
         if batch:
             return run_eager(self._send_batch(request, header, queue_id, born_host))
-        return run_eager(self._send_one(request, header, queue_id, born_host))
+        return self._send_one(request, header, queue_id, born_host)
 
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         log.info("send from request %d refused: %s", request.opaque, remark)
@@ -264,16 +187,25 @@ class SendMessageProcessor:
             reconsume_times=h.reconsume_times,
         )
 
-    async def _send_one(
+    def _send_one(
         self, request: RemotingCommand, h: SendHeader, queue_id: int, born: tuple[str, int]
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Store one message; the response at once when the put did not suspend (ASYNC_FLUSH)."""
         problem = self._check_message(len(request.body), h.properties)
         if problem:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
         msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
-        result = await self.c.store.put_message(msg)
-        uniq = unique_key_of(h.properties)
-        return self._response(request, result, queue_id, uniq, 1, len(request.body))
+        put = run_eager(self.c.store.put_message(msg))
+        if isinstance(put, PutMessageResult):
+            return self._response(request, put, queue_id, unique_key_of(h.properties), 1, len(request.body))
+        return self._finish_one(request, put, queue_id, h.properties)
+
+    async def _finish_one(
+        self, request: RemotingCommand, put: Awaitable[PutMessageResult], queue_id: int, properties: str
+    ) -> RemotingCommand:
+        """The rest of a send whose put suspended (SYNC_FLUSH wait, next commitlog file)."""
+        result = await put
+        return self._response(request, result, queue_id, unique_key_of(properties), 1, len(request.body))
 
     async def _send_batch(
         self, request: RemotingCommand, h: SendHeader, queue_id: int, born: tuple[str, int]
@@ -286,11 +218,18 @@ class SendMessageProcessor:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
         msgs = []
         uniqs = []
+        max_body = self.c.store_config.max_message_size
+        short_props = MAX_PROPERTIES_BYTES // 4  # shorter strings cannot exceed the limit in UTF-8
+        topic, sys_flag, born_ts, reconsume = h.topic, h.sys_flag, h.born_timestamp, h.reconsume_times
         for body, flag, props in items:
-            problem = self._check_message(len(body), props)
-            if problem:
-                return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
-            msgs.append(self._message(h, queue_id, body, flag, props, born))
+            if len(body) > max_body or len(props) > short_props:  # _check_message's conditions
+                problem = self._check_message(len(body), props)
+                if problem:
+                    return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+            msgs.append(
+                BrokerMessage(topic, queue_id, body, properties=props, flag=flag, sys_flag=sys_flag,
+                              born_timestamp=born_ts, born_host=born, reconsume_times=reconsume)
+            )  # fmt: skip
             uniqs.append(unique_key_of(props) or "")
         result = await self.c.store.put_messages(msgs)
         return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))
@@ -311,15 +250,19 @@ class SendMessageProcessor:
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
             log.warning("put refused: %s", remark)
             return RemotingCommand.response(request, code, remark)
-        self.c.stats.on_put(msg_num, size_bytes)
-        ext: dict[str, Any] = {
-            "msgId": result.offset_msg_id,
-            "queueId": queue_id,
-            "queueOffset": result.queue_offset,
-        }
+        stats = self.c.stats
+        stats.put_msgs_total += msg_num  # BrokerStats.on_put, inlined (hot path)
+        stats.put_bytes_total += size_bytes
         if uniq:
-            ext["transactionId"] = uniq
-        return RemotingCommand.response(request, code, remark, ext)
+            ext = {
+                "msgId": result.offset_msg_id,
+                "queueId": queue_id,
+                "queueOffset": result.queue_offset,
+                "transactionId": uniq,
+            }
+        else:
+            ext = {"msgId": result.offset_msg_id, "queueId": queue_id, "queueOffset": result.queue_offset}
+        return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)
 
 
 def put_status_to_response(result: PutMessageResult, sync_flush_timeout_ms: int) -> tuple[int, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.processors.send import SendHeader, put_status_to_response, unique_key_of
+from broker.processors.send_header import V1_NAMES, V2_NAMES
 from broker.store import PutMessageResult, PutMessageStatus
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import ResponseCode
@@ -52,3 +53,51 @@ def test_put_status_mapping(status: PutMessageStatus, code: int, words: str | No
         assert remark is None
     else:
         assert remark is not None and words in remark
+
+
+def _fields(h: SendHeader) -> tuple[object, ...]:
+    return tuple(getattr(h, name) for name in SendHeader.__slots__)
+
+
+def _generic(ext: dict[str, object], v2: bool = True) -> SendHeader:
+    h = SendHeader.__new__(SendHeader)
+    h._read_generic(ext, V2_NAMES if v2 else V1_NAMES)
+    return h
+
+
+@pytest.mark.parametrize(
+    "ext",
+    [
+        {"a": "pg", "b": "T", "c": "TBW102", "d": 8, "e": 3, "f": 4, "g": 17, "h": 1, "i": "K\x01v", "j": 2},
+        {"b": "T", "e": -1},  # defaults for every optional field
+        {"b": "T", "e": 0, "k": False, "m": True},  # fields the broker does not read
+    ],
+)
+def test_typical_v2_header_reads_like_the_generic_path(ext: dict[str, object]) -> None:
+    fast = SendHeader.__new__(SendHeader)
+    assert fast._read_typical_v2(ext)
+    assert _fields(fast) == _fields(_generic(ext)) == _fields(SendHeader(ext, v2=True))
+
+
+@pytest.mark.parametrize(
+    "ext",
+    [
+        {"b": "T", "e": "3"},  # decimal string
+        {"b": "T", "e": 0, "i": None},  # nil properties
+        {"b": "T", "e": True},  # bool is not an int here
+        {"b": "T", "e": 0, "f": 1 << 31},  # out of int32: the generic path raises
+        {"b": 7, "e": 0},  # int topic: converted to text
+    ],
+)
+def test_atypical_v2_header_takes_the_generic_path(ext: dict[str, object]) -> None:
+    fast = SendHeader.__new__(SendHeader)
+    assert not fast._read_typical_v2(ext)
+    try:
+        expected: tuple[object, ...] | type[HeaderError] = _fields(_generic(ext))
+    except HeaderError:
+        expected = HeaderError
+    if expected is HeaderError:
+        with pytest.raises(HeaderError):
+            SendHeader(ext, v2=True)
+    else:
+        assert _fields(SendHeader(ext, v2=True)) == expected

@@ -1,0 +1,80 @@
+"""The send processor answers inline when the store's put does not suspend, and through an
+awaitable (same response) when it does (SYNC_FLUSH wait, next commitlog file)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from broker.processors.send import SendMessageProcessor
+from broker.stats import BrokerStats
+from broker.store import PutMessageResult, PutMessageStatus
+from broker.topic_config import TopicConfig
+from rocketpy.message import properties_to_string
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+
+HOST8 = bytes([127, 0, 0, 1, 0, 0, 0x27, 0x0F])
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.gate: asyncio.Future[None] | None = None
+        self.msgs: list[Any] = []
+
+    async def put_message(self, msg: Any) -> PutMessageResult:
+        self.msgs.append(msg)
+        if self.gate is not None:
+            await self.gate
+        return PutMessageResult(PutMessageStatus.PUT_OK, "", 4096, 100, 7, 0, 1, HOST8)
+
+
+def _processor(store: FakeStore) -> SendMessageProcessor:
+    c = SimpleNamespace(
+        broker_config=SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),
+        store_config=SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),
+        topic_config=SimpleNamespace(get=lambda topic: TopicConfig(topic, 4, 4)),
+        store=store,
+        stats=BrokerStats(),
+    )
+    return SendMessageProcessor(c)  # type: ignore[arg-type]
+
+
+def _request() -> RemotingCommand:
+    props = properties_to_string({"UNIQ_KEY": "U1", "TAGS": "t"})
+    ext = {"a": "pg", "b": "T", "e": 2, "i": props}
+    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, 41, 0, None, ext, b"body")
+
+
+def _check(resp: Any, store: FakeStore, p: SendMessageProcessor) -> None:
+    assert type(resp) is RemotingCommand
+    assert (resp.code, resp.opaque, resp.flag, resp.body) == (ResponseCode.SUCCESS, 41, 1, b"")
+    assert resp.ext == {
+        "msgId": "7F0000010000270F" + "0000000000001000",
+        "queueId": 2,
+        "queueOffset": 7,
+        "transactionId": "U1",
+    }
+    assert store.msgs[-1].body == b"body" and store.msgs[-1].queue_id == 2
+    assert p.c.stats.put_msgs_total == 1 and p.c.stats.put_bytes_total == 4
+
+
+async def test_put_that_does_not_suspend_is_answered_inline() -> None:
+    store = FakeStore()
+    p = _processor(store)
+    resp = p.handle(SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9"), _request())
+    _check(resp, store, p)
+
+
+async def test_put_that_suspends_is_answered_by_the_awaitable() -> None:
+    store = FakeStore()
+    store.gate = asyncio.get_running_loop().create_future()
+    p = _processor(store)
+    pending = p.handle(SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9"), _request())
+    assert not isinstance(pending, RemotingCommand)
+    task = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)
+    assert not task.done() and p.c.stats.put_msgs_total == 0
+    store.gate.set_result(None)
+    _check(await task, store, p)
