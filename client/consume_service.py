@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
+import operator
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +64,9 @@ def _describe(result: Any, expected: type[Enum]) -> str:
     names = " or ".join(f"{expected.__name__}.{m.name}" for m in expected)
     return f"the listener returned {result!r}; return {names}"
 
+
+#: ``map(operator.is_, results, _SUCCESSES)``: identity (not str equality) with CONSUME_SUCCESS, in C.
+_SUCCESSES = itertools.repeat(ConsumeStatus.CONSUME_SUCCESS)
 
 #: Result of a chunk that was not handed to the listener because its queue was released meanwhile.
 SKIPPED = object()
@@ -177,6 +182,9 @@ class ConcurrentConsumeService:
         size = self._consumer.consume_message_batch_max_size
         chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
         results = await self._runner.run(chunks, ConsumeContext(mq), pq)
+        if sum(map(operator.is_, results, _SUCCESSES)) == len(chunks):  # the usual case: all consumed
+            self._consumer.on_consumed(pq, mq, msgs, 0)
+            return
         failed: list[Any] = []
         done: list[Any] = []
         for chunk, result in zip(chunks, results, strict=True):

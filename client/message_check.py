@@ -71,10 +71,33 @@ def check_topic_name(topic: Any) -> str:
 def check_message(msg: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
     """Check a message before sending.
 
+    The usual message (a ``Message`` to an already validated topic, ``bytes`` body, no keys or
+    properties, plain int delay level and flag) passes one boolean expression; anything else, and
+    every failure, goes through the full rule by rule check.
+
     Raises:
         MQClientError: not a Message, bad topic, empty/oversized/non-bytes body, bad tags, keys,
             properties, delay level or flag; the message says what to do.
     """
+    tags = getattr(msg, "tags", None)
+    if (
+        type(msg) is Message
+        and msg.topic in _valid_topics
+        and type(msg.body) is bytes
+        and 0 < len(msg.body) <= max_bytes
+        and (tags is None or (type(tags) is str and tags != "" and "||" not in tags))
+        and not msg.keys
+        and not msg.properties
+        and type(msg.delay_level) is int
+        and msg.delay_level >= 0
+        and type(msg.flag) is int
+        and -(2**31) <= msg.flag < 2**31
+    ):
+        return msg
+    return _check_message_rules(msg, max_bytes)
+
+
+def _check_message_rules(msg: Any, max_bytes: int) -> Message:
     if not isinstance(msg, Message):
         raise MQClientError(
             f"expected a rocketpy.Message, got {type(msg).__name__}: wrap the payload in Message(topic, body)"
@@ -177,6 +200,9 @@ def wire_properties(msg: Message) -> tuple[str, str]:
     (the message's own if set, else a new one). Same content as ``properties_to_string`` of
     ``all_properties()`` plus UNIQ_KEY, built without intermediate dicts (hot path)."""
     user = msg.properties
+    if not user and not msg.tags and not msg.keys and msg.delay_level <= 0:
+        new_uniq = new_unique_id()  # the usual message: its properties are the UNIQ_KEY alone
+        return new_uniq, f"UNIQ_KEY\x01{new_uniq}\x02"
     uniq = user.get(MessageConst.UNIQ_KEY) if user else None
     if uniq is None:
         uniq = new_unique_id()

@@ -201,6 +201,29 @@ def test_check_message_rejects(msg: object, needle: str) -> None:
         check_message(msg)
 
 
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"body": b""}, "empty"),
+        ({"body": "text"}, "must be bytes"),
+        ({"body": b"x" * (MAX_MESSAGE_BYTES + 1)}, "limit is"),
+        ({"tags": ""}, "tags"),
+        ({"tags": "a||b"}, "tags"),
+        ({"delay_level": -1}, "delay_level"),
+        ({"delay_level": 1.5}, "delay_level"),
+        ({"flag": 2**31}, "flag"),
+        ({"flag": "1"}, "flag"),
+    ],
+)
+def test_check_message_fast_path_rejects_on_a_validated_topic(kw: dict[str, object], needle: str) -> None:
+    assert check_message(Message("Validated", b"x", tags="t")).topic == "Validated"  # topic now cached
+    msg = Message("Validated", b"x", tags="t")
+    for name, value in kw.items():
+        setattr(msg, name, value)
+    with pytest.raises(MQClientError, match=needle):
+        check_message(msg)
+
+
 def test_check_message_keys_type() -> None:
     m = Message("T", b"x")
     m.keys = [1]  # type: ignore[list-item]
