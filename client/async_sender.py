@@ -22,6 +22,7 @@ import collections
 import functools
 import inspect
 import logging
+import types
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -101,15 +102,20 @@ class AsyncSender:
             )
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        item = (send, loop.time() + timeout, fut, callback)
         if self._queue or self._in_flight >= self.max_senders:
-            self._queue.append(item)
+            self._queue.append((send, loop.time() + timeout, fut, callback))
         else:
-            self._launch(item, loop)
+            self._launch(send, loop.time() + timeout, fut, callback, loop)
         return fut
 
-    def _launch(self, item: _Item, loop: asyncio.AbstractEventLoop) -> None:
-        send, deadline, fut, callback = item
+    def _launch(
+        self,
+        send: SendFn,
+        deadline: float,
+        fut: asyncio.Future[Any],
+        callback: SendCallback | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         remaining = deadline - loop.time()
         if remaining <= 0:
             err = RemotingTimeoutError("async send timed out while queued: raise send_timeout or send less")
@@ -157,7 +163,7 @@ class AsyncSender:
         except Exception as e:
             self._finish(fut, None, e, callback)
         else:
-            if inspect.iscoroutine(result):  # the send goes on (retries): still in flight
+            if type(result) is types.CoroutineType:  # the send goes on (retries): still in flight
                 self._await(result, fut, callback, loop)
                 return
             self._finish(fut, result, None, callback)
@@ -167,9 +173,9 @@ class AsyncSender:
         self._in_flight -= 1
         queue = self._queue
         while queue and self._in_flight < self.max_senders:
-            item = queue.popleft()
-            if not item[2].cancelled():
-                self._launch(item, loop)
+            send, deadline, fut, callback = queue.popleft()
+            if not fut.cancelled():
+                self._launch(send, deadline, fut, callback, loop)
         if self._drained is not None and not queue and self._in_flight == 0:
             self._drained.set()
 

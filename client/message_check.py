@@ -168,7 +168,8 @@ class PreparedMessage:
             )
         self.topic = msg.topic
         self.uniq_key = uniq
-        self.body = bytes(msg.body)
+        body = msg.body
+        self.body = body if type(body) is bytes else bytes(body)
         self.flag = msg.flag
         self.sys_flag = 0
         self.born_ms = int(time.time() * 1000)
