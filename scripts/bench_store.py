@@ -152,7 +152,7 @@ def _line(name: str, value: float, unit: str, target: str, ok: bool) -> None:
 async def main(args: argparse.Namespace) -> None:
     base = tempfile.mkdtemp(prefix="bench_store_", dir=args.dir)
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-    only = set(args.only.split(",")) if args.only else {"put", "many", "sync", "recovery"}
+    only = set(args.only.split(",")) if args.only else {"put", "many", "batch", "sync", "recovery"}
     put16 = 0.0
     try:
         if "put" in only:
