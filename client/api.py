@@ -216,11 +216,13 @@ class MQClientAPI:
         resp = await self.remoting.invoke(addr, cmd, timeout)
         first = self.send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), "")
         offset_ids = str((resp.ext or {}).get("msgId") or "").split(",")
-        results = []
-        for i, uid in enumerate(msg_ids):
-            oid = offset_ids[i] if i < len(offset_ids) else ""
-            results.append(SendResult(first.status, uid, oid, first.message_queue, first.queue_offset + i))
-        return results
+        if len(offset_ids) < len(msg_ids):
+            offset_ids += [""] * (len(msg_ids) - len(offset_ids))
+        status, mq, base = first.status, first.message_queue, first.queue_offset
+        return [
+            SendResult(status, uid, oid, mq, base + i)
+            for i, (uid, oid) in enumerate(zip(msg_ids, offset_ids, strict=False))
+        ]
 
     @staticmethod
     def send_result(

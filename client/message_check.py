@@ -196,6 +196,14 @@ class PreparedMessage:
         }  # fmt: skip
 
 
+def batch_ext(group: str, topic: str, queue_nums: int, mq: MessageQueue) -> dict[str, Any]:
+    """The SEND_BATCH_MESSAGE header (V2 names, docs/wire.md) for sending a batch to ``mq``."""
+    return {
+        "a": group, "b": topic, "c": AUTO_CREATE_TOPIC, "d": queue_nums, "e": mq.queue_id, "f": 0,
+        "g": int(time.time() * 1000), "h": 0, "i": "", "j": 0, "k": False, "m": True, "n": mq.broker_name,
+    }  # fmt: skip
+
+
 def wire_properties(msg: Message) -> tuple[str, str]:
     """``(UNIQ_KEY, properties string)`` of ``msg``: user properties, TAGS, KEYS, DELAY and a UNIQ_KEY
     (the message's own if set, else a new one). Same content as ``properties_to_string`` of

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -27,36 +26,24 @@ from client.instance import ClientSettings, MQClientInstance, new_client_id
 from client.message_check import (
     MAX_MESSAGE_BYTES,
     PreparedMessage,
+    batch_ext,
     check_batch,
     check_message,
     prepare_message,
     split_batch,
 )
-from client.route import AUTO_CREATE_TOPIC, TopicPublishInfo, resolve_publish_info
-from client.selector import QueueSelector, select_queue
+from client.results import RETRY_RESPONSE_CODES
+from client.route import TopicPublishInfo, resolve_publish_info
+from client.selector import QueueSelector, select_queue, select_with
 from client.send_direct import start_direct
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
 __all__ = ["Producer", "SendResult", "SendStatus"]
 
 log = logging.getLogger("rocketpy.client.producer")
-
-#: Broker error codes after which a sync send is retried on another broker (reference §3.2).
-RETRY_RESPONSE_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-        ResponseCode.NO_BUYER_ID,
-        ResponseCode.NOT_IN_CURRENT_UNIT,
-        ResponseCode.GO_AWAY,
-    }
-)
 
 
 class Producer:
@@ -277,14 +264,7 @@ class Producer:
     ) -> MessageQueue:
         if selector is None:
             return select_queue(tp.message_queues, tp.index, self.fault, last_broker)
-        queues = list(tp.message_queues)
-        mq = selector(queues, msg, arg)
-        if not isinstance(mq, MessageQueue) or mq not in queues:
-            raise MQClientError(
-                f"selector returned {mq!r}, which is not one of the {len(queues)} queues it was given:"
-                " return an element of the list"
-            )
-        return mq
+        return select_with(selector, list(tp.message_queues), msg, arg)
 
     async def _broker_addr(self, mq: MessageQueue) -> str:
         inst = self._inst()
@@ -371,21 +351,7 @@ class Producer:
         self, topic: str, body: bytes, uids: list[str], timeout: float
     ) -> list[SendResult]:
         async def attempt(mq: MessageQueue, addr: str, remaining: float) -> list[SendResult]:
-            ext = {
-                "a": self.group,
-                "b": topic,
-                "c": AUTO_CREATE_TOPIC,
-                "d": self.default_topic_queue_nums,
-                "e": mq.queue_id,
-                "f": 0,
-                "g": int(time.time() * 1000),
-                "h": 0,
-                "i": "",
-                "j": 0,
-                "k": False,
-                "m": True,
-                "n": mq.broker_name,
-            }
+            ext = batch_ext(self.group, topic, self.default_topic_queue_nums, mq)
             return await self._inst().api.send_batch(addr, mq.broker_name, ext, body, uids, remaining)
 
         deadline = asyncio.get_running_loop().time() + timeout

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client.fault import LatencyFaultTolerance
+from rocketpy.errors import MQClientError
 from rocketpy.filter.tags import java_string_hash
 from rocketpy.message import Message, MessageQueue
 
@@ -73,6 +74,21 @@ def select_queue(
         if on_best:
             return on_best[index.next() % len(on_best)]
     return queues[index.next() % n]
+
+
+def select_with(selector: QueueSelector, queues: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """Call a user selector and check that it returned one of ``queues``.
+
+    Raises:
+        MQClientError: the selector returned something else.
+    """
+    mq = selector(queues, msg, arg)
+    if not isinstance(mq, MessageQueue) or mq not in queues:
+        raise MQClientError(
+            f"selector returned {mq!r}, which is not one of the {len(queues)} queues it was given:"
+            " return an element of the list"
+        )
+    return mq
 
 
 def select_by_hash(queues: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
