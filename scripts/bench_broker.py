@@ -110,7 +110,14 @@ async def bench_sends(
     try:
         for c in clients:  # connect first
             await _ok(c, addr, _send_cmd(topic, 0))
-        windows = [CallWindow(c, addr, lambda n: _send_cmd(topic, n % QUEUES), 1) for c in clients]
+        exts = [
+            send_ext(topic, q) for q in range(QUEUES)
+        ]  # built once: the broker does not see the difference
+
+        def make(n: int) -> RemotingCommand:
+            return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext=exts[n % QUEUES], body=BODY)
+
+        windows = [CallWindow(c, addr, make, 1) for c in clients]
         t0 = time.perf_counter()
         await asyncio.gather(*(w.run(seconds, inflight) for w in windows))
         count = sum(w.count for w in windows)

@@ -16,6 +16,7 @@ from broker.processors.eager import run_eager
 from broker.processors.send_header import SendHeader
 from broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
 from broker.topic_config import (
+    PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
     TopicLimitError,
@@ -35,6 +36,7 @@ log = logging.getLogger("rocketpy.broker.send")
 
 _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 _TOPIC_CHECK_CACHE_MAX = 65_536
+_UNSEEN = ("unseen", "")  # _topic_problems' answer for a topic not checked yet
 
 
 def unique_key_of(properties: str) -> str | None:
@@ -109,6 +111,26 @@ class SendMessageProcessor:
         return RemotingCommand.response(request, code, remark)
 
     def _check(self, request: RemotingCommand, h: SendHeader) -> TopicConfig | RemotingCommand:
+        """The topic's config when the send may go ahead, else the error response.
+
+        The common case (writable broker, known valid topic, writable, queue in range) is decided
+        with a few lookups; anything else goes through ``_check_slow``, which also auto-creates.
+        """
+        c = self.c
+        if (
+            c.broker_config.broker_permission & PERM_WRITE
+            and self._topic_problems.get(h.topic, _UNSEEN) is None
+        ):
+            tc = c.topic_config.get(h.topic)
+            if (
+                tc is not None
+                and tc.perm & PERM_WRITE
+                and (h.queue_id < tc.write_queue_nums or h.queue_id < tc.read_queue_nums)
+            ):
+                return tc
+        return self._check_slow(request, h)
+
+    def _check_slow(self, request: RemotingCommand, h: SendHeader) -> TopicConfig | RemotingCommand:
         c = self.c
         name = c.broker_config.broker_name
         if not is_writeable(c.broker_config.broker_permission):
@@ -247,9 +269,9 @@ class SendMessageProcessor:
         remark: str | None = None
         if result.status is not PutMessageStatus.PUT_OK:  # PUT_OK is the fast path
             code, remark = put_status_to_response(result, self.c.store_config.sync_flush_timeout)
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
-            log.warning("put refused: %s", remark)
-            return RemotingCommand.response(request, code, remark)
+            if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+                log.warning("put refused: %s", remark)
+                return RemotingCommand.response(request, code, remark)
         stats = self.c.stats
         stats.put_msgs_total += msg_num  # BrokerStats.on_put, inlined (hot path)
         stats.put_bytes_total += size_bytes

@@ -78,3 +78,28 @@ async def test_put_that_suspends_is_answered_by_the_awaitable() -> None:
     assert not task.done() and p.c.stats.put_msgs_total == 0
     store.gate.set_result(None)
     _check(await task, store, p)
+
+
+def _handle(p: SendMessageProcessor, **ext: Any) -> Any:
+    req = _request()
+    assert req.ext is not None
+    req.ext.update(ext)
+    return p.handle(SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9"), req)
+
+
+async def test_check_fast_path_falls_back_to_the_detailed_refusals() -> None:
+    store = FakeStore()
+    p = _processor(store)
+    assert _handle(p, e=3).code == ResponseCode.SUCCESS  # last queue of 4
+    r = _handle(p, e=4)
+    assert r.code == ResponseCode.INVALID_PARAMETER and "queueId 4" in r.remark
+    assert _handle(p, b="bad topic!").code == ResponseCode.MESSAGE_ILLEGAL
+    assert _handle(p, b="TBW102").code == ResponseCode.NO_PERMISSION
+    p.c.topic_config.get = lambda topic: TopicConfig(topic, 4, 4, perm=4)
+    r = _handle(p)
+    assert r.code == ResponseCode.NO_PERMISSION and "not writable" in r.remark
+    p.c.topic_config.get = lambda topic: TopicConfig(topic, 4, 4)
+    p.c.broker_config.broker_permission = 4
+    r = _handle(p)
+    assert r.code == ResponseCode.NO_PERMISSION and "write permission is wiped" in r.remark
+    assert len(store.msgs) == 1
