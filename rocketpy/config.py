@@ -115,6 +115,7 @@ class StoreConfig(BaseModel):
     destroy_mapped_file_interval_forcibly: int = Field(
         120_000, alias="destroyMapedFileIntervalForcibly", ge=0
     )
+    warm_mapped_file_enable: bool = Field(False, alias="warmMapedFileEnable")
     max_message_size: int = Field(4 * 1024 * 1024, alias="maxMessageSize", gt=0)
     message_index_enable: bool = Field(True, alias="messageIndexEnable")
     max_hash_slot_num: int = Field(5_000_000, alias="maxHashSlotNum", gt=0)

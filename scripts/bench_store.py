@@ -21,11 +21,13 @@ from rocketpy.message import properties_to_string
 from rocketpy.msgid import new_unique_id
 
 BODY = b"x" * 1024
+WARM_FILES = False  # --warm: warmMapedFileEnable=true (whole new commitlog files faulted in)
 
 
 def _config(root: str, **kw: object) -> StoreConfig:
     base: dict[str, object] = dict(store_path_root_dir=root, mapped_file_size_commit_log=256 * 1024 * 1024,
                                    clean_resource_interval=3_600_000)  # fmt: skip
+    base["warm_mapped_file_enable"] = WARM_FILES
     base.update(kw)
     return StoreConfig(**base)  # type: ignore[arg-type]
 
@@ -198,5 +200,8 @@ if __name__ == "__main__":
     p.add_argument("--recovery-gib", type=float, default=1.0)
     p.add_argument("--dir", default=None, help="parent of the temporary store directory")
     p.add_argument("--only", default="", help="comma-separated subset of: put, many, batch, sync, recovery")
+    p.add_argument("--warm", action="store_true", help="warmMapedFileEnable=true")
+    args = p.parse_args()
+    WARM_FILES = args.warm
     uvloop.install()
-    asyncio.run(main(p.parse_args()))
+    asyncio.run(main(args))

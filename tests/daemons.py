@@ -233,6 +233,8 @@ def start_broker(tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.
         "listenPort": 0,
         "bindAddress": "127.0.0.1",
         "storePathRootDir": workdir / "store",
+        # Small commitlog files: tests stay light on disk and still roll files.
+        "mappedFileSizeCommitLog": 64 << 20,
         **props,
     }
     path = write_properties(workdir / "broker.properties", conf)

@@ -17,6 +17,10 @@ from broker.store.allocate import AllocateService
 from broker.store.mapped_file import MappedFile, offset_to_name
 from rocketpy.record import BLANK_MAGIC, END_FILE_MIN_BLANK_BYTES, SIZE_MAGIC
 
+# Bytes of a new file faulted in by the allocator thread when the whole file is not warmed: the
+# first write fault into a new file is the costly one (block allocation, inode update).
+HEAD_PREFAULT_BYTES = 4 << 20
+
 log = logging.getLogger("rocketpy.store")
 
 
@@ -38,9 +42,11 @@ class CommitLog:
         self._next_requested = False
         self._next_error: BaseException | None = None
         self._waiters: list[asyncio.Future[None]] = []
-        # Warm new files (fault every page in ahead of the writer). Off under SYNC_FLUSH: the warmed
-        # pages are dirty zeros whose writeback slows every group-commit fsync.
-        self.warm_files = True
+        # Warm new files (fault every page in ahead of the writer) only when warmMapedFileEnable is
+        # set, as in RocketMQ: a warmed file is fully allocated on disk and its zero pages are dirty
+        # (written back once; under SYNC_FLUSH that slows every group-commit fsync). Otherwise only
+        # the head is faulted in, which takes the costly first write fault off the event loop.
+        self.warm_files = False
 
     # -- positions ---------------------------------------------------------------------------
     @property
@@ -87,8 +93,7 @@ class CommitLog:
             os.makedirs(self.directory, exist_ok=True)
             path = os.path.join(self.directory, offset_to_name(base_offset))
             mf = MappedFile.open(path, base_offset, self.file_size)
-            if self.warm_files:
-                mf.prefault()
+            mf.prefault(None if self.warm_files else HEAD_PREFAULT_BYTES)
             self.files.append(mf)
 
     def attach_allocator(self, allocator: AllocateService) -> None:
@@ -102,7 +107,7 @@ class CommitLog:
         base = self.files[-1].end_offset
         self._next_requested = True
         path = os.path.join(self.directory, offset_to_name(base))
-        prefault = -1 if self.warm_files else 0
+        prefault = -1 if self.warm_files else HEAD_PREFAULT_BYTES
         self._allocator.request(path, base, self.file_size, self._on_next_file, prefault=prefault)
 
     def _on_next_file(self, mf: MappedFile | None, err: BaseException | None) -> None:

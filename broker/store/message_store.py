@@ -100,7 +100,7 @@ class MessageStore(PutMixin):
         self.tps_sample = (clock(), 0, 0)
         self._max_body_bytes = config.max_message_size
         self._sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
-        self.commitlog.warm_files = not self._sync_flush
+        self.commitlog.warm_files = config.warm_mapped_file_enable and not self._sync_flush
         self._topic_parts: dict[str, bytes] = {}
 
     @property
