@@ -260,10 +260,27 @@ class MQClientAPI:
         )
 
     async def query_consumer_offset(
-        self, addr: str, group: str, topic: str, queue_id: int, timeout: float = 3.0
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        timeout: float = 3.0,
+        *,
+        zero_if_not_found: bool = False,
     ) -> int | None:
-        """QUERY_CONSUMER_OFFSET; None when the group has no offset for the queue."""
-        ext = {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+        """QUERY_CONSUMER_OFFSET; None when the group has no offset for the queue.
+
+        ``zero_if_not_found`` asks for RocketMQ's young-queue rule: a group without an offset gets 0
+        while the queue still starts at offset 0 (so CONSUME_FROM_LAST_OFFSET on a new topic reads
+        it from the beginning).
+        """
+        ext = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": queue_id,
+            "setZeroIfNotFound": zero_if_not_found,
+        }
         resp = await self.remoting.invoke(
             addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout
         )

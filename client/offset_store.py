@@ -60,13 +60,17 @@ class OffsetStore:
     async def load(self) -> None:
         """Load persisted offsets (local store only)."""
 
-    async def read(self, mq: Any) -> int | None:
-        """The stored offset of ``mq`` (memory first), or None when the group has none."""
+    async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
+        """The stored offset of ``mq`` (memory first), or None when the group has none.
+
+        ``zero_if_young``: a broker answers 0 instead of "none" while the queue still starts at
+        offset 0 (RocketMQ's rule for CONSUME_FROM_LAST_OFFSET; a local store ignores it).
+        """
         raise NotImplementedError
 
-    async def fetch(self, mq: Any) -> int | None:
+    async def fetch(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
         """The persisted offset of ``mq`` (ignoring memory)."""
-        return await self.read(mq)
+        return await self.read(mq, zero_if_young=zero_if_young)
 
     async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
         """Persist the offsets of ``mqs`` (``oneway=False`` waits for the broker's acknowledgement)."""
@@ -92,20 +96,20 @@ class RemoteOffsetStore(OffsetStore):
             raise MQClientError(f"broker {mq.broker_name} of {mq.topic} is not in the route: is it running?")
         return str(addr)
 
-    async def read(self, mq: Any) -> int | None:
+    async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
         """Memory first, else QUERY_CONSUMER_OFFSET (None when the broker has none)."""
         if mq in self._table:
             return self._table[mq]
-        offset = await self.fetch(mq)
+        offset = await self.fetch(mq, zero_if_young=zero_if_young)
         if offset is not None:
             self._table[mq] = offset
         return offset
 
-    async def fetch(self, mq: Any) -> int | None:
+    async def fetch(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
         """QUERY_CONSUMER_OFFSET: the broker's stored offset (None when it has none)."""
         addr = await self._broker_addr(mq)
         offset = await self._instance.api.query_consumer_offset(
-            addr, self.group, mq.topic, mq.queue_id, QUERY_TIMEOUT_S
+            addr, self.group, mq.topic, mq.queue_id, QUERY_TIMEOUT_S, zero_if_not_found=zero_if_young
         )
         return int(offset) if offset is not None and offset >= 0 else None
 
@@ -182,7 +186,7 @@ class LocalFileOffsetStore(OffsetStore):
         except (ValueError, KeyError, TypeError) as exc:
             raise MQClientError(f"offset file {self.path} is corrupt ({exc}): fix or delete it") from exc
 
-    async def read(self, mq: Any) -> int | None:
+    async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
         """The offset from memory (loaded from the file at start)."""
         return self._table.get(mq)
 

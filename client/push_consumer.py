@@ -138,13 +138,18 @@ class ConsumerBase:
         return str(addr)
 
     async def compute_start_offset(self, mq: MessageQueue) -> int:
-        """The stored offset, else the ConsumeFromWhere position (the group has none yet)."""
-        stored = await self.offset_store.read(mq)
+        """The stored offset, else the ConsumeFromWhere position (the group has none yet).
+
+        As in RocketMQ, a new group starting from LAST reads a young queue (one that still starts
+        at offset 0) from the beginning: the broker answers 0 for it.
+        """
+        cfw = self.consume_from_where
+        from_last = cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+        stored = await self.offset_store.read(mq, zero_if_young=from_last)
         if stored is not None and stored >= 0:
             return stored
         addr = await self.broker_addr(mq)
         api = self.instance.api
-        cfw = self.consume_from_where
         if cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET:
             offset = await api.get_max_offset(addr, mq.topic, mq.queue_id)
         elif cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:

@@ -12,7 +12,7 @@ from broker.processors.body import decode_map, encode
 from broker.queue_locks import MessageQueueKey
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError, ext_int, ext_str
+from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 
 if TYPE_CHECKING:
     from broker.controller import BrokerController
@@ -61,12 +61,14 @@ class ConsumerManageProcessor:
 
         A group with no committed offset gets 0 while the queue still holds its first message
         (min offset 0: RocketMQ's "still in memory" rule), so a new group on a young topic starts
-        at the beginning whatever its consume-from-where; otherwise QUERY_NOT_FOUND, and the
-        client's consume-from-where decides.
+        at the beginning; otherwise QUERY_NOT_FOUND, and the client's consume-from-where decides.
+        The rule applies unless the request says ``setZeroIfNotFound=false`` (rocketpy's consumers
+        ask for it only when starting from LAST; RocketMQ's clients do not send the field).
         """
         group, topic, queue_id = self._queue(request)
         offset = self.c.offsets.query_offset(group, topic, queue_id)
-        if offset < 0 and self.c.store.get_min_offset_in_queue(topic, queue_id) == 0:
+        zero_if_young = ext_bool(request.ext, "setZeroIfNotFound", True)
+        if offset < 0 and zero_if_young and self.c.store.get_min_offset_in_queue(topic, queue_id) == 0:
             offset = 0
         if offset < 0:
             return RemotingCommand.response(

@@ -29,14 +29,21 @@ def _processor(tmp_path: Path, min_offsets: dict[tuple[str, int], int]) -> Consu
     return ConsumerManageProcessor(SimpleNamespace(offsets=offsets, store=FakeStore(min_offsets)))  # type: ignore[arg-type]
 
 
-def _query(p: ConsumerManageProcessor, topic: str, queue_id: int) -> RemotingCommand:
-    ext = {"consumerGroup": "g", "topic": topic, "queueId": queue_id}
+def _query(p: ConsumerManageProcessor, topic: str, queue_id: int, **extra: object) -> RemotingCommand:
+    ext = {"consumerGroup": "g", "topic": topic, "queueId": queue_id, **extra}
     return p.query_consumer_offset(None, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext))
 
 
 def test_no_offset_and_queue_still_holds_offset_0_answers_0(tmp_path: Path) -> None:
     r = _query(_processor(tmp_path, {("T", 0): 0}), "T", 0)
     assert r.code == ResponseCode.SUCCESS and r.ext == {"offset": 0}
+
+
+def test_young_queue_rule_off_when_the_client_says_so(tmp_path: Path) -> None:
+    p = _processor(tmp_path, {("T", 0): 0})
+    assert _query(p, "T", 0, setZeroIfNotFound=False).code == ResponseCode.QUERY_NOT_FOUND
+    assert _query(p, "T", 0, setZeroIfNotFound="false").code == ResponseCode.QUERY_NOT_FOUND
+    assert _query(p, "T", 0, setZeroIfNotFound=True).ext == {"offset": 0}
 
 
 def test_no_offset_and_head_of_queue_cleaned_answers_not_found(tmp_path: Path) -> None:
