@@ -4,6 +4,7 @@ python examples/blocking_consumer.py -n 127.0.0.1:9876 -t TopicTest -c 10
 """
 
 import argparse
+import sys
 import threading
 
 from rocketpy.sync import ConsumeFromWhere, ConsumeStatus, PushConsumer
@@ -16,12 +17,13 @@ def main(args: argparse.Namespace) -> None:
 
     def on_messages(msgs, context):
         nonlocal received
-        for msg in msgs:
-            print(
-                f"received: queue={msg.queue_id} offset={msg.queue_offset} body={msg.body.decode()}",
-                flush=True,
-            )
-        with lock:
+        lines = "".join(
+            f"received: queue={msg.queue_id} offset={msg.queue_offset} body={msg.body.decode()}\n"
+            for msg in msgs
+        )
+        with lock:  # one write per batch and a shared counter: listener threads run concurrently
+            sys.stdout.write(lines)
+            sys.stdout.flush()
             received += len(msgs)
             if received >= args.count:
                 done.set()

@@ -5,6 +5,8 @@ python examples/push_consumer.py -n 127.0.0.1:9876 -t TopicTest -c 10
 
 import argparse
 import asyncio
+import sys
+import threading
 
 from rocketpy import ConsumeFromWhere, ConsumeStatus, PushConsumer
 
@@ -14,18 +16,22 @@ async def main(args: argparse.Namespace) -> None:
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
 
+    lock = threading.Lock()
+
     def on_messages(msgs, context):
-        """Runs in the consumer's thread pool; return CONSUME_SUCCESS to acknowledge."""
+        """Runs in the consumer's thread pool (several at once); return CONSUME_SUCCESS to acknowledge."""
         nonlocal received
-        for msg in msgs:
-            print(
-                f"received: queue={msg.queue_id} offset={msg.queue_offset} tags={msg.tags} "
-                f"body={msg.body.decode(errors='replace')}",
-                flush=True,
-            )
-        received += len(msgs)
-        if received >= args.count:
-            loop.call_soon_threadsafe(done.set)
+        lines = "".join(
+            f"received: queue={msg.queue_id} offset={msg.queue_offset} tags={msg.tags} "
+            f"body={msg.body.decode(errors='replace')}\n"
+            for msg in msgs
+        )
+        with lock:  # one write per batch and a shared counter: listener threads run concurrently
+            sys.stdout.write(lines)
+            sys.stdout.flush()
+            received += len(msgs)
+            if received >= args.count:
+                loop.call_soon_threadsafe(done.set)
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer(
