@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketpy.filter.tags import java_string_hash
+from rocketpy.filter.tags import java_string_hash, split_tag_expression
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
@@ -85,11 +85,8 @@ def parse_subscription(
         sd.sub_string = SUB_ALL
         return sd
     sd.sub_string = expr
-    for tag in expr.split("||"):
-        tag = tag.strip()
-        if tag:
-            sd.tags_set.add(tag)
-            sd.code_set.add(java_string_hash(tag))
+    sd.tags_set.update(split_tag_expression(expr))
+    sd.code_set.update(java_string_hash(tag) for tag in sd.tags_set)
     if not sd.tags_set:
         raise SubscriptionParseError(f"the tag expression {expr!r} names no tag; use '*' or 'TagA || TagB'")
     return sd

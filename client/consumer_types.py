@@ -17,6 +17,7 @@ from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
 from rocketpy.errors import MQClientError
+from rocketpy.filter.tags import java_string_hash, split_tag_expression
 
 SUB_ALL = "*"
 CONSUME_TIMESTAMP_DEFAULT_AGO_S = 30 * 60
@@ -112,12 +113,6 @@ class MessageSelector:
         return cls(ExpressionType.SQL92, expr.strip())
 
 
-def _java_hash(tag: str) -> int:
-    from rocketpy.filter.tags import java_string_hash
-
-    return int(java_string_hash(tag))
-
-
 @dataclass(slots=True)
 class SubscriptionData:
     """One topic subscription of a consumer, in RocketMQ's shape.
@@ -157,10 +152,10 @@ class SubscriptionData:
             return cls(topic, selector.expression, ExpressionType.SQL92)
         if selector.expression == SUB_ALL:
             return cls(topic)
-        tags = frozenset(t.strip() for t in selector.expression.split("||") if t.strip())
+        tags = split_tag_expression(selector.expression)
         if not tags:
             return cls(topic)
-        codes = frozenset(_java_hash(t) for t in tags)
+        codes = frozenset(java_string_hash(t) for t in tags)
         return cls(topic, selector.expression, ExpressionType.TAG, tags, codes)
 
     @property

@@ -24,6 +24,14 @@ def _compute(s: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+def split_tag_expression(expr: str) -> frozenset[str]:
+    """The tags of a subscription expression ``"TagA || TagB"`` (trimmed, empties dropped).
+
+    ``"*"`` and ``""`` (every message) are the callers' business; this only splits.
+    """
+    return frozenset(t for t in (part.strip() for part in expr.split("||")) if t)
+
+
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()`` of ``s`` as a signed 32-bit int (cached)."""
     h = _cache.get(s)
