@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgpack
@@ -28,15 +27,6 @@ from tests.integration.test_broker_util import (
 from tests.waiting import wait_until_async
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    c = RemotingClient()
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture

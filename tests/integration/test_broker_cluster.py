@@ -7,11 +7,9 @@ import asyncio
 import os
 import signal
 import struct
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgpack
-import pytest
 
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode, ResponseCode
@@ -20,15 +18,6 @@ from tests.conftest import DaemonPool
 from tests.daemons import Daemon
 from tests.integration.test_broker_util import call, heartbeat_body, route, route_brokers, send
 from tests.waiting import wait_until_async
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    c = RemotingClient()
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def create_topic(client: RemotingClient, addr: str, topic: str, queues: int = 4) -> None:

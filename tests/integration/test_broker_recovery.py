@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from rocketpy.errors import MQClientError
 from rocketpy.record import decode_records
@@ -21,15 +18,6 @@ from tests.waiting import wait_until, wait_until_async
 MIB = 1024 * 1024
 SENDERS = 4
 QUEUES = 4
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    c = RemotingClient()
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 def broker_props(store: Path, **extra: object) -> dict[str, object]:

@@ -10,7 +10,7 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +45,6 @@ def shared_ns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         yield pool.namesrv()
     finally:
         pool.stop_all()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    c = RemotingClient(name="test")
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def call(

@@ -1,0 +1,19 @@
+"""Fixtures shared by the integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from rocketpy.remoting.client import RemotingClient
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    """A raw RPC client, closed at teardown."""
+    c = RemotingClient(name="test")
+    try:
+        yield c
+    finally:
+        await c.close()
