@@ -8,7 +8,6 @@ import struct
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-import uvloop
 
 from rocketpy.remoting import Channel, RemotingClient, RemotingCommand, RemotingServer, ResponseCode
 from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
@@ -16,13 +15,6 @@ from tests.waiting import wait_until_async
 
 ECHO = 901
 HOLD = 905
-
-pytestmark = pytest.mark.filterwarnings('ignore:Overriding the "event_loop_policy" fixture')
-
-
-@pytest.fixture(scope="module")
-def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
-    return uvloop.EventLoopPolicy()
 
 
 async def wait_until(predicate: Callable[[], object], timeout: float = 5.0) -> None:  # noqa: ASYNC109

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-import uvloop
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.remoting import (
@@ -31,14 +30,6 @@ BOOM = 903
 BAD_HEADER = 904
 HOLD = 905
 ONEWAY = 906
-
-# uvloop for these tests; a pytest_asyncio_loop_factories hook in tests/conftest.py would replace this.
-pytestmark = pytest.mark.filterwarnings('ignore:Overriding the "event_loop_policy" fixture')
-
-
-@pytest.fixture(scope="module")
-def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
-    return uvloop.EventLoopPolicy()
 
 
 async def wait_until(predicate: Callable[[], object], timeout: float = 5.0) -> None:  # noqa: ASYNC109
