@@ -1,7 +1,8 @@
 """Read paths of the store: get_message, offset lookups, lookup by commitlog offset, key queries.
 
 Owns the status rules of a pull (RocketMQ ``DefaultMessageStore.getMessage``) and returns views of the
-commitlog (one per record), never re-encoded records. Runs on the event loop; reads only mapped memory.
+commitlog, never re-encoded records: one view for an unfiltered run of records back to back in one
+file, else one view per record. Runs on the event loop; reads only mapped memory.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 MAX_FILTER_SCAN_UNITS = 800
 _S = GetMessageStatus
+_MASK32 = 0xFFFFFFFF
 
 
 def min_offset(store: MessageStore, cq: ConsumeQueue) -> int:
@@ -78,6 +80,67 @@ def _collect(
     scan_limit: int,
     flt: MessageFilter | None,
 ) -> None:
+    codes: frozenset[int] | None = None
+    if flt is not None:
+        if getattr(flt, "matches_all", False):
+            flt = None  # a match-all filter ("*"): no per-message filter call
+        else:
+            codes = getattr(flt, "tag_codes", None)
+    if flt is None or codes is not None:
+        raw, n = cq.read_units(offset, max_msgs)
+        whole = n == max_msgs or offset + n == cq.next_offset  # else the batch goes on in the next CQ file
+        if n and whole:
+            t = units_struct(n).unpack_from(raw)
+            if codes is None or all(c & _MASK32 in codes for c in t[2::3]):  # every unit passes the filter
+                if _take_run(store, r, offset, t, max_bytes):
+                    return
+    _collect_each(store, cq, r, offset, max_msgs, max_bytes, scan_limit, flt, codes)
+
+
+def _take_run(
+    store: MessageStore, r: GetMessageResult, offset: int, t: tuple[int, ...], max_bytes: int
+) -> bool:
+    """Unfiltered fast path: records back to back in one commitlog file come back as ONE view.
+
+    Units point at increasing, non-overlapping records, so when the span from the first record's
+    start to the last one's end equals the sum of the sizes there is no gap. False (nothing taken)
+    when the run is not contiguous, crosses a file, has a removed record or exceeds ``max_bytes``.
+    """
+    sizes = t[1::3]
+    first, total = t[0], sum(sizes)
+    end = t[-3] + t[-2]
+    files = store.commitlog.files
+    if not files or end - first != total or total > max_bytes or min(sizes) <= 0:
+        return False
+    file_size = store.commitlog.file_size
+    base = files[0].base_offset
+    idx = (first - base) // file_size
+    if first < base or idx >= len(files) or (end - 1 - base) // file_size != idx:
+        return False
+    mf = files[idx]
+    pos = first - mf.base_offset
+    n = len(sizes)
+    r.buffers.append(mf.view[pos : pos + total])
+    r.queue_offsets.extend(range(offset, offset + n))
+    r.status = GetMessageStatus.FOUND
+    r.next_begin_offset = offset + n
+    r.buffer_total_size = total
+    r.message_count = n
+    return True
+
+
+def _collect_each(
+    store: MessageStore,
+    cq: ConsumeQueue,
+    r: GetMessageResult,
+    offset: int,
+    max_msgs: int,
+    max_bytes: int,
+    scan_limit: int,
+    flt: MessageFilter | None,
+    codes: frozenset[int] | None,
+) -> None:
+    """One view per record; ``codes`` (a tag filter's 32-bit codes) replaces both filter calls."""
     files = store.commitlog.files
     file_size = store.commitlog.file_size
     first_base = files[0].base_offset if files else 0
@@ -86,6 +149,8 @@ def _collect(
     scanned = 0
     cur = offset
     status = r.status
+    tag_ok: dict[int, bool] = {}  # consume-queue decision per tag code: one filter call per distinct code
+    call_flt = flt is not None and codes is None
     while scanned < scan_limit and len(buffers) < max_msgs:
         raw, n = cq.read_units(cur, min(scan_limit - scanned, 4096))
         if n == 0:
@@ -99,16 +164,24 @@ def _collect(
                 status = _S.MESSAGE_WAS_REMOVING if not buffers else status
                 i += 1
                 continue
-            if flt is not None and not flt.is_matched_by_consume_queue(tag):
-                i += 1
-                continue
+            if codes is not None:
+                if tag & _MASK32 not in codes:
+                    i += 1
+                    continue
+            elif flt is not None:
+                ok = tag_ok.get(tag)
+                if ok is None:
+                    ok = tag_ok[tag] = flt.is_matched_by_consume_queue(tag)
+                if not ok:
+                    i += 1
+                    continue
             mf = files[idx]
             pos = phys - mf.base_offset
             if total_bytes + size > max_bytes and buffers:
                 n = -1
                 break
             view = mf.view[pos : pos + size]
-            if flt is not None and not flt.is_matched_by_commit_log(view):
+            if call_flt and not flt.is_matched_by_commit_log(view):  # type: ignore[union-attr]
                 i += 1
                 continue
             buffers.append(view)

@@ -134,7 +134,8 @@ _STORED = {
 class GetMessageResult:
     """Result of ``get_message``: status, offsets and the raw records (views into the commitlog).
 
-    ``buffers`` hold one record each, as stored; call ``release()`` when done with them if the
+    ``buffers`` hold whole records as stored (one view may cover several records back to back; count
+    them with ``message_count``); call ``release()`` when done with them if the
     views should not pin a file that cleanup wants to delete.
     """
 
@@ -197,7 +198,13 @@ class QueryMessageResult:
 
 
 class MessageFilter(Protocol):
-    """Server-side filter: first by the consume-queue tag code, then (optionally) by the record."""
+    """Server-side filter: first by the consume-queue tag code, then (optionally) by the record.
+
+    Optional hints the store reads (``getattr``) to skip the per-message calls: ``matches_all``
+    (True: every message matches, e.g. subscription ``"*"``) and ``tag_codes`` (a frozenset of
+    32-bit tag hash codes: a unit matches when ``tags_code & 0xFFFFFFFF`` is in it, and the
+    commitlog check always passes).
+    """
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         """True when a unit with ``tags_code`` may match."""
