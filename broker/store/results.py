@@ -114,6 +114,11 @@ class PutMessageResult:
     @property
     def offset_msg_id(self) -> str:
         """The offset msg id (comma-joined for a batch); "" when nothing was stored."""
+        if self._offsets is None:  # a single message: the cached host hex + the offset's 16 hex digits
+            if self.wrote_offset < 0:
+                return ""
+            prefix = _host_hex.get(self._host8) or _cache_host_hex(self._host8)
+            return f"{prefix}{self.wrote_offset:016X}"
         return ",".join(self.offset_msg_ids)
 
     def __repr__(self) -> str:
@@ -121,6 +126,16 @@ class PutMessageResult:
             f"PutMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
             f"queue_offset={self.queue_offset}, msg_num={self.msg_num}, remark={self.remark!r})"
         )
+
+
+_host_hex: dict[bytes, str] = {}  # packed store host -> its 16 hex chars (one host per broker)
+
+
+def _cache_host_hex(host8: bytes) -> str:
+    prefix = host8.hex().upper()
+    if len(_host_hex) < 64:
+        _host_hex[host8] = prefix
+    return prefix
 
 
 _STORED = {
