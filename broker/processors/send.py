@@ -197,16 +197,9 @@ class SendMessageProcessor:
     def _message(
         self, h: SendHeader, queue_id: int, body: Any, flag: int, props: str, born: Any
     ) -> BrokerMessage:
+        # positional, in BrokerMessage's parameter order (no keyword matching per message)
         return BrokerMessage(
-            h.topic,
-            queue_id,
-            body,
-            properties=props,
-            flag=flag,
-            sys_flag=h.sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=born,
-            reconsume_times=h.reconsume_times,
+            h.topic, queue_id, body, props, flag, h.sys_flag, h.born_timestamp, born, h.reconsume_times
         )
 
     def _send_one(
@@ -248,10 +241,7 @@ class SendMessageProcessor:
                 problem = self._check_message(len(body), props)
                 if problem:
                     return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
-            msgs.append(
-                BrokerMessage(topic, queue_id, body, properties=props, flag=flag, sys_flag=sys_flag,
-                              born_timestamp=born_ts, born_host=born, reconsume_times=reconsume)
-            )  # fmt: skip
+            msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
         result = await self.c.store.put_messages(msgs)
         return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))

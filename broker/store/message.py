@@ -13,6 +13,9 @@ _WAIT_FALSE = "WAIT\x01false"
 class BrokerMessage:
     """One message to store.
 
+    Every argument may be passed by position, in this order (the send path does: no keyword
+    matching per message) or by keyword.
+
     Args:
         topic: the topic.
         queue_id: the queue of the topic.
@@ -47,7 +50,6 @@ class BrokerMessage:
         topic: str,
         queue_id: int,
         body: bytes,
-        *,
         properties: str = "",
         flag: int = 0,
         sys_flag: int = 0,
@@ -64,7 +66,7 @@ class BrokerMessage:
         self.flag = flag
         self.sys_flag = sys_flag
         self.born_timestamp = born_timestamp
-        self.born_host8 = _host8(born_host)
+        self.born_host8 = _host_cache.get(born_host) or _host8(born_host)
         self.reconsume_times = reconsume_times
         self.prepared_transaction_offset = prepared_transaction_offset
         self.tags_code = tags_code
