@@ -86,15 +86,15 @@ def _collect(
             flt = None  # a match-all filter ("*"): no per-message filter call
         else:
             codes = getattr(flt, "tag_codes", None)
+    first: tuple[int, ...] = ()  # the units read for the fast path, reused by _collect_each
     if flt is None or codes is not None:
         raw, n = cq.read_units(offset, max_msgs)
+        first = t = units_struct(n).unpack_from(raw) if n else ()
         whole = n == max_msgs or offset + n == cq.next_offset  # else the batch goes on in the next CQ file
-        if n and whole:
-            t = units_struct(n).unpack_from(raw)
-            if codes is None or all(c & _MASK32 in codes for c in t[2::3]):  # every unit passes the filter
-                if _take_run(store, r, offset, t, max_bytes):
-                    return
-    _collect_each(store, cq, r, offset, max_msgs, max_bytes, scan_limit, flt, codes)
+        if t and whole and (codes is None or all(c & _MASK32 in codes for c in t[2::3])):
+            if _take_run(store, r, offset, t, max_bytes):  # every unit passes the filter: maybe one view
+                return
+    _collect_each(store, cq, r, offset, max_msgs, max_bytes, scan_limit, flt, codes, first)
 
 
 def _take_run(
@@ -139,6 +139,7 @@ def _collect_each(
     scan_limit: int,
     flt: MessageFilter | None,
     codes: frozenset[int] | None,
+    first: tuple[int, ...],
 ) -> None:
     """One view per record; ``codes`` (a tag filter's 32-bit codes) replaces both filter calls."""
     files = store.commitlog.files
@@ -152,10 +153,14 @@ def _collect_each(
     tag_ok: dict[int, bool] = {}  # consume-queue decision per tag code: one filter call per distinct code
     call_flt = flt is not None and codes is None
     while scanned < scan_limit and len(buffers) < max_msgs:
-        raw, n = cq.read_units(cur, min(scan_limit - scanned, 4096))
-        if n == 0:
-            break
-        t = units_struct(n).unpack_from(raw)
+        if first:
+            t, first = first, ()
+            n = len(t) // 3
+        else:
+            raw, n = cq.read_units(cur, min(scan_limit - scanned, 4096))
+            if n == 0:
+                break
+            t = units_struct(n).unpack_from(raw)
         i = 0
         while i < n:
             phys, size, tag = t[3 * i], t[3 * i + 1], t[3 * i + 2]
