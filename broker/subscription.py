@@ -113,6 +113,16 @@ class TagMessageFilter:
         self._all = sub is None or sub.is_all
         self._codes = frozenset(c & _MASK32 for c in sub.code_set) if sub is not None else frozenset()
 
+    @property
+    def matches_all(self) -> bool:
+        """Store hint: every message matches (``"*"``), so it skips the per-message calls."""
+        return self._all
+
+    @property
+    def tag_codes(self) -> frozenset[int]:
+        """Store hint: the 32-bit tag codes that match (the commitlog check always passes)."""
+        return self._codes
+
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
         """True when a unit with ``tags_code`` may match (None means unknown: match)."""
         if self._all or tags_code is None:
