@@ -390,14 +390,7 @@ class Admin:
         Returns:
             (messages, next offset, queue max offset)
         """
-        addr = self.instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_topic_route(mq.topic)
-            addr = self.instance.find_broker_addr(mq.broker_name)
-        if not addr:
-            raise MQClientError(
-                f"broker {mq.broker_name!r} of topic {mq.topic!r} has no master address in the route"
-            )
+        addr = await self.instance.queue_broker_addr(mq)
         ext = {
             "consumerGroup": group,
             "topic": mq.topic,

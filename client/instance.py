@@ -301,6 +301,23 @@ class MQClientInstance:
             return addr
         return table[min(table)]
 
+    async def queue_broker_addr(self, mq: MessageQueue) -> str:
+        """The master address of ``mq``'s broker, refreshing the topic's route once if unknown.
+
+        Raises:
+            MQClientError: when the route has no master for that broker (is it running?).
+        """
+        addr = self.find_broker_addr(mq.broker_name)
+        if addr is None:
+            await self.update_topic_route(mq.topic)
+            addr = self.find_broker_addr(mq.broker_name)
+        if not addr:
+            raise MQClientError(
+                f"broker {mq.broker_name!r} of topic {mq.topic!r} has no master address in the route: "
+                "is it running?"
+            )
+        return addr
+
     def broker_names(self) -> list[str]:
         """Every broker name seen in a route."""
         return sorted(self._broker_addrs)

@@ -88,13 +88,7 @@ class RemoteOffsetStore(OffsetStore):
         self._instance = instance
 
     async def _broker_addr(self, mq: Any) -> str:
-        addr = self._instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            await self._instance.update_topic_route(mq.topic)
-            addr = self._instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} is not in the route: is it running?")
-        return str(addr)
+        return str(await self._instance.queue_broker_addr(mq))
 
     async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
         """Memory first, else QUERY_CONSUMER_OFFSET (None when the broker has none)."""

@@ -267,16 +267,7 @@ class Producer:
         return select_with(selector, list(tp.message_queues), msg, arg)
 
     async def _broker_addr(self, mq: MessageQueue) -> str:
-        inst = self._inst()
-        addr = inst.find_broker_addr(mq.broker_name)
-        if addr is None:
-            await inst.update_topic_route(mq.topic)
-            addr = inst.find_broker_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(
-                f"broker {mq.broker_name!r} has no master address in the route of {mq.topic!r}"
-            )
-        return addr
+        return await self._inst().queue_broker_addr(mq)
 
     async def _send_prepared(
         self,

@@ -129,13 +129,7 @@ class ConsumerBase:
 
     async def broker_addr(self, mq: MessageQueue) -> str:
         """The master address of the queue's broker (refreshing the route once if unknown)."""
-        addr = self.instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_topic_route(mq.topic)
-            addr = self.instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"broker {mq.broker_name} is not in the route of {mq.topic}: is it running?")
-        return str(addr)
+        return await self.instance.queue_broker_addr(mq)
 
     async def compute_start_offset(self, mq: MessageQueue) -> int:
         """The stored offset, else the ConsumeFromWhere position (the group has none yet).

@@ -82,6 +82,9 @@ class FakeInstance:
     def find_broker_addr(self, broker_name: str, *, master_only: bool = True) -> str:
         return ADDRS[broker_name]
 
+    async def queue_broker_addr(self, mq: Any) -> str:
+        return ADDRS[mq.broker_name]
+
 
 def producer_with(remoting: FakeRemoting, **kw: Any) -> Producer:
     p = Producer("pg", "127.0.0.1:9", **kw)
