@@ -18,22 +18,22 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from broker.consumer_manager import ConsumerManager
-from broker.long_polling import PullRequestHoldService
-from broker.offsets import ConsumerOffsetManager
-from broker.processors.admin import AdminProcessor
-from broker.processors.admin_stats import AdminStatsProcessor
-from broker.processors.client_manage import ClientManageProcessor
-from broker.processors.consumer_manage import ConsumerManageProcessor
-from broker.processors.pull import PullMessageProcessor
-from broker.processors.query import QueryProcessor
-from broker.processors.send import SendMessageProcessor
-from broker.queue_locks import RebalanceLockManager
-from broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
-from broker.stats import BrokerStats
-from broker.store import MessageStore
-from broker.subscription_group import SubscriptionGroupManager
-from broker.topic_config import PERM_READ, PERM_WRITE, TopicConfigManager
+from rocketpy.broker.consumer_manager import ConsumerManager
+from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.processors.admin import AdminProcessor
+from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
+from rocketpy.broker.processors.client_manage import ClientManageProcessor
+from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketpy.broker.processors.pull import PullMessageProcessor
+from rocketpy.broker.processors.query import QueryProcessor
+from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.queue_locks import RebalanceLockManager
+from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store import MessageStore
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.remoting.client import RemotingClient

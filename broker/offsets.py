@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.persistence import JsonTable
+from rocketpy.broker.persistence import JsonTable
 
 log = logging.getLogger("rocketpy.broker.offsets")
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from broker.store.json_file import read_json_with_backup, write_json_atomic
+from rocketpy.broker.store.json_file import read_json_with_backup, write_json_atomic
 
 log = logging.getLogger("rocketpy.broker.persistence")
 

@@ -16,7 +16,7 @@ import sys
 
 import uvloop
 
-from broker.controller import BrokerController
+from rocketpy.broker.controller import BrokerController
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.errors import RocketpyError
 from rocketpy.logsetup import remove_pid_file, write_pid_file

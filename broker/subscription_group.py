@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from broker.persistence import JsonTable
+from rocketpy.broker.persistence import JsonTable
 
 log = logging.getLogger("rocketpy.broker.subscription_group")
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.persistence import JsonTable
+from rocketpy.broker.persistence import JsonTable
 from rocketpy.config import BrokerConfig
 
 log = logging.getLogger("rocketpy.broker.topic")

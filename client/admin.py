@@ -12,9 +12,9 @@ import asyncio
 import time
 from typing import Any
 
-from client.api import check, mq_from_wire, pack_body, unpack_body
-from client.instance import ClientSettings, MQClientInstance
-from client.route import subscribe_queues
+from rocketpy.client.api import check, mq_from_wire, pack_body, unpack_body
+from rocketpy.client.instance import ClientSettings, MQClientInstance
+from rocketpy.client.route import subscribe_queues
 from rocketpy.config import parse_properties
 from rocketpy.errors import MQBrokerError, MQClientError
 from rocketpy.message import MessageExt, MessageQueue
@@ -148,7 +148,7 @@ class Admin:
         Returns:
             The broker addresses that accepted it.
         """
-        from client.message_check import check_topic_name
+        from rocketpy.client.message_check import check_topic_name
 
         check_topic_name(topic)
         if not 0 < read_queue_nums <= 1024 or not 0 < write_queue_nums <= 1024:

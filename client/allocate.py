@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-from client.consumer_types import AllocateStrategy
+from rocketpy.client.consumer_types import AllocateStrategy
 from rocketpy.errors import MQClientError
 
 VIRTUAL_NODE_COUNT = 10

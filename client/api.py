@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from client.results import (
+from rocketpy.client.results import (
     PULL_STATUS_BY_CODE,
     SEND_STATUS_BY_CODE,
     PullResult,

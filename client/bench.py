@@ -125,7 +125,7 @@ async def run_producer(
     interval_s: float = 1.0,
 ) -> dict[str, float]:
     """Send until ``duration_s`` passes or ``count`` messages are sent; print interval and summary lines."""
-    from client.producer import Producer
+    from rocketpy.client.producer import Producer
     from rocketpy.message import Message
 
     producer = Producer("benchmark_producer", namesrv, max_async_pending=max(65_536, concurrency * 2))
@@ -221,7 +221,7 @@ async def run_consumer(
     interval_s: float = 1.0,
 ) -> dict[str, float]:
     """Consume with a PushConsumer until ``duration_s`` passes or ``count`` messages arrived."""
-    from client.push_consumer import PushConsumer
+    from rocketpy.client.push_consumer import PushConsumer
 
     stats = Stats()
     done = asyncio.Event()
@@ -232,7 +232,7 @@ async def run_consumer(
             stats.ok(1, now_ms - m.born_timestamp, now_ms - m.store_timestamp)
         if count and stats.total >= count:
             done.set()
-        from client.consumer_types import ConsumeStatus
+        from rocketpy.client.consumer_types import ConsumeStatus
 
         return ConsumeStatus.CONSUME_SUCCESS
 

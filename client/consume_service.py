@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import Any
 
-from client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
+from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
 from rocketpy.errors import MQClientError
 
 log = logging.getLogger("rocketpy.client.consume")

@@ -22,8 +22,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from client.api import MQClientAPI, parse_namesrv_addrs
-from client.route import TopicPublishInfo, broker_addrs, subscribe_queues
+from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.client.route import TopicPublishInfo, broker_addrs, subscribe_queues
 from rocketpy.errors import MQBrokerError, MQClientError
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import local_ipv4

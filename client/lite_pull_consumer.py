@@ -15,11 +15,11 @@ import logging
 import time
 from typing import Any
 
-from client.consumer_types import check_positive
-from client.process_queue import ProcessQueue
-from client.pull_loop import PullLoop
-from client.push_consumer import DEFAULT_NAMESRV, ConsumerBase
-from client.rebalance import Rebalancer
+from rocketpy.client.consumer_types import check_positive
+from rocketpy.client.process_queue import ProcessQueue
+from rocketpy.client.pull_loop import PullLoop
+from rocketpy.client.push_consumer import DEFAULT_NAMESRV, ConsumerBase
+from rocketpy.client.rebalance import Rebalancer
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
 

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from client.route import AUTO_CREATE_TOPIC
+from rocketpy.client.route import AUTO_CREATE_TOPIC
 from rocketpy.errors import MQClientError
 from rocketpy.message import Message, MessageConst, MessageQueue
 from rocketpy.msgid import new_unique_id

@@ -19,11 +19,11 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from client.api import SendResult, SendStatus
-from client.async_sender import AsyncSender, SendCallback
-from client.fault import LatencyFaultTolerance
-from client.instance import ClientSettings, MQClientInstance, new_client_id
-from client.message_check import (
+from rocketpy.client.api import SendResult, SendStatus
+from rocketpy.client.async_sender import AsyncSender, SendCallback
+from rocketpy.client.fault import LatencyFaultTolerance
+from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
+from rocketpy.client.message_check import (
     MAX_MESSAGE_BYTES,
     PreparedMessage,
     batch_ext,
@@ -32,10 +32,10 @@ from client.message_check import (
     prepare_message,
     split_batch,
 )
-from client.results import RETRY_RESPONSE_CODES
-from client.route import TopicPublishInfo, resolve_publish_info
-from client.selector import QueueSelector, select_queue, select_with
-from client.send_direct import start_direct
+from rocketpy.client.results import RETRY_RESPONSE_CODES
+from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
+from rocketpy.client.selector import QueueSelector, select_queue, select_with
+from rocketpy.client.send_direct import start_direct
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
 from rocketpy.remoting.codes import RequestCode

@@ -15,8 +15,8 @@ import logging
 import time
 from typing import Any
 
-from client.consumer_types import MessageModel, SubscriptionData
-from client.process_queue import ProcessQueue
+from rocketpy.client.consumer_types import MessageModel, SubscriptionData
+from rocketpy.client.process_queue import ProcessQueue
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 
 log = logging.getLogger("rocketpy.client.pull")

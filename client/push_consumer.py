@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client.allocate import strategy_fn
-from client.consume_service import ConcurrentConsumeService, ListenerRunner, OrderlyConsumeService
-from client.consumer_types import (
+from rocketpy.client.allocate import strategy_fn
+from rocketpy.client.consume_service import ConcurrentConsumeService, ListenerRunner, OrderlyConsumeService
+from rocketpy.client.consumer_types import (
     AllocateStrategy,
     ConsumeFromWhere,
     ExpressionType,
@@ -32,11 +32,11 @@ from client.consumer_types import (
     coerce_enum,
     consume_timestamp_ms,
 )
-from client.instance import ClientSettings, MQClientInstance, new_client_id
-from client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
-from client.process_queue import ProcessQueue
-from client.pull_loop import PullLoop, check_sql92_support
-from client.rebalance import LOCK_INTERVAL_S, Rebalancer, lock_queues, unlock_queues
+from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
+from rocketpy.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from rocketpy.client.process_queue import ProcessQueue
+from rocketpy.client.pull_loop import PullLoop, check_sql92_support
+from rocketpy.client.rebalance import LOCK_INTERVAL_S, Rebalancer, lock_queues, unlock_queues
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageQueue
 

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client.consumer_types import MessageModel
+from rocketpy.client.consumer_types import MessageModel
 from rocketpy.errors import RocketpyError
 
 log = logging.getLogger("rocketpy.client.rebalance")

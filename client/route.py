@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from client.selector import RoundRobinIndex
+from rocketpy.client.selector import RoundRobinIndex
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
 from rocketpy.route import PERM_READ, PERM_WRITE, TopicRouteData
 
 if TYPE_CHECKING:
-    from client.instance import MQClientInstance
+    from rocketpy.client.instance import MQClientInstance
 
 #: The topic whose route stands in for a topic that does not exist yet (auto-create).
 AUTO_CREATE_TOPIC = "TBW102"

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from client.fault import LatencyFaultTolerance
+from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.errors import MQClientError
 from rocketpy.filter.tags import java_string_hash
 from rocketpy.message import Message, MessageQueue

@@ -15,17 +15,17 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from client.async_sender import DirectSend
-from client.results import SEND_STATUS_BY_CODE, SendResult
-from client.selector import select_queue
+from rocketpy.client.async_sender import DirectSend
+from rocketpy.client.results import SEND_STATUS_BY_CODE, SendResult
+from rocketpy.client.selector import select_queue
 from rocketpy.errors import MQBrokerError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from client.message_check import PreparedMessage
-    from client.producer import Producer
+    from rocketpy.client.message_check import PreparedMessage
+    from rocketpy.client.producer import Producer
 
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _RETRY_ERRORS = (RemotingConnectError, RemotingTimeoutError, MQBrokerError)

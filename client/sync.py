@@ -170,10 +170,10 @@ def blocking_twin(async_cls: type) -> type:
 
 #: Public name -> (module, class) of every async class that has a blocking twin.
 TWINS = {
-    "Producer": ("client.producer", "Producer"),
-    "PushConsumer": ("client.push_consumer", "PushConsumer"),
-    "LitePullConsumer": ("client.lite_pull_consumer", "LitePullConsumer"),
-    "Admin": ("client.admin", "Admin"),
+    "Producer": ("rocketpy.client.producer", "Producer"),
+    "PushConsumer": ("rocketpy.client.push_consumer", "PushConsumer"),
+    "LitePullConsumer": ("rocketpy.client.lite_pull_consumer", "LitePullConsumer"),
+    "Admin": ("rocketpy.client.admin", "Admin"),
 }
 _made: dict[str, type] = {}
 

@@ -13,10 +13,10 @@ import asyncio
 import logging
 import time
 
-from nameserver.kv_config import KVConfigManager
-from nameserver.processors import NamesrvProcessors
-from nameserver.route_info import RouteInfoManager
 from rocketpy.config import NamesrvConfig, advertised_host
+from rocketpy.nameserver.kv_config import KVConfigManager
+from rocketpy.nameserver.processors import NamesrvProcessors
+from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.remoting.server import Channel, RemotingServer
 
 log = logging.getLogger("rocketpy.namesrv")

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import msgpack
 from pydantic import BaseModel, ValidationError
 
-from nameserver.kv_config import KVConfigError, KVConfigManager
-from nameserver.route_info import RouteInfoManager
 from rocketpy.config import NamesrvConfig
+from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager
+from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_str, ext_str

@@ -15,11 +15,11 @@ import sys
 
 import uvloop
 
-from nameserver.controller import NamesrvController
-from nameserver.kv_config import KVConfigError
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import RemotingBindError, RocketpyError
 from rocketpy.logsetup import remove_pid_file, stderr_after_boot, write_pid_file
+from rocketpy.nameserver.controller import NamesrvController
+from rocketpy.nameserver.kv_config import KVConfigError
 
 log = logging.getLogger("rocketpy.namesrv")
 

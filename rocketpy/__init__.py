@@ -14,18 +14,18 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "Producer": "client.producer",
-    "SendResult": "client.producer",
-    "SendStatus": "client.producer",
-    "PushConsumer": "client.push_consumer",
-    "LitePullConsumer": "client.lite_pull_consumer",
-    "Admin": "client.admin",
-    "ConsumeStatus": "client.consumer_types",
-    "ConsumeOrderlyStatus": "client.consumer_types",
-    "MessageModel": "client.consumer_types",
-    "ConsumeFromWhere": "client.consumer_types",
-    "MessageSelector": "client.consumer_types",
-    "AllocateStrategy": "client.consumer_types",
+    "Producer": "rocketpy.client.producer",
+    "SendResult": "rocketpy.client.producer",
+    "SendStatus": "rocketpy.client.producer",
+    "PushConsumer": "rocketpy.client.push_consumer",
+    "LitePullConsumer": "rocketpy.client.lite_pull_consumer",
+    "Admin": "rocketpy.client.admin",
+    "ConsumeStatus": "rocketpy.client.consumer_types",
+    "ConsumeOrderlyStatus": "rocketpy.client.consumer_types",
+    "MessageModel": "rocketpy.client.consumer_types",
+    "ConsumeFromWhere": "rocketpy.client.consumer_types",
+    "MessageSelector": "rocketpy.client.consumer_types",
+    "AllocateStrategy": "rocketpy.client.consumer_types",
     "Message": "rocketpy.message",
     "MessageExt": "rocketpy.message",
     "MessageQueue": "rocketpy.message",
@@ -57,8 +57,8 @@ __all__ = [
 assert sorted(__all__) == sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from client.admin import Admin
-    from client.consumer_types import (
+    from rocketpy.client.admin import Admin
+    from rocketpy.client.consumer_types import (
         AllocateStrategy,
         ConsumeFromWhere,
         ConsumeOrderlyStatus,
@@ -66,9 +66,9 @@ if TYPE_CHECKING:
         MessageModel,
         MessageSelector,
     )
-    from client.lite_pull_consumer import LitePullConsumer
-    from client.producer import Producer, SendResult, SendStatus
-    from client.push_consumer import PushConsumer
+    from rocketpy.client.lite_pull_consumer import LitePullConsumer
+    from rocketpy.client.producer import Producer, SendResult, SendStatus
+    from rocketpy.client.push_consumer import PushConsumer
     from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
     from rocketpy.message import Message, MessageExt, MessageQueue
 

@@ -83,7 +83,7 @@ def _admin_command(name: str) -> Callable[[Callable[..., Coroutine[Any, Any, Non
 async def _with_admin(
     fn: Callable[..., Coroutine[Any, Any, None]], addr: str, as_json: bool, opts: Any
 ) -> None:
-    from client.admin import Admin
+    from rocketpy.client.admin import Admin
 
     admin = Admin(addr)
     await admin.start()

@@ -97,7 +97,7 @@ async def send_message(
     queue_id: int | None,
 ) -> None:
     """Send one message and print the result."""
-    from client.producer import Producer
+    from rocketpy.client.producer import Producer
 
     producer = Producer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addrs))
     await producer.start()
@@ -155,7 +155,7 @@ async def consume_message(
     group: str,
 ) -> None:
     """Read messages from a topic's queues without committing offsets."""
-    from client.route import subscribe_queues
+    from rocketpy.client.route import subscribe_queues
 
     route = await admin.topic_route(topic)
     mqs = [

@@ -62,7 +62,7 @@ def namesrv_cmd(config_file: str | None, print_config: bool) -> int:
         click.echo("\n".join(config_lines(config)))
         return 0
     setup_logging("namesrv")
-    from nameserver.startup import run
+    from rocketpy.nameserver.startup import run
 
     return run(config)
 
@@ -78,7 +78,7 @@ def broker_cmd(config_file: str | None, namesrv_addr: str | None, print_config: 
     if print_config:
         click.echo("\n".join(config_lines(broker_config, store_config)))
         return 0
-    run = _lazy("broker.startup", "run", "the broker")
+    run = _lazy("rocketpy.broker.startup", "run", "the broker")
     setup_logging("broker")
     return int(run(broker_config, store_config) or 0)
 
@@ -122,13 +122,13 @@ class _LazyGroup(click.Group):
 class _AdminGroup(_LazyGroup):
     """The ``admin`` group; its sub-commands are ``client.admin_cli.commands``."""
 
-    _source = ("client.admin_cli", "commands")
+    _source = ("rocketpy.client.admin_cli", "commands")
 
 
 class _BenchGroup(_LazyGroup):
     """The ``bench`` group; its sub-commands are those of the ``client.bench.bench`` group."""
 
-    _source = ("client.bench", "bench")
+    _source = ("rocketpy.client.bench", "bench")
 
 
 @cli.group("admin", cls=_AdminGroup, invoke_without_command=True, context_settings=_CONTEXT)
@@ -226,7 +226,7 @@ def _is_rocketpy(pid: int) -> bool:
 @click.option("--json", "json_lines", is_flag=True, help="One JSON document per record.")
 def store_dump_cmd(path: str, json_lines: bool) -> int:
     """Print the records of a store directory or file (commitlog, consumequeue, index)."""
-    dump = _lazy("broker.store.dump", "main", "store-dump")
+    dump = _lazy("rocketpy.broker.store.dump", "main", "store-dump")
     return int(dump(path, json_lines) or 0)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from client.consumer_types import (
+from rocketpy.client.consumer_types import (
     AllocateStrategy,
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
@@ -18,8 +18,8 @@ from client.consumer_types import (
     MessageModel,
     MessageSelector,
 )
-from client.producer import SendResult, SendStatus
-from client.sync import TWINS, twin
+from rocketpy.client.producer import SendResult, SendStatus
+from rocketpy.client.sync import TWINS, twin
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import Message, MessageExt, MessageQueue
 

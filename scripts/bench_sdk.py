@@ -31,7 +31,7 @@ _COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
 
 def run_bench(ns: str, *args: str) -> tuple[int, int, str]:
     """Run one bench subprocess; returns (total, tps, output)."""
-    cmd = [sys.executable, "-m", "client.bench", "producer", "-n", ns, *args]
+    cmd = [sys.executable, "-m", "rocketpy.client.bench", "producer", "-n", ns, *args]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     m = _COMPLETE.search(out)

@@ -15,7 +15,7 @@ import time
 
 import uvloop
 
-from broker.store import BrokerMessage, MessageStore, PutMessageStatus
+from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageStatus
 from rocketpy.config import FlushDiskType, StoreConfig
 from rocketpy.message import properties_to_string
 from rocketpy.msgid import new_unique_id

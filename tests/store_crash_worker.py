@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from broker.store import BrokerMessage, MessageStore, PutMessageStatus
+from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageStatus
 from rocketpy.config import FlushDiskType, StoreConfig
 from rocketpy.message import properties_to_string
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from broker.processors.body import decode_map, encode
-from broker.subscription_group import SubscriptionGroupConfig
-from broker.topic_config import (
+from rocketpy.broker.processors.body import decode_map, encode
+from rocketpy.broker.subscription_group import SubscriptionGroupConfig
+from rocketpy.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     MAX_QUEUE_NUMS,
     SCHEDULE_TOPIC,
@@ -30,7 +30,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.admin")
 

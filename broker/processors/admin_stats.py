@@ -11,15 +11,15 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.processors.body import encode
-from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
+from rocketpy.broker.processors.body import encode
+from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
 from rocketpy.record import POS_STORE_TIMESTAMP
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import ext_opt_str, ext_str
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 _TS = struct.Struct(">q")
 VERSION_DESC = "rocketpy-0.1.0"

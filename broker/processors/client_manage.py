@@ -9,16 +9,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.consumer_manager import ClientChannelInfo
-from broker.processors.body import decode_map
-from broker.subscription import SubscriptionParseError, subscription_from_wire
-from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicLimitError
+from rocketpy.broker.consumer_manager import ClientChannelInfo
+from rocketpy.broker.processors.body import decode_map
+from rocketpy.broker.subscription import SubscriptionParseError, subscription_from_wire
+from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicLimitError
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.clients")
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.processors.body import decode_map, encode
-from broker.queue_locks import MessageQueueKey
+from rocketpy.broker.processors.body import decode_map, encode
+from rocketpy.broker.queue_locks import MessageQueueKey
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 INT64_MAX = (1 << 63) - 1
 MAX_LOCK_BATCH = 4096

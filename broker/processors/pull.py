@@ -13,20 +13,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.subscription import (
+from rocketpy.broker.subscription import (
     EXPRESSION_TAG,
     SubscriptionData,
     SubscriptionParseError,
     TagMessageFilter,
     parse_subscription,
 )
-from broker.topic_config import is_readable
+from rocketpy.broker.topic_config import is_readable
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_str
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.pull")
 

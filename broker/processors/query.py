@@ -13,7 +13,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_int, ext_str
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 MAX_QUERY_NUM = 64
 INT64_MAX = (1 << 63) - 1

@@ -12,10 +12,10 @@ import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from broker.processors.eager import run_eager
-from broker.processors.send_header import SendHeader
-from broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
-from broker.topic_config import (
+from rocketpy.broker.processors.eager import run_eager
+from rocketpy.broker.processors.send_header import SendHeader
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
+from rocketpy.broker.topic_config import (
     PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
@@ -30,7 +30,7 @@ from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:
-    from broker.controller import BrokerController
+    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.send")
 

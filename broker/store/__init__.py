@@ -3,9 +3,9 @@
 A library the broker wraps; it imports nothing from the rest of ``broker`` nor from the network layer.
 """
 
-from broker.store.message import BrokerMessage
-from broker.store.message_store import MessageStore
-from broker.store.results import (
+from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.broker.store.message_store import MessageStore
+from rocketpy.broker.store.results import (
     GetMessageResult,
     GetMessageStatus,
     MessageFilter,

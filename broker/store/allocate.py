@@ -13,7 +13,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from broker.store.mapped_file import MappedFile
+from rocketpy.broker.store.mapped_file import MappedFile
 
 log = logging.getLogger("rocketpy.store")
 

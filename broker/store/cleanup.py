@@ -20,11 +20,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
-from broker.store.mapped_file import MappedFile
+from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from rocketpy.broker.store.mapped_file import MappedFile
 
 if TYPE_CHECKING:
-    from broker.store.message_store import MessageStore
+    from rocketpy.broker.store.message_store import MessageStore
 
 log = logging.getLogger("rocketpy.store")
 

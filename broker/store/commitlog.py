@@ -13,8 +13,8 @@ import logging
 import os
 from collections.abc import Sequence
 
-from broker.store.allocate import AllocateService
-from broker.store.mapped_file import MappedFile, offset_to_name
+from rocketpy.broker.store.allocate import AllocateService
+from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
 from rocketpy.record import BLANK_MAGIC, END_FILE_MIN_BLANK_BYTES, SIZE_MAGIC
 
 # Bytes of a new file faulted in by the allocator thread when the whole file is not warmed: the

@@ -13,10 +13,10 @@ import os
 import struct
 from typing import TYPE_CHECKING, Protocol
 
-from broker.store.mapped_file import MappedFile, offset_to_name
+from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
 
 if TYPE_CHECKING:
-    from broker.store.allocate import AllocateService
+    from rocketpy.broker.store.allocate import AllocateService
 
 UNIT = struct.Struct(">qiq")  # commitlog offset | record size | tag hash code (or delivery time)
 UNIT_SIZE = UNIT.size

@@ -8,9 +8,9 @@ import logging
 import os
 from collections.abc import Callable
 
-from broker.store.consume_queue import ConsumeQueue
-from broker.store.index import IndexService
-from broker.store.props import DELAY_SEP, TAGS_SEP, get_property, index_keys
+from rocketpy.broker.store.consume_queue import ConsumeQueue
+from rocketpy.broker.store.index import IndexService
+from rocketpy.broker.store.props import DELAY_SEP, TAGS_SEP, get_property, index_keys
 from rocketpy.filter.tags import java_string_hash
 
 log = logging.getLogger("rocketpy.store")

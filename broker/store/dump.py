@@ -15,8 +15,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from broker.store.consume_queue import UNIT, UNIT_SIZE
-from broker.store.index import HEADER
+from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE
+from rocketpy.broker.store.index import HEADER
 from rocketpy.message import MessageConst, string_to_properties
 from rocketpy.msgid import offset_msg_id_from_packed
 from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD, SIZE_MAGIC

@@ -15,9 +15,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import CommitLog
-from broker.store.dispatch import Dispatcher
+from rocketpy.broker.store.checkpoint import Checkpoint
+from rocketpy.broker.store.commitlog import CommitLog
+from rocketpy.broker.store.dispatch import Dispatcher
 
 log = logging.getLogger("rocketpy.store")
 

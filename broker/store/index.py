@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.store.mapped_file import MappedFile
-from broker.store.props import KEYS_SEP, UNIQ_SEP, get_property, index_keys
+from rocketpy.broker.store.mapped_file import MappedFile
+from rocketpy.broker.store.props import KEYS_SEP, UNIQ_SEP, get_property, index_keys
 from rocketpy.filter.tags import BASE48, HEX_MASK, POW31, java_string_hash, key_hash_u32, topic_key_hash
 
 if TYPE_CHECKING:
-    from broker.store.allocate import AllocateService
+    from rocketpy.broker.store.allocate import AllocateService
 
 HEADER = struct.Struct(">qqqqii")  # begin ts | end ts | begin phys | end phys | slot count | index count
 HEADER_SIZE = HEADER.size

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from broker.store.results import StoreError, StoreLockedError
+from rocketpy.broker.store.results import StoreError, StoreLockedError
 
 
 class StoreLock:

@@ -16,18 +16,18 @@ import shutil
 import time
 from collections.abc import Callable
 
-from broker.store import reads
-from broker.store.allocate import AllocateService
-from broker.store.checkpoint import Checkpoint
-from broker.store.cleanup import CleanupService, delete_queue_files
-from broker.store.commitlog import CommitLog
-from broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
-from broker.store.flush import FlushService
-from broker.store.index import IndexService, index_file_size
-from broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
-from broker.store.put import PutMixin
-from broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
-from broker.store.results import (
+from rocketpy.broker.store import reads
+from rocketpy.broker.store.allocate import AllocateService
+from rocketpy.broker.store.checkpoint import Checkpoint
+from rocketpy.broker.store.cleanup import CleanupService, delete_queue_files
+from rocketpy.broker.store.commitlog import CommitLog
+from rocketpy.broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
+from rocketpy.broker.store.flush import FlushService
+from rocketpy.broker.store.index import IndexService, index_file_size
+from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+from rocketpy.broker.store.put import PutMixin
+from rocketpy.broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
+from rocketpy.broker.store.results import (
     GetMessageResult,
     MessageFilter,
     PutMessageStatus,

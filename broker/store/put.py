@@ -12,16 +12,16 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.store.mapped_file import MappedFile
-from broker.store.message import BrokerMessage
-from broker.store.results import PutMessageResult, PutMessageStatus
+from rocketpy.broker.store.mapped_file import MappedFile
+from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
 from rocketpy.record import HEAD_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, MESSAGE_MAGIC, RECORD_HEAD, U16
 
 if TYPE_CHECKING:
-    from broker.store.allocate import AllocateService
-    from broker.store.commitlog import CommitLog
-    from broker.store.dispatch import Dispatcher
-    from broker.store.flush import FlushService
+    from rocketpy.broker.store.allocate import AllocateService
+    from rocketpy.broker.store.commitlog import CommitLog
+    from rocketpy.broker.store.dispatch import Dispatcher
+    from rocketpy.broker.store.flush import FlushService
     from rocketpy.config import StoreConfig
 
 NEXT_FILE_WAIT_S = 5.0

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.store.consume_queue import ConsumeQueue, units_struct
-from broker.store.dispatch import get_property, index_keys
-from broker.store.results import GetMessageResult, GetMessageStatus, MessageFilter, QueryMessageResult
+from rocketpy.broker.store.consume_queue import ConsumeQueue, units_struct
+from rocketpy.broker.store.dispatch import get_property, index_keys
+from rocketpy.broker.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    MessageFilter,
+    QueryMessageResult,
+)
 from rocketpy.record import HEAD_SIZE, MESSAGE_MAGIC, POS_BODY_LEN, POS_STORE_TIMESTAMP, Q64, SIZE_MAGIC, U32
 
 if TYPE_CHECKING:
-    from broker.store.message_store import MessageStore
+    from rocketpy.broker.store.message_store import MessageStore
 
 MAX_FILTER_SCAN_UNITS = 800
 _S = GetMessageStatus

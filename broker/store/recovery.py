@@ -15,11 +15,11 @@ import logging
 import os
 import zlib
 
-from broker.store.commitlog import CommitLog
-from broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
-from broker.store.dispatch import Dispatcher, index_keys
-from broker.store.mapped_file import MappedFile, list_offset_files
-from broker.store.results import StoreError
+from rocketpy.broker.store.commitlog import CommitLog
+from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from rocketpy.broker.store.dispatch import Dispatcher, index_keys
+from rocketpy.broker.store.mapped_file import MappedFile, list_offset_files
+from rocketpy.broker.store.results import StoreError
 from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD
 
 log = logging.getLogger("rocketpy.store")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from client.consumer_types import ConsumeStatus
-from client.push_consumer import PushConsumer
 from rocketpy import Admin, Message, Producer
+from rocketpy.client.consumer_types import ConsumeStatus
+from rocketpy.client.push_consumer import PushConsumer
 from tests.waiting import wait_until_async
 
 FAST = {

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from client.lite_pull_consumer import LitePullConsumer
 from rocketpy import Admin, Message, MessageQueue, Producer
+from rocketpy.client.lite_pull_consumer import LitePullConsumer
 from rocketpy.errors import MQClientError
 from tests.waiting import wait_until_async
 

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from client.consumer_types import (
+from rocketpy import Admin, Message, Producer
+from rocketpy.client.consumer_types import (
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
     ConsumeStatus,
     MessageModel,
     MessageSelector,
 )
-from client.push_consumer import PushConsumer
-from rocketpy import Admin, Message, Producer
+from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.errors import MQClientError
 from tests.waiting import wait_until_async
 

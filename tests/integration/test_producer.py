@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from client.api import PullStatus
-from client.instance import MQClientInstance
 from rocketpy import Admin, Message, MessageQueue, MQClientError, Producer, SendStatus
+from rocketpy.client.api import PullStatus
+from rocketpy.client.instance import MQClientInstance
 from rocketpy.message import MessageExt
 from rocketpy.record import COMPRESSED_FLAG
 from tests.conftest import DaemonPool

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from client.bench import Stats, bench, progress_bar
+from rocketpy.client.bench import Stats, bench, progress_bar
 from tests.conftest import DaemonPool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def test_bench_producer_then_consumer(daemons: DaemonPool) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "client.bench",
+        "rocketpy.client.bench",
         "producer",
         "-n",
         ns.addr,
@@ -64,7 +64,7 @@ def test_bench_producer_then_consumer(daemons: DaemonPool) -> None:
         [
             sys.executable,
             "-m",
-            "client.bench",
+            "rocketpy.client.bench",
             "consumer",
             "-n",
             ns.addr,

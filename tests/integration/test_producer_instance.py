@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from client.consumer_types import SubscriptionData
-from client.instance import ClientSettings, MQClientInstance, new_client_id
 from rocketpy import Admin, Producer
+from rocketpy.client.consumer_types import SubscriptionData
+from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
 from tests.conftest import DaemonPool
 from tests.waiting import wait_until_async
 

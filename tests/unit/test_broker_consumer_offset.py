@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.offsets import ConsumerOffsetManager
-from broker.processors.consumer_manage import ConsumerManageProcessor
-from broker.startup import raise_nofile_limit
+from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketpy.broker.startup import raise_nofile_limit
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 

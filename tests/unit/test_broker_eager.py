@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.processors.eager import run_eager
+from rocketpy.broker.processors.eager import run_eager
 
 
 async def no_suspend(x: int) -> int:

@@ -6,8 +6,8 @@ import asyncio
 import time
 from typing import Any
 
-from broker.long_polling import PullRequestHoldService
-from broker.subscription import TagMessageFilter, parse_subscription
+from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.subscription import TagMessageFilter, parse_subscription
 from rocketpy.filter.tags import java_string_hash
 
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from broker.consumer_manager import ClientChannelInfo, ConsumerManager
-from broker.offsets import ConsumerOffsetManager
-from broker.queue_locks import RebalanceLockManager
-from broker.subscription import (
+from rocketpy.broker.consumer_manager import ClientChannelInfo, ConsumerManager
+from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.queue_locks import RebalanceLockManager
+from rocketpy.broker.subscription import (
     SubscriptionParseError,
     TagMessageFilter,
     parse_subscription,
 )
-from broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from broker.topic_config import (
+from rocketpy.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rocketpy.broker.topic_config import (
     PERM_INHERIT,
     PERM_RW,
     TopicConfig,
@@ -219,7 +219,7 @@ def test_queue_locks_ttl() -> None:
 
 
 def test_topic_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import broker.topic_config as topic_config
+    import rocketpy.broker.topic_config as topic_config
 
     tm = TopicConfigManager(BrokerConfig(brokerName="b1"), str(tmp_path / "topics.json"))
     monkeypatch.setattr(topic_config, "MAX_TOPICS", len(tm.table) + 1)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.processors.send import SendHeader, put_status_to_response, unique_key_of
-from broker.processors.send_header import V1_NAMES, V2_NAMES
-from broker.store import PutMessageResult, PutMessageStatus
+from rocketpy.broker.processors.send import SendHeader, put_status_to_response, unique_key_of
+from rocketpy.broker.processors.send_header import V1_NAMES, V2_NAMES
+from rocketpy.broker.store import PutMessageResult, PutMessageStatus
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.headers import HeaderError

@@ -7,10 +7,10 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from broker.processors.send import SendMessageProcessor
-from broker.stats import BrokerStats
-from broker.store import PutMessageResult, PutMessageStatus
-from broker.topic_config import TopicConfig
+from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store import PutMessageResult, PutMessageStatus
+from rocketpy.broker.topic_config import TopicConfig
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand

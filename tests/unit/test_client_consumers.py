@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from client.allocate import (
+from rocketpy.client.allocate import (
     allocate_averagely,
     allocate_averagely_by_circle,
     allocate_by_config,
     allocate_consistent_hash,
     strategy_fn,
 )
-from client.consumer_types import (
+from rocketpy.client.consumer_types import (
     AllocateStrategy,
     ConsumeFromWhere,
     ExpressionType,
@@ -21,8 +21,8 @@ from client.consumer_types import (
     SubscriptionData,
     coerce_enum,
 )
-from client.offset_store import LocalFileOffsetStore
-from client.process_queue import ProcessQueue
+from rocketpy.client.offset_store import LocalFileOffsetStore
+from rocketpy.client.process_queue import ProcessQueue
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageExt, MessageQueue
 

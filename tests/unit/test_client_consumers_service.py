@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from client.consume_service import ConcurrentConsumeService, ListenerRunner, OrderlyConsumeService
-from client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
-from client.process_queue import ProcessQueue
+from rocketpy.client.consume_service import ConcurrentConsumeService, ListenerRunner, OrderlyConsumeService
+from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
+from rocketpy.client.process_queue import ProcessQueue
 from rocketpy.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "b", 0)

@@ -7,10 +7,10 @@ import zlib
 import msgpack
 import pytest
 
-from client.api import MQClientAPI, parse_namesrv_addrs
-from client.fault import LatencyFaultTolerance, not_available_duration_ms
-from client.instance import ClientSettings, new_client_id
-from client.message_check import (
+from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.client.fault import LatencyFaultTolerance, not_available_duration_ms
+from rocketpy.client.instance import ClientSettings, new_client_id
+from rocketpy.client.message_check import (
     MAX_MESSAGE_BYTES,
     PreparedMessage,
     check_batch,
@@ -19,8 +19,8 @@ from client.message_check import (
     split_batch,
     wire_properties,
 )
-from client.route import TopicPublishInfo, publish_queues, subscribe_queues
-from client.selector import RoundRobinIndex, select_by_hash, select_queue
+from rocketpy.client.route import TopicPublishInfo, publish_queues, subscribe_queues
+from rocketpy.client.selector import RoundRobinIndex, select_by_hash, select_queue
 from rocketpy.errors import MQClientError, RemotingConnectError
 from rocketpy.message import Message, MessageConst, MessageQueue, string_to_properties
 from rocketpy.record import COMPRESSED_FLAG, decode_batch

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from client.async_sender import AsyncSender
+from rocketpy.client.async_sender import AsyncSender
 from rocketpy.errors import MQClientError, RemotingTimeoutError
 from tests.waiting import wait_until_async
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from client.api import MQClientAPI
-from client.producer import Producer
-from client.route import TopicPublishInfo
+from rocketpy.client.api import MQClientAPI
+from rocketpy.client.producer import Producer
+from rocketpy.client.route import TopicPublishInfo
 from rocketpy.errors import MQBrokerError
 from rocketpy.message import Message
 from rocketpy.remoting.codes import ResponseCode

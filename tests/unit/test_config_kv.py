@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nameserver import kv_config
-from nameserver.kv_config import KVConfigError, KVConfigManager, read_kv_file
+from rocketpy.nameserver import kv_config
+from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager, read_kv_file
 
 
 def on_disk(path: Path) -> dict[str, dict[str, str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nameserver.route_info import RouteInfoManager
+from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.route import PERM_READ, PERM_RW, DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 

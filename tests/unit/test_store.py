@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import (
+from rocketpy.broker.store import (
     BrokerMessage,
     GetMessageStatus,
     MessageStore,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import MessageStore, PutMessageStatus
+from rocketpy.broker.store import MessageStore, PutMessageStatus
 from tests.unit.test_store_helpers import bmsg, read_all, tiny_config
 
 N = 30

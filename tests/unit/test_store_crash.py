@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import MessageStore
+from rocketpy.broker.store import MessageStore
 from rocketpy.record import decode_records
 from tests.store_crash_worker import QUEUES, body_of, crash_config
 

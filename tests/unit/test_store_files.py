@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import MessageStore
-from broker.store.dump import main as dump_main
-from broker.store.json_file import read_json_with_backup, write_json_atomic
+from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store.dump import main as dump_main
+from rocketpy.broker.store.json_file import read_json_with_backup, write_json_atomic
 from tests.unit.test_store_helpers import bmsg, tiny_config
 
 

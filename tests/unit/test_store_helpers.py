@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.store import BrokerMessage, MessageStore
+from rocketpy.broker.store import BrokerMessage, MessageStore
 from rocketpy.config import StoreConfig
 from rocketpy.message import properties_to_string
 from rocketpy.record import decode_records

@@ -7,8 +7,8 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.store.index import IndexService
-from broker.store.props import index_keys
+from rocketpy.broker.store.index import IndexService
+from rocketpy.broker.store.props import index_keys
 from rocketpy.message import properties_to_string
 
 _HEX = st.text(alphabet="0123456789ABCDEF", min_size=1, max_size=70)

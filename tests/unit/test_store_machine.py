@@ -14,7 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from broker.store import GetMessageStatus, MessageStore, PutMessageStatus
+from rocketpy.broker.store import GetMessageStatus, MessageStore, PutMessageStatus
 from rocketpy.record import decode_records
 from tests.unit.test_store_helpers import bmsg, tiny_config
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import GetMessageStatus, MessageStore
+from rocketpy.broker.store import GetMessageStatus, MessageStore
 from rocketpy.filter.tags import java_string_hash
 from rocketpy.record import decode_records
 from tests.unit.test_store_helpers import bmsg, tiny_config
