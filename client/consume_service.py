@@ -29,7 +29,10 @@ from enum import Enum
 from typing import Any
 
 from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
+from rocketpy.client.process_queue import ProcessQueue
+from rocketpy.client.queue_context import QueueContext
 from rocketpy.errors import MQClientError
+from rocketpy.message import MessageExt, MessageQueue
 
 log = logging.getLogger("rocketpy.client.consume")
 
@@ -47,12 +50,16 @@ class ConsumeContext:
 
     __slots__ = ("message_queue", "suspend_current_queue_time")
 
-    def __init__(self, message_queue: Any, suspend_current_queue_time: float = 1.0) -> None:
+    def __init__(self, message_queue: MessageQueue, suspend_current_queue_time: float = 1.0) -> None:
         self.message_queue = message_queue
         self.suspend_current_queue_time = suspend_current_queue_time
 
 
-def is_async_listener(listener: Callable[..., Any]) -> bool:
+#: The user's listener: ``(msgs, context) -> ConsumeStatus`` (or ``ConsumeOrderlyStatus``); may be ``async``.
+Listener = Callable[[list[MessageExt], ConsumeContext], Any]
+
+
+def is_async_listener(listener: Listener) -> bool:
     """True for ``async def`` functions and objects with an ``async def __call__``."""
     if inspect.iscoroutinefunction(listener):
         return True
@@ -73,7 +80,7 @@ SKIPPED = object()
 
 
 def _call_chunks(
-    listener: Callable[..., Any], chunks: list[list[Any]], ctx: ConsumeContext, pq: Any
+    listener: Listener, chunks: list[list[MessageExt]], ctx: ConsumeContext, pq: ProcessQueue
 ) -> list[Any]:
     """Worker-thread side: call a sync listener on each chunk, capturing errors as results."""
     results: list[Any] = []
@@ -91,7 +98,7 @@ def _call_chunks(
 class ListenerRunner:
     """Calls the listener wherever it belongs (thread pool or loop), bounded in both cases."""
 
-    def __init__(self, listener: Callable[..., Any], thread_min: int, thread_max: int) -> None:
+    def __init__(self, listener: Listener, thread_min: int, thread_max: int) -> None:
         assert 1 <= thread_min <= thread_max
         self.listener = listener
         self.is_async = is_async_listener(listener)
@@ -100,7 +107,7 @@ class ListenerRunner:
             self._executor = ThreadPoolExecutor(thread_max, thread_name_prefix="rocketpy-consume")
         self._async_slots = asyncio.Semaphore(thread_max)
 
-    async def run(self, chunks: list[list[Any]], ctx: ConsumeContext, pq: Any) -> list[Any]:
+    async def run(self, chunks: list[list[MessageExt]], ctx: ConsumeContext, pq: ProcessQueue) -> list[Any]:
         """Call the listener once per chunk; exceptions are returned in place of results.
 
         Chunks of a queue dropped meanwhile are not consumed (``SKIPPED``).
@@ -128,7 +135,7 @@ class ListenerRunner:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def report_failure(result: Any, expected: type[Enum], mq: Any, count: int) -> None:
+def report_failure(result: Any, expected: type[Enum], mq: MessageQueue, count: int) -> None:
     """Log a failed consume in one line that says what happened and what to do."""
     if isinstance(result, BaseException):
         log.warning(
@@ -139,19 +146,27 @@ def report_failure(result: Any, expected: type[Enum], mq: Any, count: int) -> No
 
 
 class ConcurrentConsumeService:
-    """Concurrent consumption: batches in parallel, failures consumed again after a delay."""
+    """Concurrent consumption: batches in parallel, failures consumed again after a delay.
 
-    def __init__(self, runner: ListenerRunner, consumer: Any) -> None:
+    Args:
+        runner: calls the listener.
+        batch_max_size: ``consume_message_batch_max_size`` (messages per listener call).
+        reconsume_delay_s: wait before a failed chunk is consumed again.
+    """
+
+    def __init__(self, runner: ListenerRunner, batch_max_size: int, reconsume_delay_s: float) -> None:
         self._runner = runner
-        self._consumer = consumer
-        self._tasks: dict[asyncio.Task[None], Any] = {}  # task -> its queue
+        self._batch_max_size = batch_max_size
+        self._reconsume_delay_s = reconsume_delay_s
+        self._tasks: dict[asyncio.Task[None], MessageQueue] = {}  # task -> its queue
         self._delayed: set[asyncio.Task[None]] = set()  # retries still waiting for their delay
         self._closing = False
+        self.consumed_count = 0
 
-    def submit(self, pq: Any, mq: Any, msgs: list[Any], delay_s: float = 0.0) -> None:
-        """Consume ``msgs`` (already in ``pq``) in the background."""
-        task = asyncio.get_running_loop().create_task(self._consume(pq, mq, msgs, delay_s))
-        self._tasks[task] = mq
+    def submit(self, ctx: QueueContext, msgs: list[MessageExt], delay_s: float = 0.0) -> None:
+        """Consume ``msgs`` (already in ``ctx.pq``) in the background."""
+        task = asyncio.get_running_loop().create_task(self._consume(ctx, msgs, delay_s))
+        self._tasks[task] = ctx.mq
         if delay_s > 0:
             self._delayed.add(task)
         task.add_done_callback(self._task_done)
@@ -162,7 +177,7 @@ class ConcurrentConsumeService:
         if not task.cancelled() and task.exception() is not None:
             log.error("consume task failed", exc_info=task.exception())
 
-    async def wait_queue_idle(self, mq: Any, timeout_s: float) -> None:
+    async def wait_queue_idle(self, mq: MessageQueue, timeout_s: float) -> None:
         """Let the listener calls running for ``mq`` finish (bounded); pending retries are cancelled."""
         tasks = [t for t, q in self._tasks.items() if q == mq]
         for task in tasks:
@@ -171,7 +186,8 @@ class ConcurrentConsumeService:
         if tasks:
             await asyncio.wait(tasks, timeout=timeout_s)
 
-    async def _consume(self, pq: Any, mq: Any, msgs: list[Any], delay_s: float) -> None:
+    async def _consume(self, ctx: QueueContext, msgs: list[MessageExt], delay_s: float) -> None:
+        pq = ctx.pq
         if delay_s > 0:
             await asyncio.sleep(delay_s)
             task = asyncio.current_task()
@@ -179,14 +195,14 @@ class ConcurrentConsumeService:
                 self._delayed.discard(task)  # type: ignore[arg-type]
         if pq.dropped or (delay_s > 0 and self._closing):
             return
-        size = self._consumer.consume_message_batch_max_size
+        size = self._batch_max_size
         chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
-        results = await self._runner.run(chunks, ConsumeContext(mq), pq)
+        results = await self._runner.run(chunks, ConsumeContext(ctx.mq), pq)
         if sum(map(operator.is_, results, _SUCCESSES)) == len(chunks):  # the usual case: all consumed
-            self._consumer.on_consumed(pq, mq, msgs, 0)
+            self._acknowledge(ctx, msgs)
             return
-        failed: list[Any] = []
-        done: list[Any] = []
+        failed: list[MessageExt] = []
+        done: list[MessageExt] = []
         for chunk, result in zip(chunks, results, strict=True):
             if result is SKIPPED:
                 continue
@@ -194,13 +210,18 @@ class ConcurrentConsumeService:
                 done.extend(chunk)
             else:
                 if result is not ConsumeStatus.RECONSUME_LATER:
-                    report_failure(result, ConsumeStatus, mq, len(chunk))
+                    report_failure(result, ConsumeStatus, ctx.mq, len(chunk))
                 failed.extend(chunk)
-        self._consumer.on_consumed(pq, mq, done, len(failed))
+        self._acknowledge(ctx, done)
         if failed and not pq.dropped and not self._closing:
             for msg in failed:
                 msg.reconsume_times += 1
-            self.submit(pq, mq, failed, self._consumer.reconsume_delay)
+            self.submit(ctx, failed, self._reconsume_delay_s)
+
+    def _acknowledge(self, ctx: QueueContext, done: list[MessageExt]) -> None:
+        if not ctx.released:  # acknowledgements after the release commit are not counted either
+            self.consumed_count += len(done)
+        ctx.acknowledge(done)
 
     async def shutdown(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for running batches (failures not retried), then cancel the rest."""
@@ -213,55 +234,64 @@ class ConcurrentConsumeService:
 
 
 class OrderlyConsumeService:
-    """Orderly consumption: one task per queue, one batch at a time, in offset order."""
+    """Orderly consumption: one task per queue, one batch at a time, in offset order.
 
-    def __init__(self, runner: ListenerRunner, consumer: Any) -> None:
+    Args:
+        runner: calls the listener.
+        batch_max_size: ``consume_message_batch_max_size`` (messages per listener call).
+        suspend_s: ``suspend_current_queue_time``, the default back-off after a suspend or failure.
+    """
+
+    def __init__(self, runner: ListenerRunner, batch_max_size: int, suspend_s: float) -> None:
         self._runner = runner
-        self._consumer = consumer
-        self._tasks: dict[Any, asyncio.Task[None]] = {}
+        self._batch_max_size = batch_max_size
+        self._suspend_s = suspend_s
+        self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self.consumed_count = 0
 
-    def submit(self, pq: Any, mq: Any, msgs: list[Any] | None = None, delay_s: float = 0.0) -> None:
-        """Make sure the queue's consume task runs (messages are taken from ``pq``)."""
-        task = self._tasks.get(mq)
+    def submit(self, ctx: QueueContext, msgs: list[MessageExt] | None = None, delay_s: float = 0.0) -> None:
+        """Make sure the queue's consume task runs (messages are taken from ``ctx.pq``)."""
+        task = self._tasks.get(ctx.mq)
         if task is not None and not task.done():
             return
-        task = asyncio.get_running_loop().create_task(self._consume_queue(pq, mq, delay_s))
-        self._tasks[mq] = task
+        task = asyncio.get_running_loop().create_task(self._consume_queue(ctx, delay_s))
+        self._tasks[ctx.mq] = task
 
-    async def _consume_queue(self, pq: Any, mq: Any, delay_s: float) -> None:
+    async def _consume_queue(self, ctx: QueueContext, delay_s: float) -> None:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
         started = time.monotonic()
-        size = self._consumer.consume_message_batch_max_size
+        pq, mq = ctx.pq, ctx.mq
         while not pq.dropped and pq.has_waiting():
-            if not self._consumer.may_consume_orderly(pq):
-                self._retry_later(pq, mq, 0.1)
+            if not pq.holds_lock():
+                self._retry_later(ctx, 0.1)
                 return
             if time.monotonic() - started > MAX_TIME_CONSUME_CONTINUOUSLY_S:
-                self._retry_later(pq, mq, 0.01)
+                self._retry_later(ctx, 0.01)
                 return
-            msgs = pq.take(size)
-            ctx = ConsumeContext(mq, self._consumer.suspend_current_queue_time)
-            [result] = await self._runner.run([msgs], ctx, pq)
+            msgs = pq.take(self._batch_max_size)
+            cctx = ConsumeContext(mq, self._suspend_s)
+            [result] = await self._runner.run([msgs], cctx, pq)
             if result is SKIPPED:
                 pq.put_back_taken()
                 return
             if result is ConsumeOrderlyStatus.SUCCESS:
-                self._consumer.on_orderly_committed(pq, mq, pq.commit_taken(), len(msgs))
+                self.consumed_count += len(msgs)
+                ctx.commit_taken()
                 continue
             if result is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
                 report_failure(result, ConsumeOrderlyStatus, mq, len(msgs))
             for msg in msgs:
                 msg.reconsume_times += 1
             pq.put_back_taken()
-            self._retry_later(pq, mq, max(ctx.suspend_current_queue_time, 0.01))
+            self._retry_later(ctx, max(cctx.suspend_current_queue_time, 0.01))
             return
 
-    def _retry_later(self, pq: Any, mq: Any, delay_s: float) -> None:
-        self._tasks.pop(mq, None)
-        self.submit(pq, mq, None, delay_s)
+    def _retry_later(self, ctx: QueueContext, delay_s: float) -> None:
+        self._tasks.pop(ctx.mq, None)
+        self.submit(ctx, None, delay_s)
 
-    async def wait_queue_idle(self, mq: Any, timeout_s: float) -> None:
+    async def wait_queue_idle(self, mq: MessageQueue, timeout_s: float) -> None:
         """Wait (bounded) for the queue's current listener call to finish; used before unlocking."""
         task = self._tasks.pop(mq, None)
         if task is None or task.done():
@@ -280,3 +310,7 @@ class OrderlyConsumeService:
                 task.cancel()
         self._tasks.clear()
         self._runner.shutdown()
+
+
+#: Either consume service (the push consumer picks one by ``orderly``).
+ConsumeService = ConcurrentConsumeService | OrderlyConsumeService

@@ -20,9 +20,11 @@ import logging
 import os
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.client.heartbeat import ConsumerLike, heartbeat_datas, send_heartbeats
+from rocketpy.client.results import PullResult
 from rocketpy.client.route import TopicPublishInfo, broker_addrs, subscribe_queues
 from rocketpy.errors import MQBrokerError, MQClientError
 from rocketpy.message import MessageQueue
@@ -87,22 +89,6 @@ class ClientSettings:
                 )
         if not self.instance_name or "@" in self.instance_name:
             raise MQClientError(f"instance_name={self.instance_name!r} must be non-empty and contain no '@'")
-
-
-class ConsumerLike(Protocol):
-    """What the instance needs from a consumer object (push or lite pull)."""
-
-    group: str
-    client_id: str
-
-    @property
-    def consume_type(self) -> str: ...
-    @property
-    def message_model(self) -> Any: ...
-    @property
-    def consume_from_where(self) -> Any: ...
-    def subscriptions(self) -> list[dict[str, Any]]: ...
-    async def on_consumer_ids_changed(self) -> None: ...
 
 
 _InstanceKey = tuple[int, tuple[str, ...], ClientSettings]
@@ -358,45 +344,15 @@ class MQClientInstance:
             await self.send_heartbeat_to_all_brokers()
             await asyncio.sleep(self.settings.heartbeat_broker_interval)
 
-    def _heartbeat_datas(self) -> list[tuple[dict[str, Any], bool]]:
-        out: list[tuple[dict[str, Any], bool]] = []
-        for (group, cid), _p in list(self._producers.items()):
-            out.append(
-                ({"clientID": cid, "producerDataSet": [{"groupName": group}], "consumerDataSet": []}, True)
-            )
-        for (group, cid), c in list(self._consumers.items()):
-            data = {
-                "groupName": group,
-                "consumeType": c.consume_type,
-                "messageModel": str(getattr(c.message_model, "value", c.message_model)),
-                "consumeFromWhere": str(getattr(c.consume_from_where, "value", c.consume_from_where)),
-                "subscriptionDataSet": c.subscriptions(),
-                "unitMode": False,
-            }
-            out.append(({"clientID": cid, "producerDataSet": [], "consumerDataSet": [data]}, False))
-        return out
-
     async def send_heartbeat_to_all_brokers(self) -> None:
         """HEART_BEAT for every registered producer (masters) and consumer (all members) to every broker."""
-        datas = self._heartbeat_datas()
-        if not datas:
-            return
-        calls = []
-        for table in list(self._broker_addrs.values()):
-            for broker_id, addr in table.items():
-                for data, producer_only in datas:
-                    if producer_only and broker_id != MASTER_ID:
-                        continue
-                    calls.append((addr, data))
-        timeout = self.settings.mq_client_api_timeout
-        results = await asyncio.gather(
-            *(self.api.heartbeat(a, d, timeout) for a, d in calls), return_exceptions=True
-        )
-        for (addr, data), r in zip(calls, results, strict=True):
-            if isinstance(r, asyncio.CancelledError):
-                raise r
-            if isinstance(r, BaseException):
-                log.info("heartbeat of %s to %s failed: %s", data["clientID"], addr, r)
+        datas = heartbeat_datas(list(self._producers), list(self._consumers.items()))
+        if datas:
+            await send_heartbeats(self.api, self._broker_addrs, datas, self.settings.mq_client_api_timeout)
+
+    async def pull(self, mq: MessageQueue, ext: dict[str, Any], timeout_s: float) -> PullResult:
+        """PULL_MESSAGE of ``mq`` (header fields ``ext``) from the master of its broker."""
+        return await self.api.pull_message(await self.queue_broker_addr(mq), ext, timeout_s)
 
     # ---- consumers ---------------------------------------------------------------------------------
 

@@ -15,11 +15,12 @@ import logging
 import time
 from typing import Any
 
-from rocketpy.client.consumer_types import check_positive
-from rocketpy.client.process_queue import ProcessQueue
-from rocketpy.client.pull_loop import PullLoop
-from rocketpy.client.push_consumer import DEFAULT_NAMESRV, ConsumerBase
-from rocketpy.client.rebalance import Rebalancer
+from rocketpy.client.consumer_base import DEFAULT_NAMESRV, ConsumerBase
+from rocketpy.client.consumer_types import MessageModel, check_positive
+from rocketpy.client.instance import MQClientInstance
+from rocketpy.client.pull_loop import PullOptions
+from rocketpy.client.queue_context import QueueContext
+from rocketpy.client.rebalance import GroupMember, Rebalancer
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
 
@@ -30,18 +31,16 @@ MAX_BUFFERED_BATCHES = 100_000
 
 
 class _Buffer:
-    """Plays the consume service for the pull loops: pulled batches go to the poll buffer."""
+    """Where the pull loops hand pulled batches (instead of a consume service), until ``poll``."""
 
     def __init__(self) -> None:
-        self.batches: collections.deque[tuple[ProcessQueue, MessageQueue, list[MessageExt]]] = (
-            collections.deque()
-        )
+        self.batches: collections.deque[tuple[QueueContext, list[MessageExt]]] = collections.deque()
         self.ready = asyncio.Event()
 
-    def submit(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[MessageExt]) -> None:
+    def submit(self, ctx: QueueContext, msgs: list[MessageExt]) -> None:
         """Buffer a pulled batch for ``poll``."""
         assert len(self.batches) < MAX_BUFFERED_BATCHES, "flow control failed to bound the poll buffer"
-        self.batches.append((pq, mq, msgs))
+        self.batches.append((ctx, msgs))
         self.ready.set()
 
 
@@ -59,7 +58,6 @@ class LitePullConsumer(ConsumerBase):
     """
 
     consume_type = "CONSUME_ACTIVELY"
-    orderly = False
 
     def __init__(
         self,
@@ -85,8 +83,7 @@ class LitePullConsumer(ConsumerBase):
             "pull_threshold_size_for_queue", pull_threshold_size_for_queue, integer=True
         )
         self.poll_timeout = check_positive("poll_timeout", poll_timeout)
-        self.consume_service = _Buffer()
-        self._queues: dict[MessageQueue, tuple[ProcessQueue, asyncio.Task[None]]] = {}
+        self._buffer = _Buffer()
         self._polled: dict[MessageQueue, int] = {}
         self._paused: set[MessageQueue] = set()
         self._assigned_manually = False
@@ -131,13 +128,22 @@ class LitePullConsumer(ConsumerBase):
             raise MQClientError(
                 "call consumer.subscribe(topic, '*') or consumer.assign(queues) before start()"
             )
-        if self._assigned_manually:
-            self.rebalancer = self._manual_assignment = _ManualAssignment(
-                self, self._acquire_queue, self._release_queue
-            )
         await self._start_base()
         if self._assigned_manually:
             await self._apply_assignment()
+
+    def _new_rebalancer(self, member: GroupMember, inst: MQClientInstance) -> Rebalancer:
+        if not self._assigned_manually:
+            return super()._new_rebalancer(member, inst)
+        self._manual_assignment = _ManualAssignment(
+            member,
+            inst,
+            self.subscription_table,
+            self.settings.rebalance_interval,
+            self._acquire_queue,
+            self._release_queue,
+        )
+        return self._manual_assignment
 
     async def _apply_assignment(self) -> None:
         assert self._manual_assignment is not None
@@ -145,26 +151,24 @@ class LitePullConsumer(ConsumerBase):
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` (from the NameServer)."""
-        inst = self.instance
-        if inst is None:
-            raise MQClientError("start() the consumer before fetch_message_queues()")
+        inst = self._client()
         await inst.update_topic_route(topic)
         return list(inst.subscribe_queues(topic))
 
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:  # noqa: ASYNC109 (public API)
         """Wait up to ``timeout`` seconds (default ``poll_timeout``) for messages; [] if none came."""
         self._check_running()
-        buf = self.consume_service
+        buf = self._buffer
         deadline = time.monotonic() + (self.poll_timeout if timeout is None else max(timeout, 0.0))
         while True:
             for _ in range(len(buf.batches)):
-                pq, mq, msgs = buf.batches.popleft()
-                if pq.dropped:
+                ctx, msgs = buf.batches.popleft()
+                if ctx.pq.dropped:
                     continue
-                if mq in self._paused:
-                    buf.batches.append((pq, mq, msgs))  # keep it for resume()
+                if ctx.mq in self._paused:
+                    buf.batches.append((ctx, msgs))  # keep it for resume()
                     continue
-                self._consumed(pq, mq, msgs)
+                self._consumed(ctx, msgs)
                 return msgs
             buf.ready.clear()
             remaining = deadline - time.monotonic()
@@ -175,12 +179,12 @@ class LitePullConsumer(ConsumerBase):
             except TimeoutError:
                 return []
 
-    def _consumed(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[MessageExt]) -> None:
-        offset = pq.remove(msgs)
+    def _consumed(self, ctx: QueueContext, msgs: list[MessageExt]) -> None:
+        offset = ctx.pq.remove(msgs)
         if offset >= 0:
-            self._polled[mq] = offset
+            self._polled[ctx.mq] = offset
             if self.auto_commit:
-                self.offset_store.update(mq, offset)
+                self.offset_store.update(ctx.mq, offset)
 
     async def commit(self) -> None:
         """Commit the offsets of everything polled so far (acknowledged by the brokers)."""
@@ -203,25 +207,26 @@ class LitePullConsumer(ConsumerBase):
             MQClientError: the queue is not assigned to this consumer, or the offset is negative.
         """
         self._check_running()
-        if mq not in self._queues:
+        ctx = self.queue_table.get(mq)
+        if ctx is None:
             raise MQClientError(f"{mq} is not assigned to this consumer; assigned: {self.assigned_queues()}")
         if not isinstance(offset, int) or offset < 0:
             raise MQClientError(f"seek offset must be a non-negative int, got {offset!r}")
-        await self._stop_queue(mq)
+        await ctx.stop_pulling()
         self.offset_store.update(mq, offset, increase_only=False)
         self._polled.pop(mq, None)
-        self._start_queue(mq, offset)
+        self.queue_table[mq] = self._start_queue(mq, offset)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         """Seek to the queue's smallest offset."""
         await self.seek(
-            mq, await self.instance.api.get_min_offset(await self.broker_addr(mq), mq.topic, mq.queue_id)
+            mq, await self._client().api.get_min_offset(await self.broker_addr(mq), mq.topic, mq.queue_id)
         )
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
         """Seek to the queue's end (only new messages)."""
         await self.seek(
-            mq, await self.instance.api.get_max_offset(await self.broker_addr(mq), mq.topic, mq.queue_id)
+            mq, await self._client().api.get_max_offset(await self.broker_addr(mq), mq.topic, mq.queue_id)
         )
 
     def pause(self, queues: list[MessageQueue]) -> None:
@@ -231,7 +236,7 @@ class LitePullConsumer(ConsumerBase):
     def resume(self, queues: list[MessageQueue]) -> None:
         """Hand out messages of these queues again."""
         self._paused.difference_update(queues)
-        self.consume_service.ready.set()
+        self._buffer.ready.set()
 
     async def shutdown(self) -> None:
         """Stop pulling, commit (when auto_commit) and leave the group."""
@@ -239,42 +244,42 @@ class LitePullConsumer(ConsumerBase):
             return
         self._state = "STOPPING"
         await self._stop_routines()
-        mqs = list(self._queues)
-        for mq in mqs:
-            await self._stop_queue(mq)
-        await self._shutdown_base(mqs)
+        contexts = list(self.queue_table.values())
+        for ctx in contexts:
+            await ctx.stop_pulling()
+        await self._shutdown_base([ctx.mq for ctx in contexts])
 
     def _check_running(self) -> None:
         if self._state != "RUNNING":
             raise MQClientError("the consumer is not running: call start() first (and not after shutdown())")
 
-    def _start_queue(self, mq: MessageQueue, offset: int) -> None:
-        pq = ProcessQueue()
-        loop = PullLoop(self, mq, pq, self.subscription_table[mq.topic], offset)
-        self._queues[mq] = (pq, asyncio.create_task(loop.run(), name=f"rocketpy-litepull-{mq.queue_id}"))
+    def _pull_options(self) -> PullOptions:
+        return PullOptions(
+            self.group,
+            self.pull_batch_size,
+            self.pull_threshold_for_queue,
+            self.pull_threshold_size_for_queue,
+            commit_in_pull=self.message_model is MessageModel.CLUSTERING,
+        )
 
-    async def _stop_queue(self, mq: MessageQueue) -> None:
-        entry = self._queues.pop(mq, None)
-        if entry is not None:
-            entry[0].dropped = True
-            entry[1].cancel()
-            await asyncio.gather(entry[1], return_exceptions=True)
+    def _start_queue(self, mq: MessageQueue, offset: int) -> QueueContext:
+        ctx = QueueContext(mq, self.subscription_table[mq.topic], offset, self.offset_store)
+        return self._start_pulling(ctx, self._buffer.submit)
 
-    async def _acquire_queue(self, mq: MessageQueue) -> bool:
+    async def _acquire_queue(self, mq: MessageQueue) -> QueueContext | None:
         try:
             offset = await self.compute_start_offset(mq)
         except RocketpyError as exc:
             log.warning("cannot start %s for %s: %s (retrying)", mq, self.group, exc)
-            return False
-        self._start_queue(mq, offset)
-        return True
+            return None
+        return self._start_queue(mq, offset)
 
-    async def _release_queue(self, mq: MessageQueue) -> None:
-        await self._stop_queue(mq)
+    async def _release_queue(self, ctx: QueueContext) -> None:
+        await ctx.stop_pulling()
         if self.auto_commit:
-            await self.offset_store.persist([mq], oneway=False)
-        self.offset_store.remove(mq)
-        self._polled.pop(mq, None)
+            await self.offset_store.persist([ctx.mq], oneway=False)
+        self.offset_store.remove(ctx.mq)
+        self._polled.pop(ctx.mq, None)
 
 
 class _ManualAssignment(Rebalancer):
@@ -283,17 +288,14 @@ class _ManualAssignment(Rebalancer):
     async def rebalance(self) -> None:
         """No group rebalance for assigned queues."""
 
-    async def apply_all(self, mine: set[Any]) -> None:
+    async def apply_all(self, mine: set[MessageQueue]) -> None:
         """Make the assigned set exactly ``mine``.
 
         Raises:
             MQClientError: a queue could not be started (its broker is unknown or down).
         """
-        for mq in sorted(self.assigned - mine):
-            self.assigned.discard(mq)
-            await self._on_release(mq)
-        for mq in sorted(mine - self.assigned):
-            if await self._on_acquire(mq):
-                self.assigned.add(mq)
-            else:
+        for mq in sorted(set(self.table) - mine):
+            await self.release(mq)
+        for mq in sorted(mine - set(self.table)):
+            if not await self.acquire(mq):
                 raise MQClientError(f"could not start {mq}: is its broker running?")

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any
+
+from rocketpy.message import MessageExt
+
+#: An orderly queue's broker lock counts as lost this long after its last renewal (RocketMQ: 30 s).
+LOCK_MAX_LIVE_S = 30.0
 
 
 class ProcessQueue:
@@ -38,8 +42,8 @@ class ProcessQueue:
     )
 
     def __init__(self) -> None:
-        self._msgs: OrderedDict[int, Any] = OrderedDict()
-        self._consuming: OrderedDict[int, Any] = OrderedDict()
+        self._msgs: OrderedDict[int, MessageExt] = OrderedDict()
+        self._consuming: OrderedDict[int, MessageExt] = OrderedDict()
         self._bytes = 0
         self.max_offset_seen = -1
         self.dropped = False
@@ -61,7 +65,7 @@ class ProcessQueue:
         """True when pulling must pause (flow control)."""
         return self.msg_count >= max_count or self._bytes >= max_bytes
 
-    def put(self, msgs: list[Any]) -> None:
+    def put(self, msgs: list[MessageExt]) -> None:
         """Add pulled messages (ascending offsets, past everything already held)."""
         held = self._msgs
         added = 0
@@ -74,7 +78,7 @@ class ProcessQueue:
             self.max_offset_seen = offset
         self._bytes += added
 
-    def remove(self, msgs: list[Any]) -> int:
+    def remove(self, msgs: list[MessageExt]) -> int:
         """Drop consumed messages; return the offset that may now be committed (-1: nothing yet)."""
         pop = self._msgs.pop
         removed = 0
@@ -96,9 +100,9 @@ class ProcessQueue:
 
     # --- orderly consumption: take in order, then commit or put back ---
 
-    def take(self, count: int) -> list[Any]:
+    def take(self, count: int) -> list[MessageExt]:
         """Move up to ``count`` smallest-offset messages into the consuming set (orderly)."""
-        taken: list[Any] = []
+        taken: list[MessageExt] = []
         while self._msgs and len(taken) < count:
             offset, msg = self._msgs.popitem(last=False)
             self._consuming[offset] = msg
@@ -117,6 +121,10 @@ class ProcessQueue:
         again.update(self._msgs)
         self._msgs = again
         self._consuming.clear()
+
+    def holds_lock(self) -> bool:
+        """Orderly: the broker lock is held and was renewed within ``LOCK_MAX_LIVE_S``."""
+        return self.locked and time.monotonic() - self.last_lock_time < LOCK_MAX_LIVE_S
 
     def has_waiting(self) -> bool:
         """True when messages wait to be taken (orderly)."""

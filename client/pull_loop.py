@@ -1,8 +1,8 @@
-"""The long-polling pull task of one assigned queue (push consumer).
+"""The long-polling pull task of one assigned queue (push and lite pull consumers).
 
 Owns the loop ``pull -> put into the ProcessQueue -> hand to the consume service -> pull again``
-for one queue, with RocketMQ's client timings: the broker may hold a pull 15 s (suspend) and the
-RPC waits 30 s; a full process queue (``pull_threshold_for_queue`` messages or
+for one queue (its ``QueueContext``), with RocketMQ's client timings: the broker may hold a pull
+15 s (suspend) and the RPC waits 30 s; a full process queue (``pull_threshold_for_queue`` messages or
 ``pull_threshold_size_for_queue`` bytes) pauses pulling 50 ms at a time; an error waits 1 s;
 an orderly queue is only pulled while its broker lock is held. The loop ends when the process queue
 is dropped (rebalance, shutdown) or the task is cancelled.
@@ -13,11 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from rocketpy.client.consumer_types import MessageModel, SubscriptionData
-from rocketpy.client.process_queue import ProcessQueue
+from rocketpy.client.consumer_types import SubscriptionData
+from rocketpy.client.queue_context import QueueContext
+from rocketpy.client.results import PullResult, PullStatus
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+from rocketpy.message import MessageExt, MessageQueue
 
 log = logging.getLogger("rocketpy.client.pull")
 
@@ -33,19 +37,57 @@ _FLOW_LOG_EVERY_S = 10.0
 SQL92_PROBE_TIMEOUT_S = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class PullOptions:
+    """How a consumer pulls: the same for every queue it holds.
+
+    Attributes:
+        group: the consumer group.
+        batch_size: ``pull_batch_size`` (messages per pull).
+        threshold_count: ``pull_threshold_for_queue`` (held messages that pause pulling).
+        threshold_bytes: ``pull_threshold_size_for_queue`` (held body bytes that pause pulling).
+        orderly: pull only while the queue's broker lock is held.
+        commit_in_pull: CLUSTERING: each pull carries the queue's offset for the broker to commit.
+    """
+
+    group: str
+    batch_size: int
+    threshold_count: int
+    threshold_bytes: int
+    orderly: bool = False
+    commit_in_pull: bool = True
+
+
+class Puller(Protocol):
+    """Sends one PULL_MESSAGE for a queue to its broker (``MQClientInstance.pull``)."""
+
+    async def pull(self, mq: MessageQueue, ext: dict[str, Any], timeout_s: float) -> PullResult:
+        """The broker's answer to one pull of ``mq``."""
+        ...
+
+
+#: Where a pull loop hands pulled messages (the consume service, or the lite consumer's poll buffer).
+Submit = Callable[[QueueContext, list[MessageExt]], None]
+
+
 def pull_ext(
-    consumer: Any, mq: Any, sub: SubscriptionData, offset: int, commit_offset: int | None
+    group: str,
+    batch_size: int,
+    mq: MessageQueue,
+    sub: SubscriptionData,
+    offset: int,
+    commit_offset: int | None,
 ) -> dict[str, Any]:
     """The PULL_MESSAGE header fields (docs/wire.md) for one pull of ``mq`` at ``offset``."""
     sys_flag = FLAG_SUSPEND | FLAG_SUBSCRIPTION
     if commit_offset is not None and commit_offset > 0:
         sys_flag |= FLAG_COMMIT_OFFSET
     return {
-        "consumerGroup": consumer.group,
+        "consumerGroup": group,
         "topic": mq.topic,
         "queueId": mq.queue_id,
         "queueOffset": offset,
-        "maxMsgNums": consumer.pull_batch_size,
+        "maxMsgNums": batch_size,
         "sysFlag": sys_flag,
         "commitOffset": commit_offset if commit_offset is not None and commit_offset > 0 else 0,
         "suspendTimeoutMillis": BROKER_SUSPEND_MAX_TIME_MS,
@@ -55,30 +97,30 @@ def pull_ext(
     }
 
 
-def filter_by_tags(sub: SubscriptionData, msgs: list[Any]) -> list[Any]:
+def filter_by_tags(sub: SubscriptionData, msgs: list[MessageExt]) -> list[MessageExt]:
     """Client-side tag re-check (drops hash collisions), as RocketMQ's PullAPIWrapper."""
     if sub.is_all or not sub.tags_set:
         return msgs
     return [m for m in msgs if sub.matches_tag(m.tags)]
 
 
-async def check_sql92_support(consumer: Any, topic: str) -> None:
-    """Probe one queue per broker with the topic's SQL92 subscription (no suspend, nothing committed).
+async def check_sql92_support(
+    puller: Puller, group: str, sub: SubscriptionData, mqs: list[MessageQueue]
+) -> None:
+    """Probe one queue per broker of ``mqs`` with an SQL92 subscription (no suspend, nothing committed).
 
     Raises:
         MQClientError: a broker refuses SQL92 filtering (``enablePropertyFilter`` is off).
     """
-    sub = consumer.subscription_table[topic]
-    first_per_broker = {mq.broker_name: mq for mq in reversed(consumer.instance.subscribe_queues(topic))}
+    first_per_broker = {mq.broker_name: mq for mq in reversed(mqs)}
     for mq in first_per_broker.values():
-        ext = pull_ext(consumer, mq, sub, 0, None)
-        ext.update(sysFlag=FLAG_SUBSCRIPTION, maxMsgNums=1, suspendTimeoutMillis=0)
+        ext = pull_ext(group, 1, mq, sub, 0, None)
+        ext.update(sysFlag=FLAG_SUBSCRIPTION, suspendTimeoutMillis=0)
         try:
-            addr = await consumer.broker_addr(mq)
-            await consumer.instance.api.pull_message(addr, ext, SQL92_PROBE_TIMEOUT_S)
+            await puller.pull(mq, ext, SQL92_PROBE_TIMEOUT_S)
         except MQBrokerError as exc:
             raise MQClientError(
-                f"broker {mq.broker_name} refused the SQL92 subscription of {topic} ({exc.remark}): "
+                f"broker {mq.broker_name} refused the SQL92 subscription of {sub.topic} ({exc.remark}): "
                 "SQL92 filters need enablePropertyFilter=true in the broker's config"
             ) from exc
 
@@ -87,101 +129,99 @@ class PullLoop:
     """Pulls one queue until its process queue is dropped.
 
     Args:
-        consumer: the PushConsumer (group, options, instance, offset store, consume service).
-        mq: the queue.
-        pq: its process queue.
-        sub: the topic's subscription.
-        next_offset: where to start.
+        ctx: the queue's context (process queue, next offset, subscription, offset store).
+        options: the consumer's pull options.
+        puller: sends the pulls.
+        submit: receives every non-empty pulled batch (already in ``ctx.pq``).
     """
 
-    def __init__(
-        self, consumer: Any, mq: Any, pq: ProcessQueue, sub: SubscriptionData, next_offset: int
-    ) -> None:
-        self.consumer = consumer
-        self.mq = mq
-        self.pq = pq
-        self.sub = sub
-        self.next_offset = next_offset
+    def __init__(self, ctx: QueueContext, options: PullOptions, puller: Puller, submit: Submit) -> None:
+        self.ctx = ctx
+        self.options = options
+        self.puller = puller
+        self.submit = submit
         self._last_flow_log = 0.0
 
     async def run(self) -> None:
         """The pull routine; returns when the process queue is dropped."""
-        while not self.pq.dropped:
+        pq = self.ctx.pq
+        while not pq.dropped:
             try:
                 delay_s = await self._pull_once()
             except Exception:  # a bug or a corrupt response must not stall the queue forever
                 log.exception(
-                    "pull loop of %s failed; retrying in %.1f s", self.mq, PULL_DELAY_WHEN_EXCEPTION_S
+                    "pull loop of %s failed; retrying in %.1f s", self.ctx.mq, PULL_DELAY_WHEN_EXCEPTION_S
                 )
                 delay_s = PULL_DELAY_WHEN_EXCEPTION_S
-            if delay_s > 0 and not self.pq.dropped:
+            if delay_s > 0 and not pq.dropped:
                 await asyncio.sleep(delay_s)
 
     def _flow_controlled(self) -> bool:
-        c = self.consumer
-        if not self.pq.is_full(c.pull_threshold_for_queue, c.pull_threshold_size_for_queue):
+        pq, opts = self.ctx.pq, self.options
+        if not pq.is_full(opts.threshold_count, opts.threshold_bytes):
             return False
         now = time.monotonic()
         if now - self._last_flow_log > _FLOW_LOG_EVERY_S:
             self._last_flow_log = now
             log.info(
                 "flow control on %s: %d msgs / %d bytes cached; pulling pauses until the listener catches up",
-                self.mq,
-                self.pq.msg_count,
-                self.pq.msg_bytes,
+                self.ctx.mq,
+                pq.msg_count,
+                pq.msg_bytes,
             )
         return True
 
     async def _pull_once(self) -> float:
         """One pull; returns how long to wait before the next one."""
-        c = self.consumer
+        ctx, opts = self.ctx, self.options
         if self._flow_controlled():
             return PULL_DELAY_WHEN_FLOW_CONTROL_S
-        if c.orderly and not self.pq.locked:
+        if opts.orderly and not ctx.pq.locked:
             return PULL_DELAY_WHEN_NOT_LOCKED_S
-        commit = c.offset_store.cached(self.mq) if c.message_model is MessageModel.CLUSTERING else None
-        ext = pull_ext(c, self.mq, self.sub, self.next_offset, commit)
-        self.pq.last_pull_time = time.monotonic()
+        commit = ctx.offsets.cached(ctx.mq) if opts.commit_in_pull else None
+        ext = pull_ext(opts.group, opts.batch_size, ctx.mq, ctx.sub, ctx.next_offset, commit)
+        ctx.pq.last_pull_time = time.monotonic()
         try:
-            addr = await c.broker_addr(self.mq)
-            result = await c.instance.api.pull_message(addr, ext, CONSUMER_TIMEOUT_WHEN_SUSPEND_S)
+            result = await self.puller.pull(ctx.mq, ext, CONSUMER_TIMEOUT_WHEN_SUSPEND_S)
         except RocketpyError as exc:
-            if not self.pq.dropped:
+            if not ctx.pq.dropped:
                 log.warning(
-                    "pull from %s failed (%s); retrying in %.1f s", self.mq, exc, PULL_DELAY_WHEN_EXCEPTION_S
+                    "pull from %s failed (%s); retrying in %.1f s", ctx.mq, exc, PULL_DELAY_WHEN_EXCEPTION_S
                 )
             return PULL_DELAY_WHEN_EXCEPTION_S
-        if self.pq.dropped:
+        if ctx.pq.dropped:
             return 0.0
         return self._on_result(result)
 
-    def _on_result(self, result: Any) -> float:
-        status = result.status.name
-        if status == "FOUND":
-            self.next_offset = result.next_begin_offset
-            msgs = filter_by_tags(self.sub, result.messages)
+    def _on_result(self, result: PullResult) -> float:
+        ctx = self.ctx
+        status = result.status
+        if status is PullStatus.FOUND:
+            ctx.next_offset = result.next_begin_offset
+            msgs = filter_by_tags(ctx.sub, result.messages)
             if msgs:
-                self.pq.put(msgs)
-                self.consumer.consume_service.submit(self.pq, self.mq, msgs)
+                ctx.pq.put(msgs)
+                self.submit(ctx, msgs)
             else:
                 self._maybe_advance_idle_offset()
             return 0.0
-        if status in ("NO_NEW_MSG", "NO_MATCHED_MSG"):
-            self.next_offset = result.next_begin_offset
+        if status is PullStatus.NO_NEW_MSG or status is PullStatus.NO_MATCHED_MSG:
+            ctx.next_offset = result.next_begin_offset
             self._maybe_advance_idle_offset()
             return 0.0
         # OFFSET_ILLEGAL: the offset is outside the queue; restart at the broker's suggestion.
         log.warning(
-            "offset %d of %s is illegal; moving to %d", self.next_offset, self.mq, result.next_begin_offset
+            "offset %d of %s is illegal; moving to %d", ctx.next_offset, ctx.mq, result.next_begin_offset
         )
-        self.pq.clear()
-        self.pq.max_offset_seen = result.next_begin_offset - 1
-        self.next_offset = result.next_begin_offset
-        self.consumer.offset_store.update(self.mq, self.next_offset, increase_only=False)
+        ctx.pq.clear()
+        ctx.pq.max_offset_seen = result.next_begin_offset - 1
+        ctx.next_offset = result.next_begin_offset
+        ctx.offsets.update(ctx.mq, ctx.next_offset, increase_only=False)
         return 0.0
 
     def _maybe_advance_idle_offset(self) -> None:
         """Nothing held: the committable offset is where the next pull starts (skips filtered messages)."""
-        if self.pq.msg_count == 0:
-            self.pq.max_offset_seen = max(self.pq.max_offset_seen, self.next_offset - 1)
-            self.consumer.offset_store.update(self.mq, self.next_offset)
+        ctx = self.ctx
+        if ctx.pq.msg_count == 0:
+            ctx.pq.max_offset_seen = max(ctx.pq.max_offset_seen, ctx.next_offset - 1)
+            ctx.offsets.update(ctx.mq, ctx.next_offset)

@@ -1,4 +1,4 @@
-"""Consume services against a recording consumer: failures retried, never acknowledged; orderly order."""
+"""Consume services on a queue context: failures retried, never acknowledged; orderly order; release."""
 
 from __future__ import annotations
 
@@ -9,32 +9,24 @@ from typing import Any
 import pytest
 
 from rocketpy.client.consume_service import ConcurrentConsumeService, ListenerRunner, OrderlyConsumeService
-from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
-from rocketpy.client.process_queue import ProcessQueue
+from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus, SubscriptionData
+from rocketpy.client.offset_store import OffsetStore
+from rocketpy.client.queue_context import QueueContext
 from rocketpy.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "b", 0)
 
 
-class Recorder:
-    """Plays the PushConsumer side of the consume services and records acknowledgements."""
+def _context(msgs: list[MessageExt], *, locked: bool = False) -> QueueContext:
+    """A queue context holding ``msgs`` (as pulled), with an in-memory offset table."""
+    ctx = QueueContext(MQ, SubscriptionData("T"), len(msgs), OffsetStore("g"))
+    ctx.pq.put(msgs)
+    ctx.pq.locked, ctx.pq.last_lock_time = locked, float("inf")
+    return ctx
 
-    def __init__(self, batch: int = 1) -> None:
-        self.consume_message_batch_max_size = batch
-        self.reconsume_delay = 0.01
-        self.suspend_current_queue_time = 0.01
-        self.acked: list[int] = []
-        self.committed = -1
 
-    def on_consumed(self, pq: ProcessQueue, mq: Any, done: list[Any], failed: int) -> None:
-        self.acked += [m.queue_offset for m in done]
-        self.committed = pq.remove(done)
-
-    def on_orderly_committed(self, pq: ProcessQueue, mq: Any, offset: int, count: int) -> None:
-        self.committed = offset
-
-    def may_consume_orderly(self, pq: ProcessQueue) -> bool:
-        return True
+def _committed(ctx: QueueContext) -> int | None:
+    return ctx.offsets.cached(MQ)
 
 
 async def _until(pred: Any, timeout_s: float = 5.0) -> None:
@@ -62,16 +54,14 @@ async def test_failed_consume_is_retried_and_not_committed(bad: Any) -> None:
             return bad
         return ConsumeStatus.CONSUME_SUCCESS
 
-    rec = Recorder()
-    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 4), rec)
-    pq = ProcessQueue()
+    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 4), 1, 0.01)
     msgs = _msgs(3)
-    pq.put(msgs)
-    svc.submit(pq, MQ, msgs)
-    await _until(lambda: 0 in rec.acked and 2 in rec.acked)
-    assert rec.committed == 1  # message 1 is still in flight
-    await _until(lambda: 1 in rec.acked)
-    assert rec.committed == 3 and seen[1] == 3 and msgs[1].reconsume_times == 2
+    ctx = _context(msgs)
+    svc.submit(ctx, msgs)
+    await _until(lambda: svc.consumed_count == 2)  # 0 and 2 acknowledged
+    assert _committed(ctx) == 1 and ctx.pq.msg_count == 1  # message 1 is still in flight
+    await _until(lambda: svc.consumed_count == 3)
+    assert _committed(ctx) == 3 and seen[1] == 3 and msgs[1].reconsume_times == 2
     await svc.shutdown(1.0)
 
 
@@ -83,13 +73,11 @@ async def test_async_listener_runs_on_loop_in_batches() -> None:
         batches.append([m.queue_offset for m in msgs])
         return ConsumeStatus.CONSUME_SUCCESS
 
-    rec = Recorder(batch=4)
-    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 2), rec)
-    pq = ProcessQueue()
+    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 2), 4, 0.01)
     msgs = _msgs(10)
-    pq.put(msgs)
-    svc.submit(pq, MQ, msgs)
-    await _until(lambda: rec.committed == 10)
+    ctx = _context(msgs)
+    svc.submit(ctx, msgs)
+    await _until(lambda: _committed(ctx) == 10)
     assert batches == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     await svc.shutdown(1.0)
 
@@ -106,12 +94,10 @@ async def test_orderly_in_order_with_suspend() -> None:
         order.append(off)
         return ConsumeOrderlyStatus.SUCCESS
 
-    rec = Recorder()
-    svc = OrderlyConsumeService(ListenerRunner(listener, 1, 4), rec)
-    pq = ProcessQueue()
-    pq.put(_msgs(10))
-    svc.submit(pq, MQ)
-    await _until(lambda: rec.committed == 10)
+    svc = OrderlyConsumeService(ListenerRunner(listener, 1, 4), 1, 0.01)
+    ctx = _context(_msgs(10), locked=True)
+    svc.submit(ctx)
+    await _until(lambda: _committed(ctx) == 10)
     assert order == list(range(10))
     assert suspended == {0, 3, 6, 9}
     await svc.shutdown(1.0)
