@@ -162,7 +162,7 @@ class ConsumerBase:
             await self._prepare_topics(inst)
             if self.message_model is MessageModel.BROADCASTING:
                 key = self.client_id.rsplit("@", 1)[0]
-                self.offset_store = LocalFileOffsetStore(self.group, key, MessageQueue)
+                self.offset_store = LocalFileOffsetStore(self.group, key)
                 await self.offset_store.load()
             else:
                 self.offset_store = RemoteOffsetStore(self.group, inst)

@@ -18,9 +18,10 @@ import json
 import logging
 import os
 import threading
-from typing import Any
 
+from rocketpy.client.instance import MQClientInstance
 from rocketpy.errors import MQClientError, RocketpyError
+from rocketpy.message import MessageQueue
 
 log = logging.getLogger("rocketpy.client.offset")
 
@@ -29,7 +30,7 @@ _claimed: set[str] = set()
 _claim_lock = threading.Lock()
 
 
-def _mq_key(mq: Any) -> tuple[str, str, int]:
+def _mq_key(mq: MessageQueue) -> tuple[str, str, int]:
     return (mq.topic, mq.broker_name, mq.queue_id)
 
 
@@ -38,9 +39,9 @@ class OffsetStore:
 
     def __init__(self, group: str) -> None:
         self.group = group
-        self._table: dict[Any, int] = {}
+        self._table: dict[MessageQueue, int] = {}
 
-    def update(self, mq: Any, offset: int, *, increase_only: bool = True) -> None:
+    def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
         """Record ``offset`` as the next offset to consume of ``mq``."""
         if offset < 0:
             return
@@ -49,18 +50,18 @@ class OffsetStore:
             return
         self._table[mq] = offset
 
-    def cached(self, mq: Any) -> int | None:
+    def cached(self, mq: MessageQueue) -> int | None:
         """The offset in memory, if any."""
         return self._table.get(mq)
 
-    def remove(self, mq: Any) -> None:
+    def remove(self, mq: MessageQueue) -> None:
         """Forget a released queue (after it was persisted)."""
         self._table.pop(mq, None)
 
     async def load(self) -> None:
         """Load persisted offsets (local store only)."""
 
-    async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
+    async def read(self, mq: MessageQueue, *, zero_if_young: bool = False) -> int | None:
         """The stored offset of ``mq`` (memory first), or None when the group has none.
 
         ``zero_if_young``: a broker answers 0 instead of "none" while the queue still starts at
@@ -68,11 +69,11 @@ class OffsetStore:
         """
         raise NotImplementedError
 
-    async def fetch(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
+    async def fetch(self, mq: MessageQueue, *, zero_if_young: bool = False) -> int | None:
         """The persisted offset of ``mq`` (ignoring memory)."""
         return await self.read(mq, zero_if_young=zero_if_young)
 
-    async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
+    async def persist(self, mqs: list[MessageQueue], *, oneway: bool = True) -> None:
         """Persist the offsets of ``mqs`` (``oneway=False`` waits for the broker's acknowledgement)."""
         raise NotImplementedError
 
@@ -83,14 +84,14 @@ class OffsetStore:
 class RemoteOffsetStore(OffsetStore):
     """CLUSTERING: offsets live in the broker that owns the queue."""
 
-    def __init__(self, group: str, instance: Any) -> None:
+    def __init__(self, group: str, instance: MQClientInstance) -> None:
         super().__init__(group)
         self._instance = instance
 
-    async def _broker_addr(self, mq: Any) -> str:
-        return str(await self._instance.queue_broker_addr(mq))
+    async def _broker_addr(self, mq: MessageQueue) -> str:
+        return await self._instance.queue_broker_addr(mq)
 
-    async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
+    async def read(self, mq: MessageQueue, *, zero_if_young: bool = False) -> int | None:
         """Memory first, else QUERY_CONSUMER_OFFSET (None when the broker has none)."""
         if mq in self._table:
             return self._table[mq]
@@ -99,7 +100,7 @@ class RemoteOffsetStore(OffsetStore):
             self._table[mq] = offset
         return offset
 
-    async def fetch(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
+    async def fetch(self, mq: MessageQueue, *, zero_if_young: bool = False) -> int | None:
         """QUERY_CONSUMER_OFFSET: the broker's stored offset (None when it has none)."""
         addr = await self._broker_addr(mq)
         offset = await self._instance.api.query_consumer_offset(
@@ -107,7 +108,7 @@ class RemoteOffsetStore(OffsetStore):
         )
         return int(offset) if offset is not None and offset >= 0 else None
 
-    async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
+    async def persist(self, mqs: list[MessageQueue], *, oneway: bool = True) -> None:
         """UPDATE_CONSUMER_OFFSET for each queue with a known offset; errors are logged."""
         for mq in mqs:
             offset = self._table.get(mq)
@@ -149,15 +150,14 @@ def _read_file(path: str) -> bytes | None:
 class LocalFileOffsetStore(OffsetStore):
     """BROADCASTING: offsets in a JSON file next to the client, keyed by ``{ip}@{instance_name}``."""
 
-    def __init__(self, group: str, client_key: str, make_queue: Any) -> None:
-        """Claim the file; ``client_key`` is ``{ip}@{instance_name}``; ``make_queue(t, b, q)`` builds an mq.
+    def __init__(self, group: str, client_key: str) -> None:
+        """Claim the file; ``client_key`` is ``{ip}@{instance_name}``.
 
         Raises:
             MQClientError: another broadcasting consumer of this group in this process uses the key.
         """
         super().__init__(group)
         self.path = os.path.join(offsets_root(), client_key, group, "offsets.json")
-        self._make_queue = make_queue
         self._write_lock = asyncio.Lock()
         with _claim_lock:
             if self.path in _claimed:
@@ -175,16 +175,16 @@ class LocalFileOffsetStore(OffsetStore):
         try:
             doc = json.loads(raw)
             for row in doc["offsetTable"]:
-                mq = self._make_queue(row["topic"], row["brokerName"], int(row["queueId"]))
+                mq = MessageQueue(row["topic"], row["brokerName"], int(row["queueId"]))
                 self._table[mq] = int(row["offset"])
         except (ValueError, KeyError, TypeError) as exc:
             raise MQClientError(f"offset file {self.path} is corrupt ({exc}): fix or delete it") from exc
 
-    async def read(self, mq: Any, *, zero_if_young: bool = False) -> int | None:
+    async def read(self, mq: MessageQueue, *, zero_if_young: bool = False) -> int | None:
         """The offset from memory (loaded from the file at start)."""
         return self._table.get(mq)
 
-    async def persist(self, mqs: list[Any], *, oneway: bool = True) -> None:
+    async def persist(self, mqs: list[MessageQueue], *, oneway: bool = True) -> None:
         """Write the whole table to the file (in a thread), keeping rows of queues not in ``mqs``."""
         rows = [
             {"topic": t, "brokerName": b, "queueId": q, "offset": off}
@@ -197,7 +197,7 @@ class LocalFileOffsetStore(OffsetStore):
             except OSError as exc:
                 log.warning("could not write offsets to %s: %s", self.path, exc)
 
-    def remove(self, mq: Any) -> None:
+    def remove(self, mq: MessageQueue) -> None:
         """Broadcasting keeps the offsets of released queues, so a restart resumes them."""
 
     async def close(self) -> None:

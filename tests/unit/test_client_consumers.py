@@ -141,9 +141,9 @@ def test_bad_input_messages() -> None:
 
 async def test_local_offset_store_roundtrip(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROCKETPY_OFFSETS_DIR", str(tmp_path))
-    store = LocalFileOffsetStore("g", "1.2.3.4@inst", MessageQueue)
+    store = LocalFileOffsetStore("g", "1.2.3.4@inst")
     with pytest.raises(MQClientError, match="instance_name"):
-        LocalFileOffsetStore("g", "1.2.3.4@inst", MessageQueue)
+        LocalFileOffsetStore("g", "1.2.3.4@inst")
     mq = MessageQueue("T", "b", 3)
     store.update(mq, 42)
     store.update(mq, 7)  # never moves back on its own
@@ -151,7 +151,7 @@ async def test_local_offset_store_roundtrip(tmp_path, monkeypatch: pytest.Monkey
     await store.close()
     doc = json.loads((tmp_path / "1.2.3.4@inst" / "g" / "offsets.json").read_text())
     assert doc["offsetTable"] == [{"topic": "T", "brokerName": "b", "queueId": 3, "offset": 42}]
-    again = LocalFileOffsetStore("g", "1.2.3.4@inst", MessageQueue)
+    again = LocalFileOffsetStore("g", "1.2.3.4@inst")
     await again.load()
     assert await again.read(mq) == 42
     await again.close()
