@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from rocketpy.client.api import MQClientAPI
-from rocketpy.client.consumer_types import ConsumeFromWhere, MessageModel
 from rocketpy.route import MASTER_ID
 
 log = logging.getLogger("rocketpy.client.instance")
@@ -33,9 +32,9 @@ class ConsumerLike(Protocol):
     @property
     def consume_type(self) -> str: ...
     @property
-    def message_model(self) -> MessageModel: ...
+    def message_model(self) -> str: ...  # a MessageModel (a StrEnum)
     @property
-    def consume_from_where(self) -> ConsumeFromWhere: ...
+    def consume_from_where(self) -> str: ...  # a ConsumeFromWhere
     def subscriptions(self) -> list[dict[str, Any]]: ...
     async def on_consumer_ids_changed(self) -> None: ...
 
@@ -53,8 +52,8 @@ def heartbeat_datas(
         data = {
             "groupName": group,
             "consumeType": c.consume_type,
-            "messageModel": c.message_model.value,
-            "consumeFromWhere": c.consume_from_where.value,
+            "messageModel": str(c.message_model),
+            "consumeFromWhere": str(c.consume_from_where),
             "subscriptionDataSet": c.subscriptions(),
             "unitMode": False,
         }
