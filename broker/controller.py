@@ -83,6 +83,8 @@ class BrokerController:
         self.stats = BrokerStats()
         # the listen port until the server is bound (records are written only after that)
         self.store = MessageStore(store_config, store_host=(self.advertised_ip(), bc.listen_port))
+        # built here, not in processor_table: the controller wires its held pulls to the store's
+        # dispatch, to connection closes and to shutdown
         self.pull_processor = PullMessageProcessor(
             bc,
             store_config,
