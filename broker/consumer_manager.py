@@ -10,11 +10,12 @@ UNREGISTER_CLIENT, when their connection closes, or after ``channelExpiredTimeou
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rocketpy.broker.subscription import SubscriptionData
+from rocketpy.remoting.connection import Channel
 
 log = logging.getLogger("rocketpy.broker.clients")
 
@@ -22,11 +23,16 @@ MAX_GROUPS = 100_000
 MAX_CLIENTS_PER_GROUP = 10_000
 
 
+def wall_clock_ms() -> int:
+    """Wall-clock milliseconds: the clock of heartbeat times (``last_update_ms``)."""
+    return int(time.time() * 1000)
+
+
 @dataclass(slots=True)
 class ClientChannelInfo:
     """A client's connection within a group."""
 
-    channel: Any
+    channel: Channel
     client_id: str
     last_update_ms: int
 
@@ -59,7 +65,7 @@ class ConsumerManager:
 
     def __init__(
         self,
-        on_ids_changed: Callable[[str, list[Any]], None],
+        on_ids_changed: Callable[[str, list[Channel]], None],
         channel_expired_timeout_ms: int,
     ) -> None:
         self.groups: dict[str, ConsumerGroupInfo] = {}
@@ -164,7 +170,7 @@ class ConsumerManager:
         else:
             self._notify(info)
 
-    def do_channel_close(self, channel: Any) -> None:
+    def do_channel_close(self, channel: Channel) -> None:
         """Remove every client that used ``channel`` (connection closed)."""
         for info in list(self.groups.values()):
             gone = [cid for cid, c in info.channels.items() if c.channel is channel]
@@ -207,11 +213,11 @@ class ConsumerManager:
         info = self.groups.get(group)
         return info.client_ids() if info is not None else None
 
-    def channels_of(self, group: str) -> list[Any]:
+    def channels_of(self, group: str) -> list[Channel]:
         """The live channels of a consumer group."""
         info = self.groups.get(group)
         return [c.channel for c in info.channels.values()] if info is not None else []
 
-    def producer_channels_of(self, group: str) -> list[Any]:
+    def producer_channels_of(self, group: str) -> list[Channel]:
         """The live channels of a producer group (for transaction checks)."""
         return [c.channel for c in self.producers.get(group, {}).values()]

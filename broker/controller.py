@@ -1,7 +1,9 @@
 """BrokerController: builds and runs one broker.
 
 Owns the wiring (store, managers, processors, RPC server, NameServer registration) and the
-lifecycle. Start: load config tables (thread), start the store, bind the server, register with
+lifecycle. Each processor gets the managers it uses, not the controller; ``processor_table`` is
+the one place that says which handler serves which request code (RocketMQ's registerProcessor
+calls). Start: load config tables (thread), start the store, bind the server, register with
 every NameServer, then run the background routines (periodic registration, offset persistence,
 client expiry, stats sampling) as tracked tasks. Graceful shutdown, in order: answer held pulls,
 unregister from the NameServers (routes vanish at once), stop the routines, stop the server
@@ -18,8 +20,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from rocketpy.broker.consumer_manager import ConsumerManager
-from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
@@ -39,6 +40,8 @@ from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
+from rocketpy.remoting.processor import Handler
 from rocketpy.remoting.server import RemotingServer
 
 log = logging.getLogger("rocketpy.broker")
@@ -78,21 +81,28 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(self._notify_ids_changed, bc.channel_expired_timeout)
         self.queue_locks = RebalanceLockManager()
         self.stats = BrokerStats()
-        self.pull_processor = PullMessageProcessor(self)
-        self.long_polling = PullRequestHoldService(self.pull_processor.rerun)
+        # the listen port until the server is bound (records are written only after that)
+        self.store = MessageStore(store_config, store_host=(self.advertised_ip(), bc.listen_port))
+        # built here, not in processor_table: the controller wires its held pulls to the store's
+        # dispatch, to connection closes and to shutdown
+        self.pull_processor = PullMessageProcessor(
+            bc,
+            store_config,
+            self.topic_config,
+            self.subscription_groups,
+            self.consumer_manager,
+            self.offsets,
+            self.store,
+            self.stats,
+        )
+        self.long_polling = self.pull_processor.holds
         self.client = RemotingClient()
-        self.store: Any = None
         self.server: RemotingServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
         self._tasks: set[asyncio.Task[None]] = set()
         self._register_wanted = asyncio.Event()
         self._stopping = False
-
-    @staticmethod
-    def clock_ms() -> int:
-        """Wall-clock milliseconds."""
-        return int(time.time() * 1000)
 
     def advertised_ip(self) -> str:
         """The IP clients and NameServers should use: brokerIP1, else derived from the bind address."""
@@ -113,8 +123,6 @@ class BrokerController:
             await asyncio.to_thread(self._load_tables)
         except (ValueError, KeyError, TypeError) as e:
             raise RocketpyError(f"cannot load the broker's config tables: {e}") from e
-        ip = self.advertised_ip()
-        self.store = MessageStore(self.store_config, store_host=(ip, bc.listen_port))
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
         self.server = RemotingServer(
@@ -123,9 +131,11 @@ class BrokerController:
             name=f"broker {bc.broker_name}",
             max_frame_bytes=bc.max_frame_bytes,
         )
-        self._register_processors(self.server)
+        for code, handler in self.processor_table().items():
+            self.server.register_processor(code, handler)
         self.server.add_close_listener(self._on_channel_close)
         _, port = await self.server.start()
+        ip = self.advertised_ip()
         self.store.store_host = (ip, port)
         self.broker_addr = f"{ip}:{port}"
         identity = BrokerIdentity(bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr)
@@ -144,14 +154,56 @@ class BrokerController:
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
 
-    def _register_processors(self, server: RemotingServer) -> None:
-        SendMessageProcessor(self).register(server)
-        self.pull_processor.register(server)
-        QueryProcessor(self).register(server)
-        ClientManageProcessor(self).register(server)
-        ConsumerManageProcessor(self).register(server)
-        AdminProcessor(self).register(server)
-        AdminStatsProcessor(self).register(server)
+    def processor_table(self) -> dict[RequestCode, Handler]:
+        """Request code -> handler: every code this broker serves, in one table."""
+        bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
+        groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
+        send = SendMessageProcessor(bc, sc, topics, store, self.stats)
+        pull = self.pull_processor
+        query = QueryProcessor(store)
+        client = ClientManageProcessor(bc, topics, groups, consumers)
+        consumer = ConsumerManageProcessor(consumers, offsets, self.queue_locks, store)
+        admin = AdminProcessor(
+            bc, sc, topics, groups, offsets, store, self.topics_changed_commit, self.broker_config_changed
+        )
+        stats = AdminStatsProcessor(bc, topics, consumers, offsets, store, self.stats, pull.holds)
+        return {
+            # messages in and out
+            RequestCode.SEND_MESSAGE: send.handle,
+            RequestCode.SEND_MESSAGE_V2: send.handle,
+            RequestCode.SEND_BATCH_MESSAGE: send.handle,
+            RequestCode.PULL_MESSAGE: pull.handle,
+            RequestCode.LITE_PULL_MESSAGE: pull.handle,
+            # queue offsets and message queries
+            RequestCode.GET_MAX_OFFSET: query.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: query.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: query.search_offset_by_timestamp,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: query.get_earliest_msg_storetime,
+            RequestCode.QUERY_MESSAGE: query.query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
+            # clients and consumer groups
+            RequestCode.HEART_BEAT: client.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: client.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.get_consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_consumer_offset,
+            RequestCode.LOCK_BATCH_MQ: consumer.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
+            # administration
+            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
+            RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
+            # statistics
+            RequestCode.GET_BROKER_RUNTIME_INFO: stats.get_runtime_info,
+            RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
+            RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
+        }
 
     def registration_wrapper(self) -> dict[str, Any]:
         """TopicConfigSerializeWrapper for REGISTER_BROKER; topic perms are capped by brokerPermission."""
@@ -200,26 +252,20 @@ class BrokerController:
             expiry = self.broker_config.channel_expired_timeout
             await asyncio.sleep(min(CLIENT_SCAN_INTERVAL_MS, max(expiry // 4, 100)) / 1000.0)
             self.consumer_manager.channel_expired_timeout_ms = expiry
-            self.consumer_manager.scan_not_active(self.clock_ms())
+            self.consumer_manager.scan_not_active(wall_clock_ms())
 
     async def _stats_routine(self) -> None:
         while True:
             await asyncio.sleep(STATS_SAMPLE_INTERVAL_MS / 1000.0)
             self.stats.sample()
 
-    # -- hooks used by processors -----------------------------------------------------------
+    # -- hooks given to the admin processor -------------------------------------------------
 
     async def topics_changed_commit(self) -> None:
         """Persist the topic table and register with the NameServers now (admin changes)."""
         await self.topic_config.file.persist()
         if self.registrar is not None:
             await self.registrar.register_all()
-
-    async def delete_topic_data(self, topic: str) -> None:
-        """Remove a deleted topic's consume queues from the store."""
-        result = self.store.delete_topics({topic})
-        if asyncio.iscoroutine(result):
-            await result
 
     async def broker_config_changed(self, keys: set[str]) -> None:
         """React to live config changes (re-register when the permission changed)."""
@@ -229,7 +275,7 @@ class BrokerController:
             await self.registrar.register_all()
         self._register_wanted.set()
 
-    def _notify_ids_changed(self, group: str, channels: list[Any]) -> None:
+    def _notify_ids_changed(self, group: str, channels: list[Channel]) -> None:
         for channel in channels:
             if channel.closed:
                 continue
@@ -241,7 +287,7 @@ class BrokerController:
             except RemotingConnectError as e:
                 log.info("cannot notify %s of group %s change: %s", channel.remote_addr, group, e)
 
-    def _on_channel_close(self, channel: Any) -> None:
+    def _on_channel_close(self, channel: Channel) -> None:
         self.long_polling.on_channel_close(channel)
         self.consumer_manager.do_channel_close(channel)
 
@@ -261,8 +307,7 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
-        if self.store is not None:
-            await self.store.shutdown()
+        await self.store.shutdown()  # a no-op when it never started
         await self.offsets.file.persist(force=True)
         await self.topic_config.file.persist(force=True)
         await self.subscription_groups.file.persist(force=True)

@@ -15,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+
+from rocketpy.broker.subscription import TagMessageFilter
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
 
 log = logging.getLogger("rocketpy.broker.long_polling")
 
@@ -23,7 +26,8 @@ MAX_HELD_PULLS_TOTAL = 50_000
 MAX_HELD_PULLS_PER_CHANNEL = 4_096
 MAX_SUSPEND_MS = 120_000
 
-RunPull = Callable[[Any, Any], Any]  # (channel, request) -> response command or None
+#: Re-runs a pull without suspending: (channel, request) -> the response, or None (nothing to send).
+RunPull = Callable[[Channel, RemotingCommand], RemotingCommand | None]
 
 
 class HeldPull:
@@ -32,7 +36,12 @@ class HeldPull:
     __slots__ = ("channel", "key", "message_filter", "queue_offset", "request", "timer")
 
     def __init__(
-        self, channel: Any, request: Any, key: tuple[str, int], queue_offset: int, message_filter: Any
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        key: tuple[str, int],
+        queue_offset: int,
+        message_filter: TagMessageFilter | None,
     ) -> None:
         self.channel = channel
         self.request = request
@@ -61,7 +70,7 @@ class PullRequestHoldService:
         self.max_total = max_total
         self.max_per_channel = max_per_channel
         self._by_queue: dict[tuple[str, int], set[HeldPull]] = {}
-        self._by_channel: dict[Any, set[HeldPull]] = {}
+        self._by_channel: dict[Channel, set[HeldPull]] = {}
         self._count = 0
         self._closed = False
         self.woken_count = 0
@@ -74,13 +83,13 @@ class PullRequestHoldService:
 
     def hold(
         self,
-        channel: Any,
-        request: Any,
+        channel: Channel,
+        request: RemotingCommand,
         topic: str,
         queue_id: int,
         queue_offset: int,
         timeout_ms: int,
-        message_filter: Any,
+        message_filter: TagMessageFilter | None,
     ) -> str | None:
         """Suspend a pull; returns None when held, or the reason it was refused (bounds, shutdown)."""
         if self._closed:
@@ -148,7 +157,7 @@ class PullRequestHoldService:
 
     def _answer_all(self, helds: list[HeldPull]) -> None:
         for h in helds:
-            if getattr(h.channel, "closed", False):
+            if h.channel.closed:
                 continue
             try:
                 response = self._run_pull(h.channel, h.request)
@@ -158,7 +167,7 @@ class PullRequestHoldService:
             if response is not None:
                 h.channel.send(response)
 
-    def on_channel_close(self, channel: Any) -> None:
+    def on_channel_close(self, channel: Channel) -> None:
         """Drop every pull held for a closed connection (no answer is possible)."""
         for h in list(self._by_channel.get(channel, ())):
             self._remove(h)

@@ -17,6 +17,7 @@ from typing import Any
 import msgpack
 
 from rocketpy.errors import RemotingConnectError, RemotingTimeoutError
+from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
@@ -54,7 +55,7 @@ class BrokerRegistrar:
 
     def __init__(
         self,
-        client: Any,
+        client: RemotingClient,
         namesrv_addrs: list[str],
         identity: BrokerIdentity,
         topic_wrapper: Callable[[], dict[str, Any]],

@@ -1,14 +1,14 @@
 """Command line: ``mqnamesrv``, ``mqbroker``, ``mqadmin``, ``mqshutdown`` and the ``rocketpy`` group.
 
-Commands only build configs and hand over to the daemons' ``run`` functions, imported lazily so a
-part that is not built yet fails with one clear line. Every error a user can cause (bad config,
-bad argument, port in use, unreadable file) ends as one ``error: ...`` line on stderr and a non-zero
-exit code: 2 for configuration and usage errors, 1 otherwise. ``python -m rocketpy.cli ...`` works
-like ``rocketpy ...``.
+Commands only build configs and hand over to the daemons' ``run`` functions, imported when the
+command runs (``rocketpy --help`` and each command start without importing the others). Every
+error a user can cause (bad config, bad argument, port in use, unreadable file) ends as one
+``error: ...`` line on stderr and a non-zero exit code: 2 for configuration and usage errors, 1
+otherwise. ``python -m rocketpy.cli ...`` works like ``rocketpy ...``.
 
-``mqadmin`` sub-commands come from ``client.admin_cli`` when that module exists: it must define
-``commands: list[click.Command]``; they are added to the ``admin`` group on first use. In the
-same way ``rocketpy bench producer|consumer`` are the commands of the ``client.bench.bench`` group.
+``mqadmin`` sub-commands are ``rocketpy.client.admin_cli.commands``, added to the ``admin`` group on
+first use; in the same way ``rocketpy bench producer|consumer`` are the commands of the
+``rocketpy.client.bench.bench`` group.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 
@@ -29,22 +28,6 @@ from rocketpy.errors import ConfigError, RocketpyError
 from rocketpy.logsetup import pid_files, read_pid_file, setup_logging
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _lazy(module: str, attr: str, what: str) -> Callable[..., Any]:
-    """Import ``module.attr``; a module that does not exist yet becomes one clear error line."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
-            raise  # something inside the module is missing: a bug, keep the traceback
-        raise RocketpyError(
-            f"error: {what} is not available in this build (module {module} is missing)"
-        ) from e
-    fn = getattr(mod, attr, None)
-    if not callable(fn):
-        raise RocketpyError(f"error: {what} is not available in this build ({module}.{attr} is missing)")
-    return fn  # type: ignore[no-any-return]
 
 
 @click.group(context_settings=_CONTEXT)
@@ -78,17 +61,17 @@ def broker_cmd(config_file: str | None, namesrv_addr: str | None, print_config: 
     if print_config:
         click.echo("\n".join(config_lines(broker_config, store_config)))
         return 0
-    run = _lazy("rocketpy.broker.startup", "run", "the broker")
+    from rocketpy.broker.startup import run
+
     setup_logging("broker")
-    return int(run(broker_config, store_config) or 0)
+    return run(broker_config, store_config)
 
 
 class _LazyGroup(click.Group):
     """A group whose sub-commands are imported on first use (``rocketpy --help`` stays fast).
 
     ``_source`` names a module and an attribute: a ``list[click.Command]`` or a ``click.Group``
-    whose commands are adopted. A source module that does not exist leaves the group empty; an
-    import error inside it propagates (a bug, keep the traceback).
+    whose commands are adopted.
     """
 
     _source: tuple[str, str] = ("", "")
@@ -99,13 +82,7 @@ class _LazyGroup(click.Group):
             return
         self._loaded = True
         module, attr = self._source
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name is not None and (module == e.name or module.startswith(e.name + ".")):
-                return
-            raise
-        source = getattr(mod, attr, [])
+        source = getattr(importlib.import_module(module), attr)
         commands = source.commands.values() if isinstance(source, click.Group) else source
         for command in commands:
             self.add_command(command)
@@ -137,9 +114,6 @@ def admin_group(ctx: click.Context) -> int | None:
     """RocketMQ's admin commands (updateTopic, topicList, clusterList, ...)."""
     if ctx.invoked_subcommand is not None:
         return None
-    if not admin_group.list_commands(ctx):
-        click.echo("error: mqadmin has no sub-commands in this build yet", err=True)
-        return 1
     click.echo(ctx.get_help())
     return 1
 
@@ -150,9 +124,6 @@ def bench_group(ctx: click.Context) -> int | None:
     """Benchmarks through the SDK: 'bench producer' and 'bench consumer' report TPS and latency."""
     if ctx.invoked_subcommand is not None:
         return None
-    if not bench_group.list_commands(ctx):
-        click.echo("error: bench is not available in this build (module client.bench is missing)", err=True)
-        return 1
     click.echo(ctx.get_help())
     return 1
 
@@ -226,8 +197,9 @@ def _is_rocketpy(pid: int) -> bool:
 @click.option("--json", "json_lines", is_flag=True, help="One JSON document per record.")
 def store_dump_cmd(path: str, json_lines: bool) -> int:
     """Print the records of a store directory or file (commitlog, consumequeue, index)."""
-    dump = _lazy("rocketpy.broker.store.dump", "main", "store-dump")
-    return int(dump(path, json_lines) or 0)
+    from rocketpy.broker.store.dump import main as dump
+
+    return dump(path, json_lines)
 
 
 # --------------------------------------------------------------------------------------------

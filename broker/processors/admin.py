@@ -10,27 +10,28 @@ Only the keys in ``LIVE_BROKER_KEYS`` may change while the broker runs.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
+from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
-from rocketpy.broker.subscription_group import SubscriptionGroupConfig
+from rocketpy.broker.store import MessageStore
+from rocketpy.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketpy.broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     MAX_QUEUE_NUMS,
     SCHEDULE_TOPIC,
     TopicConfig,
+    TopicConfigManager,
     TopicLimitError,
     validate_topic_name,
 )
-from rocketpy.config import BrokerConfig, ConfigError, config_lines, parse_properties
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.config import BrokerConfig, ConfigError, StoreConfig, config_lines, parse_properties
+from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
-
-if TYPE_CHECKING:
-    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.admin")
 
@@ -52,22 +53,39 @@ MAX_CONFIG_BODY_BYTES = 64 * 1024
 
 
 class AdminProcessor:
-    """Handles topic, subscription-group and broker-config administration."""
+    """Handles topic, subscription-group and broker-config administration.
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.c = controller
+    Args:
+        broker_config: the broker settings; live keys are changed here.
+        store_config: the store settings (GET_BROKER_CONFIG).
+        topic_config: the topic table.
+        subscription_groups: the group table.
+        offsets: the committed offsets (dropped with their topic or group).
+        store: holds the consume queues of deleted topics.
+        topics_changed: persists the topic table and registers it with the NameServers; awaited
+            before a topic change is answered, so the route is visible when the call returns.
+        broker_config_changed: applies live config changes (called with the changed keys).
+    """
 
-    def register(self, server: Any) -> None:
-        """Register the admin codes with the RemotingServer."""
-        reg = server.register_processor
-        reg(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic)
-        reg(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
-        reg(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config)
-        reg(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_and_create_subscription_group)
-        reg(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group)
-        reg(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group)
-        reg(RequestCode.GET_BROKER_CONFIG, self.get_broker_config)
-        reg(RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config)
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: StoreConfig,
+        topic_config: TopicConfigManager,
+        subscription_groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        store: MessageStore,
+        topics_changed: Callable[[], Awaitable[None]],
+        broker_config_changed: Callable[[set[str]], Awaitable[None]],
+    ) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.topic_config = topic_config
+        self.subscription_groups = subscription_groups
+        self.offsets = offsets
+        self.store = store
+        self._topics_changed = topics_changed
+        self._broker_config_changed = broker_config_changed
 
     def _topic_from_header(self, request: RemotingCommand) -> TopicConfig:
         ext = request.ext
@@ -75,7 +93,7 @@ class AdminProcessor:
         problem = validate_topic_name(topic)
         if problem:
             raise HeaderError(problem)
-        if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, self.c.broker_config.broker_cluster_name):
+        if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, self.broker_config.broker_cluster_name):
             raise HeaderError(f"the topic name {topic} is a system topic of this broker; choose another name")
         read = ext_int(ext, "readQueueNums", 8)
         write = ext_int(ext, "writeQueueNums", 8)
@@ -99,36 +117,36 @@ class AdminProcessor:
             order=ext_bool(ext, "order", False),
         )
 
-    async def update_and_create_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC: create or change a topic, persist it and register it."""
         tc = self._topic_from_header(request)
         try:
-            self.c.topic_config.update(tc)
+            self.topic_config.update(tc)
         except TopicLimitError as e:
             return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, str(e))
-        await self.c.topics_changed_commit()
+        await self._topics_changed()
         return RemotingCommand.response(request)
 
-    async def delete_topic(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_BROKER: drop a topic's config, offsets and stored queues."""
         topic = ext_str(request.ext, "topic")
         if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC):
             raise HeaderError(f"{topic} is a system topic and cannot be deleted")
-        if not self.c.topic_config.delete(topic):
+        if not self.topic_config.delete(topic):
             return RemotingCommand.response(
                 request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] does not exist on this broker"
             )
-        self.c.offsets.remove_topic(topic)
-        await self.c.delete_topic_data(topic)
-        await self.c.topics_changed_commit()
+        self.offsets.remove_topic(topic)
+        self.store.delete_topics({topic})
+        await self._topics_changed()
         return RemotingCommand.response(request)
 
-    def get_all_topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_TOPIC_CONFIG: the TopicConfigSerializeWrapper."""
-        return RemotingCommand.response(request, body=encode(self.c.topic_config.snapshot()))
+        return RemotingCommand.response(request, body=encode(self.topic_config.snapshot()))
 
     async def update_and_create_subscription_group(
-        self, channel: Any, request: RemotingCommand
+        self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or change a group (body SubscriptionGroupConfig)."""
         doc = decode_map(request.body, "SubscriptionGroupConfig")
@@ -136,34 +154,34 @@ class AdminProcessor:
             cfg = SubscriptionGroupConfig.from_wire(doc)
         except ValueError as e:
             raise HeaderError(f"bad SubscriptionGroupConfig: {e}") from e
-        self.c.subscription_groups.update(cfg)
-        await self.c.subscription_groups.file.persist()
+        self.subscription_groups.update(cfg)
+        await self.subscription_groups.file.persist()
         return RemotingCommand.response(request)
 
-    def get_all_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group's config and the table's data version."""
-        return RemotingCommand.response(request, body=encode(self.c.subscription_groups.snapshot()))
+        return RemotingCommand.response(request, body=encode(self.subscription_groups.snapshot()))
 
-    async def delete_subscription_group(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_SUBSCRIPTIONGROUP: drop a group's config (and its offsets when cleanOffset=true)."""
         group = ext_str(request.ext, "groupName")
-        if not self.c.subscription_groups.delete(group):
+        if not self.subscription_groups.delete(group):
             return RemotingCommand.response(
                 request,
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{group}] does not exist",
             )
         if ext_bool(request.ext, "cleanOffset", False):
-            self.c.offsets.remove_group(group)
-        await self.c.subscription_groups.file.persist()
+            self.offsets.remove_group(group)
+        await self.subscription_groups.file.persist()
         return RemotingCommand.response(request)
 
-    def get_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONFIG: the effective configuration as ``key=value`` lines."""
-        text = "\n".join(config_lines(self.c.broker_config, self.c.store_config)) + "\n"
+        text = "\n".join(config_lines(self.broker_config, self.store_config)) + "\n"
         return RemotingCommand.response(request, body=text.encode())
 
-    async def update_broker_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: change live keys (all or nothing); others get a clear refusal."""
         if len(request.body) > MAX_CONFIG_BODY_BYTES:
             raise HeaderError(f"the config body is larger than {MAX_CONFIG_BODY_BYTES} bytes")
@@ -182,7 +200,7 @@ class AdminProcessor:
                 f"keys that can change live: {', '.join(sorted(LIVE_BROKER_KEYS))}",
             )
         updates = {e.key: e.value for e in entries}
-        current = self.c.broker_config.model_dump(by_alias=True)
+        current = self.broker_config.model_dump(by_alias=True)
         try:
             checked = BrokerConfig.model_validate({**current, **updates})
         except ValidationError as e:
@@ -194,7 +212,7 @@ class AdminProcessor:
             )
         for key in updates:
             field = LIVE_BROKER_KEYS[key]
-            setattr(self.c.broker_config, field, getattr(checked, field))
+            setattr(self.broker_config, field, getattr(checked, field))
         log.info("broker config updated live: %s", updates)
-        await self.c.broker_config_changed(set(updates))
+        await self._broker_config_changed(set(updates))
         return RemotingCommand.response(request)

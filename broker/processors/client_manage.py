@@ -7,18 +7,19 @@ clustering consumer group also gets its retry topic ``%RETRY%{group}`` here, as 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from rocketpy.broker.consumer_manager import ClientChannelInfo
+from rocketpy.broker.consumer_manager import ClientChannelInfo, ConsumerManager, wall_clock_ms
 from rocketpy.broker.processors.body import decode_map
 from rocketpy.broker.subscription import SubscriptionParseError, subscription_from_wire
-from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicLimitError
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager, TopicLimitError
+from rocketpy.config import BrokerConfig
+from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
-
-if TYPE_CHECKING:
-    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.clients")
 
@@ -27,17 +28,31 @@ MAX_SUBSCRIPTIONS_PER_GROUP = 1024
 
 
 class ClientManageProcessor:
-    """Handles heartbeats and client unregistration."""
+    """Handles heartbeats and client unregistration.
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.c = controller
+    Args:
+        broker_config: whether consumers are told of membership changes (live).
+        topic_config: where a clustering group's retry topic is created.
+        subscription_groups: the group table (existence, retry queues, notification).
+        consumer_manager: the group membership heartbeats update.
+        clock_ms: wall-clock milliseconds (heartbeat times).
+    """
 
-    def register(self, server: Any) -> None:
-        """Register the client codes with the RemotingServer."""
-        server.register_processor(RequestCode.HEART_BEAT, self.heart_beat)
-        server.register_processor(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        topic_config: TopicConfigManager,
+        subscription_groups: SubscriptionGroupManager,
+        consumer_manager: ConsumerManager,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.broker_config = broker_config
+        self.topic_config = topic_config
+        self.subscription_groups = subscription_groups
+        self.consumer_manager = consumer_manager
+        self.clock_ms = clock_ms
 
-    def heart_beat(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """HEART_BEAT: register or refresh the client's producer and consumer groups."""
         doc = decode_map(request.body, "HeartbeatData")
         client_id = doc.get("clientID")
@@ -49,7 +64,7 @@ class ClientManageProcessor:
             raise HeaderError("HeartbeatData 'consumerDataSet' and 'producerDataSet' must be lists")
         if len(consumers) + len(producers) > MAX_GROUPS_PER_HEARTBEAT:
             raise HeaderError(f"HeartbeatData names more than {MAX_GROUPS_PER_HEARTBEAT} groups")
-        now_ms = self.c.clock_ms()
+        now_ms = self.clock_ms()
         channel.attrs["client_id"] = client_id
         for data in consumers:
             error = self._consumer(channel, request, client_id, data, now_ms)
@@ -59,16 +74,16 @@ class ClientManageProcessor:
             group = data.get("groupName") if isinstance(data, dict) else None
             if not isinstance(group, str) or not group:
                 raise HeaderError("every producerDataSet entry needs a 'groupName'")
-            self.c.consumer_manager.register_producer(group, ClientChannelInfo(channel, client_id, now_ms))
+            self.consumer_manager.register_producer(group, ClientChannelInfo(channel, client_id, now_ms))
         return RemotingCommand.response(request)
 
     def _consumer(
-        self, channel: Any, request: RemotingCommand, client_id: str, data: Any, now_ms: int
+        self, channel: Channel, request: RemotingCommand, client_id: str, data: Any, now_ms: int
     ) -> RemotingCommand | None:
         if not isinstance(data, dict) or not isinstance(data.get("groupName"), str) or not data["groupName"]:
             raise HeaderError("every consumerDataSet entry needs a 'groupName'")
         group = data["groupName"]
-        group_cfg = self.c.subscription_groups.find(group)
+        group_cfg = self.subscription_groups.find(group)
         if group_cfg is None:
             return RemotingCommand.response(
                 request,
@@ -94,29 +109,29 @@ class ClientManageProcessor:
         }
         if settings.get("messageModel", "CLUSTERING") == "CLUSTERING":
             try:
-                self.c.topic_config.create_system_group_topic(
+                self.topic_config.create_system_group_topic(
                     RETRY_GROUP_TOPIC_PREFIX + group, group_cfg.retry_queue_nums
                 )
             except TopicLimitError as e:
                 return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, str(e))
         notify = (
-            self.c.broker_config.notify_consumer_ids_changed_enable
+            self.broker_config.notify_consumer_ids_changed_enable
             and group_cfg.notify_consumer_ids_changed_enable
         )
-        changed = self.c.consumer_manager.register_consumer(
+        changed = self.consumer_manager.register_consumer(
             group, ClientChannelInfo(channel, client_id, now_ms), settings, subs, notify=notify
         )
         if changed:
             log.info("heartbeat from %s changed consumer group %s", client_id, group)
         return None
 
-    def unregister_client(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def unregister_client(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UNREGISTER_CLIENT: a client leaves its producer and/or consumer group."""
         client_id = ext_str(request.ext, "clientID")
         producer_group = ext_opt_str(request.ext, "producerGroup")
         consumer_group = ext_opt_str(request.ext, "consumerGroup")
         if producer_group:
-            self.c.consumer_manager.unregister_producer(producer_group, client_id)
+            self.consumer_manager.unregister_producer(producer_group, client_id)
         if consumer_group:
-            self.c.consumer_manager.unregister_consumer(consumer_group, client_id)
+            self.consumer_manager.unregister_consumer(consumer_group, client_id)
         return RemotingCommand.response(request)

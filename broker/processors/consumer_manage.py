@@ -6,39 +6,46 @@ Owns the header/body checks of those codes; state lives in the offset, consumer 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from rocketpy.broker.consumer_manager import ConsumerManager
+from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
-from rocketpy.broker.queue_locks import MessageQueueKey
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.broker.queue_locks import MessageQueueKey, RebalanceLockManager
+from rocketpy.broker.store import MessageStore
+from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
-
-if TYPE_CHECKING:
-    from rocketpy.broker.controller import BrokerController
 
 INT64_MAX = (1 << 63) - 1
 MAX_LOCK_BATCH = 4096
 
 
 class ConsumerManageProcessor:
-    """Handles consumer-list, offset and queue-lock requests."""
+    """Handles consumer-list, offset and queue-lock requests.
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.c = controller
+    Args:
+        consumer_manager: the live consumers of each group.
+        offsets: the committed offsets.
+        queue_locks: the orderly consumers' queue locks.
+        store: the queues' min offsets (the young-queue rule of QUERY_CONSUMER_OFFSET).
+    """
 
-    def register(self, server: Any) -> None:
-        """Register the consumer-manage codes with the RemotingServer."""
-        server.register_processor(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list)
-        server.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
-        server.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
-        server.register_processor(RequestCode.LOCK_BATCH_MQ, self.lock_batch)
-        server.register_processor(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch)
+    def __init__(
+        self,
+        consumer_manager: ConsumerManager,
+        offsets: ConsumerOffsetManager,
+        queue_locks: RebalanceLockManager,
+        store: MessageStore,
+    ) -> None:
+        self.consumer_manager = consumer_manager
+        self.offsets = offsets
+        self.queue_locks = queue_locks
+        self.store = store
 
-    def get_consumer_list(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_LIST_BY_GROUP: the sorted client ids of a group's live consumers."""
         group = ext_str(request.ext, "consumerGroup")
-        ids = self.c.consumer_manager.client_ids(group)
+        ids = self.consumer_manager.client_ids(group)
         if ids is None:
             return RemotingCommand.response(
                 request,
@@ -56,7 +63,7 @@ class ConsumerManageProcessor:
             raise HeaderError(f"request header field 'queueId' must be between 0 and 65535, got {queue_id}")
         return group, topic, queue_id
 
-    def query_consumer_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUMER_OFFSET: the group's committed offset, else 0 or QUERY_NOT_FOUND.
 
         A group with no committed offset gets 0 while the queue still holds its first message
@@ -66,9 +73,9 @@ class ConsumerManageProcessor:
         ask for it only when starting from LAST; RocketMQ's clients do not send the field).
         """
         group, topic, queue_id = self._queue(request)
-        offset = self.c.offsets.query_offset(group, topic, queue_id)
+        offset = self.offsets.query_offset(group, topic, queue_id)
         zero_if_young = ext_bool(request.ext, "setZeroIfNotFound", True)
-        if offset < 0 and zero_if_young and self.c.store.get_min_offset_in_queue(topic, queue_id) == 0:
+        if offset < 0 and zero_if_young and self.store.get_min_offset_in_queue(topic, queue_id) == 0:
             offset = 0
         if offset < 0:
             return RemotingCommand.response(
@@ -79,7 +86,7 @@ class ConsumerManageProcessor:
             )
         return RemotingCommand.response(request, ext={"offset": offset})
 
-    def update_consumer_offset(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_CONSUMER_OFFSET: store the group's next offset to consume."""
         group, topic, queue_id = self._queue(request)
         offset = ext_int(request.ext, "commitOffset")
@@ -87,7 +94,7 @@ class ConsumerManageProcessor:
             raise HeaderError(
                 f"request header field 'commitOffset' must be between 0 and {INT64_MAX}, got {offset}"
             )
-        self.c.offsets.commit_offset(group, topic, queue_id, offset)
+        self.offsets.commit_offset(group, topic, queue_id, offset)
         return RemotingCommand.response(request)
 
     def _lock_body(self, request: RemotingCommand) -> tuple[str, str, list[MessageQueueKey]]:
@@ -105,15 +112,15 @@ class ConsumerManageProcessor:
                 raise HeaderError(f"every mqSet entry needs topic, brokerName and queueId: {mq!r}") from e
         return group, client_id, mqs
 
-    def lock_batch(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def lock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """LOCK_BATCH_MQ: lock (or renew) queues for an orderly consumer; answers the locked ones."""
         group, client_id, mqs = self._lock_body(request)
-        locked = self.c.queue_locks.try_lock_batch(group, mqs, client_id)
+        locked = self.queue_locks.try_lock_batch(group, mqs, client_id)
         body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in sorted(locked)]}
         return RemotingCommand.response(request, body=encode(body))
 
-    def unlock_batch(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+    def unlock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UNLOCK_BATCH_MQ: release queues held by the client."""
         group, client_id, mqs = self._lock_body(request)
-        self.c.queue_locks.unlock_batch(group, mqs, client_id)
+        self.queue_locks.unlock_batch(group, mqs, client_id)
         return RemotingCommand.response(request)

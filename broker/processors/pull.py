@@ -11,8 +11,13 @@ the store read is a memory copy.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rocketpy.broker.consumer_manager import ConsumerManager
+from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store import GetMessageResult, MessageStore
 from rocketpy.broker.subscription import (
     EXPRESSION_TAG,
     SubscriptionData,
@@ -20,13 +25,13 @@ from rocketpy.broker.subscription import (
     TagMessageFilter,
     parse_subscription,
 )
-from rocketpy.broker.topic_config import is_readable
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.topic_config import TopicConfigManager, is_readable
+from rocketpy.config import BrokerConfig, StoreConfig
+from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_str
-
-if TYPE_CHECKING:
-    from rocketpy.broker.controller import BrokerController
 
 log = logging.getLogger("rocketpy.broker.pull")
 
@@ -117,22 +122,46 @@ class PullHeader:
 
 
 class PullMessageProcessor:
-    """Handles pulls for one broker."""
+    """Handles pulls for one broker; owns the table of held pulls (``holds``).
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.c = controller
+    Args:
+        broker_config: the broker's permission and polling settings (live).
+        store_config: the transfer limits of one pull.
+        topic_config: the topic table.
+        subscription_groups: the group table (existence, consumeEnable).
+        consumer_manager: the subscriptions heartbeats announced (pulls without FLAG_SUBSCRIPTION).
+        offsets: where a pull's commit offset goes.
+        store: where messages are read.
+        stats: counts messages handed out.
+    """
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: StoreConfig,
+        topic_config: TopicConfigManager,
+        subscription_groups: SubscriptionGroupManager,
+        consumer_manager: ConsumerManager,
+        offsets: ConsumerOffsetManager,
+        store: MessageStore,
+        stats: BrokerStats,
+    ) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.topic_config = topic_config
+        self.subscription_groups = subscription_groups
+        self.consumer_manager = consumer_manager
+        self.offsets = offsets
+        self.store = store
+        self.stats = stats
+        self.holds = PullRequestHoldService(self.rerun)
         self._filters: dict[tuple[str, str, str], TagMessageFilter | SubscriptionParseError] = {}
 
-    def register(self, server: Any) -> None:
-        """Register the pull codes with the RemotingServer."""
-        server.register_processor(RequestCode.PULL_MESSAGE, self.handle)
-        server.register_processor(RequestCode.LITE_PULL_MESSAGE, self.handle)
-
-    def handle(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
+    def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """First pass of a pull: may suspend (returns None) or answers at once."""
         return self.process(channel, request, allow_suspend=True)
 
-    def rerun(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
+    def rerun(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """A held pull woken by a message or its deadline: answer whatever is there now."""
         return self.process(channel, request, allow_suspend=False)
 
@@ -140,15 +169,14 @@ class PullMessageProcessor:
         return RemotingCommand.response(request, code, remark)
 
     def _check(self, request: RemotingCommand, h: PullHeader) -> RemotingCommand | None:
-        c = self.c
-        name = c.broker_config.broker_name
-        if not is_readable(c.broker_config.broker_permission):
+        name = self.broker_config.broker_name
+        if not is_readable(self.broker_config.broker_permission):
             return self._error(
                 request,
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{name}] pulling message is forbidden (brokerPermission has no read bit)",
             )
-        group_cfg = c.subscription_groups.find(h.group)
+        group_cfg = self.subscription_groups.find(h.group)
         if group_cfg is None:
             return self._error(
                 request,
@@ -162,7 +190,7 @@ class PullMessageProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"subscription group [{h.group}] may not consume (consumeEnable=false)",
             )
-        tc = c.topic_config.get(h.topic)
+        tc = self.topic_config.get(h.topic)
         if tc is None:
             return self._error(
                 request,
@@ -204,7 +232,7 @@ class PullMessageProcessor:
                     f"cannot use subscription {h.subscription!r}: {cached}",
                 )
             return cached
-        sub = self.c.consumer_manager.find_subscription(h.group, h.topic)
+        sub = self.consumer_manager.find_subscription(h.group, h.topic)
         if sub is None:
             return self._error(
                 request,
@@ -215,13 +243,15 @@ class PullMessageProcessor:
         return TagMessageFilter(sub)
 
     def _parse(self, h: PullHeader) -> SubscriptionData:
-        if h.expression_type.upper() != EXPRESSION_TAG and self.c.broker_config.enable_property_filter:
+        if h.expression_type.upper() != EXPRESSION_TAG and self.broker_config.enable_property_filter:
             raise SubscriptionParseError(
                 "SQL92 filtering is not implemented by this broker yet; use a TAG expression"
             )
         return parse_subscription(h.topic, h.subscription, h.sub_version, h.expression_type)
 
-    def process(self, channel: Any, request: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
+    def process(
+        self, channel: Channel, request: RemotingCommand, allow_suspend: bool
+    ) -> RemotingCommand | None:
         """Run one pull; returns the response, or None when the pull was suspended."""
         h = PullHeader(request.ext)
         error = self._check(request, h)
@@ -230,17 +260,16 @@ class PullMessageProcessor:
         message_filter = self._filter(request, h)
         if isinstance(message_filter, RemotingCommand):
             return message_filter
-        c = self.c
-        sc = c.store_config
+        sc = self.store_config
         max_msgs = min(h.max_msgs, MAX_PULL_MSGS, sc.max_transfer_count_on_message_in_memory)
         max_bytes = sc.max_transfer_bytes_on_message_in_memory
         if h.max_msg_bytes and h.max_msg_bytes > 0:
             max_bytes = min(max_bytes, h.max_msg_bytes)
-        result = c.store.get_message(
+        result = self.store.get_message(
             h.group, h.topic, h.queue_id, h.queue_offset, max_msgs, max_bytes, message_filter
         )
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
-            c.offsets.commit_offset(h.group, h.topic, h.queue_id, h.commit_offset)
+            self.offsets.commit_offset(h.group, h.topic, h.queue_id, h.commit_offset)
         status = result.status.name
         code = _STATUS_CODES.get(status)
         if code is None:  # NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE
@@ -254,7 +283,7 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             body = result.join()
             result.release()
-            c.stats.on_get(h.group, result.message_count, len(body))
+            self.stats.on_get(h.group, result.message_count, len(body))
             return RemotingCommand.response(request, code, None, ext, body)
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
             held = self._suspend(channel, request, h, message_filter)
@@ -264,16 +293,16 @@ class PullMessageProcessor:
         return RemotingCommand.response(request, code, _remark(status, h, result), ext)
 
     def _suspend(
-        self, channel: Any, request: RemotingCommand, h: PullHeader, message_filter: Any
+        self, channel: Channel, request: RemotingCommand, h: PullHeader, message_filter: TagMessageFilter
     ) -> str | None:
-        bc = self.c.broker_config
+        bc = self.broker_config
         timeout_ms = h.suspend_timeout_ms if bc.long_polling_enable else bc.short_polling_time_mills
-        return self.c.long_polling.hold(
+        return self.holds.hold(
             channel, request, h.topic, h.queue_id, h.queue_offset, timeout_ms, message_filter
         )
 
 
-def _remark(status: str, h: PullHeader, result: Any) -> str:
+def _remark(status: str, h: PullHeader, result: GetMessageResult) -> str:
     if status in (
         "OFFSET_TOO_SMALL",
         "OFFSET_OVERFLOW_BADLY",

@@ -7,30 +7,32 @@ response code with a remark. The V2 header carries the same fields renamed ``a``
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import random
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.send_header import SendHeader
-from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
     PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
+    TopicConfigManager,
     TopicLimitError,
     is_send_forbidden_topic,
     is_writeable,
     validate_topic_name,
 )
+from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.message import MessageConst
 from rocketpy.record import MAX_PROPERTIES_BYTES, RecordError, decode_batch
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
-
-if TYPE_CHECKING:
-    from rocketpy.broker.controller import BrokerController
+from rocketpy.remoting.connection import Channel
 
 log = logging.getLogger("rocketpy.broker.send")
 
@@ -49,19 +51,50 @@ def unique_key_of(properties: str) -> str | None:
     return properties[start : end if end >= 0 else len(properties)]
 
 
-def _parse_host(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
+def born_host_of(peer: tuple[str, int] | None) -> tuple[str, int] | None:
+    """The born host stored for a producer at ``peer``: its IPv4 address and port.
+
+    An IPv4-mapped IPv6 peer (``::ffff:a.b.c.d``, a dual-stack listener) is its IPv4 address.
+    None when the address cannot be stored: the socket reported no peer, or a true IPv6 peer (the
+    record's born-host field holds IPv4 only; RocketMQ's IPv6 record layout is not built).
+    """
+    if peer is None:
+        return None
     try:
-        return host or "127.0.0.1", int(port)
+        ip = ipaddress.ip_address(peer[0].split("%", 1)[0])  # an IPv6 scope id is not part of it
     except ValueError:
-        return "127.0.0.1", 0
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is None:
+            return None
+        ip = ip.ipv4_mapped
+    return str(ip), peer[1]
 
 
 class SendMessageProcessor:
-    """Handles the send codes for one broker."""
+    """Handles the send codes for one broker.
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.c = controller
+    Args:
+        broker_config: the broker's permission, names and topic auto-creation settings (live).
+        store_config: the message size limit and sync-flush timeout.
+        topic_config: the topic table (lookups, auto-creation on send).
+        store: where messages are put.
+        stats: counts stored messages and bytes.
+    """
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: StoreConfig,
+        topic_config: TopicConfigManager,
+        store: MessageStore,
+        stats: BrokerStats,
+    ) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.topic_config = topic_config
+        self.store = store
+        self.stats = stats
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
 
     def _topic_problem(self, topic: str) -> tuple[int, str] | None:
@@ -82,13 +115,9 @@ class SendMessageProcessor:
         self._topic_problems[topic] = problem
         return problem
 
-    def register(self, server: Any) -> None:
-        """Register the send codes with the RemotingServer."""
-        server.register_processor(RequestCode.SEND_MESSAGE, self.handle)
-        server.register_processor(RequestCode.SEND_MESSAGE_V2, self.handle)
-        server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self.handle)
-
-    def handle(self, channel: Any, request: RemotingCommand) -> Any:
+    def handle(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Check the request and store it; answers inline unless the store had to wait."""
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE
         header = SendHeader(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
@@ -101,7 +130,15 @@ class SendMessageProcessor:
             queue_id = random.randrange(tc.write_queue_nums)
         born_host = channel.attrs.get("born_host")
         if born_host is None:
-            born_host = channel.attrs["born_host"] = _parse_host(channel.remote_addr)
+            born_host = born_host_of(channel.peer)
+            if born_host is None:
+                return self._error(
+                    request,
+                    ResponseCode.SYSTEM_ERROR,
+                    f"cannot record the producer's address {channel.remote_addr} as the message's born "
+                    "host (this broker stores IPv4 born hosts only); connect to the broker over IPv4",
+                )
+            channel.attrs["born_host"] = born_host
         if batch:
             return run_eager(self._send_batch(request, header, queue_id, born_host))
         return self._send_one(request, header, queue_id, born_host)
@@ -116,12 +153,11 @@ class SendMessageProcessor:
         The common case (writable broker, known valid topic, writable, queue in range) is decided
         with a few lookups; anything else goes through ``_check_slow``, which also auto-creates.
         """
-        c = self.c
         if (
-            c.broker_config.broker_permission & PERM_WRITE
+            self.broker_config.broker_permission & PERM_WRITE
             and self._topic_problems.get(h.topic, _UNSEEN) is None
         ):
-            tc = c.topic_config.get(h.topic)
+            tc = self.topic_config.get(h.topic)
             if (
                 tc is not None
                 and tc.perm & PERM_WRITE
@@ -131,9 +167,9 @@ class SendMessageProcessor:
         return self._check_slow(request, h)
 
     def _check_slow(self, request: RemotingCommand, h: SendHeader) -> TopicConfig | RemotingCommand:
-        c = self.c
-        name = c.broker_config.broker_name
-        if not is_writeable(c.broker_config.broker_permission):
+        bc = self.broker_config
+        name = bc.broker_name
+        if not is_writeable(bc.broker_permission):
             return self._error(
                 request,
                 ResponseCode.NO_PERMISSION,
@@ -152,7 +188,7 @@ class SendMessageProcessor:
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"topic[{h.topic}] does not exist on broker {name} and autoCreateTopicEnable is false; "
-                f"create it with: mqadmin updateTopic -t {h.topic} -c {c.broker_config.broker_cluster_name}",
+                f"create it with: mqadmin updateTopic -t {h.topic} -c {bc.broker_cluster_name}",
             )
         if not is_writeable(tc.perm):
             return self._error(
@@ -173,7 +209,7 @@ class SendMessageProcessor:
         return tc
 
     def _topic_config(self, h: SendHeader) -> TopicConfig | None:
-        tm = self.c.topic_config
+        tm = self.topic_config
         tc = tm.get(h.topic)
         if tc is not None:
             return tc
@@ -182,7 +218,7 @@ class SendMessageProcessor:
         return tm.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
 
     def _check_message(self, body_len: int, properties: str) -> str | None:
-        limit = self.c.store_config.max_message_size
+        limit = self.store_config.max_message_size
         if body_len > limit:
             return (
                 f"the message body is {body_len} bytes; this broker's maxMessageSize is {limit}; "
@@ -195,7 +231,7 @@ class SendMessageProcessor:
         return None
 
     def _message(
-        self, h: SendHeader, queue_id: int, body: Any, flag: int, props: str, born: Any
+        self, h: SendHeader, queue_id: int, body: Any, flag: int, props: str, born: tuple[str, int]
     ) -> BrokerMessage:
         # positional, in BrokerMessage's parameter order (no keyword matching per message)
         return BrokerMessage(
@@ -210,7 +246,7 @@ class SendMessageProcessor:
         if problem:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
         msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
-        put = run_eager(self.c.store.put_message(msg))
+        put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult):
             return self._response(request, put, queue_id, unique_key_of(h.properties), 1, len(request.body))
         return self._finish_one(request, put, queue_id, h.properties)
@@ -233,7 +269,7 @@ class SendMessageProcessor:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
         msgs = []
         uniqs = []
-        max_body = self.c.store_config.max_message_size
+        max_body = self.store_config.max_message_size
         short_props = MAX_PROPERTIES_BYTES // 4  # shorter strings cannot exceed the limit in UTF-8
         topic, sys_flag, born_ts, reconsume = h.topic, h.sys_flag, h.born_timestamp, h.reconsume_times
         for body, flag, props in items:
@@ -243,7 +279,7 @@ class SendMessageProcessor:
                     return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
             msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
-        result = await self.c.store.put_messages(msgs)
+        result = await self.store.put_messages(msgs)
         return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))
 
     def _response(
@@ -258,11 +294,11 @@ class SendMessageProcessor:
         code: int = ResponseCode.SUCCESS
         remark: str | None = None
         if result.status is not PutMessageStatus.PUT_OK:  # PUT_OK is the fast path
-            code, remark = put_status_to_response(result, self.c.store_config.sync_flush_timeout)
+            code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
             if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
                 log.warning("put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
-        stats = self.c.stats
+        stats = self.stats
         stats.put_msgs_total += msg_num  # BrokerStats.on_put, inlined (hot path)
         stats.put_bytes_total += size_bytes
         if uniq:

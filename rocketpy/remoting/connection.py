@@ -42,6 +42,7 @@ class Channel(CallsMixin, asyncio.Protocol):
 
     Attributes:
         remote_addr: the peer as ``"ip:port"``.
+        peer: the peer's ``(ip, port)`` as the socket reports it (None when it reports none).
         attrs: a free slot for the owner (e.g. a client id).
         closed: True once the connection is closing or closed.
         close_reason: why it closed (None while open).
@@ -59,11 +60,12 @@ class Channel(CallsMixin, asyncio.Protocol):
         remote_addr: str | None = None,
     ) -> None:
         self.remote_addr = remote_addr or "?"
+        self.peer: tuple[str, int] | None = None
         self.attrs: dict[str, Any] = {}
         self.closed = False
         self.close_reason: str | None = None
         self._processors = processors
-        self._handlers = processors.handlers()
+        self._handle = processors.handle  # bound once: called for every request
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
@@ -88,9 +90,11 @@ class Channel(CallsMixin, asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Remember the transport and the peer address."""
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        if self.remote_addr == "?":
-            peer = transport.get_extra_info("peername")
-            self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:  # AF_INET (ip, port), AF_INET6 (ip, port, ...)
+            self.peer = (str(peer[0]), int(peer[1]))
+        if self.remote_addr == "?" and self.peer is not None:
+            self.remote_addr = f"{self.peer[0]}:{self.peer[1]}"
         self._pending.remote_addr = self.remote_addr
 
     def data_received(self, data: bytes) -> None:
@@ -226,17 +230,10 @@ class Channel(CallsMixin, asyncio.Protocol):
             log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
 
     def _dispatch(self, request: RemotingCommand) -> None:
-        handler = self._handlers.get(request.code)
-        if handler is None:
-            result = self._processors.handle(self, request)  # answers REQUEST_CODE_NOT_SUPPORTED
-        else:
-            try:
-                result = handler(self, request)
-            except Exception as exc:
-                result = self._processors.error_response(self, request, exc)
+        result = self._handle(self, request)
         if result is None:
             return
-        if type(result) is RemotingCommand:
+        if type(result) is RemotingCommand:  # answered inline: written with this read's batch
             self._respond(request, result)
             return
         self._start_task(request, result)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Union
 
 from rocketpy.remoting.codes import ResponseCode, code_name
@@ -50,16 +50,16 @@ class ProcessorTable:
             raise ValueError(f"{self.owner}: a processor for {code_name(code)} is already registered")
         self._handlers[code] = handler
 
-    def handlers(self) -> Mapping[int, Handler]:
-        """The live code -> handler map (later registrations show), for a connection's fast path."""
-        return self._handlers
-
     def codes(self) -> list[int]:
         """Return the registered request codes, sorted."""
         return sorted(self._handlers)
 
     def handle(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
-        """Run the handler for ``request`` and return its result or an error response."""
+        """Run the handler for ``request`` and return its result or an error response.
+
+        The one dispatch of every request a ``Channel`` reads (a response returned here is
+        written inline, an awaitable runs as the connection's task).
+        """
         handler = self._handlers.get(request.code)
         if handler is None:
             remark = f"request code {code_name(request.code)} is not supported by {self.owner}"

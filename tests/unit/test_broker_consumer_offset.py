@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import resource
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.startup import raise_nofile_limit
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
@@ -26,7 +27,9 @@ class FakeStore:
 
 def _processor(tmp_path: Path, min_offsets: dict[tuple[str, int], int]) -> ConsumerManageProcessor:
     offsets = ConsumerOffsetManager(str(tmp_path / "consumerOffset.json"))
-    return ConsumerManageProcessor(SimpleNamespace(offsets=offsets, store=FakeStore(min_offsets)))  # type: ignore[arg-type]
+    consumers = ConsumerManager(lambda group, channels: None, 120_000)
+    store = FakeStore(min_offsets)
+    return ConsumerManageProcessor(consumers, offsets, RebalanceLockManager(), store)  # type: ignore[arg-type]
 
 
 def _query(p: ConsumerManageProcessor, topic: str, queue_id: int, **extra: object) -> RemotingCommand:
@@ -54,7 +57,7 @@ def test_no_offset_and_head_of_queue_cleaned_answers_not_found(tmp_path: Path) -
 
 def test_committed_offset_wins(tmp_path: Path) -> None:
     p = _processor(tmp_path, {("T", 0): 7})
-    p.c.offsets.commit_offset("g", "T", 0, 9)
+    p.offsets.commit_offset("g", "T", 0, 9)
     r = _query(p, "T", 0)
     assert r.code == ResponseCode.SUCCESS and r.ext == {"offset": 9}
 

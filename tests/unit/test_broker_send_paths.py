@@ -31,14 +31,18 @@ class FakeStore:
 
 
 def _processor(store: FakeStore) -> SendMessageProcessor:
-    c = SimpleNamespace(
-        broker_config=SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),
-        store_config=SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),
-        topic_config=SimpleNamespace(get=lambda topic: TopicConfig(topic, 4, 4)),
-        store=store,
-        stats=BrokerStats(),
+    return SendMessageProcessor(
+        SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),  # type: ignore[arg-type]
+        SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),  # type: ignore[arg-type]
+        SimpleNamespace(get=lambda topic: TopicConfig(topic, 4, 4)),  # type: ignore[arg-type]
+        store,  # type: ignore[arg-type]
+        BrokerStats(),
     )
-    return SendMessageProcessor(c)  # type: ignore[arg-type]
+
+
+def _channel(peer: tuple[str, int] | None = ("127.0.0.1", 9)) -> Any:
+    addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+    return SimpleNamespace(attrs={}, remote_addr=addr, peer=peer)
 
 
 def _request() -> RemotingCommand:
@@ -57,13 +61,13 @@ def _check(resp: Any, store: FakeStore, p: SendMessageProcessor) -> None:
         "transactionId": "U1",
     }
     assert store.msgs[-1].body == b"body" and store.msgs[-1].queue_id == 2
-    assert p.c.stats.put_msgs_total == 1 and p.c.stats.put_bytes_total == 4
+    assert p.stats.put_msgs_total == 1 and p.stats.put_bytes_total == 4
 
 
 async def test_put_that_does_not_suspend_is_answered_inline() -> None:
     store = FakeStore()
     p = _processor(store)
-    resp = p.handle(SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9"), _request())
+    resp = p.handle(_channel(), _request())
     _check(resp, store, p)
 
 
@@ -71,11 +75,11 @@ async def test_put_that_suspends_is_answered_by_the_awaitable() -> None:
     store = FakeStore()
     store.gate = asyncio.get_running_loop().create_future()
     p = _processor(store)
-    pending = p.handle(SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9"), _request())
+    pending = p.handle(_channel(), _request())
     assert not isinstance(pending, RemotingCommand)
     task = asyncio.ensure_future(pending)
     await asyncio.sleep(0)
-    assert not task.done() and p.c.stats.put_msgs_total == 0
+    assert not task.done() and p.stats.put_msgs_total == 0
     store.gate.set_result(None)
     _check(await task, store, p)
 
@@ -84,7 +88,7 @@ def _handle(p: SendMessageProcessor, **ext: Any) -> Any:
     req = _request()
     assert req.ext is not None
     req.ext.update(ext)
-    return p.handle(SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9"), req)
+    return p.handle(_channel(), req)
 
 
 async def test_check_fast_path_falls_back_to_the_detailed_refusals() -> None:
@@ -95,11 +99,29 @@ async def test_check_fast_path_falls_back_to_the_detailed_refusals() -> None:
     assert r.code == ResponseCode.INVALID_PARAMETER and "queueId 4" in r.remark
     assert _handle(p, b="bad topic!").code == ResponseCode.MESSAGE_ILLEGAL
     assert _handle(p, b="TBW102").code == ResponseCode.NO_PERMISSION
-    p.c.topic_config.get = lambda topic: TopicConfig(topic, 4, 4, perm=4)
+    p.topic_config.get = lambda topic: TopicConfig(topic, 4, 4, perm=4)
     r = _handle(p)
     assert r.code == ResponseCode.NO_PERMISSION and "not writable" in r.remark
-    p.c.topic_config.get = lambda topic: TopicConfig(topic, 4, 4)
-    p.c.broker_config.broker_permission = 4
+    p.topic_config.get = lambda topic: TopicConfig(topic, 4, 4)
+    p.broker_config.broker_permission = 4
     r = _handle(p)
     assert r.code == ResponseCode.NO_PERMISSION and "write permission is wiped" in r.remark
     assert len(store.msgs) == 1
+
+
+async def test_born_host_is_the_peer_address_ipv4_mapped_unwrapped() -> None:
+    store = FakeStore()
+    p = _processor(store)
+    assert p.handle(_channel(("10.1.2.3", 5000)), _request()).code == ResponseCode.SUCCESS
+    assert store.msgs[-1].born_host == ("10.1.2.3", 5000)
+    assert p.handle(_channel(("::ffff:10.1.2.4", 5001)), _request()).code == ResponseCode.SUCCESS
+    assert store.msgs[-1].born_host == ("10.1.2.4", 5001)
+
+
+async def test_send_from_a_peer_that_cannot_be_the_born_host_is_refused() -> None:
+    store = FakeStore()
+    p = _processor(store)
+    for peer in (None, ("::1", 5002), ("fe80::1%eth0", 5003)):
+        r = p.handle(_channel(peer), _request())
+        assert r.code == ResponseCode.SYSTEM_ERROR and "born host" in r.remark, peer
+    assert store.msgs == []  # nothing stored with a made-up address

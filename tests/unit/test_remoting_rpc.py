@@ -105,6 +105,15 @@ async def test_start_returns_bound_port(rpc: Fixture) -> None:
     assert (resp.ext, resp.body) == ({"a": 1, "b": "x", "c": True}, b"payload")
 
 
+async def test_channel_peer_is_the_socket_peer(rpc: Fixture) -> None:
+    assert (await rpc.call(NOOP)).code == ResponseCode.SUCCESS
+    (server_side,) = rpc.server.channels
+    client_side = rpc.client.channel(rpc.addr)
+    assert client_side is not None and client_side.peer == ("127.0.0.1", rpc.server.port)
+    assert server_side.peer is not None and server_side.peer[0] == "127.0.0.1"
+    assert server_side.remote_addr == f"127.0.0.1:{server_side.peer[1]}"
+
+
 async def test_hundreds_pipelined_on_one_connection(rpc: Fixture) -> None:
     results = await asyncio.gather(*(rpc.call(ECHO, {"i": i}, b"%d" % i) for i in range(500)))
     assert [ext_int(r.ext, "i") for r in results] == list(range(500))
