@@ -30,6 +30,7 @@ from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
+from rocketpy.broker.schedule import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
@@ -82,6 +83,7 @@ class BrokerController:
         self.long_polling = PullRequestHoldService(self.pull_processor.rerun)
         self.client = RemotingClient()
         self.store: Any = None
+        self.delivery: DeliveryTimeService | None = None  # delay levels and timer messages
         self.server: RemotingServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
@@ -117,6 +119,9 @@ class BrokerController:
         self.store = MessageStore(self.store_config, store_host=(ip, bc.listen_port))
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
+        config_dir = os.path.join(self.store_config.store_path_root_dir, "config")
+        self.delivery = DeliveryTimeService(self.store, self.store_config, config_dir)
+        await self.delivery.start()
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -261,6 +266,8 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
+        if self.delivery is not None:
+            await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
         if self.store is not None:
             await self.store.shutdown()
         await self.offsets.file.persist(force=True)

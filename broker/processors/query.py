@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rocketpy.broker.schedule.query import find_waiting
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_int, ext_str
@@ -79,6 +80,8 @@ class QueryProcessor:
         if max_num <= 0:
             raise HeaderError(f"request header field 'maxNum' must be at least 1, got {max_num}")
         result = self.c.store.query_message(topic, key, min(max_num, MAX_QUERY_NUM), begin, end)
+        if not result.buffers:  # maybe waiting for its delivery time (delay level or timer)
+            result = find_waiting(self.c.store, topic, key, min(max_num, MAX_QUERY_NUM), begin, end)
         out_ext = {
             "indexLastUpdateTimestamp": result.index_last_update_timestamp,
             "indexLastUpdatePhyoffset": result.index_last_update_phyoffset,

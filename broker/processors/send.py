@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.send_header import SendHeader
+from rocketpy.broker.schedule import may_be_timed
 from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
     PERM_WRITE,
@@ -210,7 +211,10 @@ class SendMessageProcessor:
         if problem:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
         msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
-        put = run_eager(self.c.store.put_message(msg))
+        if may_be_timed(h.properties) and self.c.delivery is not None:  # DELAY / TIMER_*: wait until due
+            put = run_eager(self.c.delivery.put(msg))
+        else:
+            put = run_eager(self.c.store.put_message(msg))
         if isinstance(put, PutMessageResult):
             return self._response(request, put, queue_id, unique_key_of(h.properties), 1, len(request.body))
         return self._finish_one(request, put, queue_id, h.properties)
