@@ -30,7 +30,7 @@ from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
-from rocketpy.broker.schedule import DeliveryTimeService
+from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager

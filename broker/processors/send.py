@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.send_header import SendHeader
-from rocketpy.broker.schedule import may_be_timed
+from rocketpy.broker.schedule.delivery import may_be_timed
 from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
     PERM_WRITE,

@@ -3,7 +3,3 @@
 ``DeliveryTimeService`` is what the broker uses: the send path hands it messages that carry ``DELAY``
 or a timer property, and it owns the services that put them into their real topic when due.
 """
-
-from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
-
-__all__ = ["DeliveryTimeService", "may_be_timed"]

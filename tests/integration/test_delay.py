@@ -87,7 +87,9 @@ async def test_each_level_delivers_on_time_and_in_order(daemons: Any, ns: str) -
         await wait_until_async(lambda: all(arrivals.count(b) for b in sent), 15, message="all delivered")
         for body, (t0, t1, delay) in sent.items():
             [(m, arrived)] = arrivals.got[body]
-            assert m.store_timestamp >= t0 + delay, f"{body!r} re-put {t0 + delay - m.store_timestamp} ms early"
+            assert m.store_timestamp >= t0 + delay, (
+                f"{body!r} re-put {t0 + delay - m.store_timestamp} ms early"
+            )
             assert arrived - (t1 + delay) < 1000, f"{body!r} arrived {arrived - t1 - delay} ms late"
             assert m.topic == topic and m.delay_level == 0
             assert m.properties["REAL_TOPIC"] == topic
@@ -169,7 +171,9 @@ async def test_waiting_messages_survive_restart(daemons: Any, ns: str, tmp_path:
     c, arrivals2 = await consume(ns, "g_restart2", topic)  # a new group: sees the whole topic
     late = [b"%s-%d" % (k, i) for k in (b"late", b"timer") for i in range(20)]
     try:
-        await wait_until_async(lambda: all(arrivals2.count(x) for x in late + early), 20, message="all delivered")
+        await wait_until_async(
+            lambda: all(arrivals2.count(x) for x in late + early), 20, message="all delivered"
+        )
         await asyncio.sleep(0)
         if how == "terminate":
             dup = {x: arrivals2.count(x) for x in late + early if arrivals2.count(x) != 1}
