@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rocketpy import Admin, ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
+from tests.waiting import WaitTimeout, wait_until_async
 
 STAMP = struct.Struct(">Q")
 args_level = 1  # delay level of the throughput test
@@ -105,9 +106,10 @@ async def bench_lateness(addr: str, rate: int, seconds: float) -> None:
             await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
             body = STAMP.pack(int(time.time() * 1000)) + b"x" * 120
             producer.send_async(Message(topic, body, delay_level=1))
-        deadline = time.perf_counter() + 60
-        while len(late_arrival) < total and time.perf_counter() < deadline:
-            await asyncio.sleep(0.1)
+        try:
+            await wait_until_async(lambda: len(late_arrival) >= total, 60, interval=0.1)
+        except WaitTimeout:
+            pass  # report what arrived
     await consumer.shutdown()
     for name, xs in (("arrival", late_arrival), ("broker re-put", late_store)):
         xs = sorted(xs)
