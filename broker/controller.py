@@ -31,6 +31,7 @@ from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
+from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
@@ -96,6 +97,8 @@ class BrokerController:
             self.stats,
         )
         self.long_polling = self.pull_processor.holds
+        # delay levels and timer messages: re-puts to the real topic when due
+        self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
         self.client = RemotingClient()
         self.server: RemotingServer | None = None
         self.registrar: BrokerRegistrar | None = None
@@ -125,6 +128,7 @@ class BrokerController:
             raise RocketpyError(f"cannot load the broker's config tables: {e}") from e
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
+        await self.delivery.start()
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -158,7 +162,7 @@ class BrokerController:
         """Request code -> handler: every code this broker serves, in one table."""
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
-        send = SendMessageProcessor(bc, sc, topics, store, self.stats)
+        send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats)
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)
@@ -307,6 +311,7 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
+        await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
         await self.store.shutdown()  # a no-op when it never started
         await self.offsets.file.persist(force=True)
         await self.topic_config.file.persist(force=True)

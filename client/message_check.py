@@ -127,6 +127,9 @@ def _check_message_rules(msg: Any, max_bytes: int) -> Message:
         )
     if not isinstance(msg.flag, int) or not -(2**31) <= msg.flag < 2**31:
         raise MQClientError(f"flag={msg.flag!r} must be a 32-bit int")
+    timer_problem = msg.delivery_time_problem()
+    if timer_problem:
+        raise MQClientError(timer_problem)
     return msg
 
 
@@ -265,9 +268,10 @@ def check_batch(msgs: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
             raise MQClientError(
                 f"batch message #{i} has topic {m.topic!r} but #0 has {topic!r}: a batch goes to one topic"
             )
-        if m.delay_level:
+        if m.delay_level or m.deliver_time_ms or m.delay_seconds:
             raise MQClientError(
-                f"batch message #{i} has delay_level={m.delay_level}: delayed messages cannot be batched"
+                f"batch message #{i} has a delivery time (delay_level, deliver_time_ms or delay_seconds): "
+                "delayed messages cannot be batched"
             )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "config_lines",
     "load_broker_config",
     "load_namesrv_config",
+    "parse_delay_levels",
     "parse_namesrv_addr",
     "parse_properties",
     "read_properties_file",
@@ -61,6 +62,28 @@ class BrokerRole(StrEnum):
 _MODEL_CONFIG = ConfigDict(populate_by_name=True, extra="forbid", validate_assignment=True)
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s ... 2h") as milliseconds per level (level 1 first).
+
+    Raises:
+        ValueError: a word is not a positive number with a unit s, m, h or d, or there is none.
+    """
+    out: list[int] = []
+    for word in spec.split():
+        if not re.fullmatch(r"[0-9]+[smhd]", word) or int(word[:-1]) <= 0:
+            raise ValueError(
+                f"delay level {len(out) + 1} ({word!r}) is not a positive whole number with a unit "
+                "s, m, h or d (e.g. '1s 5s 10s 30s 1m ... 2h')"
+            )
+        out.append(int(word[:-1]) * _DELAY_UNITS_MS[word[-1]])
+    if not out:
+        raise ValueError("no delay level given: list at least one, e.g. '1s 5s 10s'")
+    return out
 
 
 def _home(*parts: str) -> str:
@@ -129,6 +152,18 @@ class StoreConfig(BaseModel):
         "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", alias="messageDelayLevel"
     )
     flush_delay_offset_interval: int = Field(10_000, alias="flushDelayOffsetInterval", gt=0)
+    # RocketMQ 5 timer messages (any delivery time): 1 s slots, a wheel of TIMER_WHEEL_SLOTS seconds
+    timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
+    timer_max_delay_sec: int = Field(3 * 86_400, alias="timerMaxDelaySec", gt=0)
+    timer_roll_window_slot: int = Field(2 * 86_400, alias="timerRollWindowSlot", gt=0, le=7 * 86_400 - 2)
+    mapped_file_size_timer_log: int = Field(100 * 1024 * 1024, alias="mappedFileSizeTimerLog", ge=4096)
+    timer_flush_interval_ms: int = Field(1000, alias="timerFlushIntervalMs", gt=0)
+
+    @field_validator("message_delay_level")
+    @classmethod
+    def _check_delay_levels(cls, value: str) -> str:
+        parse_delay_levels(value)
+        return value
 
     @field_validator("store_path_root_dir", "store_path_commit_log")
     @classmethod

@@ -106,6 +106,26 @@ def _string_to_properties_loop(items: list[str]) -> dict[str, str]:
     return out
 
 
+_TIMER_ATTRS = (
+    ("deliver_time_ms", MessageConst.TIMER_DELIVER_MS),
+    ("delay_seconds", MessageConst.TIMER_DELAY_SEC),
+)
+
+
+def _int_or_none(raw: str | None) -> int | None:
+    return int(raw) if raw is not None and raw.isdigit() and raw.isascii() else None
+
+
+def _set_timer_property(props: dict[str, str], name: str, value: Any) -> None:
+    """Store a timer attribute as its property; a bad value is kept as text for the send to refuse."""
+    if value is None:
+        props.pop(name, None)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        props[name] = str(value)
+    else:
+        props[name] = repr(value)
+
+
 def _keys_list(keys: str | Iterable[str] | None) -> list[str]:
     if keys is None:
         return []
@@ -126,6 +146,12 @@ class Message:
         properties: user properties (str -> str).
         delay_level: 0 for immediate delivery, 1..18 for RocketMQ's delay levels.
         flag: the user flag integer stored with the message.
+        deliver_time_ms: deliver at this epoch time in ms (RocketMQ 5 timer message; the
+            ``TIMER_DELIVER_MS`` property), up to the broker's ``timerMaxDelaySec`` ahead.
+        delay_seconds: deliver this many seconds after the broker stores it (``TIMER_DELAY_SEC``).
+
+    At most one of ``delay_level``, ``deliver_time_ms`` and ``delay_seconds`` per message; the
+    send checks it (``MQClientError``).
     """
 
     __slots__ = ("body", "delay_level", "flag", "keys", "properties", "tags", "topic")
@@ -139,6 +165,8 @@ class Message:
         properties: dict[str, str] | None = None,
         delay_level: int = 0,
         flag: int = 0,
+        deliver_time_ms: int | None = None,
+        delay_seconds: int | None = None,
     ) -> None:
         self.topic = topic
         self.body = body
@@ -147,6 +175,45 @@ class Message:
         self.properties: dict[str, str] = dict(properties) if properties else {}
         self.delay_level = delay_level
         self.flag = flag
+        if deliver_time_ms is not None:
+            self.deliver_time_ms = deliver_time_ms
+        if delay_seconds is not None:
+            self.delay_seconds = delay_seconds
+
+    # Timer attributes live in ``properties`` (they travel as RocketMQ 5's properties): no slot.
+    @property
+    def deliver_time_ms(self) -> int | None:
+        """Epoch ms to deliver at (``TIMER_DELIVER_MS``), None when not set."""
+        return _int_or_none(self.properties.get(MessageConst.TIMER_DELIVER_MS))
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, value: int | None) -> None:
+        _set_timer_property(self.properties, MessageConst.TIMER_DELIVER_MS, value)
+
+    @property
+    def delay_seconds(self) -> int | None:
+        """Seconds after storing to deliver at (``TIMER_DELAY_SEC``), None when not set."""
+        return _int_or_none(self.properties.get(MessageConst.TIMER_DELAY_SEC))
+
+    @delay_seconds.setter
+    def delay_seconds(self, value: int | None) -> None:
+        _set_timer_property(self.properties, MessageConst.TIMER_DELAY_SEC, value)
+
+    def delivery_time_problem(self) -> str | None:
+        """Why the delay settings cannot be sent (None when they can): checked at send."""
+        props = self.properties
+        given = [attr for attr, name in _TIMER_ATTRS if name in props]
+        if self.delay_level:
+            given.append("delay_level")
+        if len(given) > 1:
+            return (
+                f"set at most one of delay_level, deliver_time_ms and delay_seconds (got {', '.join(given)})"
+            )
+        for attr, name in _TIMER_ATTRS:
+            raw = props.get(name)
+            if raw is not None and (_int_or_none(raw) is None or raw == "0"):
+                return f"{attr}={raw} must be a positive int"
+        return None
 
     def all_properties(self) -> dict[str, str]:
         """The full property map as sent on the wire: user properties plus TAGS, KEYS and DELAY."""

@@ -6,6 +6,7 @@ Owns the header checks of those codes; every answer comes from one store call.
 
 from __future__ import annotations
 
+from rocketpy.broker.schedule.query import find_waiting
 from rocketpy.broker.store import MessageStore
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
@@ -71,6 +72,8 @@ class QueryProcessor:
         if max_num <= 0:
             raise HeaderError(f"request header field 'maxNum' must be at least 1, got {max_num}")
         result = self.store.query_message(topic, key, min(max_num, MAX_QUERY_NUM), begin, end)
+        if not result.buffers:  # maybe waiting for its delivery time (delay level or timer)
+            result = find_waiting(self.store, topic, key, min(max_num, MAX_QUERY_NUM), begin, end)
         out_ext = {
             "indexLastUpdateTimestamp": result.index_last_update_timestamp,
             "indexLastUpdatePhyoffset": result.index_last_update_phyoffset,

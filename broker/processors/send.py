@@ -15,6 +15,7 @@ from typing import Any
 
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.send_header import SendHeader
+from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
@@ -88,12 +89,14 @@ class SendMessageProcessor:
         store_config: StoreConfig,
         topic_config: TopicConfigManager,
         store: MessageStore,
+        delivery: DeliveryTimeService,
         stats: BrokerStats,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.topic_config = topic_config
         self.store = store
+        self.delivery = delivery
         self.stats = stats
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
 
@@ -246,7 +249,10 @@ class SendMessageProcessor:
         if problem:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
         msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
-        put = run_eager(self.store.put_message(msg))
+        if may_be_timed(h.properties):  # DELAY / TIMER_*: stored to wait until due
+            put = run_eager(self.delivery.put(msg))
+        else:
+            put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult):
             return self._response(request, put, queue_id, unique_key_of(h.properties), 1, len(request.body))
         return self._finish_one(request, put, queue_id, h.properties)

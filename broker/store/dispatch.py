@@ -11,6 +11,7 @@ from collections.abc import Callable
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.index import IndexService
 from rocketpy.broker.store.props import DELAY_SEP, TAGS_SEP, get_property, index_keys
+from rocketpy.config import parse_delay_levels  # one parser: the config validates with it
 from rocketpy.filter.tags import java_string_hash
 
 log = logging.getLogger("rocketpy.store")
@@ -18,15 +19,6 @@ log = logging.getLogger("rocketpy.store")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 Listener = Callable[[str, int, int, int, int], None]
 __all__ = ["Dispatcher", "Listener", "get_property", "index_keys", "parse_delay_levels"]
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``messageDelayLevel`` ("1s 5s ... 2h") as milliseconds per level (level 1 first)."""
-    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    out = []
-    for word in spec.split():
-        out.append(int(word[:-1]) * units[word[-1]])
-    return out
 
 
 class Dispatcher:

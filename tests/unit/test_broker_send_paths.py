@@ -36,6 +36,7 @@ def _processor(store: FakeStore) -> SendMessageProcessor:
         SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),  # type: ignore[arg-type]
         SimpleNamespace(get=lambda topic: TopicConfig(topic, 4, 4)),  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # no delayed messages in these tests
         BrokerStats(),
     )
 
