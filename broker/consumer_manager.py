@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketpy.broker.subscription import SubscriptionData
+from rocketpy.subscription import SubscriptionData
 
 log = logging.getLogger("rocketpy.broker.clients")
 

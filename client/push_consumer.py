@@ -28,6 +28,7 @@ from rocketpy.client.consumer_types import (
     MessageModel,
     MessageSelector,
     SubscriptionData,
+    build_subscription,
     check_positive,
     coerce_enum,
     consume_timestamp_ms,
@@ -105,7 +106,7 @@ class ConsumerBase:
         Raises:
             MQClientError: empty topic or bad expression.
         """
-        self.subscription_table[topic] = SubscriptionData.build(topic, expression)
+        self.subscription_table[topic] = build_subscription(topic, expression)
         if self._state == "RUNNING":
             self.rebalancer.wakeup()
 

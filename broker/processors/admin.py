@@ -15,19 +15,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from rocketpy.broker.processors.body import decode_map, encode
-from rocketpy.broker.subscription_group import SubscriptionGroupConfig
-from rocketpy.broker.topic_config import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    MAX_QUEUE_NUMS,
-    SCHEDULE_TOPIC,
-    TopicConfig,
-    TopicLimitError,
-    validate_topic_name,
-)
+from rocketpy.broker.topic_config import MAX_QUEUE_NUMS, TopicLimitError, validate_topic_name
 from rocketpy.config import BrokerConfig, ConfigError, config_lines, parse_properties
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
+from rocketpy.route import TopicConfig
+from rocketpy.subscription_group import SubscriptionGroupConfig
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from rocketpy.broker.controller import BrokerController
@@ -90,10 +85,10 @@ class AdminProcessor:
                 f"request header field 'perm' must be perm bits 0..15 (2 write, 4 read, 6 both), got {perm}"
             )
         return TopicConfig(
-            topic,
-            read,
-            write,
-            perm,
+            topic_name=topic,
+            read_queue_nums=read,
+            write_queue_nums=write,
+            perm=perm,
             topic_filter_type=ext_str(ext, "topicFilterType", "SINGLE_TAG"),
             topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
             order=ext_bool(ext, "order", False),

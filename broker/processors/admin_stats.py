@@ -12,11 +12,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rocketpy.broker.processors.body import encode
-from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
 from rocketpy.record import POS_STORE_TIMESTAMP
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import ext_opt_str, ext_str
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from rocketpy.broker.controller import BrokerController

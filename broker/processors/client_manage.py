@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from rocketpy.broker.consumer_manager import ClientChannelInfo
 from rocketpy.broker.processors.body import decode_map
-from rocketpy.broker.subscription import SubscriptionParseError, subscription_from_wire
-from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicLimitError
+from rocketpy.broker.topic_config import TopicLimitError
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
+from rocketpy.subscription import SubscriptionData, SubscriptionParseError
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from rocketpy.broker.controller import BrokerController
@@ -82,7 +83,7 @@ class ClientManageProcessor:
                 f"'subscriptionDataSet' must be a list of at most {MAX_SUBSCRIPTIONS_PER_GROUP}"
             )
         try:
-            subs = [subscription_from_wire(s) for s in raw_subs]
+            subs = [SubscriptionData.from_wire(s) for s in raw_subs]
         except (SubscriptionParseError, TypeError, ValueError) as e:
             return RemotingCommand.response(
                 request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"group [{group}]: bad subscription: {e}"
