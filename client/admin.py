@@ -27,7 +27,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
-from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SINGLE_TAG
 
 
 class Admin:
@@ -163,7 +163,7 @@ class Admin:
             "readQueueNums": read_queue_nums,
             "writeQueueNums": write_queue_nums,
             "perm": perm,
-            "topicFilterType": "SINGLE_TAG",
+            "topicFilterType": SINGLE_TAG,
             "topicSysFlag": 0,
             "order": order,
         }

@@ -18,6 +18,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from rocketpy.perm import PERM_RW
+from rocketpy.topic import SINGLE_TAG
 
 #: brokerId of a master; slaves have brokerId >= 1.
 MASTER_ID = 0
@@ -58,7 +59,7 @@ class TopicConfig(_WireModel):
     read_queue_nums: int = Field(16, alias="readQueueNums", ge=0)
     write_queue_nums: int = Field(16, alias="writeQueueNums", ge=0)
     perm: int = Field(PERM_RW, ge=0, le=15)
-    topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
+    topic_filter_type: str = Field(SINGLE_TAG, alias="topicFilterType")
     topic_sys_flag: int = Field(0, alias="topicSysFlag")
     order: bool = False
 

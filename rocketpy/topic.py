@@ -25,6 +25,9 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 #: ``%DLQ%<group>``: a consumer group's dead-letter topic.
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
+#: RocketMQ's ``TopicFilterType.SINGLE_TAG``: the only filter type of a topic (``topicFilterType``).
+SINGLE_TAG = "SINGLE_TAG"
+
 #: Longest topic name (its length is one byte in the stored record).
 TOPIC_MAX_LENGTH = 127
 #: The characters a topic name may use.

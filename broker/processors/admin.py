@@ -22,7 +22,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 from rocketpy.route import TopicConfig
 from rocketpy.subscription_group import SubscriptionGroupConfig
-from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, SINGLE_TAG
 
 if TYPE_CHECKING:
     from rocketpy.broker.controller import BrokerController
@@ -89,7 +89,7 @@ class AdminProcessor:
             read_queue_nums=read,
             write_queue_nums=write,
             perm=perm,
-            topic_filter_type=ext_str(ext, "topicFilterType", "SINGLE_TAG"),
+            topic_filter_type=ext_str(ext, "topicFilterType", SINGLE_TAG),
             topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
             order=ext_bool(ext, "order", False),
         )
