@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rocketpy.broker.subscription import SubscriptionData
 from rocketpy.remoting.connection import Channel
+from rocketpy.subscription import SubscriptionData
 
 log = logging.getLogger("rocketpy.broker.clients")
 

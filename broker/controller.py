@@ -35,9 +35,10 @@ from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfigManager
+from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
+from rocketpy.perm import PERM_RW
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
@@ -213,7 +214,7 @@ class BrokerController:
         """TopicConfigSerializeWrapper for REGISTER_BROKER; topic perms are capped by brokerPermission."""
         doc = self.topic_config.snapshot()
         broker_perm = self.broker_config.broker_permission
-        if (broker_perm & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
+        if (broker_perm & PERM_RW) != PERM_RW:
             for tc in doc["topicConfigTable"].values():
                 tc["perm"] &= broker_perm
         return doc

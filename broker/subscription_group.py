@@ -1,7 +1,7 @@
 """Subscription group configs (``config/subscriptionGroup.json``).
 
-Owns the group -> ``SubscriptionGroupConfig`` table (RocketMQ's SubscriptionGroupManager):
-created by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, or on first use when
+Owns the group -> ``SubscriptionGroupConfig`` (``rocketpy.subscription_group``) table (RocketMQ's
+SubscriptionGroupManager): created by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, or on first use when
 ``autoCreateSubscriptionGroup`` is on; ``consumeEnable=false`` stops a group's pulls.
 """
 
@@ -10,69 +10,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from rocketpy.broker.persistence import JsonTable
+from rocketpy.subscription_group import SYSTEM_GROUPS, SubscriptionGroupConfig
 
 log = logging.getLogger("rocketpy.broker.subscription_group")
 
 GROUP_MAX_LENGTH = 255
 MAX_GROUPS = 100_000
-
-_WIRE_NAMES = {
-    "group_name": "groupName",
-    "consume_enable": "consumeEnable",
-    "consume_from_min_enable": "consumeFromMinEnable",
-    "consume_broadcast_enable": "consumeBroadcastEnable",
-    "retry_queue_nums": "retryQueueNums",
-    "retry_max_times": "retryMaxTimes",
-    "broker_id": "brokerId",
-    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
-    "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
-}
-
-
-@dataclass(slots=True)
-class SubscriptionGroupConfig:
-    """One consumer group's settings on this broker."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_wire(self) -> dict[str, Any]:
-        """The RocketMQ-shaped map (camelCase keys)."""
-        return {_WIRE_NAMES[k]: v for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
-        """Build from a RocketMQ-shaped map; raises ValueError naming a bad or missing field."""
-        if not isinstance(d, dict) or not d.get("groupName"):
-            raise ValueError("the subscription group config needs a non-empty 'groupName'")
-        kwargs: dict[str, Any] = {}
-        defaults = cls(group_name="x")
-        for field, wire in _WIRE_NAMES.items():
-            if wire not in d:
-                continue
-            default = getattr(defaults, field)
-            value = d[wire]
-            if isinstance(default, bool):
-                kwargs[field] = value if isinstance(value, bool) else str(value).lower() == "true"
-            elif isinstance(default, int):
-                try:
-                    kwargs[field] = int(value)
-                except (TypeError, ValueError) as e:
-                    raise ValueError(f"field {wire!r} must be an integer, got {value!r}") from e
-            else:
-                kwargs[field] = str(value)
-        return cls(**kwargs)
 
 
 class SubscriptionGroupManager:
@@ -89,7 +35,7 @@ class SubscriptionGroupManager:
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = {"timestamp": self._clock_ms(), "counter": 0}
         self.file = JsonTable(path, self.snapshot)
-        for name in ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_RMQ_SYS_TRANS"):
+        for name in SYSTEM_GROUPS:
             self.table[name] = SubscriptionGroupConfig(name)
 
     def load(self) -> None:

@@ -10,36 +10,29 @@ can re-register with the NameServers at once.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from rocketpy.broker.persistence import JsonTable
 from rocketpy.config import BrokerConfig
+from rocketpy.perm import PERM_INHERIT, PERM_RW
+from rocketpy.route import TopicConfig
+from rocketpy.topic import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    RMQ_SYS_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TOPIC_MAX_LENGTH,
+    TOPIC_NAME_RE,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 log = logging.getLogger("rocketpy.broker.topic")
 
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-PERM_RW = PERM_READ | PERM_WRITE
-
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-BENCHMARK_TOPIC = "BenchmarkTest"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-RMQ_SYS_PREFIX = "RMQ_SYS_"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-
-TOPIC_MAX_LENGTH = 127
 MAX_QUEUE_NUMS = 1024
 #: Topics one broker keeps; auto-creation beyond this is refused (every topic is in each registration).
 MAX_TOPICS = 100_000
@@ -49,45 +42,9 @@ class TopicLimitError(Exception):
     """The broker already holds ``MAX_TOPICS`` topics."""
 
 
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-@dataclass(slots=True)
-class TopicConfig:
-    """One topic on this broker (RocketMQ's TopicConfig; wire names in ``to_wire``)."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_RW
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def to_wire(self) -> dict[str, Any]:
-        """The RocketMQ-shaped map (camelCase keys)."""
-        return {
-            "topicName": self.topic_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicFilterType": self.topic_filter_type,
-            "topicSysFlag": self.topic_sys_flag,
-            "order": self.order,
-        }
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> TopicConfig:
-        """Build from a RocketMQ-shaped map (as in topics.json)."""
-        return cls(
-            topic_name=str(d["topicName"]),
-            read_queue_nums=int(d.get("readQueueNums", 16)),
-            write_queue_nums=int(d.get("writeQueueNums", 16)),
-            perm=int(d.get("perm", PERM_RW)),
-            topic_filter_type=str(d.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(d.get("topicSysFlag", 0)),
-            order=bool(d.get("order", False)),
-        )
+def _topic(name: str, queue_nums: int, perm: int) -> TopicConfig:
+    """A topic with ``queue_nums`` read and write queues."""
+    return TopicConfig(topic_name=name, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm)
 
 
 def validate_topic_name(topic: str) -> str | None:
@@ -96,7 +53,7 @@ def validate_topic_name(topic: str) -> str | None:
         return "the topic name is empty; give a topic name"
     if len(topic) > TOPIC_MAX_LENGTH:
         return f"the topic name is {len(topic)} chars long; the limit is {TOPIC_MAX_LENGTH}"
-    if not _TOPIC_RE.match(topic):
+    if not TOPIC_NAME_RE.match(topic):
         return (
             f"the topic name {topic!r} has illegal characters; use only letters, digits, '%', '|', '_', '-'"
         )
@@ -106,16 +63,6 @@ def validate_topic_name(topic: str) -> str | None:
 def is_send_forbidden_topic(topic: str) -> bool:
     """True for system topics clients may not send to (TBW102, SCHEDULE_TOPIC_XXXX, RMQ_SYS_*)."""
     return topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC) or topic.startswith(RMQ_SYS_PREFIX)
-
-
-def is_writeable(perm: int) -> bool:
-    """True when the perm bits allow writes."""
-    return bool(perm & PERM_WRITE)
-
-
-def is_readable(perm: int) -> bool:
-    """True when the perm bits allow reads."""
-    return bool(perm & PERM_READ)
 
 
 class TopicConfigManager:
@@ -146,7 +93,7 @@ class TopicConfigManager:
         c = self._config
         n = c.default_topic_queue_nums
         if c.auto_create_topic_enable:
-            self._put(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PERM_RW | PERM_INHERIT))
+            self._put(_topic(AUTO_CREATE_TOPIC_KEY_TOPIC, n, PERM_RW | PERM_INHERIT))
         for name, queues in (
             (SELF_TEST_TOPIC, 1),
             (BENCHMARK_TOPIC, 1024),
@@ -159,8 +106,8 @@ class TopicConfigManager:
             perm = PERM_RW
             if name in (c.broker_cluster_name, c.broker_name):
                 perm = PERM_RW | PERM_INHERIT if c.auto_create_topic_enable else PERM_RW
-            self._put(TopicConfig(name, queues, queues, perm))
-        self._put(TopicConfig(SCHEDULE_TOPIC, 18, 18, PERM_RW))
+            self._put(_topic(name, queues, perm))
+        self._put(_topic(SCHEDULE_TOPIC, 18, PERM_RW))
 
     def _put(self, tc: TopicConfig) -> None:
         self.table[tc.topic_name] = tc
@@ -235,12 +182,12 @@ class TopicConfigManager:
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC_KEY_TOPIC)
         if template is None:  # auto-create switched on while running: TBW102 was never made
             n = self._config.default_topic_queue_nums
-            template = TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PERM_RW | PERM_INHERIT)
+            template = _topic(AUTO_CREATE_TOPIC_KEY_TOPIC, n, PERM_RW | PERM_INHERIT)
         if not template.perm & PERM_INHERIT:
             return None
         queues = max(1, min(client_queue_nums if client_queue_nums > 0 else 4, template.write_queue_nums))
         queues = min(queues, MAX_QUEUE_NUMS)
-        tc = TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT & PERM_RW)
+        tc = _topic(topic, queues, template.perm & ~PERM_INHERIT & PERM_RW)
         self.table[topic] = tc
         log.info("auto-created topic %s with %d queues", topic, queues)
         self._changed()
@@ -263,7 +210,7 @@ class TopicConfigManager:
         if existing is not None:
             return existing
         self._check_room()
-        tc = TopicConfig(topic, queue_nums, queue_nums, perm)
+        tc = _topic(topic, queue_nums, perm)
         self.table[topic] = tc
         self._changed()
         return tc

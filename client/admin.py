@@ -17,15 +17,17 @@ from rocketpy.client.instance import ClientSettings, MQClientInstance
 from rocketpy.client.route import subscribe_queues
 from rocketpy.config import parse_properties
 from rocketpy.errors import MQBrokerError, MQClientError
+from rocketpy.header.pull import PullMessageRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.perm import PERM_RW
 from rocketpy.record import decode_record, decode_records
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.route import PERM_RW, ClusterInfo, TopicRouteData
-
-#: Group used for admin reads of messages (RocketMQ's TOOLS_CONSUMER).
-TOOLS_CONSUMER = "TOOLS_CONSUMER"
+from rocketpy.route import ClusterInfo, TopicRouteData
+from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
+from rocketpy.sysflag import FLAG_SUBSCRIPTION
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SINGLE_TAG
 
 
 class Admin:
@@ -157,11 +159,11 @@ class Admin:
             raise MQClientError(f"perm={perm} must be 2 (write), 4 (read) or 6 (read+write)")
         ext = {
             "topic": topic,
-            "defaultTopic": "TBW102",
+            "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC,
             "readQueueNums": read_queue_nums,
             "writeQueueNums": write_queue_nums,
             "perm": perm,
-            "topicFilterType": "SINGLE_TAG",
+            "topicFilterType": SINGLE_TAG,
             "topicSysFlag": 0,
             "order": order,
         }
@@ -268,34 +270,16 @@ class Admin:
     async def update_subscription_group(
         self, group: str, cluster: str | None = None, *, broker_addr: str | None = None, **options: Any
     ) -> list[str]:
-        """Create or update a subscription group (options: consume_enable, consume_broadcast_enable,
-        retry_queue_nums, retry_max_times, broker_id, which_broker_when_consume_slowly,
-        notify_consumer_ids_changed_enable)."""
-        names = {
-            "consume_enable": "consumeEnable",
-            "consume_broadcast_enable": "consumeBroadcastEnable",
-            "retry_queue_nums": "retryQueueNums",
-            "retry_max_times": "retryMaxTimes",
-            "broker_id": "brokerId",
-            "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
-            "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
-        }
-        unknown = set(options) - set(names)
+        """Create or update a subscription group; ``options`` are ``SubscriptionGroupConfig`` fields
+        (consume_enable, consume_from_min_enable, consume_broadcast_enable, retry_queue_nums,
+        retry_max_times, broker_id, which_broker_when_consume_slowly, notify_consumer_ids_changed_enable)."""
+        known = set(WIRE_NAMES) - {"group_name"}
+        unknown = set(options) - known
         if unknown:
             raise MQClientError(
-                f"unknown subscription group option(s) {sorted(unknown)}; known: {sorted(names)}"
+                f"unknown subscription group option(s) {sorted(unknown)}; known: {sorted(known)}"
             )
-        body = {
-            "groupName": group,
-            "consumeEnable": True,
-            "consumeBroadcastEnable": True,
-            "retryQueueNums": 1,
-            "retryMaxTimes": 16,
-            "brokerId": 0,
-            "whichBrokerWhenConsumeSlowly": 1,
-            "notifyConsumerIdsChangedEnable": True,
-        }
-        body.update({names[k]: v for k, v in options.items()})
+        body = SubscriptionGroupConfig(group, **options).to_wire()
         addrs = await self._targets(cluster, broker_addr)
         for addr in addrs:
             await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, pack_body(body))
@@ -391,19 +375,10 @@ class Admin:
             (messages, next offset, queue max offset)
         """
         addr = await self.instance.queue_broker_addr(mq)
-        ext = {
-            "consumerGroup": group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_nums,
-            "sysFlag": 4,
-            "commitOffset": 0,
-            "suspendTimeoutMillis": 0,
-            "subscription": "*",
-            "subVersion": 0,
-            "expressionType": "TAG",
-        }
+        header = PullMessageRequestHeader(
+            group, mq.topic, mq.queue_id, offset, max_nums, sys_flag=FLAG_SUBSCRIPTION
+        )
+        ext = header.to_ext()
         r = await self.instance.api.pull_message(addr, ext, self.timeout)
         return r.messages, r.next_begin_offset, r.max_offset
 

@@ -30,6 +30,7 @@ from rocketpy.client.results import (
     SendStatus,
 )
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
@@ -275,12 +276,7 @@ class MQClientAPI:
         while the queue still starts at offset 0 (so CONSUME_FROM_LAST_OFFSET on a new topic reads
         it from the beginning).
         """
-        ext = {
-            "consumerGroup": group,
-            "topic": topic,
-            "queueId": queue_id,
-            "setZeroIfNotFound": zero_if_not_found,
-        }
+        ext = QueryConsumerOffsetRequestHeader(group, topic, queue_id, zero_if_not_found).to_ext()
         resp = await self.remoting.invoke(
             addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout
         )
@@ -300,7 +296,7 @@ class MQClientAPI:
         timeout: float = 3.0,
     ) -> None:
         """UPDATE_CONSUMER_OFFSET (oneway by default, as RocketMQ clients send it)."""
-        ext = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset}
+        ext = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset).to_ext()
         cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(addr, cmd, timeout)

@@ -21,6 +21,7 @@ from rocketpy.client.consumer_types import (
     MessageModel,
     MessageSelector,
     SubscriptionData,
+    build_subscription,
     coerce_enum,
     consume_timestamp_ms,
 )
@@ -94,7 +95,7 @@ class ConsumerBase:
         Raises:
             MQClientError: empty topic or bad expression.
         """
-        self.subscription_table[topic] = SubscriptionData.build(topic, expression)
+        self.subscription_table[topic] = build_subscription(topic, expression)
         self._wakeup_rebalance()
 
     def unsubscribe(self, topic: str) -> None:

@@ -1,25 +1,23 @@
-"""Consumer-side public enums, the message selector and the subscription record.
+"""Consumer-side public enums, the message selector and the subscription a selector makes.
 
 Owns: ``ConsumeStatus``, ``ConsumeOrderlyStatus``, ``MessageModel``, ``ConsumeFromWhere``,
-``AllocateStrategy``, ``ExpressionType``, ``MessageSelector`` and ``SubscriptionData`` (what a
-consumer sends in its heartbeat and pull requests, docs/wire.md HEART_BEAT / PULL_MESSAGE).
-
-Tag expressions follow RocketMQ: ``"A || B"`` is split on ``||`` and trimmed into ``tags_set``;
-``code_set`` holds Java ``String.hashCode`` of each tag; ``""`` or ``"*"`` subscribes to all.
+``AllocateStrategy``, ``MessageSelector`` and ``build_subscription`` (a selector -> the shared
+``rocketpy.subscription.SubscriptionData`` a consumer sends in its heartbeat and pull requests;
+``ExpressionType`` and ``SubscriptionData`` are re-exported from there).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
 from rocketpy.errors import MQClientError
-from rocketpy.filter.tags import java_string_hash, split_tag_expression
+from rocketpy.subscription import SUB_ALL, ExpressionType, SubscriptionData
+from rocketpy.topic import TOPIC_MAX_LENGTH
 
-SUB_ALL = "*"
 CONSUME_TIMESTAMP_DEFAULT_AGO_S = 30 * 60
 
 
@@ -59,13 +57,6 @@ class AllocateStrategy(StrEnum):
     AVERAGELY_BY_CIRCLE = "AVERAGELY_BY_CIRCLE"
     CONSISTENT_HASH = "CONSISTENT_HASH"
     BY_CONFIG = "BY_CONFIG"
-
-
-class ExpressionType(StrEnum):
-    """Kind of a subscription expression."""
-
-    TAG = "TAG"
-    SQL92 = "SQL92"
 
 
 _E = TypeVar("_E", bound=Enum)
@@ -113,75 +104,26 @@ class MessageSelector:
         return cls(ExpressionType.SQL92, expr.strip())
 
 
-@dataclass(slots=True)
-class SubscriptionData:
-    """One topic subscription of a consumer, in RocketMQ's shape.
+def build_subscription(topic: str, selector: str | MessageSelector | None) -> SubscriptionData:
+    """The subscription of ``topic`` for a tag expression string or a MessageSelector.
 
-    Attributes:
-        topic: the subscribed topic.
-        sub_string: the expression as given (``"*"`` = all).
-        expression_type: TAG or SQL92.
-        tags_set: the tags of a TAG expression (empty = all).
-        code_set: Java ``String.hashCode`` of each tag.
-        sub_version: creation time in ms (lets the broker detect a newer subscription).
+    Its ``sub_version`` is the current time in ms (a re-subscription supersedes the old one).
+
+    Raises:
+        MQClientError: on an empty topic or a selector of the wrong type.
     """
-
-    topic: str
-    sub_string: str = SUB_ALL
-    expression_type: ExpressionType = ExpressionType.TAG
-    tags_set: frozenset[str] = frozenset()
-    code_set: frozenset[int] = frozenset()
-    sub_version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
-
-    @classmethod
-    def build(cls, topic: str, selector: str | MessageSelector | None) -> SubscriptionData:
-        """Build from a tag expression string or a MessageSelector.
-
-        Raises:
-            MQClientError: on an empty topic or a selector of the wrong type.
-        """
-        check_topic(topic)
-        if selector is None or isinstance(selector, str):
-            selector = MessageSelector.by_tag(selector)
-        if not isinstance(selector, MessageSelector):
-            raise MQClientError(
-                f"subscribe({topic!r}, ...) needs a tag expression str or a MessageSelector, "
-                f"not {type(selector).__name__}"
-            )
-        if selector.expression_type is ExpressionType.SQL92:
-            return cls(topic, selector.expression, ExpressionType.SQL92)
-        if selector.expression == SUB_ALL:
-            return cls(topic)
-        tags = split_tag_expression(selector.expression)
-        if not tags:
-            return cls(topic)
-        codes = frozenset(java_string_hash(t) for t in tags)
-        return cls(topic, selector.expression, ExpressionType.TAG, tags, codes)
-
-    @property
-    def is_all(self) -> bool:
-        """True when every message of the topic matches."""
-        return self.expression_type is ExpressionType.TAG and not self.tags_set
-
-    def matches_tag(self, tag: str | None) -> bool:
-        """Client-side re-check of a TAG subscription (removes hash collisions).
-
-        SQL92 is evaluated by the broker, so it always matches here.
-        """
-        if self.expression_type is ExpressionType.SQL92 or not self.tags_set:
-            return True
-        return tag is not None and tag in self.tags_set
-
-    def to_wire(self) -> dict[str, Any]:
-        """SubscriptionData map as sent in HEART_BEAT (docs/wire.md)."""
-        return {
-            "topic": self.topic,
-            "subString": self.sub_string,
-            "tagsSet": sorted(self.tags_set),
-            "codeSet": sorted(self.code_set),
-            "subVersion": self.sub_version,
-            "expressionType": self.expression_type.value,
-        }
+    check_topic(topic)
+    if selector is None or isinstance(selector, str):
+        selector = MessageSelector.by_tag(selector)
+    if not isinstance(selector, MessageSelector):
+        raise MQClientError(
+            f"subscribe({topic!r}, ...) needs a tag expression str or a MessageSelector, "
+            f"not {type(selector).__name__}"
+        )
+    version = time.time_ns() // 1_000_000
+    if selector.expression_type is ExpressionType.SQL92:
+        return SubscriptionData(topic, selector.expression, ExpressionType.SQL92, sub_version=version)
+    return SubscriptionData.of_tags(topic, selector.expression, version)
 
 
 def check_topic(topic: Any) -> str:
@@ -194,8 +136,10 @@ def check_topic(topic: Any) -> str:
         raise MQClientError(
             f"topic must be a non-empty string, got {topic!r}: pass the topic name to subscribe"
         )
-    if len(topic) > 127:
-        raise MQClientError(f"topic {topic[:20]!r}... is longer than 127 characters: use a shorter name")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MQClientError(
+            f"topic {topic[:20]!r}... is longer than {TOPIC_MAX_LENGTH} characters: use a shorter name"
+        )
     return topic
 
 

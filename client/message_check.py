@@ -9,14 +9,14 @@ messages into requests of at most ``max_bytes`` encoded bytes.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from rocketpy.client.route import AUTO_CREATE_TOPIC
 from rocketpy.errors import MQClientError
+from rocketpy.header.send import send_ext_v2
+from rocketpy.limits import MAX_MESSAGE_BYTES
 from rocketpy.message import Message, MessageConst, MessageQueue
 from rocketpy.msgid import new_unique_id
 from rocketpy.record import (
@@ -27,16 +27,20 @@ from rocketpy.record import (
     MESSAGE_MAGIC,
     U16,
 )
+from rocketpy.topic import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    TOPIC_NAME_RE,
+    TRANS_HALF_TOPIC,
+)
 
-#: RocketMQ's maxMessageSize: body limit before compression, and batch request limit.
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: Bodies at least this large are compressed in a worker thread instead of on the loop.
 COMPRESS_IN_THREAD_BYTES = 256 * 1024
 #: Most messages one send_batch call accepts.
 MAX_BATCH_MESSAGES = 1_000_000
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _RESERVED_TOPICS = frozenset(
-    {AUTO_CREATE_TOPIC, "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT"}
+    {AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, OFFSET_MOVED_EVENT}
 )
 
 
@@ -56,7 +60,7 @@ def check_topic_name(topic: Any) -> str:
         raise MQClientError(
             f"topic {topic[:30]!r}... is longer than {MAX_TOPIC_BYTES} bytes: use a shorter name"
         )
-    if not _TOPIC_RE.match(topic):
+    if not TOPIC_NAME_RE.match(topic):
         raise MQClientError(
             f"topic {topic!r} contains illegal characters: use only letters, digits, '%', '|', '_' and '-'"
         )
@@ -192,19 +196,18 @@ class PreparedMessage:
 
     def ext_for(self, group: str, mq: MessageQueue) -> dict[str, Any]:
         """The SEND_MESSAGE_V2 header for sending to ``mq`` (docs/wire.md)."""
-        return {
-            "a": group, "b": self.topic, "c": AUTO_CREATE_TOPIC, "d": self.queue_nums, "e": mq.queue_id,
-            "f": self.sys_flag, "g": self.born_ms, "h": self.flag, "i": self.properties, "j": 0,
-            "k": False, "m": False, "n": mq.broker_name,
-        }  # fmt: skip
+        return send_ext_v2(
+            group, self.topic, AUTO_CREATE_TOPIC_KEY_TOPIC, self.queue_nums, mq.queue_id, self.sys_flag,
+            self.born_ms, self.flag, self.properties, 0, False, False, mq.broker_name,
+        )  # fmt: skip
 
 
 def batch_ext(group: str, topic: str, queue_nums: int, mq: MessageQueue) -> dict[str, Any]:
     """The SEND_BATCH_MESSAGE header (V2 names, docs/wire.md) for sending a batch to ``mq``."""
-    return {
-        "a": group, "b": topic, "c": AUTO_CREATE_TOPIC, "d": queue_nums, "e": mq.queue_id, "f": 0,
-        "g": int(time.time() * 1000), "h": 0, "i": "", "j": 0, "k": False, "m": True, "n": mq.broker_name,
-    }  # fmt: skip
+    return send_ext_v2(
+        group, topic, AUTO_CREATE_TOPIC_KEY_TOPIC, queue_nums, mq.queue_id, 0, int(time.time() * 1000), 0, "",
+        0, False, True, mq.broker_name,
+    )  # fmt: skip
 
 
 def wire_properties(msg: Message) -> tuple[str, str]:

@@ -21,7 +21,9 @@ from rocketpy.client.consumer_types import SubscriptionData
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.results import PullResult, PullStatus
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+from rocketpy.header.pull import pull_request_ext
 from rocketpy.message import MessageExt, MessageQueue
+from rocketpy.sysflag import FLAG_SUBSCRIPTION, build_pull_sys_flag
 
 log = logging.getLogger("rocketpy.client.pull")
 
@@ -30,9 +32,6 @@ CONSUMER_TIMEOUT_WHEN_SUSPEND_S = 30.0
 PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05
 PULL_DELAY_WHEN_EXCEPTION_S = 1.0
 PULL_DELAY_WHEN_NOT_LOCKED_S = 0.2
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 _FLOW_LOG_EVERY_S = 10.0
 SQL92_PROBE_TIMEOUT_S = 5.0
 
@@ -79,22 +78,12 @@ def pull_ext(
     commit_offset: int | None,
 ) -> dict[str, Any]:
     """The PULL_MESSAGE header fields (docs/wire.md) for one pull of ``mq`` at ``offset``."""
-    sys_flag = FLAG_SUSPEND | FLAG_SUBSCRIPTION
-    if commit_offset is not None and commit_offset > 0:
-        sys_flag |= FLAG_COMMIT_OFFSET
-    return {
-        "consumerGroup": group,
-        "topic": mq.topic,
-        "queueId": mq.queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": batch_size,
-        "sysFlag": sys_flag,
-        "commitOffset": commit_offset if commit_offset is not None and commit_offset > 0 else 0,
-        "suspendTimeoutMillis": BROKER_SUSPEND_MAX_TIME_MS,
-        "subscription": sub.sub_string,
-        "subVersion": sub.sub_version,
-        "expressionType": sub.expression_type.value,
-    }
+    commit = commit_offset if commit_offset is not None and commit_offset > 0 else 0
+    sys_flag = build_pull_sys_flag(commit_offset=commit > 0, suspend=True, subscription=True)
+    return pull_request_ext(
+        group, mq.topic, mq.queue_id, offset, batch_size, sys_flag, commit,
+        BROKER_SUSPEND_MAX_TIME_MS, sub.sub_string, sub.sub_version, sub.expression_type.value,
+    )  # fmt: skip
 
 
 def filter_by_tags(sub: SubscriptionData, msgs: list[MessageExt]) -> list[MessageExt]:

@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING
 from rocketpy.client.selector import RoundRobinIndex
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
-from rocketpy.route import PERM_READ, PERM_WRITE, TopicRouteData
+from rocketpy.perm import PERM_READ, PERM_WRITE
+from rocketpy.route import TopicRouteData
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 if TYPE_CHECKING:
     from rocketpy.client.instance import MQClientInstance
-
-#: The topic whose route stands in for a topic that does not exist yet (auto-create).
-AUTO_CREATE_TOPIC = "TBW102"
 
 
 class TopicPublishInfo:
@@ -128,7 +127,7 @@ async def resolve_publish_info(
             f"topic {topic!r} has no writable queue (write permission wiped or no master registered):"
             f" restore it with `mqadmin updateTopic -t {topic} -c CLUSTER -p 6` or start the broker master"
         )
-    default = await inst.api.get_topic_route(AUTO_CREATE_TOPIC, inst.settings.mq_client_api_timeout)
+    default = await inst.api.get_topic_route(AUTO_CREATE_TOPIC_KEY_TOPIC, inst.settings.mq_client_api_timeout)
     if default is not None:
         tp = inst.set_publish_route(topic, auto_create_route(default, default_queue_nums))
         if tp.ok:

@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rocketpy.perm import PERM_WRITE
 from rocketpy.route import (
     MASTER_ID,
-    PERM_WRITE,
     BrokerData,
     ClusterInfo,
     DataVersion,

@@ -14,6 +14,7 @@ import click
 from rocketpy.admin_cli import _admin_command, _emit
 from rocketpy.errors import RocketpyError
 from rocketpy.message import Message, MessageExt, MessageQueue
+from rocketpy.subscription_group import TOOLS_CONSUMER
 
 
 def message_doc(m: MessageExt) -> dict[str, Any]:
@@ -142,7 +143,7 @@ def _fixed_queue(broker_name: str | None, queue_id: int | None) -> Callable[...,
 @click.option("-i", "--queueId", "queue_id", type=int, help="Only this queue.")
 @click.option("-o", "--offset", type=int, help="Start offset (default: each queue's min offset).")
 @click.option("-c", "--messageNumber", "count", type=int, default=128, show_default=True)
-@click.option("-g", "--consumerGroup", "group", default="TOOLS_CONSUMER", show_default=True)
+@click.option("-g", "--consumerGroup", "group", default=TOOLS_CONSUMER, show_default=True)
 @_admin_command("consumeMessage")
 async def consume_message(
     admin: Any,

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 from rocketpy.errors import ConfigError
+from rocketpy.limits import MAX_MESSAGE_BYTES
 from rocketpy.properties import Property, parse_properties, read_properties_file
 
 __all__ = [
@@ -139,7 +140,7 @@ class StoreConfig(BaseModel):
         120_000, alias="destroyMapedFileIntervalForcibly", ge=0
     )
     warm_mapped_file_enable: bool = Field(False, alias="warmMapedFileEnable")
-    max_message_size: int = Field(4 * 1024 * 1024, alias="maxMessageSize", gt=0)
+    max_message_size: int = Field(MAX_MESSAGE_BYTES, alias="maxMessageSize", gt=0)
     message_index_enable: bool = Field(True, alias="messageIndexEnable")
     max_hash_slot_num: int = Field(5_000_000, alias="maxHashSlotNum", gt=0)
     max_index_num: int = Field(20_000_000, alias="maxIndexNum", gt=0)

@@ -1,5 +1,8 @@
 """Route models of the control plane: TopicConfig, QueueData, BrokerData, TopicRouteData, DataVersion.
 
+``TopicConfig`` is the one topic record of the project: the broker's topic table holds it, persists
+it to topics.json and sends it in REGISTER_BROKER, and the NameServer reads it from there.
+
 These are pydantic models (control plane only: registrations, route lookups, admin calls; never per
 message). Field names are snake_case; aliases are RocketMQ's camelCase names, which is what travels
 on the wire (docs/wire.md) as msgpack maps with str keys. ``to_wire()`` gives that map,
@@ -14,11 +17,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-PERM_INHERIT = 1
-PERM_WRITE = 2
-PERM_READ = 4
-PERM_PRIORITY = 8
-PERM_RW = PERM_READ | PERM_WRITE
+from rocketpy.perm import PERM_RW
+from rocketpy.topic import SINGLE_TAG
 
 #: brokerId of a master; slaves have brokerId >= 1.
 MASTER_ID = 0
@@ -49,15 +49,32 @@ class DataVersion(_WireModel):
 
 
 class TopicConfig(_WireModel):
-    """One topic as a broker reports it in REGISTER_BROKER (RocketMQ's TopicConfig)."""
+    """One topic (RocketMQ's TopicConfig): the broker's table entry, topics.json and REGISTER_BROKER.
+
+    ``perm`` holds ``rocketpy.perm`` bits. The broker reads the fields per send and pull (plain
+    attribute reads) and builds new configs only on topic changes.
+    """
 
     topic_name: str = Field(alias="topicName")
     read_queue_nums: int = Field(16, alias="readQueueNums", ge=0)
     write_queue_nums: int = Field(16, alias="writeQueueNums", ge=0)
     perm: int = Field(PERM_RW, ge=0, le=15)
-    topic_filter_type: str = Field("SINGLE_TAG", alias="topicFilterType")
+    topic_filter_type: str = Field(SINGLE_TAG, alias="topicFilterType")
     topic_sys_flag: int = Field(0, alias="topicSysFlag")
     order: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire map, as ``model_dump(by_alias=True)`` gives it, built directly: a broker's
+        topics.json and registration carry every topic it holds (up to ``MAX_TOPICS``)."""
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+        }
 
 
 class QueueData(_WireModel):

@@ -17,12 +17,9 @@ from pydantic import ValidationError
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.store import MessageStore
-from rocketpy.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
     MAX_QUEUE_NUMS,
-    SCHEDULE_TOPIC,
-    TopicConfig,
     TopicConfigManager,
     TopicLimitError,
     validate_topic_name,
@@ -32,6 +29,9 @@ from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
+from rocketpy.route import TopicConfig
+from rocketpy.subscription_group import SubscriptionGroupConfig
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, SINGLE_TAG
 
 log = logging.getLogger("rocketpy.broker.admin")
 
@@ -108,11 +108,11 @@ class AdminProcessor:
                 f"request header field 'perm' must be perm bits 0..15 (2 write, 4 read, 6 both), got {perm}"
             )
         return TopicConfig(
-            topic,
-            read,
-            write,
-            perm,
-            topic_filter_type=ext_str(ext, "topicFilterType", "SINGLE_TAG"),
+            topic_name=topic,
+            read_queue_nums=read,
+            write_queue_nums=write,
+            perm=perm,
+            topic_filter_type=ext_str(ext, "topicFilterType", SINGLE_TAG),
             topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
             order=ext_bool(ext, "order", False),
         )

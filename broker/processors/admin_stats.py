@@ -17,13 +17,14 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import encode
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
-from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
+from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig
 from rocketpy.record import POS_STORE_TIMESTAMP
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import ext_opt_str, ext_str
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 _TS = struct.Struct(">q")
 VERSION_DESC = "rocketpy-0.1.0"

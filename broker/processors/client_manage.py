@@ -12,14 +12,15 @@ from typing import Any
 
 from rocketpy.broker.consumer_manager import ClientChannelInfo, ConsumerManager, wall_clock_ms
 from rocketpy.broker.processors.body import decode_map
-from rocketpy.broker.subscription import SubscriptionParseError, subscription_from_wire
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager, TopicLimitError
+from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
 from rocketpy.config import BrokerConfig
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
+from rocketpy.subscription import SubscriptionData, SubscriptionParseError
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.clients")
 
@@ -97,7 +98,7 @@ class ClientManageProcessor:
                 f"'subscriptionDataSet' must be a list of at most {MAX_SUBSCRIPTIONS_PER_GROUP}"
             )
         try:
-            subs = [subscription_from_wire(s) for s in raw_subs]
+            subs = [SubscriptionData.from_wire(s) for s in raw_subs]
         except (SubscriptionParseError, TypeError, ValueError) as e:
             return RemotingCommand.response(
                 request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"group [{group}]: bad subscription: {e}"

@@ -11,12 +11,12 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.queue_locks import MessageQueueKey, RebalanceLockManager
 from rocketpy.broker.store import MessageStore
+from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
+from rocketpy.remoting.headers import HeaderError, ext_str
 
-INT64_MAX = (1 << 63) - 1
 MAX_LOCK_BATCH = 4096
 
 
@@ -55,14 +55,6 @@ class ConsumerManageProcessor:
             )
         return RemotingCommand.response(request, body=encode({"consumerIdList": ids}))
 
-    def _queue(self, request: RemotingCommand) -> tuple[str, str, int]:
-        group = ext_str(request.ext, "consumerGroup")
-        topic = ext_str(request.ext, "topic")
-        queue_id = ext_int(request.ext, "queueId")
-        if not 0 <= queue_id < 65536:
-            raise HeaderError(f"request header field 'queueId' must be between 0 and 65535, got {queue_id}")
-        return group, topic, queue_id
-
     def query_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUMER_OFFSET: the group's committed offset, else 0 or QUERY_NOT_FOUND.
 
@@ -72,10 +64,14 @@ class ConsumerManageProcessor:
         The rule applies unless the request says ``setZeroIfNotFound=false`` (rocketpy's consumers
         ask for it only when starting from LAST; RocketMQ's clients do not send the field).
         """
-        group, topic, queue_id = self._queue(request)
+        h = QueryConsumerOffsetRequestHeader.from_ext(request.ext)
+        group, topic, queue_id = h.group, h.topic, h.queue_id
         offset = self.offsets.query_offset(group, topic, queue_id)
-        zero_if_young = ext_bool(request.ext, "setZeroIfNotFound", True)
-        if offset < 0 and zero_if_young and self.store.get_min_offset_in_queue(topic, queue_id) == 0:
+        if (
+            offset < 0
+            and h.set_zero_if_not_found
+            and self.store.get_min_offset_in_queue(topic, queue_id) == 0
+        ):
             offset = 0
         if offset < 0:
             return RemotingCommand.response(
@@ -88,13 +84,8 @@ class ConsumerManageProcessor:
 
     def update_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_CONSUMER_OFFSET: store the group's next offset to consume."""
-        group, topic, queue_id = self._queue(request)
-        offset = ext_int(request.ext, "commitOffset")
-        if not 0 <= offset <= INT64_MAX:
-            raise HeaderError(
-                f"request header field 'commitOffset' must be between 0 and {INT64_MAX}, got {offset}"
-            )
-        self.offsets.commit_offset(group, topic, queue_id, offset)
+        h = UpdateConsumerOffsetRequestHeader.from_ext(request.ext)
+        self.offsets.commit_offset(h.group, h.topic, h.queue_id, h.commit_offset)
         return RemotingCommand.response(request)
 
     def _lock_body(self, request: RemotingCommand) -> tuple[str, str, list[MessageQueueKey]]:

@@ -11,114 +11,52 @@ the store read is a memory copy.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import GetMessageResult, MessageStore
-from rocketpy.broker.subscription import (
-    EXPRESSION_TAG,
-    SubscriptionData,
-    SubscriptionParseError,
-    TagMessageFilter,
-    parse_subscription,
-)
+from rocketpy.broker.store import GetMessageResult, GetMessageStatus, MessageStore
+from rocketpy.broker.subscription import TagMessageFilter
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import TopicConfigManager, is_readable
+from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig
+from rocketpy.header.pull import PullMessageRequestHeader
+from rocketpy.perm import is_readable
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_str
+from rocketpy.subscription import ExpressionType, SubscriptionData, SubscriptionParseError, parse_subscription
+from rocketpy.sysflag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 
 log = logging.getLogger("rocketpy.broker.pull")
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-INT64_MAX = (1 << 63) - 1
 MAX_PULL_MSGS = 1024
 _FILTER_CACHE_MAX = 4096
-_EMPTY: dict[str, Any] = {}
 
-_STATUS_CODES = {
-    "FOUND": ResponseCode.SUCCESS,
-    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
-    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
-    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
-    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
-    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
+#: The store's answer -> the pull's response code (reference §4). An empty or missing queue asked
+#: from offset 0 is "nothing yet" (PULL_NOT_FOUND) instead; see ``pull_response_code``.
+PULL_RESPONSE_CODES: dict[GetMessageStatus, ResponseCode] = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE: ResponseCode.PULL_OFFSET_MOVED,
 }
+_EMPTY_QUEUE = frozenset({GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE})
+#: Statuses whose remark says the offset is outside the queue.
+_OUT_OF_RANGE = _EMPTY_QUEUE | {GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY}
 
 
-class PullHeader:
-    """The fields of a PullMessageRequestHeader."""
-
-    __slots__ = (
-        "commit_offset",
-        "expression_type",
-        "group",
-        "max_msg_bytes",
-        "max_msgs",
-        "queue_id",
-        "queue_offset",
-        "sub_version",
-        "subscription",
-        "suspend_timeout_ms",
-        "sys_flag",
-        "topic",
-    )
-
-    def __init__(self, ext: dict[str, Any] | None) -> None:
-        get = ext.get if ext else _EMPTY.get
-        # Hot path: values usually have their wire type already; the ext_* helpers convert the rest
-        # (decimal strings, nil) or raise with the field's name.
-        v = get("consumerGroup")
-        self.group = v if type(v) is str else ext_str(ext, "consumerGroup")
-        v = get("topic")
-        self.topic = v if type(v) is str else ext_str(ext, "topic")
-        v = get("queueId")
-        self.queue_id = v if type(v) is int else ext_int(ext, "queueId")
-        v = get("queueOffset")
-        self.queue_offset = v if type(v) is int else ext_int(ext, "queueOffset")
-        v = get("maxMsgNums")
-        self.max_msgs = v if type(v) is int else ext_int(ext, "maxMsgNums")
-        v = get("sysFlag")
-        self.sys_flag = v if type(v) is int else ext_int(ext, "sysFlag", 0)
-        v = get("commitOffset")
-        self.commit_offset = v if type(v) is int else ext_int(ext, "commitOffset", 0)
-        v = get("suspendTimeoutMillis")
-        self.suspend_timeout_ms = v if type(v) is int else ext_int(ext, "suspendTimeoutMillis", 0)
-        v = get("subscription")
-        self.subscription = v if type(v) is str else ext_str(ext, "subscription", "*")
-        v = get("subVersion")
-        self.sub_version = v if type(v) is int else ext_int(ext, "subVersion", 0)
-        v = get("expressionType")
-        self.expression_type = v if type(v) is str else ext_str(ext, "expressionType", EXPRESSION_TAG)
-        v = get("maxMsgBytes")
-        self.max_msg_bytes = v if v is None or type(v) is int else ext_opt_int(ext, "maxMsgBytes")
-        self._check_ranges()
-
-    def _check_ranges(self) -> None:
-        if not 0 <= self.queue_offset <= INT64_MAX:
-            raise HeaderError(
-                f"request header field 'queueOffset' must be between 0 and {INT64_MAX}, "
-                f"got {self.queue_offset}; "
-                "pull from an offset the queue has (see GET_MIN_OFFSET / GET_MAX_OFFSET)"
-            )
-        if not 0 < self.max_msgs <= 1 << 31:
-            raise HeaderError(f"request header field 'maxMsgNums' must be at least 1, got {self.max_msgs}")
-        if self.commit_offset > INT64_MAX:
-            raise HeaderError(
-                f"request header field 'commitOffset' must be at most {INT64_MAX}, got {self.commit_offset}"
-            )
-        if not 0 <= self.suspend_timeout_ms <= INT64_MAX:
-            raise HeaderError(
-                f"request header field 'suspendTimeoutMillis' must be >= 0, got {self.suspend_timeout_ms}"
-            )
+def pull_response_code(status: GetMessageStatus, queue_offset: int) -> ResponseCode:
+    """The response code of a pull from ``queue_offset`` that the store answered with ``status``."""
+    if queue_offset == 0 and status in _EMPTY_QUEUE:
+        return ResponseCode.PULL_NOT_FOUND
+    return PULL_RESPONSE_CODES[status]
 
 
 class PullMessageProcessor:
@@ -168,7 +106,7 @@ class PullMessageProcessor:
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         return RemotingCommand.response(request, code, remark)
 
-    def _check(self, request: RemotingCommand, h: PullHeader) -> RemotingCommand | None:
+    def _check(self, request: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand | None:
         name = self.broker_config.broker_name
         if not is_readable(self.broker_config.broker_permission):
             return self._error(
@@ -213,7 +151,9 @@ class PullMessageProcessor:
             )
         return None
 
-    def _filter(self, request: RemotingCommand, h: PullHeader) -> TagMessageFilter | RemotingCommand:
+    def _filter(
+        self, request: RemotingCommand, h: PullMessageRequestHeader
+    ) -> TagMessageFilter | RemotingCommand:
         if h.sys_flag & FLAG_SUBSCRIPTION:
             key = (h.topic, h.subscription, h.expression_type)
             cached = self._filters.get(key)
@@ -242,8 +182,8 @@ class PullMessageProcessor:
             )
         return TagMessageFilter(sub)
 
-    def _parse(self, h: PullHeader) -> SubscriptionData:
-        if h.expression_type.upper() != EXPRESSION_TAG and self.broker_config.enable_property_filter:
+    def _parse(self, h: PullMessageRequestHeader) -> SubscriptionData:
+        if h.expression_type.upper() != ExpressionType.TAG and self.broker_config.enable_property_filter:
             raise SubscriptionParseError(
                 "SQL92 filtering is not implemented by this broker yet; use a TAG expression"
             )
@@ -253,7 +193,7 @@ class PullMessageProcessor:
         self, channel: Channel, request: RemotingCommand, allow_suspend: bool
     ) -> RemotingCommand | None:
         """Run one pull; returns the response, or None when the pull was suspended."""
-        h = PullHeader(request.ext)
+        h = PullMessageRequestHeader.from_ext(request.ext)
         error = self._check(request, h)
         if error is not None:
             return error
@@ -270,10 +210,7 @@ class PullMessageProcessor:
         )
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
             self.offsets.commit_offset(h.group, h.topic, h.queue_id, h.commit_offset)
-        status = result.status.name
-        code = _STATUS_CODES.get(status)
-        if code is None:  # NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE
-            code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        code = pull_response_code(result.status, h.queue_offset)
         ext = {
             "suggestWhichBrokerId": 0,
             "nextBeginOffset": result.next_begin_offset,
@@ -290,10 +227,14 @@ class PullMessageProcessor:
             if held is None:
                 return None
             return self._error(request, ResponseCode.SYSTEM_BUSY, f"cannot hold the pull: {held}")
-        return RemotingCommand.response(request, code, _remark(status, h, result), ext)
+        return RemotingCommand.response(request, code, _remark(h, result), ext)
 
     def _suspend(
-        self, channel: Channel, request: RemotingCommand, h: PullHeader, message_filter: TagMessageFilter
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        h: PullMessageRequestHeader,
+        message_filter: TagMessageFilter,
     ) -> str | None:
         bc = self.broker_config
         timeout_ms = h.suspend_timeout_ms if bc.long_polling_enable else bc.short_polling_time_mills
@@ -302,20 +243,17 @@ class PullMessageProcessor:
         )
 
 
-def _remark(status: str, h: PullHeader, result: GetMessageResult) -> str:
-    if status in (
-        "OFFSET_TOO_SMALL",
-        "OFFSET_OVERFLOW_BADLY",
-        "NO_MESSAGE_IN_QUEUE",
-        "NO_MATCHED_LOGIC_QUEUE",
-    ):
+def _remark(h: PullMessageRequestHeader, result: GetMessageResult) -> str:
+    status = result.status
+    if status in _OUT_OF_RANGE:
         return (
             f"offset {h.queue_offset} is outside [{result.min_offset}, {result.max_offset}] of "
-            f"{h.topic}:{h.queue_id} ({status}); continue from nextBeginOffset {result.next_begin_offset}"
+            f"{h.topic}:{h.queue_id} ({status.name}); "
+            f"continue from nextBeginOffset {result.next_begin_offset}"
         )
-    if status == "NO_MATCHED_MESSAGE":
+    if status is GetMessageStatus.NO_MATCHED_MESSAGE:
         return (
             f"no message matched the subscription up to offset {result.next_begin_offset}; "
             "pull again from there"
         )
-    return f"no new message in {h.topic}:{h.queue_id} at offset {h.queue_offset} ({status})"
+    return f"no new message in {h.topic}:{h.queue_id} at offset {h.queue_offset} ({status.name})"

@@ -11,29 +11,28 @@ import ipaddress
 import logging
 import random
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketpy.broker.processors.eager import run_eager
-from rocketpy.broker.processors.send_header import SendHeader
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
-    PERM_WRITE,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfig,
     TopicConfigManager,
     TopicLimitError,
     is_send_forbidden_topic,
-    is_writeable,
     validate_topic_name,
 )
 from rocketpy.config import BrokerConfig, StoreConfig
+from rocketpy.header.send import SendMessageRequestHeader
 from rocketpy.message import MessageConst
+from rocketpy.perm import PERM_WRITE, is_writeable
 from rocketpy.record import MAX_PROPERTIES_BYTES, RecordError, decode_batch
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 from rocketpy.remoting.connection import Channel
+from rocketpy.route import TopicConfig
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.send")
 
@@ -123,7 +122,7 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Check the request and store it; answers inline unless the store had to wait."""
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE
-        header = SendHeader(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
+        header = SendMessageRequestHeader.from_ext(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
         tc_or_error = self._check(request, header)
         if isinstance(tc_or_error, RemotingCommand):
             return tc_or_error
@@ -150,7 +149,7 @@ class SendMessageProcessor:
         log.info("send from request %d refused: %s", request.opaque, remark)
         return RemotingCommand.response(request, code, remark)
 
-    def _check(self, request: RemotingCommand, h: SendHeader) -> TopicConfig | RemotingCommand:
+    def _check(self, request: RemotingCommand, h: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
         """The topic's config when the send may go ahead, else the error response.
 
         The common case (writable broker, known valid topic, writable, queue in range) is decided
@@ -169,7 +168,9 @@ class SendMessageProcessor:
                 return tc
         return self._check_slow(request, h)
 
-    def _check_slow(self, request: RemotingCommand, h: SendHeader) -> TopicConfig | RemotingCommand:
+    def _check_slow(
+        self, request: RemotingCommand, h: SendMessageRequestHeader
+    ) -> TopicConfig | RemotingCommand:
         bc = self.broker_config
         name = bc.broker_name
         if not is_writeable(bc.broker_permission):
@@ -211,7 +212,7 @@ class SendMessageProcessor:
             )
         return tc
 
-    def _topic_config(self, h: SendHeader) -> TopicConfig | None:
+    def _topic_config(self, h: SendMessageRequestHeader) -> TopicConfig | None:
         tm = self.topic_config
         tc = tm.get(h.topic)
         if tc is not None:
@@ -234,7 +235,13 @@ class SendMessageProcessor:
         return None
 
     def _message(
-        self, h: SendHeader, queue_id: int, body: Any, flag: int, props: str, born: tuple[str, int]
+        self,
+        h: SendMessageRequestHeader,
+        queue_id: int,
+        body: Any,
+        flag: int,
+        props: str,
+        born: tuple[str, int],
     ) -> BrokerMessage:
         # positional, in BrokerMessage's parameter order (no keyword matching per message)
         return BrokerMessage(
@@ -242,7 +249,7 @@ class SendMessageProcessor:
         )
 
     def _send_one(
-        self, request: RemotingCommand, h: SendHeader, queue_id: int, born: tuple[str, int]
+        self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Store one message; the response at once when the put did not suspend (ASYNC_FLUSH)."""
         problem = self._check_message(len(request.body), h.properties)
@@ -265,7 +272,7 @@ class SendMessageProcessor:
         return self._response(request, result, queue_id, unique_key_of(properties), 1, len(request.body))
 
     async def _send_batch(
-        self, request: RemotingCommand, h: SendHeader, queue_id: int, born: tuple[str, int]
+        self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
     ) -> RemotingCommand:
         try:
             items = decode_batch(request.body)
@@ -301,7 +308,7 @@ class SendMessageProcessor:
         remark: str | None = None
         if result.status is not PutMessageStatus.PUT_OK:  # PUT_OK is the fast path
             code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
-            if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+            if result.status not in STORED_STATUSES:
                 log.warning("put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
         stats = self.stats
@@ -319,28 +326,61 @@ class SendMessageProcessor:
         return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)
 
 
+class PutResponse(NamedTuple):
+    """How a put status is answered: the code, and a remark (None for success) that may use
+    ``{timeout}`` (syncFlushTimeout ms) and ``{detail}`` (``": " + the store's remark``, or
+    ``no_detail`` when the store gave none)."""
+
+    code: ResponseCode
+    remark: str | None = None
+    no_detail: str = ""
+
+
+_STORE_REFUSED = "the store rejected the message{detail}; fix the message"
+_STORE_FAILED = "the store failed to write the message ({status}){detail}; see the broker log"
+#: The store's answer -> the send's response (reference §1.4).
+PUT_RESPONSES: dict[PutMessageStatus, PutResponse] = {
+    PutMessageStatus.PUT_OK: PutResponse(ResponseCode.SUCCESS),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: PutResponse(
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        "the message is stored but was not flushed to disk within syncFlushTimeout={timeout} ms; "
+        "the disk is slow or overloaded",
+    ),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: PutResponse(
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        "the message is stored but no slave confirmed it within syncFlushTimeout={timeout} ms",
+    ),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: PutResponse(
+        ResponseCode.SLAVE_NOT_AVAILABLE, "the message is stored on the master but no slave is available"
+    ),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: PutResponse(
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "the broker's store refuses writes now{detail}; free disk space or send to another broker",
+        " (disk full or shutting down)",
+    ),
+    PutMessageStatus.MESSAGE_ILLEGAL: PutResponse(ResponseCode.MESSAGE_ILLEGAL, _STORE_REFUSED),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutResponse(ResponseCode.MESSAGE_ILLEGAL, _STORE_REFUSED),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: PutResponse(ResponseCode.SYSTEM_ERROR, _STORE_FAILED),
+    PutMessageStatus.UNKNOWN_ERROR: PutResponse(ResponseCode.SYSTEM_ERROR, _STORE_FAILED),
+}
+#: Statuses of a put that stored the message: the response carries its offsets (RocketMQ answers
+#: FLUSH_*_TIMEOUT / SLAVE_NOT_AVAILABLE with the send result, and the producer reports the status).
+STORED_STATUSES = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+
+
 def put_status_to_response(result: PutMessageResult, sync_flush_timeout_ms: int) -> tuple[int, str | None]:
     """Map a PutMessageResult to (response code, remark)."""
-    name = result.status.name
-    extra = f": {result.remark}" if getattr(result, "remark", None) else ""
-    if name == "PUT_OK":
-        return ResponseCode.SUCCESS, None
-    if name == "FLUSH_DISK_TIMEOUT":
-        return ResponseCode.FLUSH_DISK_TIMEOUT, (
-            f"the message is stored but was not flushed to disk within "
-            f"syncFlushTimeout={sync_flush_timeout_ms} ms; "
-            "the disk is slow or overloaded"
-        )
-    if name == "SERVICE_NOT_AVAILABLE":
-        return ResponseCode.SERVICE_NOT_AVAILABLE, (
-            f"the broker's store refuses writes now{extra or ' (disk full or shutting down)'}; "
-            "free disk space or send to another broker"
-        )
-    if name in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
-        return ResponseCode.MESSAGE_ILLEGAL, f"the store rejected the message{extra}; fix the message"
-    if name in ("OS_PAGECACHE_BUSY", "OS_PAGE_CACHE_BUSY"):
-        return ResponseCode.SYSTEM_BUSY, f"the broker is busy{extra}; retry shortly"
-    return (
-        ResponseCode.SYSTEM_ERROR,
-        f"the store failed to write the message ({name}){extra}; see the broker log",
+    response = PUT_RESPONSES[result.status]
+    if response.remark is None:
+        return response.code, None
+    detail = f": {result.remark}" if result.remark else response.no_detail
+    return response.code, response.remark.format(
+        timeout=sync_flush_timeout_ms, detail=detail, status=result.status.name
     )

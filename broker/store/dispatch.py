@@ -13,10 +13,10 @@ from rocketpy.broker.store.index import IndexService
 from rocketpy.broker.store.props import DELAY_SEP, TAGS_SEP, get_property, index_keys
 from rocketpy.config import parse_delay_levels  # one parser: the config validates with it
 from rocketpy.filter.tags import java_string_hash
+from rocketpy.topic import SCHEDULE_TOPIC
 
 log = logging.getLogger("rocketpy.store")
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 Listener = Callable[[str, int, int, int, int], None]
 __all__ = ["Dispatcher", "Listener", "get_property", "index_keys", "parse_delay_levels"]
 

@@ -17,12 +17,11 @@ from typing import Any
 import msgpack
 import pytest
 
+from rocketpy.perm import PERM_READ, PERM_RW
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import (
-    PERM_READ,
-    PERM_RW,
     ClusterInfo,
     DataVersion,
     RegisterBrokerBody,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocketpy import Admin, Producer
-from rocketpy.client.consumer_types import SubscriptionData
+from rocketpy.client.consumer_types import build_subscription
 from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
 from tests.conftest import DaemonPool
 from tests.waiting import wait_until_async
@@ -27,7 +27,7 @@ class RecordingConsumer:
         self.notified = 0
 
     def subscriptions(self) -> list[dict[str, Any]]:
-        return [SubscriptionData.build(self.topic, "*").to_wire()]
+        return [build_subscription(self.topic, "*").to_wire()]
 
     async def on_consumer_ids_changed(self) -> None:
         self.notified += 1

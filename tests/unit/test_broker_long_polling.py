@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from rocketpy.broker.long_polling import PullRequestHoldService
-from rocketpy.broker.subscription import TagMessageFilter, parse_subscription
+from rocketpy.broker.subscription import TagMessageFilter
 from rocketpy.filter.tags import java_string_hash
+from rocketpy.subscription import parse_subscription
 
 
 class FakeChannel:

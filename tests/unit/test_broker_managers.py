@@ -11,22 +11,15 @@ import pytest
 from rocketpy.broker.consumer_manager import ClientChannelInfo, ConsumerManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.queue_locks import RebalanceLockManager
-from rocketpy.broker.subscription import (
-    SubscriptionParseError,
-    TagMessageFilter,
-    parse_subscription,
-)
-from rocketpy.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from rocketpy.broker.topic_config import (
-    PERM_INHERIT,
-    PERM_RW,
-    TopicConfig,
-    TopicConfigManager,
-    is_send_forbidden_topic,
-    validate_topic_name,
-)
+from rocketpy.broker.subscription import TagMessageFilter
+from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.topic_config import TopicConfigManager, is_send_forbidden_topic, validate_topic_name
 from rocketpy.config import BrokerConfig
 from rocketpy.filter.tags import java_string_hash
+from rocketpy.perm import PERM_INHERIT, PERM_RW
+from rocketpy.route import TopicConfig
+from rocketpy.subscription import SubscriptionParseError, parse_subscription
+from rocketpy.subscription_group import SubscriptionGroupConfig
 
 
 def read_json(path: str) -> Any:
@@ -89,7 +82,7 @@ async def test_topic_persist_and_reload(tmp_path: Path) -> None:
     cfg = BrokerConfig(brokerName="b1")
     path = str(tmp_path / "config" / "topics.json")
     tm = TopicConfigManager(cfg, path)
-    tm.update(TopicConfig("T1", 3, 5, 6))
+    tm.update(TopicConfig(topic_name="T1", read_queue_nums=3, write_queue_nums=5, perm=6))
     await tm.file.persist()
     assert not tm.file.dirty
     doc = read_json(path)
@@ -227,5 +220,7 @@ def test_topic_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(topic_config.TopicLimitError, match="delete unused topics"):
         tm.create_on_send("Two", "TBW102", 4)
     with pytest.raises(topic_config.TopicLimitError):
-        tm.update(TopicConfig("Three"))
-    tm.update(TopicConfig("One", 2, 2))  # changing an existing topic is fine
+        tm.update(TopicConfig(topic_name="Three"))
+    tm.update(
+        TopicConfig(topic_name="One", read_queue_nums=2, write_queue_nums=2)
+    )  # changing an existing topic is fine

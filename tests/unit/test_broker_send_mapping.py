@@ -1,12 +1,12 @@
-"""Unit tests of the send processor's pure parts: header reading, UNIQ_KEY lookup, status mapping."""
+"""Unit tests of the send path's pure parts: send header reading, UNIQ_KEY lookup, status mapping."""
 
 from __future__ import annotations
 
 import pytest
 
-from rocketpy.broker.processors.send import SendHeader, put_status_to_response, unique_key_of
-from rocketpy.broker.processors.send_header import V1_NAMES, V2_NAMES
+from rocketpy.broker.processors.send import PUT_RESPONSES, put_status_to_response, unique_key_of
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
+from rocketpy.header.send import V1_NAMES, V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.headers import HeaderError
@@ -21,16 +21,18 @@ def test_unique_key_of() -> None:
 
 
 def test_send_header_v1_v2_and_errors() -> None:
-    v2 = SendHeader({"a": "pg", "b": "T", "e": "3", "i": "", "f": 0}, v2=True)
+    v2 = SendMessageRequestHeader.from_ext({"a": "pg", "b": "T", "e": "3", "i": "", "f": 0}, v2=True)
     assert (v2.topic, v2.queue_id, v2.default_topic, v2.default_topic_queue_nums) == ("T", 3, "TBW102", 4)
-    v1 = SendHeader({"producerGroup": "pg", "topic": "T", "queueId": 1, "defaultTopicQueueNums": 8}, v2=False)
+    v1 = SendMessageRequestHeader.from_ext(
+        {"producerGroup": "pg", "topic": "T", "queueId": 1, "defaultTopicQueueNums": 8}, v2=False
+    )
     assert (v1.topic, v1.queue_id, v1.default_topic_queue_nums) == ("T", 1, 8)
     with pytest.raises(HeaderError, match="'b'"):
-        SendHeader({"a": "pg", "e": 0}, v2=True)
+        SendMessageRequestHeader.from_ext({"a": "pg", "e": 0}, v2=True)
     with pytest.raises(HeaderError, match="int32"):
-        SendHeader({"b": "T", "e": 1 << 40}, v2=True)
+        SendMessageRequestHeader.from_ext({"b": "T", "e": 1 << 40}, v2=True)
     with pytest.raises(HeaderError, match="integer"):
-        SendHeader({"b": "T", "e": "zero"}, v2=True)
+        SendMessageRequestHeader.from_ext({"b": "T", "e": "zero"}, v2=True)
 
 
 @pytest.mark.parametrize(
@@ -41,7 +43,8 @@ def test_send_header_v1_v2_and_errors() -> None:
         (PutMessageStatus.SERVICE_NOT_AVAILABLE, ResponseCode.SERVICE_NOT_AVAILABLE, "free disk space"),
         (PutMessageStatus.MESSAGE_ILLEGAL, ResponseCode.MESSAGE_ILLEGAL, "fix the message"),
         (PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, ResponseCode.MESSAGE_ILLEGAL, "fix the message"),
-        (PutMessageStatus.OS_PAGE_CACHE_BUSY, ResponseCode.SYSTEM_BUSY, "retry"),
+        (PutMessageStatus.FLUSH_SLAVE_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, "syncFlushTimeout=5000"),
+        (PutMessageStatus.SLAVE_NOT_AVAILABLE, ResponseCode.SLAVE_NOT_AVAILABLE, "no slave"),
         (PutMessageStatus.CREATE_MAPPED_FILE_FAILED, ResponseCode.SYSTEM_ERROR, "broker log"),
         (PutMessageStatus.UNKNOWN_ERROR, ResponseCode.SYSTEM_ERROR, "broker log"),
     ],
@@ -55,12 +58,18 @@ def test_put_status_mapping(status: PutMessageStatus, code: int, words: str | No
         assert remark is not None and words in remark
 
 
-def _fields(h: SendHeader) -> tuple[object, ...]:
-    return tuple(getattr(h, name) for name in SendHeader.__slots__)
+def test_every_put_status_has_a_response() -> None:
+    assert set(PUT_RESPONSES) == set(PutMessageStatus)
+    no_remark = put_status_to_response(PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 5000)[1]
+    assert no_remark is not None and "(disk full or shutting down)" in no_remark
 
 
-def _generic(ext: dict[str, object], v2: bool = True) -> SendHeader:
-    h = SendHeader.__new__(SendHeader)
+def _fields(h: SendMessageRequestHeader) -> tuple[object, ...]:
+    return tuple(getattr(h, name) for name in SendMessageRequestHeader.__slots__)
+
+
+def _generic(ext: dict[str, object], v2: bool = True) -> SendMessageRequestHeader:
+    h = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
     h._read_generic(ext, V2_NAMES if v2 else V1_NAMES)
     return h
 
@@ -74,9 +83,9 @@ def _generic(ext: dict[str, object], v2: bool = True) -> SendHeader:
     ],
 )
 def test_typical_v2_header_reads_like_the_generic_path(ext: dict[str, object]) -> None:
-    fast = SendHeader.__new__(SendHeader)
+    fast = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
     assert fast._read_typical_v2(ext)
-    assert _fields(fast) == _fields(_generic(ext)) == _fields(SendHeader(ext, v2=True))
+    assert _fields(fast) == _fields(_generic(ext)) == _fields(SendMessageRequestHeader.from_ext(ext, v2=True))
 
 
 @pytest.mark.parametrize(
@@ -90,7 +99,7 @@ def test_typical_v2_header_reads_like_the_generic_path(ext: dict[str, object]) -
     ],
 )
 def test_atypical_v2_header_takes_the_generic_path(ext: dict[str, object]) -> None:
-    fast = SendHeader.__new__(SendHeader)
+    fast = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
     assert not fast._read_typical_v2(ext)
     try:
         expected: tuple[object, ...] | type[HeaderError] = _fields(_generic(ext))
@@ -98,6 +107,6 @@ def test_atypical_v2_header_takes_the_generic_path(ext: dict[str, object]) -> No
         expected = HeaderError
     if expected is HeaderError:
         with pytest.raises(HeaderError):
-            SendHeader(ext, v2=True)
+            SendMessageRequestHeader.from_ext(ext, v2=True)
     else:
-        assert _fields(SendHeader(ext, v2=True)) == expected
+        assert _fields(SendMessageRequestHeader.from_ext(ext, v2=True)) == expected

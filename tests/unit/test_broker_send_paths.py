@@ -10,10 +10,10 @@ from typing import Any
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
-from rocketpy.broker.topic_config import TopicConfig
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.route import TopicConfig
 
 HOST8 = bytes([127, 0, 0, 1, 0, 0, 0x27, 0x0F])
 
@@ -34,7 +34,9 @@ def _processor(store: FakeStore) -> SendMessageProcessor:
     return SendMessageProcessor(
         SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),  # type: ignore[arg-type]
         SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),  # type: ignore[arg-type]
-        SimpleNamespace(get=lambda topic: TopicConfig(topic, 4, 4)),  # type: ignore[arg-type]
+        SimpleNamespace(  # type: ignore[arg-type]
+            get=lambda topic: TopicConfig(topic_name=topic, read_queue_nums=4, write_queue_nums=4)
+        ),
         store,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]  # no delayed messages in these tests
         BrokerStats(),
@@ -100,10 +102,14 @@ async def test_check_fast_path_falls_back_to_the_detailed_refusals() -> None:
     assert r.code == ResponseCode.INVALID_PARAMETER and "queueId 4" in r.remark
     assert _handle(p, b="bad topic!").code == ResponseCode.MESSAGE_ILLEGAL
     assert _handle(p, b="TBW102").code == ResponseCode.NO_PERMISSION
-    p.topic_config.get = lambda topic: TopicConfig(topic, 4, 4, perm=4)
+    p.topic_config.get = lambda topic: TopicConfig(  # type: ignore[method-assign]
+        topic_name=topic, read_queue_nums=4, write_queue_nums=4, perm=4
+    )
     r = _handle(p)
     assert r.code == ResponseCode.NO_PERMISSION and "not writable" in r.remark
-    p.topic_config.get = lambda topic: TopicConfig(topic, 4, 4)
+    p.topic_config.get = lambda topic: TopicConfig(  # type: ignore[method-assign]
+        topic_name=topic, read_queue_nums=4, write_queue_nums=4
+    )
     p.broker_config.broker_permission = 4
     r = _handle(p)
     assert r.code == ResponseCode.NO_PERMISSION and "write permission is wiped" in r.remark

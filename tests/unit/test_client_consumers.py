@@ -18,7 +18,7 @@ from rocketpy.client.consumer_types import (
     ConsumeFromWhere,
     ExpressionType,
     MessageSelector,
-    SubscriptionData,
+    build_subscription,
     coerce_enum,
 )
 from rocketpy.client.offset_store import LocalFileOffsetStore
@@ -114,23 +114,23 @@ def test_process_queue_orderly_take_commit_put_back() -> None:
 
 
 def test_subscription_tags(monkeypatch: pytest.MonkeyPatch) -> None:
-    sd = SubscriptionData.build("T", "TagA || TagB ")
+    sd = build_subscription("T", "TagA || TagB ")
     assert sd.tags_set == {"TagA", "TagB"}
     assert sd.code_set == {2598919, 2598920}  # Java "TagA".hashCode(), "TagB".hashCode()
     assert sd.matches_tag("TagA") and not sd.matches_tag("TagC") and not sd.matches_tag(None)
     wire = sd.to_wire()
     assert wire["subString"] == "TagA || TagB" and wire["expressionType"] == "TAG"
     for expr in ("*", "", None, MessageSelector.by_tag("*")):
-        assert SubscriptionData.build("T", expr).is_all
-    sql = SubscriptionData.build("T", MessageSelector.by_sql("a > 1"))
+        assert build_subscription("T", expr).is_all
+    sql = build_subscription("T", MessageSelector.by_sql("a > 1"))
     assert sql.expression_type is ExpressionType.SQL92 and sql.matches_tag(None)
 
 
 def test_bad_input_messages() -> None:
     with pytest.raises(MQClientError, match="non-empty"):
-        SubscriptionData.build("", "*")
+        build_subscription("", "*")
     with pytest.raises(MQClientError, match="MessageSelector"):
-        SubscriptionData.build("T", 5)  # type: ignore[arg-type]
+        build_subscription("T", 5)  # type: ignore[arg-type]
     with pytest.raises(MQClientError, match="CONSUME_FROM_FIRST_OFFSET"):
         coerce_enum(ConsumeFromWhere, "FROM_MOON", "consume_from_where")
     assert (

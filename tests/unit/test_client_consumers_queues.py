@@ -11,7 +11,13 @@ from typing import Any
 
 from rocketpy.client.allocate import allocate_averagely
 from rocketpy.client.consume_service import ConcurrentConsumeService, ListenerRunner, OrderlyConsumeService
-from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus, MessageModel, SubscriptionData
+from rocketpy.client.consumer_types import (
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    MessageModel,
+    SubscriptionData,
+    build_subscription,
+)
 from rocketpy.client.offset_store import OffsetStore
 from rocketpy.client.pull_loop import PullLoop, PullOptions
 from rocketpy.client.queue_context import QueueContext
@@ -69,7 +75,7 @@ async def test_pulled_messages_reach_the_listener_and_move_the_offset() -> None:
         seen.extend(m.queue_offset for m in msgs)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    sub = SubscriptionData.build("T", "A")
+    sub = build_subscription("T", "A")
     puller = ListPuller([_found([_msg(0, "A"), _msg(1, "B"), _msg(2, "A")]), _found([_msg(3, "A")])])
     svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 2), 1, 0.01)
     ctx = _context(sub)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rocketpy.nameserver.route_info import RouteInfoManager
-from rocketpy.route import PERM_READ, PERM_RW, DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketpy.perm import PERM_READ, PERM_RW
+from rocketpy.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 
 class FakeClock:

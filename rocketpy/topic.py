@@ -1,0 +1,34 @@
+"""Topic names with a meaning on the wire, shared by client and daemons (RocketMQ's ``TopicValidator``
+and ``MixAll`` names).
+
+Owns the system topic names, the retry/DLQ topic prefixes and the topic-name syntax (legal
+characters and length) that both the producer's checks and the broker's checks apply.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: The template topic of auto-creation: a send names it as ``defaultTopic`` (V2 field ``c``).
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+#: Where delayed messages wait (one queue per delay level) until they are due.
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+BENCHMARK_TOPIC = "BenchmarkTest"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RMQ_SYS_PREFIX = "RMQ_SYS_"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+#: ``%RETRY%<group>``: a consumer group's retry topic.
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+#: ``%DLQ%<group>``: a consumer group's dead-letter topic.
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+#: RocketMQ's ``TopicFilterType.SINGLE_TAG``: the only filter type of a topic (``topicFilterType``).
+SINGLE_TAG = "SINGLE_TAG"
+
+#: Longest topic name (its length is one byte in the stored record).
+TOPIC_MAX_LENGTH = 127
+#: The characters a topic name may use.
+TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
