@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketpy.errors import RocketpyError
 from rocketpy.filter.tags import java_string_hash, split_tag_expression
 
 SUB_ALL = "*"
@@ -21,7 +22,7 @@ MAX_EXPRESSION_LENGTH = 4096
 _MASK32 = 0xFFFFFFFF
 
 
-class SubscriptionParseError(ValueError):
+class SubscriptionParseError(RocketpyError, ValueError):
     """A subscription expression that cannot be parsed (SUBSCRIPTION_PARSE_FAILED)."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from rocketpy.broker.persistence import JsonTable
 from rocketpy.config import BrokerConfig
+from rocketpy.errors import RocketpyError
 
 log = logging.getLogger("rocketpy.broker.topic")
 
@@ -45,7 +46,7 @@ MAX_QUEUE_NUMS = 1024
 MAX_TOPICS = 100_000
 
 
-class TopicLimitError(Exception):
+class TopicLimitError(RocketpyError):
     """The broker already holds ``MAX_TOPICS`` topics."""
 
 
