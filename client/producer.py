@@ -172,7 +172,7 @@ class Producer:
         """
         prepared = self._prepare(msg)
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
-        job = MessageJob(prepared, self._attempts(selector), deadline, msg, selector, arg)
+        job = MessageJob(prepared, self.retry_times, deadline, msg, selector, arg)
         result: SendResult = await self._path.run(job)
         return result
 
@@ -193,13 +193,13 @@ class Producer:
         Raises:
             MQClientError: bad message, producer not started, or ``max_async_pending`` sends unfinished.
         """
-        job = MessageJob(self._prepare(msg), self._attempts(selector), 0.0, msg, selector, arg)
+        job = MessageJob(self._prepare(msg), self.retry_times, 0.0, msg, selector, arg)
         start = functools.partial(self._path.start, job)  # the deadline is set when it is launched
         return self._async.submit(start, timeout or self.send_timeout, callback)
 
     async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
         """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
-        job = MessageJob(self._prepare(msg), 1, 0.0, msg, selector, arg)
+        job = MessageJob(self._prepare(msg), 0, 0.0, msg, selector, arg)
         await self._path.oneway(job, self.send_timeout)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
@@ -214,11 +214,11 @@ class Producer:
         self._inst()
         check_batch(msgs, self.max_message_bytes)
         loop = asyncio.get_running_loop()
-        topic, queue_nums, attempts = msgs[0].topic, self.default_topic_queue_nums, 1 + self.retry_times
+        topic, queue_nums = msgs[0].topic, self.default_topic_queue_nums
         results: list[SendResult] = []
         for body, uniq_keys in split_batch(msgs, self.max_message_bytes):
             deadline = loop.time() + (timeout or self.send_timeout)
-            job = BatchJob(topic, body, uniq_keys, queue_nums, attempts, deadline)
+            job = BatchJob(topic, body, uniq_keys, queue_nums, self.retry_times, deadline)
             results.extend(await self._path.run(job))
         return results
 
@@ -230,7 +230,3 @@ class Producer:
         return prepare_message(
             msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
         )
-
-    def _attempts(self, selector: QueueSelector | None) -> int:
-        """Attempts of one send: selector sends stay on their queue, others retry elsewhere."""
-        return 1 if selector is not None else 1 + self.retry_times

@@ -50,10 +50,12 @@ class SendJob:
 
     Attributes:
         topic: the topic sent to.
-        attempts: most attempts (1 for selector sends, else 1 + the producer's retry_times).
+        attempts: most attempts: 1 for selector sends (they stay on the queue chosen), else
+            1 + ``retry_times``.
         deadline: loop time after which no attempt starts (set by ``SendPath.start`` for async sends).
         tried: attempts made so far.
         last_broker / last_error: the broker and error of the last failed attempt.
+        needs_compress: True while the body still has to be compressed (before the first attempt).
     """
 
     __slots__ = (
@@ -63,6 +65,7 @@ class SendJob:
         "last_broker",
         "last_error",
         "msg",
+        "needs_compress",
         "selector",
         "topic",
         "tried",
@@ -71,22 +74,19 @@ class SendJob:
     def __init__(
         self,
         topic: str,
-        attempts: int,
+        retry_times: int,
         deadline: float,
         msg: Message | None = None,
         selector: QueueSelector | None = None,
         arg: Any = None,
     ) -> None:
-        self.topic, self.attempts, self.deadline = topic, attempts, deadline
+        self.topic, self.deadline = topic, deadline
+        self.attempts = 1 if selector is not None else 1 + retry_times
         self.msg, self.selector, self.arg = msg, selector, arg
         self.tried = 0
         self.last_broker: str | None = None
         self.last_error: RocketpyError | None = None
-
-    @property
-    def needs_compress(self) -> bool:
-        """True while the body still has to be compressed (before the first attempt)."""
-        return False
+        self.needs_compress = False
 
     async def compress(self, level: int) -> None:
         """Compress the body once, when ``needs_compress``."""
@@ -108,21 +108,19 @@ class MessageJob(SendJob):
     def __init__(
         self,
         prepared: PreparedMessage,
-        attempts: int,
+        retry_times: int,
         deadline: float,
         msg: Message | None = None,
         selector: QueueSelector | None = None,
         arg: Any = None,
     ) -> None:
-        super().__init__(prepared.topic, attempts, deadline, msg, selector, arg)
+        SendJob.__init__(self, prepared.topic, retry_times, deadline, msg, selector, arg)
         self.prepared = prepared
-
-    @property
-    def needs_compress(self) -> bool:
-        return self.prepared.needs_compress
+        self.needs_compress = prepared.needs_compress
 
     async def compress(self, level: int) -> None:
         await self.prepared.compress(level)
+        self.needs_compress = False
 
     def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
         prepared = self.prepared
@@ -140,9 +138,15 @@ class BatchJob(SendJob):
     __slots__ = ("body", "queue_nums", "uniq_keys")
 
     def __init__(
-        self, topic: str, body: bytes, uniq_keys: list[str], queue_nums: int, attempts: int, deadline: float
+        self,
+        topic: str,
+        body: bytes,
+        uniq_keys: list[str],
+        queue_nums: int,
+        retry_times: int,
+        deadline: float,
     ) -> None:
-        super().__init__(topic, attempts, deadline)
+        SendJob.__init__(self, topic, retry_times, deadline)
         self.body, self.uniq_keys, self.queue_nums = body, uniq_keys, queue_nums
 
     def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
