@@ -263,7 +263,7 @@ class SendPath:
         while job.tried < job.attempts and loop.time() < job.deadline:
             if mq is None:
                 tp = inst.publish_info(job.topic)  # the cached route, without a coroutine when known
-                if tp is None or not tp.ok:
+                if tp is None or not tp.message_queues:
                     tp = await self.publish_info(job.topic)
                 mq = self.choose(tp, job)
             addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
