@@ -6,14 +6,18 @@ Owns how a send (one message, or one request of a batch) reaches a broker, for `
 * ``SendPath.run`` is the retry loop: up to ``job.attempts`` attempts before ``job.deadline``, each
   on a queue chosen round robin with latency fault tolerance (avoiding the broker that failed last)
   or by the user's selector, on the topic's route (cached, fetched, or TBW102's: ``client.route``).
-* An ``Attempt`` is one request written at once with ``RemotingClient.invoke_future``. Its
-  ``settle`` maps the response (``results.send_result``, the one mapper) and records the broker's
-  latency for fault tolerance; a failure isolates the broker and is raised unless
-  ``err.retriable`` (``rocketpy.errors``), in which case the loop tries another broker.
+* An attempt (``SendPath._attempt``) writes the job's request at once with
+  ``RemotingClient.invoke_future``; ``SendPath._settle`` maps its response (``results.send_result``,
+  the one mapper) and records the broker's latency for fault tolerance; a failure isolates the
+  broker and is raised unless ``err.retriable`` (``rocketpy.errors``), in which case the loop tries
+  another broker.
 * ``SendPath.start`` launches a ``send_async`` send (through ``AsyncSender``): with the route cached
-  it makes the first attempt now and returns it, so the response's done callback settles it (no
-  task, no coroutine frame); after a retriable failure the attempt hands back ``run`` for the
-  remaining attempts. A body still to compress or a route not cached yet starts with ``run``.
+  it makes the first attempt now and returns the job, a ``DirectSend`` whose ``finish`` settles the
+  response in its done callback (no task, no coroutine frame) and, after a retriable failure, hands
+  back ``run`` for the remaining attempts. A body still to compress or a route not cached yet starts
+  with ``run``.
+
+A ``SendJob`` is the one object of a send: what it carries, its deadline and its current attempt.
 """
 
 # ruff: noqa: ASYNC109  (per-call timeouts in seconds are part of the documented API)
@@ -39,14 +43,16 @@ from rocketpy.remoting.command import RemotingCommand
 
 log = logging.getLogger("rocketpy.client.producer")
 
-#: ``Attempt.settle``'s answer after a retriable failure: the loop goes on.
+#: ``SendPath._settle``'s answer after a retriable failure: the loop goes on.
 _RETRY: Any = object()
 
 
-class SendJob:
+class SendJob(DirectSend):
     """One send across its attempts: where it may go, its deadline, and how its attempts went.
 
-    Subclasses say which request an attempt writes and what its mapped response becomes.
+    Subclasses say which request an attempt writes and what its mapped response becomes. As a
+    ``DirectSend``, ``future`` is the response future of the current attempt, written to ``mq``'s
+    broker at ``addr`` at loop time ``started``.
 
     Attributes:
         topic: the topic sent to.
@@ -59,17 +65,25 @@ class SendJob:
     """
 
     __slots__ = (
+        "addr",
         "arg",
         "attempts",
         "deadline",
         "last_broker",
         "last_error",
+        "mq",
         "msg",
         "needs_compress",
+        "path",
         "selector",
+        "started",
         "topic",
         "tried",
     )
+    path: SendPath
+    mq: MessageQueue
+    addr: str
+    started: float
 
     def __init__(
         self,
@@ -98,6 +112,13 @@ class SendJob:
     def results(self, resp: RemotingCommand, addr: str, mq: MessageQueue) -> Any:
         """The send's result from a response of ``mq``'s broker (raises for a refusal)."""
         raise NotImplementedError
+
+    def finish(self, done: asyncio.Future[Any]) -> Any:
+        """The current attempt settled (``SendPath._settle``), or the coroutine of the remaining
+        attempts after a retriable failure."""
+        path = self.path
+        result = path._settle(self, done)
+        return path.run(self) if result is _RETRY else result
 
 
 class MessageJob(SendJob):
@@ -157,46 +178,6 @@ class BatchJob(SendJob):
         return batch_results(send_result(resp, addr, mq, ""), self.uniq_keys)
 
 
-class Attempt(DirectSend):
-    """One request of ``job`` written to ``mq``'s broker at ``addr`` at loop time ``started``."""
-
-    __slots__ = ("addr", "job", "mq", "path", "started")
-
-    def __init__(
-        self,
-        future: asyncio.Future[RemotingCommand],
-        path: SendPath,
-        job: SendJob,
-        mq: MessageQueue,
-        addr: str,
-        started: float,
-    ) -> None:
-        self.future = future  # DirectSend.__init__, inlined (one call less per send)
-        self.path, self.job, self.mq, self.addr, self.started = path, job, mq, addr, started
-
-    def settle(self, done: asyncio.Future[RemotingCommand]) -> Any:
-        """The send's result from the completed response future, or ``_RETRY`` after a retriable
-        failure (recorded on the job); other failures are raised. Either way the broker's latency
-        (or isolation) is recorded for fault tolerance."""
-        job, mq, fault = self.job, self.mq, self.path.fault
-        try:
-            result = job.results(done.result(), self.addr, mq)
-        except RocketpyError as err:
-            fault.update(mq.broker_name, 0, isolation=True)
-            if not err.retriable:
-                raise
-            job.last_error, job.last_broker = err, mq.broker_name
-            log.info("send to %s failed (attempt %d of %d): %s", mq, job.tried, job.attempts, err)
-            return _RETRY
-        fault.update(mq.broker_name, (done.get_loop().time() - self.started) * 1000.0)
-        return result
-
-    def finish(self, done: asyncio.Future[RemotingCommand]) -> Any:
-        """``settle``, with the coroutine of the remaining attempts in place of ``_RETRY``."""
-        result = self.settle(done)
-        return self.path.run(self.job) if result is _RETRY else result
-
-
 class SendPath:
     """Attempts and retries of one producer's sends.
 
@@ -233,11 +214,12 @@ class SendPath:
             return select_queue(tp.message_queues, tp.index, self.fault, job.last_broker)
         return select_with(job.selector, list(tp.message_queues), job.msg or Message(job.topic), job.arg)
 
-    def start(self, job: SendJob, remaining: float) -> Attempt | Coroutine[Any, Any, Any]:
+    def start(self, job: SendJob, remaining: float) -> SendJob | Coroutine[Any, Any, Any]:
         """Launch ``job`` with ``remaining`` seconds: its first attempt written now when the route is
-        cached, else the coroutine of ``run``."""
+        cached (the job is returned, to be finished by its response), else the coroutine of ``run``."""
         inst = self.instance()
-        job.deadline = asyncio.get_running_loop().time() + remaining
+        now = asyncio.get_running_loop().time()
+        job.path, job.deadline = self, now + remaining
         tp = inst.publish_info(job.topic)
         if tp is None or not tp.message_queues or job.needs_compress:
             return self.run(job)
@@ -245,7 +227,8 @@ class SendPath:
         addr = inst.find_broker_addr(mq.broker_name)
         if addr is None:
             return self.run(job, mq)
-        return self._attempt(inst, job, mq, addr, remaining)
+        self._attempt(inst, job, mq, addr, now, remaining)
+        return job
 
     async def run(self, job: SendJob, mq: MessageQueue | None = None) -> Any:
         """The retry loop: attempts until one succeeds, a failure is not retriable, ``job.attempts``
@@ -267,16 +250,16 @@ class SendPath:
                     tp = await self.publish_info(job.topic)
                 mq = self.choose(tp, job)
             addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
-            remaining = job.deadline - loop.time()
-            if remaining <= 0:
+            now = loop.time()
+            if now >= job.deadline:
                 break
-            attempt = self._attempt(inst, job, mq, addr, remaining)
+            response = self._attempt(inst, job, mq, addr, now, job.deadline - now)
             mq = None
             try:
-                await attempt.future
+                await response
             except RocketpyError:
-                pass  # settle() reads the outcome from the future: raises it, or says retry
-            result = attempt.settle(attempt.future)
+                pass  # _settle reads the outcome from the future: raises it, or says retry
+            result = self._settle(job, response)
             if result is not _RETRY:
                 return result
         raise self._exhausted(job)
@@ -291,12 +274,31 @@ class SendPath:
         await inst.remoting.invoke_oneway(addr, job.request(self.group, mq), timeout)
 
     def _attempt(
-        self, inst: MQClientInstance, job: SendJob, mq: MessageQueue, addr: str, remaining: float
-    ) -> Attempt:
+        self, inst: MQClientInstance, job: SendJob, mq: MessageQueue, addr: str, now: float, remaining: float
+    ) -> asyncio.Future[RemotingCommand]:
+        """Write ``job``'s request to ``mq``'s broker at ``addr`` at loop time ``now``, waiting at most
+        ``remaining`` seconds for the response; return (and keep) its response future."""
         job.tried += 1
-        cmd = job.request(self.group, mq)
-        started = asyncio.get_running_loop().time()
-        return Attempt(inst.remoting.invoke_future(addr, cmd, remaining), self, job, mq, addr, started)
+        job.mq, job.addr, job.started = mq, addr, now
+        job.future = response = inst.remoting.invoke_future(addr, job.request(self.group, mq), remaining)
+        return response
+
+    def _settle(self, job: SendJob, done: asyncio.Future[RemotingCommand]) -> Any:
+        """The result of ``job``'s completed attempt, or ``_RETRY`` after a retriable failure
+        (recorded on the job); other failures are raised. Either way the broker's latency (or its
+        isolation) is recorded for fault tolerance."""
+        mq = job.mq
+        try:
+            result = job.results(done.result(), job.addr, mq)
+        except RocketpyError as err:
+            self.fault.update(mq.broker_name, 0, isolation=True)
+            if not err.retriable:
+                raise
+            job.last_error, job.last_broker = err, mq.broker_name
+            log.info("send to %s failed (attempt %d of %d): %s", mq, job.tried, job.attempts, err)
+            return _RETRY
+        self.fault.update(mq.broker_name, (done.get_loop().time() - job.started) * 1000.0)
+        return result
 
     @staticmethod
     def _exhausted(job: SendJob) -> RocketpyError:
