@@ -16,6 +16,7 @@ from typing import Any
 
 from rocketpy.broker.persistence import JsonTable
 from rocketpy.config import BrokerConfig
+from rocketpy.errors import RocketpyError
 from rocketpy.perm import PERM_INHERIT, PERM_RW
 from rocketpy.route import TopicConfig
 from rocketpy.topic import (
@@ -38,7 +39,7 @@ MAX_QUEUE_NUMS = 1024
 MAX_TOPICS = 100_000
 
 
-class TopicLimitError(Exception):
+class TopicLimitError(RocketpyError):
     """The broker already holds ``MAX_TOPICS`` topics."""
 
 

@@ -1,12 +1,13 @@
 """MQClientAPI: one async method per request code the SDK sends, response code -> exception.
 
-Owns the request building and response decoding of the client side of docs/wire.md (send, pull,
+Owns the request building and response decoding of the client side of docs/wire.md (pull,
 offsets, heartbeat, consumer list, queue locks, NameServer route and cluster calls) plus the
 NameServer choice: a random start in the configured list, round robin to the next one when a call
 cannot connect or times out. It is thin: no retries against brokers, no caching (MQClientInstance
-and the producer own those). Every call takes a timeout in seconds; an error response becomes
-``MQBrokerError(code, remark, addr)``; network failures stay ``RemotingTimeoutError`` /
-``RemotingConnectError`` (both ``MQClientError``).
+and the producer own those; sends go through ``client.send_path``). Every call takes a timeout in
+seconds; an error response becomes ``broker_error(code, remark, addr)`` (the ``MQBrokerError``
+subclass of its code); network failures stay ``RemotingTimeoutError`` / ``RemotingConnectError``
+(both ``MQClientError``).
 
 ``SendResult``/``SendStatus``/``PullResult``/``PullStatus`` live in ``client.results`` and are
 re-exported here.
@@ -23,13 +24,18 @@ import msgpack
 
 from rocketpy.client.results import (
     PULL_STATUS_BY_CODE,
-    SEND_STATUS_BY_CODE,
     PullResult,
     PullStatus,
     SendResult,
     SendStatus,
 )
-from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.errors import (
+    MQBrokerError,
+    MQClientError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+    broker_error,
+)
 from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.record import decode_records
@@ -67,10 +73,10 @@ def ext_int(ext: dict[str, Any] | None, name: str, default: int = 0) -> int:
 
 
 def check(resp: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
-    """Return ``resp`` if its code is SUCCESS (or one of ``ok``), else raise MQBrokerError."""
+    """Return ``resp`` if its code is SUCCESS (or one of ``ok``), else raise its MQBrokerError."""
     if resp.code == _SUCCESS or resp.code in ok:
         return resp
-    raise MQBrokerError(resp.code, resp.remark, addr)
+    raise broker_error(resp.code, resp.remark, addr)
 
 
 def unpack_body(resp: RemotingCommand) -> Any:
@@ -172,72 +178,6 @@ class MQClientAPI:
             raise first
         return out
 
-    # ---- Broker: send ----------------------------------------------------------------------------
-
-    async def send_message(
-        self,
-        addr: str,
-        broker_name: str,
-        ext: dict[str, Any],
-        body: bytes,
-        timeout: float,
-        *,
-        msg_id: str = "",
-    ) -> SendResult:
-        """SEND_MESSAGE_V2 with a header already in V2 form (``a``..``n``, docs/wire.md).
-
-        Args:
-            addr: the broker master address.
-            broker_name: the broker's name (for the result's queue).
-            ext: the V2 header (b=topic, e=queueId, ...).
-            body: the (possibly compressed) message body.
-            timeout: seconds to wait for the ack.
-            msg_id: the message's UNIQ_KEY (used when the broker does not echo it).
-        """
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
-        resp = await self.remoting.invoke(addr, cmd, timeout)
-        return self.send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), msg_id)
-
-    async def send_oneway(self, addr: str, ext: dict[str, Any], body: bytes, timeout: float = 3.0) -> None:
-        """SEND_MESSAGE_V2 as a oneway request (no ack; best effort)."""
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body, oneway=True)
-        await self.remoting.invoke_oneway(addr, cmd, timeout)
-
-    async def send_batch(
-        self,
-        addr: str,
-        broker_name: str,
-        ext: dict[str, Any],
-        body: bytes,
-        msg_ids: list[str],
-        timeout: float,
-    ) -> list[SendResult]:
-        """SEND_BATCH_MESSAGE: ``body`` is the batch encoding of ``len(msg_ids)`` messages."""
-        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
-        resp = await self.remoting.invoke(addr, cmd, timeout)
-        first = self.send_result(resp, addr, broker_name, ext["b"], int(ext["e"]), "")
-        offset_ids = str((resp.ext or {}).get("msgId") or "").split(",")
-        if len(offset_ids) < len(msg_ids):
-            offset_ids += [""] * (len(msg_ids) - len(offset_ids))
-        status, mq, base = first.status, first.message_queue, first.queue_offset
-        return [
-            SendResult(status, uid, oid, mq, base + i)
-            for i, (uid, oid) in enumerate(zip(msg_ids, offset_ids, strict=False))
-        ]
-
-    @staticmethod
-    def send_result(
-        resp: RemotingCommand, addr: str, broker_name: str, topic: str, queue_id: int, msg_id: str
-    ) -> SendResult:
-        """Map a SEND_MESSAGE response to a SendResult (non-stored codes raise MQBrokerError)."""
-        status = SEND_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
-        if status is None:
-            raise MQBrokerError(resp.code, resp.remark, addr)
-        ext = resp.ext or {}
-        mq = MessageQueue(topic, broker_name, ext_int(ext, "queueId", queue_id))
-        uid = msg_id or str(ext.get("transactionId") or "")
-        return SendResult(status, uid, str(ext.get("msgId") or ""), mq, ext_int(ext, "queueOffset"))
-
     # ---- Broker: pull and offsets ----------------------------------------------------------------
 
     async def pull_message(
@@ -248,7 +188,7 @@ class MQClientAPI:
         resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
         status = PULL_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
         if status is None:
-            raise MQBrokerError(resp.code, resp.remark, addr)
+            raise broker_error(resp.code, resp.remark, addr)
         rext = resp.ext or {}
         msgs = decode_records(resp.body) if status is PullStatus.FOUND and resp.body else []
         return PullResult(

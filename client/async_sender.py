@@ -7,12 +7,12 @@ one-thread executor so it never blocks the loop.
 A send is *launched* at once when fewer than ``max_senders`` are in flight and nothing is queued;
 otherwise it waits in the queue and is launched when an earlier send finishes (FIFO). Launching
 calls the send function with the seconds left of its deadline; it returns either a coroutine
-(run as a task: the general path with route lookups, connects and retries) or a ``DirectSend``: a
-request already written whose response future gets a done callback, so the common send costs no
-task, no coroutine frame and no wake-up of a sender. Invariants: ``pending`` (queued + in flight +
-callbacks not yet run) never exceeds ``max_pending``, submitting beyond it raises ``MQClientError``;
-at most ``max_senders`` sends are in flight; every send keeps the deadline it got at submission, so
-time spent queued counts against its timeout.
+(run as a task: route lookups, connects, retries) or a ``DirectSend`` (the producer's is
+``client.send_path.Attempt``): a request already written whose response future gets a done
+callback, so the common send costs no task, no coroutine frame and no wake-up of a sender.
+Invariants: ``pending`` (queued + in flight + callbacks not yet run) never exceeds ``max_pending``,
+submitting beyond it raises ``MQClientError``; at most ``max_senders`` sends are in flight; every
+send keeps the deadline it got at submission, so time spent queued counts against its timeout.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
 """Result types of sends and pulls: SendStatus, SendResult, PullStatus, PullResult.
 
-Owns the mapping of broker response codes to send/pull statuses (reference §1.4). Public as
-``rocketpy.SendResult``/``rocketpy.SendStatus`` (re-exported by ``client.producer`` and ``client.api``).
+Owns the mapping of broker response codes to send/pull statuses (reference §1.4) and the one
+mapper of a send response to its results (``send_result``, ``batch_results``); a code that did not
+store the message becomes its registered ``MQBrokerError`` (``rocketpy.errors.broker_error``).
+Public as ``rocketpy.SendResult``/``rocketpy.SendStatus`` (re-exported by ``client.producer`` and
+``client.api``).
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
+from rocketpy.errors import broker_error
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.command import RemotingCommand
 
 
 class SendStatus(Enum):
@@ -20,20 +25,6 @@ class SendStatus(Enum):
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
-
-#: Broker error codes after which a sync send is retried on another broker (reference §3.2).
-RETRY_RESPONSE_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-        ResponseCode.NO_BUYER_ID,
-        ResponseCode.NOT_IN_CURRENT_UNIT,
-        ResponseCode.GO_AWAY,
-    }
-)
 
 SEND_STATUS_BY_CODE = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -75,6 +66,43 @@ class SendResult:
             f"SendResult(status={self.status.name}, msg_id={self.msg_id}, offset_msg_id={self.offset_msg_id},"
             f" message_queue={self.message_queue!r}, queue_offset={self.queue_offset})"
         )
+
+
+def send_result(resp: RemotingCommand, addr: str, mq: MessageQueue, uniq_key: str) -> SendResult:
+    """The SendResult of a SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE response from ``mq``'s broker.
+
+    The queue id and offset are the broker's (``queueId``, ``queueOffset``); ``msg_id`` is
+    ``uniq_key``, or the broker's ``transactionId`` when empty.
+
+    Raises:
+        MQBrokerError: (its subclass for the code) the message was not stored.
+    """
+    status = SEND_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise broker_error(resp.code, resp.remark, addr)
+    ext = resp.ext or {}
+    queue_id = ext.get("queueId")
+    offset = ext.get("queueOffset")
+    return SendResult(
+        status,
+        uniq_key or str(ext.get("transactionId") or ""),
+        str(ext.get("msgId") or ""),
+        MessageQueue(mq.topic, mq.broker_name, mq.queue_id if queue_id is None else int(queue_id)),
+        0 if offset is None else int(offset),
+    )
+
+
+def batch_results(first: SendResult, uniq_keys: list[str]) -> list[SendResult]:
+    """One SendResult per message of a stored batch, from the ``send_result`` of its response
+    (whose ``offset_msg_id`` lists the messages' offset ids separated by commas)."""
+    offset_ids = first.offset_msg_id.split(",")
+    if len(offset_ids) < len(uniq_keys):
+        offset_ids += [""] * (len(uniq_keys) - len(offset_ids))
+    status, mq, base = first.status, first.message_queue, first.queue_offset
+    return [
+        SendResult(status, uid, oid, mq, base + i)
+        for i, (uid, oid) in enumerate(zip(uniq_keys, offset_ids, strict=False))
+    ]
 
 
 class PullStatus(Enum):

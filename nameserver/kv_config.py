@@ -16,6 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
+from rocketpy.errors import RocketpyError
+
 log = logging.getLogger("rocketpy.namesrv.kv")
 
 #: Bounds on what a client may store (a KV table is control-plane metadata, not a database).
@@ -23,7 +25,7 @@ MAX_KV_ENTRIES = 100_000
 MAX_KV_TEXT_BYTES = 64 * 1024
 
 
-class KVConfigError(Exception):
+class KVConfigError(RocketpyError):
     """The KV table could not be loaded or persisted; the message says where and why."""
 
 

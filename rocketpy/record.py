@@ -36,6 +36,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 
+from rocketpy.errors import RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt
 from rocketpy.msgid import new_unique_id
 
@@ -142,7 +143,7 @@ def encode_record(
     return b"".join((head, body, U8.pack(len(topic_b)), topic_b, U16.pack(len(props_b)), props_b))
 
 
-class RecordError(ValueError):
+class RecordError(RocketpyError, ValueError):
     """Bytes that are not a valid record (bad magic, length or truncated)."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from rocketpy.errors import RocketpyError
 from rocketpy.filter.tags import java_string_hash, split_tag_expression
 
 SUB_ALL = "*"
@@ -27,7 +28,7 @@ class ExpressionType(StrEnum):
     SQL92 = "SQL92"
 
 
-class SubscriptionParseError(ValueError):
+class SubscriptionParseError(RocketpyError, ValueError):
     """A subscription expression that cannot be parsed (SUBSCRIPTION_PARSE_FAILED)."""
 
 

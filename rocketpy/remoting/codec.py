@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import msgpack
 
+from rocketpy.errors import RocketpyError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 
@@ -34,7 +35,7 @@ LENGTH_BYTES = 4
 _HEADER_LENGTH_MASK = 0xFFFFFF
 
 
-class FrameError(Exception):
+class FrameError(RocketpyError):
     """The byte stream is not a valid frame sequence; the connection must be closed.
 
     Attributes:

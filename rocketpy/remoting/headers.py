@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rocketpy.errors import RocketpyError
+
 _MISSING = object()
 
 
-class HeaderError(Exception):
+class HeaderError(RocketpyError):
     """A request header field is missing or malformed; answered as INVALID_PARAMETER."""
 
 

@@ -1,0 +1,315 @@
+"""The producer's one send path: an attempt, its outcome, and the retry loop under one deadline.
+
+Owns how a send (one message, or one request of a batch) reaches a broker, for ``send``,
+``send_async`` and ``send_batch`` alike:
+
+* ``SendPath.run`` is the retry loop: up to ``job.attempts`` attempts before ``job.deadline``, each
+  on a queue chosen round robin with latency fault tolerance (avoiding the broker that failed last)
+  or by the user's selector, on the topic's route (cached, fetched, or TBW102's: ``client.route``).
+* An attempt (``SendPath._attempt``) writes the job's request at once with
+  ``RemotingClient.invoke_future``; ``SendPath._settle`` maps its response (``results.send_result``,
+  the one mapper) and records the broker's latency for fault tolerance; a failure isolates the
+  broker and is raised unless ``err.retriable`` (``rocketpy.errors``), in which case the loop tries
+  another broker.
+* ``SendPath.start`` launches a ``send_async`` send (through ``AsyncSender``): with the route cached
+  it makes the first attempt now and returns the job, a ``DirectSend`` whose ``finish`` settles the
+  response in its done callback (no task, no coroutine frame) and, after a retriable failure, hands
+  back ``run`` for the remaining attempts. A body still to compress or a route not cached yet starts
+  with ``run``.
+
+A ``SendJob`` is the one object of a send: what it carries, its deadline and its current attempt.
+"""
+
+# ruff: noqa: ASYNC109  (per-call timeouts in seconds are part of the documented API)
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from rocketpy.client.async_sender import DirectSend
+from rocketpy.client.fault import LatencyFaultTolerance
+from rocketpy.client.instance import MQClientInstance
+from rocketpy.client.message_check import PreparedMessage, batch_ext
+from rocketpy.client.results import SendResult, batch_results, send_result
+from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
+from rocketpy.client.selector import QueueSelector, select_queue, select_with
+from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+from rocketpy.message import Message, MessageQueue
+from rocketpy.remoting.codes import RequestCode
+from rocketpy.remoting.command import RemotingCommand
+
+log = logging.getLogger("rocketpy.client.producer")
+
+#: ``SendPath._settle``'s answer after a retriable failure: the loop goes on.
+_RETRY: Any = object()
+
+
+class SendJob(DirectSend):
+    """One send across its attempts: where it may go, its deadline, and how its attempts went.
+
+    Subclasses say which request an attempt writes and what its mapped response becomes. As a
+    ``DirectSend``, ``future`` is the response future of the current attempt, written to ``mq``'s
+    broker at ``addr`` at loop time ``started``.
+
+    Attributes:
+        topic: the topic sent to.
+        attempts: most attempts: 1 for selector sends (they stay on the queue chosen), else
+            1 + ``retry_times``.
+        deadline: loop time after which no attempt starts (set by ``SendPath.start`` for async sends).
+        tried: attempts made so far.
+        last_broker / last_error: the broker and error of the last failed attempt.
+        needs_compress: True while the body still has to be compressed (before the first attempt).
+    """
+
+    __slots__ = (
+        "addr",
+        "arg",
+        "attempts",
+        "deadline",
+        "last_broker",
+        "last_error",
+        "mq",
+        "msg",
+        "needs_compress",
+        "path",
+        "selector",
+        "started",
+        "topic",
+        "tried",
+    )
+    path: SendPath
+    mq: MessageQueue
+    addr: str
+    started: float
+
+    def __init__(
+        self,
+        topic: str,
+        retry_times: int,
+        deadline: float,
+        msg: Message | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        self.topic, self.deadline = topic, deadline
+        self.attempts = 1 if selector is not None else 1 + retry_times
+        self.msg, self.selector, self.arg = msg, selector, arg
+        self.tried = 0
+        self.last_broker: str | None = None
+        self.last_error: RocketpyError | None = None
+        self.needs_compress = False
+
+    async def compress(self, level: int) -> None:
+        """Compress the body once, when ``needs_compress``."""
+
+    def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
+        """The request an attempt on ``mq`` writes."""
+        raise NotImplementedError
+
+    def results(self, resp: RemotingCommand, addr: str, mq: MessageQueue) -> Any:
+        """The send's result from a response of ``mq``'s broker (raises for a refusal)."""
+        raise NotImplementedError
+
+    def finish(self, done: asyncio.Future[Any]) -> Any:
+        """The current attempt settled (``SendPath._settle``), or the coroutine of the remaining
+        attempts after a retriable failure."""
+        path = self.path
+        result = path._settle(self, done)
+        return path.run(self) if result is _RETRY else result
+
+
+class MessageJob(SendJob):
+    """One message, sent as SEND_MESSAGE_V2; its result is a SendResult."""
+
+    __slots__ = ("prepared",)
+
+    def __init__(
+        self,
+        prepared: PreparedMessage,
+        retry_times: int,
+        deadline: float,
+        msg: Message | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        SendJob.__init__(self, prepared.topic, retry_times, deadline, msg, selector, arg)
+        self.prepared = prepared
+        self.needs_compress = prepared.needs_compress
+
+    async def compress(self, level: int) -> None:
+        await self.prepared.compress(level)
+        self.needs_compress = False
+
+    def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
+        prepared = self.prepared
+        return RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, prepared.ext_for(group, mq), prepared.body
+        )
+
+    def results(self, resp: RemotingCommand, addr: str, mq: MessageQueue) -> SendResult:
+        return send_result(resp, addr, mq, self.prepared.uniq_key)
+
+
+class BatchJob(SendJob):
+    """One batch request (SEND_BATCH_MESSAGE); its result is one SendResult per message, in order."""
+
+    __slots__ = ("body", "queue_nums", "uniq_keys")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        uniq_keys: list[str],
+        queue_nums: int,
+        retry_times: int,
+        deadline: float,
+    ) -> None:
+        SendJob.__init__(self, topic, retry_times, deadline)
+        self.body, self.uniq_keys, self.queue_nums = body, uniq_keys, queue_nums
+
+    def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
+        ext = batch_ext(group, self.topic, self.queue_nums, mq)
+        return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, self.body)
+
+    def results(self, resp: RemotingCommand, addr: str, mq: MessageQueue) -> list[SendResult]:
+        return batch_results(send_result(resp, addr, mq, ""), self.uniq_keys)
+
+
+class SendPath:
+    """Attempts and retries of one producer's sends.
+
+    Args:
+        instance: returns the producer's started client instance (raises when not started).
+        group: the producer group written in every request.
+        fault: the producer's latency fault tolerance.
+        compress_level: zlib level for bodies over the producer's ``compress_over_bytes``.
+        default_topic_queue_nums: queues asked for when a topic is auto-created through TBW102.
+    """
+
+    def __init__(
+        self,
+        instance: Callable[[], MQClientInstance],
+        group: str,
+        fault: LatencyFaultTolerance,
+        compress_level: int,
+        default_topic_queue_nums: int,
+    ) -> None:
+        self.instance = instance
+        self.group = group
+        self.fault = fault
+        self.compress_level = compress_level
+        self.default_topic_queue_nums = default_topic_queue_nums
+
+    async def publish_info(self, topic: str) -> TopicPublishInfo:
+        """The topic's publish route: cached, fetched, or auto-created through TBW102's."""
+        return await resolve_publish_info(self.instance(), topic, self.default_topic_queue_nums)
+
+    def choose(self, tp: TopicPublishInfo, job: SendJob) -> MessageQueue:
+        """The queue of ``job``'s next attempt: the user's selector, else round robin avoiding
+        unavailable brokers and the one that failed last."""
+        if job.selector is None:
+            return select_queue(tp.message_queues, tp.index, self.fault, job.last_broker)
+        return select_with(job.selector, list(tp.message_queues), job.msg or Message(job.topic), job.arg)
+
+    def start(self, job: SendJob, remaining: float) -> SendJob | Coroutine[Any, Any, Any]:
+        """Launch ``job`` with ``remaining`` seconds: its first attempt written now when the route is
+        cached (the job is returned, to be finished by its response), else the coroutine of ``run``."""
+        inst = self.instance()
+        now = asyncio.get_running_loop().time()
+        job.path, job.deadline = self, now + remaining
+        tp = inst.publish_info(job.topic)
+        if tp is None or not tp.message_queues or job.needs_compress:
+            return self.run(job)
+        mq = self.choose(tp, job)
+        addr = inst.find_broker_addr(mq.broker_name)
+        if addr is None:
+            return self.run(job, mq)
+        self._attempt(inst, job, mq, addr, now, remaining)
+        return job
+
+    async def run(self, job: SendJob, mq: MessageQueue | None = None) -> Any:
+        """The retry loop: attempts until one succeeds, a failure is not retriable, ``job.attempts``
+        are made or ``job.deadline`` passes (``mq``: the queue already chosen for the next attempt).
+
+        Raises:
+            MQBrokerError: the broker refused the message (not retriable), or the only attempt failed so.
+            MQClientError: no route, a client-side error, or every attempt failed (the last error is
+                the cause).
+        """
+        if job.needs_compress:
+            await job.compress(self.compress_level)
+        inst = self.instance()
+        loop = asyncio.get_running_loop()
+        while job.tried < job.attempts and loop.time() < job.deadline:
+            if mq is None:
+                tp = inst.publish_info(job.topic)  # the cached route, without a coroutine when known
+                if tp is None or not tp.message_queues:
+                    tp = await self.publish_info(job.topic)
+                mq = self.choose(tp, job)
+            addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
+            now = loop.time()
+            if now >= job.deadline:
+                break
+            response = self._attempt(inst, job, mq, addr, now, job.deadline - now)
+            mq = None
+            try:
+                await response
+            except RocketpyError:
+                pass  # _settle reads the outcome from the future: raises it, or says retry
+            result = self._settle(job, response)
+            if result is not _RETRY:
+                return result
+        raise self._exhausted(job)
+
+    async def oneway(self, job: SendJob, timeout: float) -> None:
+        """One attempt without a response (best effort: no retry, no result)."""
+        if job.needs_compress:
+            await job.compress(self.compress_level)
+        inst = self.instance()
+        mq = self.choose(await self.publish_info(job.topic), job)
+        addr = await inst.queue_broker_addr(mq)
+        await inst.remoting.invoke_oneway(addr, job.request(self.group, mq), timeout)
+
+    def _attempt(
+        self, inst: MQClientInstance, job: SendJob, mq: MessageQueue, addr: str, now: float, remaining: float
+    ) -> asyncio.Future[RemotingCommand]:
+        """Write ``job``'s request to ``mq``'s broker at ``addr`` at loop time ``now``, waiting at most
+        ``remaining`` seconds for the response; return (and keep) its response future."""
+        job.tried += 1
+        job.mq, job.addr, job.started = mq, addr, now
+        job.future = response = inst.remoting.invoke_future(addr, job.request(self.group, mq), remaining)
+        return response
+
+    def _settle(self, job: SendJob, done: asyncio.Future[RemotingCommand]) -> Any:
+        """The result of ``job``'s completed attempt, or ``_RETRY`` after a retriable failure
+        (recorded on the job); other failures are raised. Either way the broker's latency (or its
+        isolation) is recorded for fault tolerance."""
+        mq = job.mq
+        try:
+            result = job.results(done.result(), job.addr, mq)
+        except RocketpyError as err:
+            self.fault.update(mq.broker_name, 0, isolation=True)
+            if not err.retriable:
+                raise
+            job.last_error, job.last_broker = err, mq.broker_name
+            log.info("send to %s failed (attempt %d of %d): %s", mq, job.tried, job.attempts, err)
+            return _RETRY
+        self.fault.update(mq.broker_name, (done.get_loop().time() - job.started) * 1000.0)
+        return result
+
+    @staticmethod
+    def _exhausted(job: SendJob) -> RocketpyError:
+        """The error of a send whose attempts or time ran out."""
+        err = job.last_error
+        if isinstance(err, MQBrokerError) and job.tried == 1:
+            return err
+        reason = f"last error: {err}" if err else "no attempt fitted in the time budget"
+        out = MQClientError(
+            f"send to topic {job.topic!r} failed after {job.tried} attempt(s) within the send timeout"
+            f" ({reason}): check that the brokers are running, or raise send_timeout / retry_times"
+        )
+        out.__cause__ = err
+        return out
