@@ -143,7 +143,10 @@ async def test_waiting_message_found_by_key_and_id(daemons: Any, ns: str) -> Non
         r2 = await p.send(Message(topic, b"timer", keys="k-timer", delay_seconds=600))
     async with Admin(ns) as admin:
         for key, res, body in (("k-level", r1, b"level"), ("k-timer", r2, b"timer")):
-            [m] = await admin.query_msg_by_key(topic, key)
+            # the index learns of a record after the put is acknowledged (as RocketMQ's reput service)
+            [m] = await wait_until_async(
+                lambda k=key: admin.query_msg_by_key(topic, k), 10, message=f"key {key} indexed"
+            )
             assert m.body == body and m.properties["REAL_TOPIC"] == topic
             by_id = await admin.query_msg_by_id(res.offset_msg_id)
             assert by_id.body == body and by_id.msg_id == res.msg_id
