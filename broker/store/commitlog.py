@@ -42,10 +42,11 @@ class RecordBatch:
         cq: the consume queue the messages go to; the append numbers them from its next offset.
         store_ts: store timestamp in ms of every record.
         store_host8: packed store host written into every record.
-        queue_offset: consume-queue offset of the first message (set by the append).
+        queue_offset: consume-queue offset of the first message (set by the append that writes it).
     """
 
     __slots__ = ("cq", "msgs", "props", "queue_offset", "store_host8", "store_ts", "topic_b", "total")
+    queue_offset: int
 
     def __init__(
         self,
@@ -64,7 +65,6 @@ class RecordBatch:
         self.cq = cq
         self.store_ts = store_ts
         self.store_host8 = store_host8
-        self.queue_offset = -1
 
 
 class AppendStatus(Enum):
@@ -87,21 +87,15 @@ class AppendResult:
 
     __slots__ = ("offsets", "status", "wrote_bytes", "wrote_offset")
 
-    def __init__(
-        self,
-        status: AppendStatus,
-        wrote_offset: int = -1,
-        wrote_bytes: int = 0,
-        offsets: list[int] | None = None,
-    ) -> None:
+    def __init__(self, status: AppendStatus, wrote_offset: int, wrote_bytes: int, offsets: list[int]) -> None:
         self.status = status
         self.wrote_offset = wrote_offset
         self.wrote_bytes = wrote_bytes
-        self.offsets = offsets or []
+        self.offsets = offsets
 
 
-_END_OF_FILE = AppendResult(AppendStatus.END_OF_FILE)
-_NOT_READY = AppendResult(AppendStatus.NEXT_FILE_NOT_READY)
+_END_OF_FILE = AppendResult(AppendStatus.END_OF_FILE, -1, 0, [])
+_NOT_READY = AppendResult(AppendStatus.NEXT_FILE_NOT_READY, -1, 0, [])
 
 
 def append_records(
@@ -122,7 +116,9 @@ def append_records(
     queue_offset = batch.queue_offset = batch.cq.next_offset
     offsets = []
     start = pos
-    for i, m in enumerate(batch.msgs):
+    msgs = batch.msgs
+    for i in range(len(msgs)):
+        m = msgs[i]
         phys = base_offset + pos
         offsets.append(phys)
         pos += pack_record(

@@ -81,9 +81,8 @@ class PutService:
         unless the first message says ``WAIT=false``) one flush wait for all of them.
         """
         batch = self._prepare(msgs)
-        if batch.__class__ is not RecordBatch:
-            return batch  # type: ignore[return-value]
-        assert isinstance(batch, RecordBatch)
+        if not isinstance(batch, RecordBatch):
+            return batch
         r = self._commitlog.append(batch)
         if r.status is not _OK:
             appended = await self._append_after_roll(batch)
