@@ -93,12 +93,11 @@ class PutService:
         cq, queue_offset, store_ts, offsets = batch.cq, batch.queue_offset, batch.store_ts, r.offsets
         end = r.wrote_offset + r.wrote_bytes
         dispatch = self._dispatcher.dispatch
-        last = len(msgs) - 1
-        for i, m in enumerate(msgs):
-            phys = offsets[i]
-            size = (offsets[i + 1] if i < last else end) - phys
+        n = len(msgs)
+        for i in range(n):
+            m, phys = msgs[i], offsets[i]
+            size = (offsets[i + 1] if i + 1 < n else end) - phys
             dispatch(cq, queue_offset + i, phys, size, m.tags_code, m.properties, store_ts)
-        n = last + 1
         stats = self._stats
         stats.last_store_ts = store_ts
         stats.put_total += n
