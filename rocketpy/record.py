@@ -1,7 +1,8 @@
 """The stored commitlog record layout (DESIGN §3, RocketMQ 4.x, big-endian) and the batch wire encoding.
 
-Owns the byte layout of one message record, shared by the store (which writes records into its
-mmap) and the clients (which decode pull bodies: raw records back to back). The layout is::
+Owns the byte layout of one message record and its one encoder, ``pack_record``, shared by the
+store (which packs records straight into its mmap through it) and the clients (which decode pull
+bodies: raw records back to back). The layout is::
 
     off size field
       0  4   TOTALSIZE          whole record, this field included
@@ -35,6 +36,7 @@ import socket
 import struct
 import zlib
 from collections.abc import Iterable
+from mmap import mmap
 
 from rocketpy.errors import RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt
@@ -106,6 +108,66 @@ def unpack_host(raw: bytes) -> tuple[str, int]:
     return socket.inet_ntoa(raw[:4]), struct.unpack(">i", raw[4:8])[0]
 
 
+def topic_part(topic: str) -> bytes:
+    """TOPICLEN + TOPIC as stored (the store caches it per topic).
+
+    Raises:
+        ValueError: the topic is empty or longer than 127 bytes.
+    """
+    tb = topic.encode()
+    if not tb or len(tb) > MAX_TOPIC_BYTES:
+        raise ValueError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(tb)}; use a shorter topic name")
+    return bytes((len(tb),)) + tb
+
+
+_pack_head = RECORD_HEAD.pack_into
+_pack_u16 = U16.pack
+_crc32 = zlib.crc32
+
+
+def pack_record(
+    buf: bytearray | memoryview | mmap,
+    pos: int,
+    topic_b: bytes,
+    props_b: bytes,
+    body: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    phys: int,
+    sys_flag: int,
+    born_ts: int,
+    born_host8: bytes,
+    store_ts: int,
+    store_host8: bytes,
+    reconsume_times: int,
+    prepared_offset: int,
+) -> int:
+    """Write one record at ``buf[pos:]``; returns its size. THE record encoder (store and tests).
+
+    ``topic_b`` is TOPICLEN + TOPIC (``topic_part``), ``props_b`` the encoded properties (at most
+    32767 bytes), hosts are packed (``pack_host``). The caller checked that the record fits.
+    Positional arguments only: the store calls it once per message.
+    """
+    body_len = len(body)
+    total = HEAD_SIZE + body_len + len(topic_b) + 2 + len(props_b)
+    _pack_head(
+        buf, pos, total, MESSAGE_MAGIC, _crc32(body), queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+        born_host8, store_ts, store_host8, reconsume_times, prepared_offset, body_len,
+    )  # fmt: skip
+    b = pos + HEAD_SIZE
+    e = b + body_len
+    buf[b:e] = body
+    tail = topic_b + _pack_u16(len(props_b)) + props_b
+    buf[e : e + len(tail)] = tail
+    return total
+
+
+def pack_blank(buf: bytearray | memoryview | mmap, pos: int, size: int) -> None:
+    """Write the blank record filling the ``size`` bytes left at a file's tail (``size`` >= 8)."""
+    SIZE_MAGIC.pack_into(buf, pos, size, BLANK_MAGIC)
+
+
 def encode_record(
     *,
     topic: str,
@@ -123,24 +185,20 @@ def encode_record(
     prepared_transaction_offset: int = 0,
     properties: str = "",
 ) -> bytes:
-    """Encode one complete record (not the hot path: the store packs straight into its mmap).
+    """One complete record as bytes, through ``pack_record`` (the store's encoder).
 
     Raises:
-        ValueError: topic longer than 127 bytes or properties longer than 32767 bytes.
+        ValueError: topic empty or longer than 127 bytes, or properties longer than 32767 bytes.
     """
-    topic_b = topic.encode()
+    topic_b = topic_part(topic)
     props_b = properties.encode()
-    if len(topic_b) > MAX_TOPIC_BYTES:
-        raise ValueError(f"topic is {len(topic_b)} bytes; the limit is {MAX_TOPIC_BYTES}")
     if len(props_b) > MAX_PROPERTIES_BYTES:
         raise ValueError(f"properties are {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
-    total = record_size(len(body), len(topic_b), len(props_b))
-    head = RECORD_HEAD.pack(
-        total, MESSAGE_MAGIC, zlib.crc32(body), queue_id, flag, queue_offset, physical_offset, sys_flag,
-        born_timestamp, pack_host(born_host), store_timestamp, pack_host(store_host), reconsume_times,
-        prepared_transaction_offset, len(body),
-    )  # fmt: skip
-    return b"".join((head, body, U8.pack(len(topic_b)), topic_b, U16.pack(len(props_b)), props_b))
+    buf = bytearray(HEAD_SIZE + len(body) + len(topic_b) + 2 + len(props_b))
+    pack_record(buf, 0, topic_b, props_b, body, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                born_timestamp, pack_host(born_host), store_timestamp, pack_host(store_host), reconsume_times,
+                prepared_transaction_offset)  # fmt: skip
+    return bytes(buf)
 
 
 class RecordError(RocketpyError, ValueError):

@@ -105,7 +105,8 @@ class ScheduleMessageService:
             cq = self.store.dispatcher.cqs.get((SCHEDULE_TOPIC, qid))
             if cq is None:
                 return None
-            offset = max(self.offsets.get(level), min_offset(self.store, cq))  # cleanup may have removed some
+            # cleanup may have removed some
+            offset = max(self.offsets.get(level), min_offset(self.store.commitlog, cq))
             count = min(cq.next_offset - offset, SCAN_UNITS)
             if count <= 0:
                 self.offsets.set(level, offset)
@@ -136,7 +137,7 @@ class ScheduleMessageService:
             # back; deliver it now rather than hold it for as long as the clock was off.
             if now_ms < deliver_ms <= now_ms + delay_ms:
                 return out, deliver_ms - now_ms
-            view = record_view(self.store, phys)
+            view = record_view(self.store.commitlog, phys)
             msg = real_message(view) if view is not None else None
             if view is not None and msg is None:
                 log.warning("schedule record at %d has no REAL_TOPIC/REAL_QID; skipped", phys)

@@ -18,13 +18,13 @@ import os
 import shutil
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.mapped_file import MappedFile
-
-if TYPE_CHECKING:
-    from rocketpy.broker.store.message_store import MessageStore
+from rocketpy.config import StoreConfig
 
 log = logging.getLogger("rocketpy.store")
 
@@ -38,13 +38,37 @@ def parse_hours(delete_when: str) -> set[int]:
 
 
 class CleanupService:
-    """Periodic cleanup and disk guard for one store."""
+    """Periodic cleanup and disk guard for one store.
 
-    def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop) -> None:
-        self._store = store
+    Args:
+        config: the cleanup and disk settings.
+        commitlog / dispatcher: the files to expire (commitlog, consume queues, index).
+        loop: the store's event loop (file lists change there).
+        clock: seconds clock (file expiry, deleteWhen hours).
+        disk_usage: used fraction (0..1) of the disk holding a path.
+        refuse_writes: told why writes are refused for disk space ("" when accepted again).
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog,
+        dispatcher: Dispatcher,
+        loop: asyncio.AbstractEventLoop,
+        clock: Callable[[], float],
+        disk_usage: Callable[[str], float],
+        refuse_writes: Callable[[str], None],
+    ) -> None:
+        self._config = config
+        self._commitlog = commitlog
+        self._dispatcher = dispatcher
         self._loop = loop
+        self._clock = clock
+        self._disk_usage = disk_usage
+        self._refuse_writes = refuse_writes
+        self._remark = ""
         self.disk_ratio = 0.0
-        self._hours = parse_hours(store.config.delete_when)
+        self._hours = parse_hours(config.delete_when)
         self._stop = threading.Event()
         self._run_lock = threading.Lock()
         self._to_destroy: list[tuple[MappedFile, float]] = []
@@ -60,7 +84,7 @@ class CleanupService:
         await asyncio.to_thread(self._thread.join, 10)
 
     def _routine(self) -> None:
-        interval_s = self._store.config.clean_resource_interval / 1000
+        interval_s = self._config.clean_resource_interval / 1000
         while True:
             try:
                 self.run_once()
@@ -73,8 +97,8 @@ class CleanupService:
         """One cleanup pass (blocking: cleanup thread or ``asyncio.to_thread``). Returns files deleted."""
         with self._run_lock:
             ratio = self._check_disk()
-            c = self._store.config
-            now = self._store.clock()
+            c = self._config
+            now = self._clock()
             by_time = time.localtime(now).tm_hour in self._hours
             by_space = ratio >= c.disk_max_used_space_ratio / 100
             forced = ratio >= c.disk_space_clean_forcibly_ratio / 100
@@ -86,29 +110,31 @@ class CleanupService:
             return deleted
 
     def _check_disk(self) -> float:
-        store = self._store
+        root = self._config.store_path_root_dir
         try:
-            ratio = float(store.disk_usage(store.root))
+            ratio = float(self._disk_usage(root))
         except OSError as e:
-            log.error("cannot read disk usage of %s: %s", store.root, e)
+            log.error("cannot read disk usage of %s: %s", root, e)
             return self.disk_ratio
         self.disk_ratio = ratio
-        limit = store.config.disk_space_warning_level_ratio
+        limit = self._config.disk_space_warning_level_ratio
         if ratio >= limit / 100:
-            if not store.disk_full_remark:
-                log.error("disk of %s is %.0f%% full: refusing writes", store.root, ratio * 100)
-            store.disk_full_remark = (
+            if not self._remark:
+                log.error("disk of %s is %.0f%% full: refusing writes", root, ratio * 100)
+            self._remark = (
                 f"disk of the store is {ratio * 100:.0f}% full (diskSpaceWarningLevelRatio {limit}%): "
                 f"writes are refused until cleanup frees space; delete old data or add disk space"
             )
-        elif store.disk_full_remark:
-            log.info("disk of %s is %.0f%% full: accepting writes again", store.root, ratio * 100)
-            store.disk_full_remark = ""
+            self._refuse_writes(self._remark)
+        elif self._remark:
+            log.info("disk of %s is %.0f%% full: accepting writes again", root, ratio * 100)
+            self._remark = ""
+            self._refuse_writes("")
         return ratio
 
     def _expired_count(self, now: float, forced: bool) -> int:
-        files = list(self._store.commitlog.files[:-1])
-        reserved_s = self._store.config.file_reserved_time * 3600
+        files = list(self._commitlog.files[:-1])
+        reserved_s = self._config.file_reserved_time * 3600
         count = 0
         for mf in files:
             try:
@@ -126,7 +152,7 @@ class CleanupService:
 
         def detach() -> None:
             try:
-                fut.set_result(detach_expired(self._store, count))
+                fut.set_result(detach_expired(self._commitlog, self._dispatcher, count))
             except BaseException as e:
                 fut.set_exception(e)
 
@@ -145,7 +171,7 @@ class CleanupService:
         return done
 
     def _retry_destroy(self, now: float) -> int:
-        limit_s = self._store.config.destroy_mapped_file_interval_forcibly / 1000
+        limit_s = self._config.destroy_mapped_file_interval_forcibly / 1000
         keep, done = [], 0
         for mf, first in self._to_destroy:
             if mf.destroy(force=now - first >= limit_s):
@@ -165,14 +191,14 @@ def delete_queue_files(cqs: list[ConsumeQueue], dirs: list[str]) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def detach_expired(store: MessageStore, count: int) -> list[MappedFile]:
+def detach_expired(commitlog: CommitLog, dispatcher: Dispatcher, count: int) -> list[MappedFile]:
     """On the loop: remove the ``count`` oldest commitlog files and what only points before them."""
-    files = store.commitlog.files
+    files = commitlog.files
     count = min(count, len(files) - 1)
     removed = files[:count]
     del files[:count]
-    new_min = store.commitlog.min_offset
-    for cq in store.dispatcher.cqs.values():
+    new_min = commitlog.min_offset
+    for cq in dispatcher.cqs.values():
         while len(cq.files) > 1:
             first = cq.files[0]
             phys, size, _ = UNIT.unpack_from(first.mm, first.size - UNIT_SIZE)
@@ -181,7 +207,7 @@ def detach_expired(store: MessageStore, count: int) -> list[MappedFile]:
             removed.append(cq.files.pop(0))
         if cq.files:
             cq.min_offset = max(cq.min_offset, cq.files[0].base_offset // UNIT_SIZE)
-    index = store.dispatcher.index
+    index = dispatcher.index
     if index is not None:
         while len(index.files) > 1 and index.files[0].end_phys < new_min:
             removed.append(index.files.pop(0).mf)

@@ -1,9 +1,12 @@
 """The commitlog: one append-only log of records in fixed-size files named by their start offset.
 
-Owns the list of mapped commitlog files, the single-writer append (on the event loop), the blank
-record at a file's tail and the roll to the next file, which is pre-created by the allocate thread so
-a roll never creates a file on the loop. Invariant: a record never spans two files; every file but
-the last is full (its tail is a blank record or exactly filled).
+Owns the list of mapped commitlog files and the single-writer append (on the event loop), modelled on
+RocketMQ's ``CommitLog.putMessages``: ``append(batch)`` hands the batch to the last file's
+``append_messages`` with ``append_records`` as the callback, which packs each record through
+``rocketpy.record.pack_record`` or, when the batch does not fit, seals the file with a blank record;
+``append`` then rolls to the next file, pre-created by the allocate thread so a roll never creates a
+file on the loop, and appends there. Invariant: a record (and a batch) never spans two files; every
+file but the last is full (its tail is a blank record or exactly filled).
 """
 
 from __future__ import annotations
@@ -12,16 +15,118 @@ import asyncio
 import logging
 import os
 from collections.abc import Sequence
+from enum import Enum
+from mmap import mmap
 
 from rocketpy.broker.store.allocate import AllocateService
+from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
-from rocketpy.record import BLANK_MAGIC, END_FILE_MIN_BLANK_BYTES, SIZE_MAGIC
+from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.record import END_FILE_MIN_BLANK_BYTES, pack_blank, pack_record
 
 # Bytes of a new file faulted in by the allocator thread when the whole file is not warmed: the
 # first write fault into a new file is the costly one (block allocation, inode update).
 HEAD_PREFAULT_BYTES = 4 << 20
 
 log = logging.getLogger("rocketpy.store")
+
+
+class RecordBatch:
+    """Messages of one topic and queue, checked, with their properties encoded: one append.
+
+    Attributes:
+        msgs: the messages (one for a single put).
+        topic_b: TOPICLEN + TOPIC (``rocketpy.record.topic_part``).
+        props: each message's encoded properties.
+        total: bytes of all the records.
+        cq: the consume queue the messages go to; the append numbers them from its next offset.
+        store_ts: store timestamp in ms of every record.
+        store_host8: packed store host written into every record.
+        queue_offset: consume-queue offset of the first message (set by the append that writes it).
+    """
+
+    __slots__ = ("cq", "msgs", "props", "queue_offset", "store_host8", "store_ts", "topic_b", "total")
+    queue_offset: int
+
+    def __init__(
+        self,
+        msgs: list[BrokerMessage],
+        topic_b: bytes,
+        props: list[bytes],
+        total: int,
+        cq: ConsumeQueue,
+        store_ts: int,
+        store_host8: bytes,
+    ) -> None:
+        self.msgs = msgs
+        self.topic_b = topic_b
+        self.props = props
+        self.total = total
+        self.cq = cq
+        self.store_ts = store_ts
+        self.store_host8 = store_host8
+
+
+class AppendStatus(Enum):
+    """Outcome of an append (RocketMQ ``AppendMessageStatus``, plus the roll that must wait)."""
+
+    PUT_OK = "PUT_OK"
+    END_OF_FILE = "END_OF_FILE"  # the batch did not fit: the file was sealed with a blank tail
+    NEXT_FILE_NOT_READY = "NEXT_FILE_NOT_READY"  # await ``wait_next_file`` and append again
+
+
+class AppendResult:
+    """Where an append put its records.
+
+    Attributes:
+        status: PUT_OK, or why nothing was appended.
+        wrote_offset: commitlog offset of the first record.
+        wrote_bytes: bytes of all the records.
+        offsets: commitlog offset of each record, in order.
+    """
+
+    __slots__ = ("offsets", "status", "wrote_bytes", "wrote_offset")
+
+    def __init__(self, status: AppendStatus, wrote_offset: int, wrote_bytes: int, offsets: list[int]) -> None:
+        self.status = status
+        self.wrote_offset = wrote_offset
+        self.wrote_bytes = wrote_bytes
+        self.offsets = offsets
+
+
+_END_OF_FILE = AppendResult(AppendStatus.END_OF_FILE, -1, 0, [])
+_NOT_READY = AppendResult(AppendStatus.NEXT_FILE_NOT_READY, -1, 0, [])
+
+
+def append_records(
+    mm: mmap, base_offset: int, pos: int, room: int, batch: RecordBatch
+) -> tuple[int, AppendResult]:
+    """The commitlog's append callback: ``batch`` as records back to back at ``mm[pos:]``.
+
+    When the batch and a minimal blank record do not fit the ``room`` left, the room is filled with
+    a blank record instead (END_OF_FILE): the file is full and the caller rolls.
+    """
+    total = batch.total
+    if total + END_FILE_MIN_BLANK_BYTES > room:
+        if room >= END_FILE_MIN_BLANK_BYTES:
+            pack_blank(mm, pos, room)
+        return room, _END_OF_FILE
+    topic_b, props, host8, store_ts = batch.topic_b, batch.props, batch.store_host8, batch.store_ts
+    # Numbered here, in the one synchronous step that writes them (RocketMQ's doAppend does the same).
+    queue_offset = batch.queue_offset = batch.cq.next_offset
+    offsets = []
+    start = pos
+    msgs = batch.msgs
+    for i in range(len(msgs)):
+        m = msgs[i]
+        phys = base_offset + pos
+        offsets.append(phys)
+        pos += pack_record(
+            mm, pos, topic_b, props[i], m.body, m.queue_id, m.flag, queue_offset + i, phys, m.sys_flag,
+            m.born_timestamp, m.born_host8, store_ts, host8, m.reconsume_times, m.prepared_transaction_offset,
+        )  # fmt: skip
+    assert pos - start == total, "batch size does not match its records"
+    return total, AppendResult(AppendStatus.PUT_OK, offsets[0], total, offsets)
 
 
 class CommitLog:
@@ -141,23 +246,28 @@ class CommitLog:
         return err
 
     # -- append ------------------------------------------------------------------------------
-    def writable_file(self, total: int) -> MappedFile | None:
-        """The file where ``total`` more bytes fit (rolling with a blank tail if needed).
+    def append(self, batch: RecordBatch) -> AppendResult:
+        """Append ``batch`` contiguously, rolling to the next file when the last one is full.
 
-        Returns None when a roll is needed but the next file is not ready yet (the caller awaits
-        ``wait_next_file`` and retries; nothing was written).
+        The caller checked that the batch fits one file. NEXT_FILE_NOT_READY: a roll is needed but
+        the next file is not ready yet (nothing of the batch was written; the last file may have been
+        sealed); await ``wait_next_file`` and append again.
         """
-        mf = self.files[-1]
-        if mf.wrote + total + END_FILE_MIN_BLANK_BYTES <= mf.size:
-            return mf
+        result = self.files[-1].append_messages(append_records, batch)
+        if result is _END_OF_FILE:
+            nxt = self._roll()
+            if nxt is None:
+                return _NOT_READY
+            result = nxt.append_messages(append_records, batch)
+            assert result is not _END_OF_FILE, "a batch larger than a commitlog file"
+        return result
+
+    def _roll(self) -> MappedFile | None:
+        """Make the pre-created next file the last one (None when it is not ready yet)."""
         nxt = self._next
         if nxt is None:
             self._request_next()
             return None
-        remaining = mf.size - mf.wrote
-        if remaining >= END_FILE_MIN_BLANK_BYTES:
-            SIZE_MAGIC.pack_into(mf.mm, mf.wrote, remaining, BLANK_MAGIC)
-        mf.wrote = mf.size
         self._next = None
         self.files.append(nxt)
         self._request_next()
@@ -180,9 +290,9 @@ class CommitLog:
         return target
 
     def close(self) -> None:
-        """Unmap every file (blocking)."""
+        """Unmap every file and delete a pre-created next file never written to (blocking)."""
         for mf in self.files:
             mf.close()
-        if self._next is not None:
-            self._next.close()
+        if self._next is not None:  # never used: do not leave an empty file behind
+            self._next.destroy(force=True)
             self._next = None

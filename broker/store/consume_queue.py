@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 UNIT = struct.Struct(">qiq")  # commitlog offset | record size | tag hash code (or delivery time)
 UNIT_SIZE = UNIT.size
 assert UNIT_SIZE == 20
+_pack_unit = UNIT.pack
 MAX_PENDING_UNITS = 1 << 20
 PREFAULT_BYTES = 4096  # the first write fault of a file is the costly one: take it in the allocator
 
@@ -108,8 +109,7 @@ class ConsumeQueue:
             mf = self.files[-1]
             rel = pos - mf.base_offset
             if 0 <= rel < mf.size:
-                UNIT.pack_into(mf.mm, rel, phys, size, tags_code)
-                mf.wrote = rel + UNIT_SIZE
+                mf.write(rel, _pack_unit(phys, size, tags_code))
                 self.next_offset = queue_offset + 1
                 self.max_phys_end = phys + size
                 return
@@ -159,8 +159,7 @@ class ConsumeQueue:
         mf = self.files[-1]
         rel = self._pending_base - mf.base_offset
         n = min(len(self._pending), mf.size - rel)
-        mf.mm[rel : rel + n] = self._pending[:n]
-        mf.wrote = rel + n
+        mf.write(rel, self._pending[:n])
         del self._pending[:n]
         self._pending_base += n
         if not self._pending and self._tracker is not None:
@@ -238,7 +237,7 @@ class ConsumeQueue:
             keep.append(mf)
         self.files = keep
         if keep:
-            keep[-1].wrote = cut - keep[-1].base_offset
+            keep[-1].recover_position(cut - keep[-1].base_offset)
         self.next_offset = lo
         u = self.unit(lo - 1) if lo > self.min_offset else None
         self.max_phys_end = u[0] + u[1] if u else 0

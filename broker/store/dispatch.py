@@ -1,5 +1,9 @@
-"""Dispatch: after a record is appended, write its consume-queue unit and index entries, then tell
-the listeners (long polling). Also owns the table of consume queues (property reading: ``props``).
+"""Dispatch: after records are appended, write each one's consume-queue unit and index entries, then
+tell the listeners (long polling). Also owns the table of consume queues (property reading: ``props``).
+
+``Dispatcher.dispatch`` is the one way queues and the index learn of a record: live puts (single and
+batch) and recovery's re-dispatch alike (RocketMQ's ``doDispatch``). A record a queue already holds
+writes no unit again; the index skips records it holds by itself.
 """
 
 from __future__ import annotations
@@ -99,17 +103,26 @@ class Dispatcher:
         queue_offset: int,
         phys: int,
         size: int,
-        tags_code: int,
+        tags_code: int | None,
         props: str,
         store_ts: int,
     ) -> None:
-        """Write the unit and index entries of one appended record, then notify listeners."""
-        cq.put(phys, size, tags_code, queue_offset)
-        self.dirty_cqs.add(cq)
-        if self.index is not None:
-            self.index.put_message(cq.topic, index_keys(props) if props else [], phys, store_ts)
-        if self.listeners:
-            self.notify(cq, queue_offset, tags_code, store_ts)
+        """Make one appended record known to its queue, the index and the listeners (hot path).
+
+        ``tags_code`` None: derived from the properties (TAGS hash, or the delivery time of a
+        SCHEDULE_TOPIC_XXXX record). Listeners are called on the loop only: recovery runs before
+        any is added.
+        """
+        if (queue_offset == cq.next_offset and phys >= cq.max_phys_end) or _rebuilds(cq, queue_offset, phys):
+            if tags_code is None:
+                tags_code = self.tags_code(cq.topic, props, store_ts) if props else 0
+            cq.put(phys, size, tags_code, queue_offset)
+            self.dirty_cqs.add(cq)
+            if self.listeners:
+                self.notify(cq, queue_offset, tags_code, store_ts)
+        if self.index is not None:  # also without keys: the index header tracks the last record
+            self.index.put_props(cq.topic, props, phys, store_ts)
+        self.dispatched_to = phys + size
 
     def notify(self, cq: ConsumeQueue, queue_offset: int, tags_code: int, store_ts: int) -> None:
         """Call the listeners for one dispatched message; a failing listener is logged, not fatal."""
@@ -130,3 +143,19 @@ class Dispatcher:
     def topic_dir(self, topic: str) -> str:
         """Directory of a topic's consume queues."""
         return os.path.join(self.cq_root, topic)
+
+
+def _rebuilds(cq: ConsumeQueue, queue_offset: int, phys: int) -> bool:
+    """Recovery re-dispatching past a queue's end: False for a record the queue already holds.
+
+    A record further on than the queue's next offset is taken (the queue jumps; an empty queue
+    starts there), as RocketMQ's consume queue does after its files were cut.
+    """
+    if queue_offset < cq.next_offset or phys < cq.max_phys_end:
+        return False
+    if cq.next_offset == cq.min_offset:
+        cq.min_offset = queue_offset
+    elif queue_offset > cq.next_offset:
+        log.warning("consume queue %s/%d jumps from %d to %d while rebuilding", cq.topic, cq.queue_id,
+                    cq.next_offset, queue_offset)  # fmt: skip
+    return True

@@ -157,6 +157,9 @@ class IndexService:
         self._requested = False
         self._unsynced = 0
         self._topic_hashes: dict[str, int] = {}
+        # Commitlog offset of the last record indexed: recovery re-dispatches from before it, and a
+        # record at or before it is not indexed twice (RocketMQ's buildIndex skips the same way).
+        self.last_phys = -1
 
     @property
     def end_phys(self) -> int:
@@ -169,6 +172,14 @@ class IndexService:
     def load(self, files: list[MappedFile]) -> None:
         """Adopt existing index files (recovery thread), oldest first."""
         self.files = [IndexFile(mf, self.slots, self.max_index) for mf in files]
+        self.last_phys = self.end_phys
+
+    def forget_from(self, phys: int) -> None:
+        """The commitlog was cut at ``phys`` (recovery): records written there from now on are indexed.
+
+        Entries already pointing past the cut stay; the index is a hint, queries re-check records.
+        """
+        self.last_phys = min(self.last_phys, phys - 1)
 
     def attach_allocator(self, allocator: AllocateService) -> None:
         """From now on create files through ``allocator``."""
@@ -197,12 +208,16 @@ class IndexService:
                 self._unsynced = 0
 
     def put_props(self, topic: str, props: str, phys: int, store_ts: int) -> None:
-        """Index one message straight from its properties string (put hot path).
+        """Index one message straight from its properties string: the dispatcher's one indexing call.
 
         The common case (a UNIQ_KEY of uppercase hex, no KEYS, the newest file ready with room,
         nothing waiting) hashes and writes its one entry here without helper calls; every other
-        case goes through ``put_message``. Same entries, same hash values either way.
+        case goes through ``put_message``. Same entries, same hash values either way. A record
+        already indexed (``last_phys``) is skipped.
         """
+        if phys <= self.last_phys:
+            return
+        self.last_phys = phys
         cur = self.files[-1] if self.files else None
         uniq = get_property(props, UNIQ_SEP) if props else None
         if (cur is None or not uniq or self._pending or KEYS_SEP in props or cur.index_count <= 1

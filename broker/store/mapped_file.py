@@ -1,7 +1,10 @@
 """One memory-mapped file of fixed size, named by the offset of its first byte.
 
-Owns the mmap, its file descriptor and the write position. Opening, flushing and destroying block on
-the disk and run in store threads only; writing and reading (memoryview slices) run on the loop.
+Owns the mmap, its file descriptor and the write position: only the file's own append methods move
+the position (``append_messages`` with a format callback, as RocketMQ's
+``MappedFile.appendMessages(callback)``, and ``write`` for fixed units), and recovery places it once
+with ``recover_position``. Opening, flushing and destroying block on the disk and run in store
+threads only; writing and reading (memoryview slices) run on the loop.
 A file whose views are still held cannot be unmapped: ``destroy`` reports that so cleanup retries.
 """
 
@@ -11,6 +14,8 @@ import ctypes
 import logging
 import mmap
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 log = logging.getLogger("rocketpy.store")
 
@@ -25,6 +30,13 @@ try:
     _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 except (OSError, AttributeError):  # no madvise: pages fault in on first write instead
     _libc = None
+
+
+_B = TypeVar("_B")
+_R = TypeVar("_R")
+# Writes a batch in a file's own format (RocketMQ's AppendMessageCallback):
+# ``(mm, base_offset, pos, room, batch) -> (bytes written at mm[pos:], result)``.
+AppendCallback = Callable[[mmap.mmap, int, int, int, _B], tuple[int, _R]]
 
 
 def offset_to_name(offset: int) -> str:
@@ -53,10 +65,10 @@ class MappedFile:
         size: mapped size in bytes.
         mm: the mmap (write with ``pack_into`` / slice assignment on the loop thread).
         view: a memoryview of the whole mapping (slice it to read).
-        wrote: bytes written so far (write position).
+        wrote: bytes written so far (the write position; read-only).
     """
 
-    __slots__ = ("base_offset", "closed", "fd", "mm", "path", "size", "view", "wrote")
+    __slots__ = ("_wrote", "base_offset", "closed", "fd", "mm", "path", "size", "view")
 
     def __init__(self, path: str, base_offset: int, size: int, fd: int, mm: mmap.mmap) -> None:
         self.path = path
@@ -65,7 +77,7 @@ class MappedFile:
         self.fd = fd
         self.mm = mm
         self.view = memoryview(mm)
-        self.wrote = 0
+        self._wrote = 0
         self.closed = False
 
     @classmethod
@@ -107,6 +119,30 @@ class MappedFile:
         finally:
             del buf
         return True
+
+    # -- the write position (loop; recovery thread before serving) ---------------------------------
+    @property
+    def wrote(self) -> int:
+        """Bytes written so far: the write position."""
+        return self._wrote
+
+    def append_messages(self, callback: AppendCallback[_B, _R], batch: _B) -> _R:
+        """Let ``callback`` write ``batch`` at the write position, then move the position past it."""
+        pos = self._wrote
+        wrote, result = callback(self.mm, self.base_offset, pos, self.size - pos, batch)
+        self._wrote = pos + wrote
+        return result
+
+    def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` to ``pos``; the write position becomes its end (fixed-size units)."""
+        end = pos + len(data)
+        self.mm[pos:end] = data
+        self._wrote = end
+
+    def recover_position(self, pos: int) -> None:
+        """Place the write position where recovery (or a truncation) found the data to end."""
+        assert 0 <= pos <= self.size, f"write position {pos} outside {self.path}"
+        self._wrote = pos
 
     @property
     def end_offset(self) -> int:

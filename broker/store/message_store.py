@@ -1,9 +1,11 @@
 """MessageStore: the facade the broker wraps (lifecycle, put, get, offsets, queries).
 
 Owns the store's parts and their order: lock -> recovery (thread) -> abort marker -> allocate, flush
-and cleanup threads; shutdown in reverse. Puts are single-writer memory copies into the commitlog
-mmap on the event loop, followed by a synchronous dispatch (consume queue, index, listeners); under
-SYNC_FLUSH a put then awaits group commit. Reads return views of the commitlog, never re-encoded.
+and cleanup threads; shutdown in reverse. The parts get what they use, not the store: ``PutService``
+(put.py) appends through ``CommitLog.append`` and dispatches through ``Dispatcher.dispatch`` on the
+event loop (under SYNC_FLUSH a put then awaits group commit); reads (reads.py) get the commitlog and
+a consume queue or the index and return views of the commitlog, never re-encoded; cleanup gets the
+commitlog and the dispatcher.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from rocketpy.broker.store import reads
 from rocketpy.broker.store.allocate import AllocateService
@@ -25,14 +28,17 @@ from rocketpy.broker.store.dispatch import Dispatcher, Listener, parse_delay_lev
 from rocketpy.broker.store.flush import FlushService
 from rocketpy.broker.store.index import IndexService, index_file_size
 from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
-from rocketpy.broker.store.put import PutMixin
+from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.broker.store.put import PutService
 from rocketpy.broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
 from rocketpy.broker.store.results import (
     GetMessageResult,
     MessageFilter,
+    PutMessageResult,
     PutMessageStatus,
     QueryMessageResult,
 )
+from rocketpy.broker.store.stats import StoreStats
 from rocketpy.config import FlushDiskType, StoreConfig
 from rocketpy.record import (
     pack_host,
@@ -41,6 +47,7 @@ from rocketpy.record import (
 log = logging.getLogger("rocketpy.store")
 
 SHUTDOWN_SETTLE_S = 30.0
+STATS_SAMPLE_S = 1.0
 _BAD = PutMessageStatus
 
 
@@ -50,7 +57,7 @@ def default_disk_usage(path: str) -> float:
     return u.used / u.total if u.total else 0.0
 
 
-class MessageStore(PutMixin):
+class MessageStore:
     """The message store.
 
     Args:
@@ -70,7 +77,6 @@ class MessageStore(PutMixin):
     ) -> None:
         self.config = config
         self.root = config.store_path_root_dir
-        self._host8 = pack_host(store_host)
         self._store_host = store_host
         self.clock = clock
         self.disk_usage = disk_usage or default_disk_usage
@@ -87,21 +93,43 @@ class MessageStore(PutMixin):
             parse_delay_levels(config.message_delay_level),
         )
         self.checkpoint = Checkpoint(os.path.join(self.root, "checkpoint"))
+        self.stats = StoreStats(clock)
+        self._put = PutService(
+            self.commitlog,
+            self.dispatcher,
+            self.stats,
+            clock,
+            max_message_size=config.max_message_size,
+            sync_flush_timeout_ms=config.sync_flush_timeout,
+            allocating=self._allocations_in_flight,
+        )
+        self._put.store_host8 = pack_host(store_host)
         self._lock = StoreLock(self.root)
         self._allocator: AllocateService | None = None  # commitlog + index files
         self._cq_allocator: AllocateService | None = None  # consume-queue files (never delays a roll)
         self._flush: FlushService | None = None
+        self._stats_timer: asyncio.TimerHandle | None = None
         self.cleanup: CleanupService | None = None
-        self.running = False
-        self.disk_full_remark = ""  # set by cleanup past the danger ratio
-        self.last_store_ts = 0
-        self.put_total = 0
-        self.get_total = 0
-        self.tps_sample = (clock(), 0, 0)
-        self._max_body_bytes = config.max_message_size
         self._sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         self.commitlog.warm_files = config.warm_mapped_file_enable and not self._sync_flush
-        self._topic_parts: dict[str, bytes] = {}
+
+    @property
+    def running(self) -> bool:
+        """True between ``start`` and ``shutdown`` / ``terminate`` (puts are accepted)."""
+        return self._put.running
+
+    @property
+    def disk_full_remark(self) -> str:
+        """Why writes are refused for disk space ("" when they are accepted)."""
+        return self._put.disk_full_remark
+
+    def _refuse_writes(self, remark: str) -> None:
+        self._put.disk_full_remark = remark
+
+    def _allocations_in_flight(self) -> bool:
+        """True while a file creation's callback has not run yet."""
+        a, b = self._allocator, self._cq_allocator
+        return bool((a is not None and a.in_flight) or (b is not None and b.in_flight))
 
     @property
     def store_host(self) -> tuple[str, int]:
@@ -110,7 +138,7 @@ class MessageStore(PutMixin):
 
     @store_host.setter
     def store_host(self, host: tuple[str, int]) -> None:
-        self._host8 = pack_host(host)
+        self._put.store_host8 = pack_host(host)
         self._store_host = host
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -152,12 +180,20 @@ class MessageStore(PutMixin):
             cq_interval_ms=c.flush_interval_consume_queue,
             cq_least_pages=c.flush_consume_queue_least_pages,
             cq_thorough_interval_ms=c.flush_consume_queue_thorough_interval,
-            last_store_ts=lambda: self.last_store_ts,
+            last_store_ts=lambda: self.stats.last_store_ts,
         )
         self._flush.start()
-        self.cleanup = CleanupService(self, loop)
+        self._put.flush = self._flush if self._sync_flush else None
+        self.cleanup = CleanupService(
+            c, self.commitlog, self.dispatcher, loop, self.clock, self.disk_usage, self._refuse_writes
+        )
         self.cleanup.start()
-        self.running = True
+        self._stats_timer = loop.call_later(STATS_SAMPLE_S, self._sample_stats)
+        self._put.running = True
+
+    def _sample_stats(self) -> None:
+        self.stats.sample()
+        self._stats_timer = asyncio.get_running_loop().call_later(STATS_SAMPLE_S, self._sample_stats)
 
     def _load_and_recover(self) -> None:
         c = self.config
@@ -187,7 +223,7 @@ class MessageStore(PutMixin):
         if not self.running:
             return
         await self.settle(SHUTDOWN_SETTLE_S)  # waiting units and index entries get their files first
-        self.running = False
+        self._stop_accepting()
         if self.cleanup is not None:
             await self.cleanup.shutdown()
         if self._flush is not None:
@@ -204,7 +240,7 @@ class MessageStore(PutMixin):
         """
         if not self.running:
             return
-        self.running = False
+        self._stop_accepting()
         if self.cleanup is not None:
             await self.cleanup.shutdown()
         if self._flush is not None:
@@ -214,11 +250,13 @@ class MessageStore(PutMixin):
                 await asyncio.to_thread(allocator.shutdown)
         await asyncio.to_thread(self._close_files, False)
 
+    def _stop_accepting(self) -> None:
+        self._put.running = False
+        if self._stats_timer is not None:
+            self._stats_timer.cancel()
+            self._stats_timer = None
+
     def _close_files(self, clean: bool = True) -> None:
-        nxt = self.commitlog._next
-        if nxt is not None:  # never used: do not leave an empty file behind
-            nxt.destroy(force=True)
-            self.commitlog._next = None
         self.commitlog.close()
         for cq in self.dispatcher.cqs.values():
             cq.close()
@@ -237,6 +275,16 @@ class MessageStore(PutMixin):
                 return False
             await asyncio.sleep(0.001)
         return True
+
+    # -- put (see put.py) --------------------------------------------------------------------------
+    # Plain methods returning the put coroutine: one coroutine per put on the hot path, not two.
+    def put_message(self, msg: BrokerMessage) -> Coroutine[Any, Any, PutMessageResult]:
+        """Append one message (a batch of one), dispatch it and (SYNC_FLUSH) wait for the flush (await it)."""
+        return self._put.put([msg])
+
+    def put_messages(self, msgs: list[BrokerMessage]) -> Coroutine[Any, Any, PutMessageResult]:
+        """Append a batch of one topic and queue, all or nothing, contiguously in one file (await it)."""
+        return self._put.put(msgs)
 
     # -- listeners, topics ------------------------------------------------------------------------
     def add_dispatch_listener(self, fn: Listener) -> None:
@@ -278,8 +326,11 @@ class MessageStore(PutMixin):
         message_filter: MessageFilter | None = None,
     ) -> GetMessageResult:
         """Up to ``max_msgs`` raw records of a queue from ``offset`` (views of the commitlog)."""
-        r = reads.get_message(self, topic, queue_id, offset, max_msgs, max_bytes, message_filter)
-        self.get_total += r.message_count
+        if max_bytes is None:
+            max_bytes = self.config.max_transfer_bytes_on_message_in_memory
+        cq = self.dispatcher.cqs.get((topic, queue_id))
+        r = reads.get_message(self.commitlog, cq, offset, max_msgs, max_bytes, message_filter)
+        self.stats.get_total += r.message_count
         return r
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -290,15 +341,15 @@ class MessageStore(PutMixin):
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """The queue's first offset still stored (0 for an unknown queue)."""
         cq = self.dispatcher.cqs.get((topic, queue_id))
-        return reads.min_offset(self, cq) if cq else 0
+        return reads.min_offset(self.commitlog, cq) if cq else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """First queue offset whose store time is >= ``timestamp_ms`` (max offset if none)."""
-        return reads.offset_by_time(self, topic, queue_id, timestamp_ms)
+        return reads.offset_by_time(self.commitlog, self.dispatcher.cqs.get((topic, queue_id)), timestamp_ms)
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's first stored message, -1 when none."""
-        return reads.earliest_time(self, topic, queue_id)
+        return reads.earliest_time(self.commitlog, self.dispatcher.cqs.get((topic, queue_id)))
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Commitlog offset of a queue unit, -1 when not stored."""
@@ -308,14 +359,32 @@ class MessageStore(PutMixin):
 
     def lookup_message_by_offset(self, commitlog_offset: int) -> bytes | None:
         """The raw record at ``commitlog_offset``, or None when there is none."""
-        return reads.record_at(self, commitlog_offset)
+        return reads.record_at(self.commitlog, commitlog_offset)
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
     ) -> QueryMessageResult:
         """Records of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, stored in [begin_ts, end_ts]."""
-        return reads.query_message(self, topic, key, max_num, begin_ts, end_ts)
+        return reads.query_message(
+            self.commitlog, self.dispatcher.index, topic, key, max_num, begin_ts, end_ts
+        )
 
     def runtime_info(self) -> dict[str, str]:
-        """Store figures for GET_BROKER_RUNTIME_INFO."""
-        return reads.runtime_info(self)
+        """Store figures for GET_BROKER_RUNTIME_INFO (reading them changes nothing)."""
+        cl = self.commitlog
+        info = {
+            "commitLogMinOffset": str(cl.min_offset),
+            "commitLogMaxOffset": str(cl.max_offset),
+            "commitLogFlushedOffset": str(cl.flushed_offset),
+            "putMessageTimesTotal": str(self.stats.put_total),
+            "getMessageTransferedMsgCount": str(self.stats.get_total),
+            "consumeQueueCount": str(len(self.dispatcher.cqs)),
+            "commitLogDiskRatio": f"{self.cleanup.disk_ratio if self.cleanup else 0.0:.4f}",
+            "diskFullRemark": self.disk_full_remark,
+            "storeRootDir": self.root,
+        }
+        tps = self.stats.tps()
+        if tps is not None:
+            info["putTps"] = f"{tps[0]:.1f}"
+            info["getTransferedTps"] = f"{tps[1]:.1f}"
+        return info

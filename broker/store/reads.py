@@ -2,15 +2,16 @@
 
 Owns the status rules of a pull (RocketMQ ``DefaultMessageStore.getMessage``) and returns views of the
 commitlog, never re-encoded records: one view for an unfiltered run of records back to back in one
-file, else one view per record. Runs on the event loop; reads only mapped memory.
+file, else one view per record. Runs on the event loop; reads only mapped memory. ``ReadService``
+Each read gets the commitlog and the consume queue (or index) it reads, nothing else of the store.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import ConsumeQueue, units_struct
-from rocketpy.broker.store.dispatch import get_property, index_keys
+from rocketpy.broker.store.index import IndexService
+from rocketpy.broker.store.props import index_keys
 from rocketpy.broker.store.results import (
     GetMessageResult,
     GetMessageStatus,
@@ -19,17 +20,14 @@ from rocketpy.broker.store.results import (
 )
 from rocketpy.record import HEAD_SIZE, MESSAGE_MAGIC, POS_BODY_LEN, POS_STORE_TIMESTAMP, Q64, SIZE_MAGIC, U32
 
-if TYPE_CHECKING:
-    from rocketpy.broker.store.message_store import MessageStore
-
 MAX_FILTER_SCAN_UNITS = 800
 _S = GetMessageStatus
 _MASK32 = 0xFFFFFFFF
 
 
-def min_offset(store: MessageStore, cq: ConsumeQueue) -> int:
+def min_offset(cl: CommitLog, cq: ConsumeQueue) -> int:
     """The queue's first offset whose record is still in the commitlog."""
-    cl_min = store.commitlog.min_offset
+    cl_min = cl.min_offset
     lo, hi = cq.min_offset, cq.next_offset
     u = cq.unit(lo) if lo < hi else None
     if u is not None and u[0] >= cl_min:
@@ -46,19 +44,17 @@ def min_offset(store: MessageStore, cq: ConsumeQueue) -> int:
 
 
 def get_message(
-    store: MessageStore,
-    topic: str,
-    queue_id: int,
+    cl: CommitLog,
+    cq: ConsumeQueue | None,
     offset: int,
     max_msgs: int,
-    max_bytes: int | None,
+    max_bytes: int,
     message_filter: MessageFilter | None,
 ) -> GetMessageResult:
-    """See ``MessageStore.get_message``."""
-    cq = store.dispatcher.cqs.get((topic, queue_id))
+    """See ``MessageStore.get_message`` (``cq`` None: the queue is unknown)."""
     if cq is None:
         return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-    lo, hi = min_offset(store, cq), cq.next_offset
+    lo, hi = min_offset(cl, cq), cq.next_offset
     if hi == 0:
         return GetMessageResult(_S.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
     if offset < lo:
@@ -67,16 +63,14 @@ def get_message(
         return GetMessageResult(_S.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetMessageResult(_S.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
-    if max_bytes is None:
-        max_bytes = store.config.max_transfer_bytes_on_message_in_memory
     result = GetMessageResult(_S.NO_MATCHED_MESSAGE, offset, lo, hi)
     scan_limit = max(max_msgs, MAX_FILTER_SCAN_UNITS) if message_filter is not None else max_msgs
-    _collect(store, cq, result, offset, max_msgs, max_bytes, scan_limit, message_filter)
+    _collect(cl, cq, result, offset, max_msgs, max_bytes, scan_limit, message_filter)
     return result
 
 
 def _collect(
-    store: MessageStore,
+    cl: CommitLog,
     cq: ConsumeQueue,
     r: GetMessageResult,
     offset: int,
@@ -97,14 +91,12 @@ def _collect(
         first = t = units_struct(n).unpack_from(raw) if n else ()
         whole = n == max_msgs or offset + n == cq.next_offset  # else the batch goes on in the next CQ file
         if t and whole and (codes is None or all(c & _MASK32 in codes for c in t[2::3])):
-            if _take_run(store, r, offset, t, max_bytes):  # every unit passes the filter: maybe one view
+            if _take_run(cl, r, offset, t, max_bytes):  # every unit passes the filter: maybe one view
                 return
-    _collect_each(store, cq, r, offset, max_msgs, max_bytes, scan_limit, flt, codes, first)
+    _collect_each(cl, cq, r, offset, max_msgs, max_bytes, scan_limit, flt, codes, first)
 
 
-def _take_run(
-    store: MessageStore, r: GetMessageResult, offset: int, t: tuple[int, ...], max_bytes: int
-) -> bool:
+def _take_run(cl: CommitLog, r: GetMessageResult, offset: int, t: tuple[int, ...], max_bytes: int) -> bool:
     """Unfiltered fast path: records back to back in one commitlog file come back as ONE view.
 
     Units point at increasing, non-overlapping records, so when the span from the first record's
@@ -114,10 +106,10 @@ def _take_run(
     sizes = t[1::3]
     first, total = t[0], sum(sizes)
     end = t[-3] + t[-2]
-    files = store.commitlog.files
+    files = cl.files
     if not files or end - first != total or total > max_bytes or min(sizes) <= 0:
         return False
-    file_size = store.commitlog.file_size
+    file_size = cl.file_size
     base = files[0].base_offset
     idx = (first - base) // file_size
     if first < base or idx >= len(files) or (end - 1 - base) // file_size != idx:
@@ -135,7 +127,7 @@ def _take_run(
 
 
 def _collect_each(
-    store: MessageStore,
+    cl: CommitLog,
     cq: ConsumeQueue,
     r: GetMessageResult,
     offset: int,
@@ -147,8 +139,8 @@ def _collect_each(
     first: tuple[int, ...],
 ) -> None:
     """One view per record; ``codes`` (a tag filter's 32-bit codes) replaces both filter calls."""
-    files = store.commitlog.files
-    file_size = store.commitlog.file_size
+    files = cl.files
+    file_size = cl.file_size
     first_base = files[0].base_offset if files else 0
     buffers = r.buffers
     total_bytes = 0
@@ -211,23 +203,22 @@ def _collect_each(
     r.message_count = len(buffers)
 
 
-def _store_ts(store: MessageStore, phys: int) -> int:
-    mf = store.commitlog.file_for(phys)
+def _store_ts(cl: CommitLog, phys: int) -> int:
+    mf = cl.file_for(phys)
     if mf is None:
         return -1
     return int(Q64.unpack_from(mf.mm, phys - mf.base_offset + POS_STORE_TIMESTAMP)[0])
 
 
-def offset_by_time(store: MessageStore, topic: str, queue_id: int, timestamp_ms: int) -> int:
+def offset_by_time(cl: CommitLog, cq: ConsumeQueue | None, timestamp_ms: int) -> int:
     """See ``MessageStore.get_offset_in_queue_by_time``."""
-    cq = store.dispatcher.cqs.get((topic, queue_id))
     if cq is None:
         return 0
-    lo, hi = min_offset(store, cq), cq.next_offset
+    lo, hi = min_offset(cl, cq), cq.next_offset
     while lo < hi:
         mid = (lo + hi) // 2
         u = cq.unit(mid)
-        ts = _store_ts(store, u[0]) if u else -1
+        ts = _store_ts(cl, u[0]) if u else -1
         if ts < timestamp_ms:
             lo = mid + 1
         else:
@@ -235,19 +226,18 @@ def offset_by_time(store: MessageStore, topic: str, queue_id: int, timestamp_ms:
     return lo
 
 
-def earliest_time(store: MessageStore, topic: str, queue_id: int) -> int:
+def earliest_time(cl: CommitLog, cq: ConsumeQueue | None) -> int:
     """See ``MessageStore.get_earliest_message_time``."""
-    cq = store.dispatcher.cqs.get((topic, queue_id))
     if cq is None:
         return -1
-    off = min_offset(store, cq)
+    off = min_offset(cl, cq)
     u = cq.unit(off) if off < cq.next_offset else None
-    return _store_ts(store, u[0]) if u else -1
+    return _store_ts(cl, u[0]) if u else -1
 
 
-def record_view(store: MessageStore, phys: int) -> memoryview | None:
+def record_view(cl: CommitLog, phys: int) -> memoryview | None:
     """A view of the message record at ``phys``, or None when there is none."""
-    mf = store.commitlog.file_for(phys)
+    mf = cl.file_for(phys)
     if mf is None:
         return None
     pos = phys - mf.base_offset
@@ -259,9 +249,9 @@ def record_view(store: MessageStore, phys: int) -> memoryview | None:
     return mf.view[pos : pos + size]
 
 
-def record_at(store: MessageStore, phys: int) -> bytes | None:
+def record_at(cl: CommitLog, phys: int) -> bytes | None:
     """A copy of the record at ``phys``."""
-    v = record_view(store, phys)
+    v = record_view(cl, phys)
     return bytes(v) if v is not None else None
 
 
@@ -274,11 +264,10 @@ def _topic_and_props(v: memoryview) -> tuple[str, str]:
 
 
 def query_message(
-    store: MessageStore, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    cl: CommitLog, index: IndexService | None, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
 ) -> QueryMessageResult:
     """See ``MessageStore.query_message``."""
     res = QueryMessageResult()
-    index = store.dispatcher.index
     if index is None or max_num <= 0:
         return res
     if index.files:
@@ -286,7 +275,7 @@ def query_message(
         res.index_last_update_phyoffset = index.files[-1].end_phys
     seen: set[int] = set()
     for phys in index.lookup(topic, key, max_num * 4, begin_ts, end_ts):
-        v = record_view(store, phys)
+        v = record_view(cl, phys)
         if v is None or phys in seen:
             continue
         t, props = _topic_and_props(v)
@@ -296,29 +285,3 @@ def query_message(
             if len(res.buffers) >= max_num:
                 break
     return res
-
-
-def runtime_info(store: MessageStore) -> dict[str, str]:
-    """See ``MessageStore.runtime_info``."""
-    cl = store.commitlog
-    info = {
-        "commitLogMinOffset": str(cl.min_offset),
-        "commitLogMaxOffset": str(cl.max_offset),
-        "commitLogFlushedOffset": str(cl.flushed_offset),
-        "putMessageTimesTotal": str(store.put_total),
-        "getMessageTransferedMsgCount": str(store.get_total),
-        "consumeQueueCount": str(len(store.dispatcher.cqs)),
-        "commitLogDiskRatio": f"{store.cleanup.disk_ratio if store.cleanup else 0.0:.4f}",
-        "diskFullRemark": store.disk_full_remark,
-        "storeRootDir": store.root,
-    }
-    now = store.clock()
-    last_t, last_put, last_get = store.tps_sample
-    if now > last_t:
-        info["putTps"] = f"{(store.put_total - last_put) / (now - last_t):.1f}"
-        info["getTransferedTps"] = f"{(store.get_total - last_get) / (now - last_t):.1f}"
-    store.tps_sample = (now, store.put_total, store.get_total)
-    return info
-
-
-__all__ = ["get_message", "get_property", "min_offset"]

@@ -1,12 +1,13 @@
 """Start-up recovery: load the files, cut a torn commitlog tail, rebuild consume queues and index.
 
-Runs in a thread before the store serves anything. Steps: map the commitlog files (a file that does
-not continue the sequence is set aside as ``.bad``); load each consume queue and find its last unit;
-load the index; scan the commitlog from the start of the file holding the earliest of (what the
-consume queues and index hold, the checkpoint's flushed offset after an abnormal stop, the last
-file), checking magic, length, physical offset and body CRC; re-dispatch every valid record past
-what the queues and index hold; cut at the first invalid record, zero the garbage after it, and drop
-consume-queue units past the new end. Nothing here raises on damaged data: it logs what it cut.
+Runs in a thread before the store serves anything. Steps: map the commitlog files (a file that does not
+continue the sequence is set aside as ``.bad``); load each consume queue and find its last unit; load
+the index; scan the commitlog from the start of the file holding the earliest of (what the consume
+queues and index hold, the checkpoint's flushed offset after an abnormal stop, the last file), checking
+magic, length, physical offset and body CRC; hand every valid record past what the queues and index hold
+to ``Dispatcher.dispatch``, as a live put does; cut at the first invalid record, zero the garbage after
+it, and drop consume-queue units past the new end. Nothing here raises on damaged data: it logs what it
+cut.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import zlib
 
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
-from rocketpy.broker.store.dispatch import Dispatcher, index_keys
+from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.mapped_file import MappedFile, list_offset_files
 from rocketpy.broker.store.results import StoreError
 from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD
@@ -104,7 +105,7 @@ def _find_queue_end(cq: ConsumeQueue) -> None:
             else:
                 hi = mid
         if lo > 0 or len(cq.files) == 1:
-            mf.wrote = lo * UNIT_SIZE
+            mf.recover_position(lo * UNIT_SIZE)
             cq.next_offset = (mf.base_offset + mf.wrote) // UNIT_SIZE
             if lo > 0:
                 phys, size, _ = UNIT.unpack_from(mf.mm, (lo - 1) * UNIT_SIZE)
@@ -118,8 +119,8 @@ def _find_queue_min(cq: ConsumeQueue, commitlog_min: int) -> None:
     """First unit that is not a pre-blank and points at stored commitlog data."""
     if not cq.files:
         return
-    for mf in cq.files:
-        mf.wrote = mf.size if mf is not cq.files[-1] else mf.wrote
+    for mf in cq.files[:-1]:
+        mf.recover_position(mf.size)
     first = cq.files[0]
     lo, hi = 0, first.wrote // UNIT_SIZE
     while lo < hi:
@@ -192,8 +193,8 @@ def _dispatched_point(dispatcher: Dispatcher) -> int:
     return point
 
 
-def _redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int, index_after: int) -> bool:
-    """Re-dispatch one valid record if its queue or the index does not hold it yet."""
+def _redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int) -> None:
+    """Hand one valid record to the dispatcher (which skips what its queue and the index hold)."""
     (total, _m, _c, queue_id, _f, queue_offset, phys, _s, _bt, _bh, store_ts, _sh, _r, _p, body_len) = fields
     t_pos = pos + HEAD_SIZE + body_len
     view = mf.view
@@ -201,22 +202,7 @@ def _redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int,
     topic = bytes(view[t_pos + 1 : t_pos + 1 + topic_len]).decode(errors="replace")
     p_pos = t_pos + 1 + topic_len
     props = bytes(view[p_pos + 2 : pos + total]).decode(errors="replace")
-    cq = dispatcher.cq(topic, queue_id)
-    if phys >= cq.max_phys_end and queue_offset >= cq.next_offset:
-        if queue_offset > cq.next_offset and cq.next_offset > cq.min_offset:
-            log.warning(
-                "consume queue %s/%d jumps from %d to %d while rebuilding",
-                topic,
-                queue_id,
-                cq.next_offset,
-                queue_offset,
-            )
-        if cq.next_offset == cq.min_offset:
-            cq.min_offset = queue_offset
-        cq.put(phys, total, dispatcher.tags_code(topic, props, store_ts), queue_offset)
-    if dispatcher.index is not None and phys > index_after:
-        dispatcher.index.put_message(topic, index_keys(props), phys, store_ts)
-    return True
+    dispatcher.dispatch(dispatcher.cq(topic, queue_id), queue_offset, phys, total, None, props, store_ts)
 
 
 def recover(
@@ -237,7 +223,6 @@ def recover(
     if not commitlog.files:
         _drop_all(dispatcher)
         return 0
-    index_after = dispatcher.index.end_phys if dispatcher.index is not None else 0
     dispatched = _dispatched_point(dispatcher)
     if flushed is not None:  # abnormal stop: units that waited in memory for a file were lost
         dispatched = min(dispatched, flushed[1])
@@ -250,7 +235,7 @@ def recover(
         pos = off - mf.base_offset
         res = check_record(mf, pos, off, check_crc)
         if res == 0:
-            mf.wrote = mf.size
+            mf.recover_position(mf.size)
             off = mf.end_offset
             continue
         if isinstance(res, int):
@@ -258,8 +243,8 @@ def recover(
             break
         total, fields = res
         if off + total > dispatched:  # before that point queues and index hold every record
-            _redispatch(dispatcher, fields, mf, pos, index_after)
-        mf.wrote = pos + total
+            _redispatch(dispatcher, fields, mf, pos)
+        mf.recover_position(pos + total)
         off += total
         count += 1
     _truncate(commitlog, dispatcher, off)
@@ -282,6 +267,7 @@ def _drop_all(dispatcher: Dispatcher) -> None:
         for f in index.files:
             f.mf.destroy(force=True)
         index.files = []
+        index.last_phys = -1
 
 
 def _log_cut(mf: MappedFile, pos: int, off: int) -> None:
@@ -302,12 +288,14 @@ def _truncate(commitlog: CommitLog, dispatcher: Dispatcher, end: int) -> None:
     commitlog.files = keep
     if keep:
         last = keep[-1]
-        last.wrote = end - last.base_offset
+        last.recover_position(end - last.base_offset)
         for mf in keep[:-1]:
-            mf.wrote = mf.size
+            mf.recover_position(mf.size)
         if last.wrote < last.size:
             zero_garbage(last, last.wrote)
     commitlog.flushed_offset = end
+    if dispatcher.index is not None:
+        dispatcher.index.forget_from(end)
     for cq in dispatcher.cqs.values():
         if cq.max_phys_end > end:
             before = cq.next_offset

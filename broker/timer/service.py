@@ -272,7 +272,7 @@ class TimerMessageService:
                 batch.append(heapq.heappop(due))
             msgs: list[BrokerMessage | None] = []
             for _ms, _seq, phys, _size in batch:
-                view = record_view(self.store, phys)
+                view = record_view(self.store.commitlog, phys)
                 msgs.append(real_message(view) if view is not None else None)
             taken = await put_in_order(self.store, msgs, lambda n: None)
             self.waiting -= taken

@@ -12,13 +12,19 @@ from rocketpy.filter.tags import java_string_hash, java_string_hash_key, tags_co
 from rocketpy.message import Message, MessageConst, MessageQueue, properties_to_string, string_to_properties
 from rocketpy.msgid import create_offset_msg_id, decode_offset_msg_id, new_unique_id
 from rocketpy.record import (
+    BLANK_MAGIC,
     COMPRESSED_FLAG,
+    SIZE_MAGIC,
     RecordError,
     decode_batch,
     decode_record,
     decode_records,
     encode_batch,
     encode_record,
+    pack_blank,
+    pack_host,
+    pack_record,
+    topic_part,
 )
 
 
@@ -180,3 +186,31 @@ def test_host_tuples_cached_but_equal() -> None:
     b = decode_record(_record(b"other"))
     assert a.store_host == b.store_host == ("10.0.0.2", 10911)
     assert a.born_host == ("10.0.0.1", 5000)
+
+
+def test_pack_record_is_the_encoder_in_place() -> None:
+    """The store packs records straight into its map with ``pack_record``; ``encode_record`` wraps it."""
+    props = properties_to_string({"TAGS": "TagA", "UNIQ_KEY": "U1"})
+    want = encode_record(
+        topic="TopicA", body=b"body", queue_id=2, flag=5, queue_offset=9, physical_offset=300, sys_flag=0,
+        born_timestamp=1, born_host=("10.0.0.1", 5000), store_timestamp=2, store_host=("10.0.0.2", 10911),
+        reconsume_times=1, prepared_transaction_offset=0, properties=props,
+    )  # fmt: skip
+    buf = bytearray(b"\xee" * (300 + len(want) + 8))
+    born, stored = pack_host(("10.0.0.1", 5000)), pack_host(("10.0.0.2", 10911))
+    size = pack_record(buf, 300, topic_part("TopicA"), props.encode(), b"body", 2, 5, 9, 300, 0, 1, born, 2,
+                       stored, 1, 0)  # fmt: skip
+    assert size == len(want) and bytes(buf[300 : 300 + size]) == want
+    assert buf[:300] == b"\xee" * 300 and buf[300 + size :] == b"\xee" * 8  # nothing written outside
+    m = decode_record(buf, 300)
+    assert (m.topic, m.body, m.tags, m.commitlog_offset, m.queue_offset) == (
+        "TopicA",
+        b"body",
+        "TagA",
+        300,
+        9,
+    )
+    pack_blank(buf, 300 + size, 8)
+    assert SIZE_MAGIC.unpack_from(buf, 300 + size) == (8, BLANK_MAGIC)
+    with pytest.raises(ValueError, match=r"1\.\.127"):
+        topic_part("")
