@@ -9,10 +9,12 @@ skipping resolved offsets, and for each undecided half message older than ``tran
   inspection) and resolved as DISCARD;
 * its committed copy is in the real topic already (a commit whose op record a crash lost; found by
   UNIQ_KEY in the index, matched by prepared-transaction offset): resolved as COMMIT;
-* else a CHECK op record is written (the count survives restarts) and CHECK_TRANSACTION_STATE
-  (oneway, body = the half record) goes to one live producer of its group, a different one on each
-  check when there are several (so a producer that exited or does not answer is passed over). The
-  producer answers with END_TRANSACTION.
+* else, when a producer of its group is live, a CHECK op record is written (the count survives
+  restarts) and CHECK_TRANSACTION_STATE (oneway, body = the half record) goes to one live producer
+  of the group, a different one on each check when there are several (so a producer that exited
+  or does not answer is passed over); the producer answers with END_TRANSACTION. With no producer
+  live nothing is counted: a broker restart or a producer restart does not use up the checks
+  (RocketMQ counts these too; half messages of a group that never returns leave with cleanup).
 
 The walk stops at the first half message too young to check; one round examines at most
 ``CHECK_RECORDS_PER_ROUND`` half messages and yields to the loop between them.
@@ -68,6 +70,7 @@ class TransactionCheckService:
         self.consumer_manager = consumer_manager
         self.checks_sent = 0
         self.discarded = 0
+        self._unreachable: set[str] = set()  # groups without a live producer, logged once per round
 
     async def run(self) -> None:
         """Check every ``transactionCheckInterval`` until cancelled (a failed round is logged)."""
@@ -84,6 +87,7 @@ class TransactionCheckService:
         window.skip_to(store.get_min_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID))
         end = store.get_max_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         offset, read, acted = window.progress, 0, 0
+        self._unreachable.clear()
         while offset < end and read < CHECK_RECORDS_PER_ROUND:
             while offset < end and window.resolved(offset):
                 offset += 1
@@ -145,23 +149,27 @@ class TransactionCheckService:
         return any(RECORD_HEAD.unpack_from(r, 0)[13] == half.commitlog_offset for r in found.buffers)
 
     async def _send_check(self, half: HalfRecord, checks: int) -> None:
-        """Record the check, then ask one live producer of the half message's group."""
+        """Record the check, then ask one live producer of the half message's group (with none
+        live, nothing is counted: the message waits for a producer of its group to come back)."""
         offset = half.queue_offset
+        channels = [
+            c for c in self.consumer_manager.producer_channels_of(half.producer_group) if not c.closed
+        ]
+        if not channels:
+            if half.producer_group in self._unreachable:
+                return
+            self._unreachable.add(half.producer_group)
+            log.warning(
+                "half offset %d (and maybe more): no live producer of group %s to check; waiting for one",
+                offset, half.producer_group,
+            )  # fmt: skip
+            return
         op = op_message(offset, None, self.store.store_host, int(self.store.clock() * 1000))
         result = await self.store.put_message(op)
         if not result.ok:
             log.warning("check of half offset %d not recorded (%s); not sent", offset, result.status.name)
             return
         self.service.window.note_check(offset, result.queue_offset)
-        channels = [
-            c for c in self.consumer_manager.producer_channels_of(half.producer_group) if not c.closed
-        ]
-        if not channels:
-            log.warning(
-                "half offset %d: no live producer of group %s to check (check %d of %d counted)",
-                offset, half.producer_group, checks + 1, self.broker_config.transaction_check_max,
-            )  # fmt: skip
-            return
         channels.sort(key=lambda c: c.remote_addr)
         channel = channels[checks % len(channels)]
         header = CheckTransactionStateRequestHeader(
