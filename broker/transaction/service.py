@@ -31,7 +31,7 @@ from rocketpy.broker.transaction.check import TransactionCheckService
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID, HalfRecord, to_half
 from rocketpy.broker.transaction.op_log import op_message, op_next_offset, replay
 from rocketpy.broker.transaction.progress import TransactionProgress
-from rocketpy.broker.transaction.window import HalfWindow, Outcome
+from rocketpy.broker.transaction.window import RECENT_REPLAY, HalfWindow, Outcome
 from rocketpy.config import BrokerConfig
 from rocketpy.header.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.remoting.codes import ResponseCode
@@ -90,7 +90,7 @@ class TransactionService:
         half_offset, op_offset = await asyncio.to_thread(self.progress.load)
         self.window.progress = half_offset
         self.window.skip_to(self.store.get_min_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID))
-        replayed = await replay(self.store, self.window, op_offset)
+        replayed = await replay(self.store, self.window, max(0, op_offset - RECENT_REPLAY))
         pending = self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID) - self.window.progress
         log.info(
             "transactions: resumed at half offset %d (%d op records replayed, %d half messages after it)",

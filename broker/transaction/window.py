@@ -9,7 +9,8 @@ Owns the in-memory state of the transactions of one broker (pure: no I/O, no clo
   ``op_floor`` is the smallest of those: replaying the op queue from there at start rebuilds the
   window exactly (every op record about an offset >= progress is at or after it).
 * ``recent``: the outcomes of the last ``RECENT_MAX`` resolved offsets behind ``progress``, so that a
-  late duplicate decision gets a precise remark.
+  late duplicate decision gets a precise remark (refilled at start from the op records just
+  before the floor, ``RECENT_REPLAY`` of them).
 
 An outcome is claimed (``claim``) before the decision's records are written and confirmed or
 released after, so two decisions racing for one half message cannot both write.
@@ -21,6 +22,8 @@ from enum import Enum
 
 #: Resolved offsets behind ``progress`` whose outcome is remembered for remarks.
 RECENT_MAX = 65_536
+#: Op records before the floor replayed at start into ``recent``.
+RECENT_REPLAY = 4096
 
 
 class Outcome(Enum):
@@ -104,8 +107,10 @@ class HalfWindow:
             entry.claimed = None
 
     def apply(self, offset: int, outcome: Outcome, op_offset: int) -> None:
-        """An op record at ``op_offset`` resolved ``offset`` (written now, or replayed at start)."""
+        """An op record at ``op_offset`` resolved ``offset`` (written now, or replayed at start; one
+        behind ``progress`` is only remembered in ``recent``)."""
         if offset < self.progress:
+            self._remember(offset, outcome)
             return
         entry = self._entry(offset)
         entry.claimed = None
@@ -124,16 +129,20 @@ class HalfWindow:
 
     def advance(self) -> None:
         """Move ``progress`` over the leading run of resolved offsets."""
-        entries, recent = self.entries, self.recent
+        entries = self.entries
         while True:
             entry = entries.get(self.progress)
             if entry is None or entry.outcome is None:
                 return
             del entries[self.progress]
-            if len(recent) >= RECENT_MAX:
-                del recent[next(iter(recent))]
-            recent[self.progress] = entry.outcome
+            self._remember(self.progress, entry.outcome)
             self.progress += 1
+
+    def _remember(self, offset: int, outcome: Outcome) -> None:
+        recent = self.recent
+        if offset not in recent and len(recent) >= RECENT_MAX:
+            del recent[next(iter(recent))]
+        recent[offset] = outcome
 
     def skip_to(self, offset: int) -> None:
         """Move ``progress`` to ``offset`` when the half messages below it are gone (cleaned up)."""
