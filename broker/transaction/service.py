@@ -24,7 +24,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
-from rocketpy.broker.schedule.delivery import DeliveryTimeService
+from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.check import TransactionCheckService
@@ -157,7 +157,9 @@ class TransactionService:
             return self._already(offset, outcome)
         try:
             if outcome is Outcome.COMMIT:
-                result = await self.delivery.put(half.committed())
+                committed = half.committed()
+                timed = may_be_timed(committed.properties)  # a foreign client's DELAY applies now
+                result = await (self.delivery.put(committed) if timed else self.store.put_message(committed))
                 if not result.ok:
                     self.window.release(offset)
                     return ResponseCode.SYSTEM_ERROR, (

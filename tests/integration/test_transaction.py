@@ -229,3 +229,16 @@ async def test_end_transaction_bad_input(daemons: Any, ns: str, client: Remoting
     assert r.code == ResponseCode.SUCCESS and "already committed" in r.remark
     assert await op_max() == before
     assert await bodies(ns) == [b"plain"]
+
+
+def test_blocking_twin_commits(daemons: Any, ns: str) -> None:
+    from rocketpy import sync
+
+    daemons.broker(ns, **CHECK)
+    asyncio.run(make_topic(ns))
+    listener = Listener({b"sync": S.COMMIT_MESSAGE}, {})
+    with sync.TransactionProducer("pg_sync", ns, listener=listener, **FAST) as p:
+        result = p.send_in_transaction(Message(TOPIC, b"sync"))
+    assert isinstance(result, sync.TransactionSendResult)
+    assert result.local_transaction_state is sync.LocalTransactionState.COMMIT_MESSAGE
+    assert asyncio.run(bodies(ns)) == [b"sync"]
