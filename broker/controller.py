@@ -26,6 +26,7 @@ from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
@@ -36,6 +37,7 @@ from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.perm import PERM_RW
@@ -100,6 +102,10 @@ class BrokerController:
         self.long_polling = self.pull_processor.holds
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
+        # half messages, END_TRANSACTION and the check service
+        self.transactions = TransactionService(
+            bc, self.store, self.delivery, self.topic_config, self.consumer_manager, config_dir
+        )
         self.client = RemotingClient()
         self.server: RemotingServer | None = None
         self.registrar: BrokerRegistrar | None = None
@@ -130,6 +136,7 @@ class BrokerController:
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
         await self.delivery.start()
+        await self.transactions.start()
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -163,7 +170,8 @@ class BrokerController:
         """Request code -> handler: every code this broker serves, in one table."""
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
-        send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats)
+        send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats, self.transactions)
+        end_transaction = EndTransactionProcessor(self.transactions)
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)
@@ -179,6 +187,7 @@ class BrokerController:
             RequestCode.SEND_BATCH_MESSAGE: send.handle,
             RequestCode.PULL_MESSAGE: pull.handle,
             RequestCode.LITE_PULL_MESSAGE: pull.handle,
+            RequestCode.END_TRANSACTION: end_transaction.handle,
             # queue offsets and message queries
             RequestCode.GET_MAX_OFFSET: query.get_max_offset,
             RequestCode.GET_MIN_OFFSET: query.get_min_offset,
@@ -312,6 +321,7 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
+        await self.transactions.shutdown()  # stops checks, persists transactionOffset.json
         await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
         await self.store.shutdown()  # a no-op when it never started
         await self.offsets.file.persist(force=True)

@@ -4,7 +4,8 @@ Owns: the one ``RemotingClient`` (connections reused by every producer/consumer 
 the ``MQClientAPI``, the topic route cache and broker address table, the registered producers and
 consumers, and two background routines: route refresh every ``poll_name_server_interval`` and
 heartbeats to every known broker every ``heartbeat_broker_interval``. NOTIFY_CONSUMER_IDS_CHANGED
-from a broker is dispatched to that group's consumers. Instances are ref-counted per
+from a broker is dispatched to that group's consumers, CHECK_TRANSACTION_STATE to a transaction
+producer of the message's group (``client.transaction_check``). Instances are ref-counted per
 (event loop, NameServer set, settings): ``acquire`` starts one on first use, ``release`` shuts it
 down after the last user, sending UNREGISTER_CLIENT for everything still registered.
 
@@ -26,6 +27,7 @@ from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
 from rocketpy.client.heartbeat import ConsumerLike, heartbeat_datas, send_heartbeats
 from rocketpy.client.results import PullResult
 from rocketpy.client.route import TopicPublishInfo, broker_addrs, subscribe_queues
+from rocketpy.client.transaction_check import dispatch_check
 from rocketpy.errors import MQBrokerError, MQClientError
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import local_ipv4
@@ -104,6 +106,9 @@ class MQClientInstance:
         self.remoting = RemotingClient(connect_timeout=settings.connect_timeout)
         self.api = MQClientAPI(self.remoting, namesrv_addrs)
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
+        self.remoting.register_processor(
+            RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state
+        )
         self._routes: dict[str, TopicRouteData] = {}
         self._publish: dict[str, TopicPublishInfo] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
@@ -390,3 +395,6 @@ class MQClientInstance:
                 except MQClientError as e:
                     log.warning("consumer ids changed for %s not dispatched: %s", group, e)
         return None
+
+    def _on_check_transaction_state(self, channel: Any, cmd: RemotingCommand) -> None:
+        dispatch_check(channel.remote_addr, cmd, self._producers)

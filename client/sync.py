@@ -174,6 +174,7 @@ TWINS = {
     "PushConsumer": ("rocketpy.client.push_consumer", "PushConsumer"),
     "LitePullConsumer": ("rocketpy.client.lite_pull_consumer", "LitePullConsumer"),
     "Admin": ("rocketpy.client.admin", "Admin"),
+    "TransactionProducer": ("rocketpy.client.transaction_producer", "TransactionProducer"),
 }
 _made: dict[str, type] = {}
 

@@ -17,6 +17,9 @@ _EXPORTS: dict[str, str] = {
     "Producer": "rocketpy.client.producer",
     "SendResult": "rocketpy.client.producer",
     "SendStatus": "rocketpy.client.producer",
+    "TransactionProducer": "rocketpy.client.transaction_producer",
+    "TransactionSendResult": "rocketpy.client.transaction",
+    "LocalTransactionState": "rocketpy.client.transaction",
     "PushConsumer": "rocketpy.client.push_consumer",
     "LitePullConsumer": "rocketpy.client.lite_pull_consumer",
     "Admin": "rocketpy.client.admin",
@@ -41,6 +44,7 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ConsumeStatus",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -53,6 +57,8 @@ __all__ = [
     "RocketpyError",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]
 assert sorted(__all__) == sorted(_EXPORTS)
 
@@ -69,6 +75,8 @@ if TYPE_CHECKING:
     from rocketpy.client.lite_pull_consumer import LitePullConsumer
     from rocketpy.client.producer import Producer, SendResult, SendStatus
     from rocketpy.client.push_consumer import PushConsumer
+    from rocketpy.client.transaction import LocalTransactionState, TransactionSendResult
+    from rocketpy.client.transaction_producer import TransactionProducer
     from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
     from rocketpy.message import Message, MessageExt, MessageQueue
 

@@ -1,9 +1,9 @@
 """Blocking twins of the SDK classes, for programs without an event loop (DESIGN §6, §8).
 
-``from rocketpy.sync import Producer, PushConsumer, LitePullConsumer, Admin`` gives classes with the
-same names and methods as ``rocketpy``'s async ones; every method blocks until done. They all run on
-one background event loop thread (see ``client/sync.py``). The message and enum types are re-exported
-so one import line is enough.
+``from rocketpy.sync import Producer, PushConsumer, LitePullConsumer, Admin, TransactionProducer``
+gives classes with the same names and methods as ``rocketpy``'s async ones; every method blocks until
+done. They all run on one background event loop thread (see ``client/sync.py``). The message and enum
+types are re-exported so one import line is enough.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rocketpy.client.consumer_types import (
 )
 from rocketpy.client.producer import SendResult, SendStatus
 from rocketpy.client.sync import TWINS, twin
+from rocketpy.client.transaction import LocalTransactionState, TransactionSendResult
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import Message, MessageExt, MessageQueue
 
@@ -28,6 +29,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
     "ConsumeStatus",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -38,7 +40,8 @@ __all__ = [
     "RocketpyError",
     "SendResult",
     "SendStatus",
-    *sorted(TWINS),  # Admin, LitePullConsumer, Producer, PushConsumer (created lazily)
+    "TransactionSendResult",
+    *sorted(TWINS),  # Admin, LitePullConsumer, Producer, PushConsumer, TransactionProducer (lazily)
 ]
 
 

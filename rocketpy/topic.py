@@ -20,6 +20,8 @@ RMQ_SYS_PREFIX = "RMQ_SYS_"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+#: Where half messages checked ``transactionCheckMax`` times without an answer are kept for inspection.
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 #: ``%RETRY%<group>``: a consumer group's retry topic.
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 #: ``%DLQ%<group>``: a consumer group's dead-letter topic.

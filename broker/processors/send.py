@@ -23,6 +23,8 @@ from rocketpy.broker.topic_config import (
     is_send_forbidden_topic,
     validate_topic_name,
 )
+from rocketpy.broker.transaction.half import is_half_message
+from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.header.send import SendMessageRequestHeader
 from rocketpy.message import MessageConst
@@ -80,6 +82,7 @@ class SendMessageProcessor:
         topic_config: the topic table (lookups, auto-creation on send).
         store: where messages are put.
         stats: counts stored messages and bytes.
+        transactions: stores TRAN_MSG sends as half messages.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class SendMessageProcessor:
         store: MessageStore,
         delivery: DeliveryTimeService,
         stats: BrokerStats,
+        transactions: TransactionService | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -97,6 +101,7 @@ class SendMessageProcessor:
         self.store = store
         self.delivery = delivery
         self.stats = stats
+        self.transactions = transactions  # None: TRAN_MSG sends are stored as plain messages
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
 
     def _topic_problem(self, topic: str) -> tuple[int, str] | None:
@@ -256,7 +261,9 @@ class SendMessageProcessor:
         if problem:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
         msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
-        if may_be_timed(h.properties):  # DELAY / TIMER_*: stored to wait until due
+        if self.transactions is not None and is_half_message(h.properties):  # TRAN_MSG: a half message
+            put = run_eager(self.transactions.put_half(msg, h.producer_group))
+        elif may_be_timed(h.properties):  # DELAY / TIMER_*: stored to wait until due
             put = run_eager(self.delivery.put(msg))
         else:
             put = run_eager(self.store.put_message(msg))

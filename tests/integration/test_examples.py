@@ -21,7 +21,9 @@ def namesrv_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One cluster for all examples (each example uses its own topic)."""
     tmp = tmp_path_factory.mktemp("examples")
     ns = start_namesrv(tmp)
-    broker = start_broker(tmp, ns.addr)
+    # short transaction checks: the transaction example waits for the broker's check
+    txn_checks = {"transactionCheckInterval": 500, "transactionTimeOut": 500}
+    broker = start_broker(tmp, ns.addr, **txn_checks)
     try:
         yield str(ns.addr)
     finally:
@@ -125,10 +127,22 @@ def test_blocking_producer_and_consumer(namesrv_addr: str, tmp_path: Path) -> No
     assert _count(out, "received:") == 10 and "done: received 10 messages with the blocking API" in out
 
 
+def test_transaction_producer_commits_the_checked_one(namesrv_addr: str, tmp_path: Path) -> None:
+    out = run("transaction_producer", namesrv_addr, tmp_path, "-t", "ExTxn", "--wait", "30")
+    assert "local state=COMMIT_MESSAGE" in out and "local state=ROLLBACK_MESSAGE" in out
+    assert "check from the broker for unknown: committing it" in out
+    out = run("lite_pull_consumer", namesrv_addr, tmp_path, "-t", "ExTxn", "-c", "2")
+    assert sorted(line.split("body=")[-1] for line in out.splitlines() if line.startswith("polled:")) == [
+        "order commit",
+        "order unknown",
+    ]
+
+
 def test_every_example_is_tested() -> None:
     tested = {
         "producer_sync", "push_consumer", "producer_async", "producer_oneway", "lite_pull_consumer",
         "ordered_producer", "ordered_consumer", "batch_producer", "broadcast_consumer",
         "blocking_producer", "blocking_consumer",
+        "transaction_producer",
     }  # fmt: skip
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested

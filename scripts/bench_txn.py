@@ -1,0 +1,118 @@
+"""Transactional send benchmark: half message + local transaction + END_TRANSACTION, N in flight.
+
+    .venv/bin/python scripts/bench_txn.py            # starts a temporary NameServer + broker
+    .venv/bin/python scripts/bench_txn.py --namesrv 127.0.0.1:9876
+
+``--count`` transactions, ``--inflight`` (64) ``send_in_transaction`` calls at once, each with a
+COMMIT listener (``--listener async``: an ``async def``; ``sync``: a plain function run in the
+producer's threads). Reports transactions per second from the first send until the last
+``send_in_transaction`` returned (both round trips done), then waits until every committed
+message is in the real topic (queue max offsets) and reports that time too. Every message must
+arrive; no check may be needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rocketpy import Admin, LocalTransactionState, Message, TransactionProducer
+from tests.waiting import wait_until_async
+
+TOPIC = "BenchTxn"
+
+
+class AsyncCommit:
+    checks = 0
+
+    async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    async def check_local_transaction(self, msg: Any) -> LocalTransactionState:
+        self.checks += 1
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+class SyncCommit:
+    checks = 0
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def check_local_transaction(self, msg: Any) -> LocalTransactionState:
+        self.checks += 1
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+async def _stored(admin: Admin) -> int:
+    return sum(int(q["max_offset"]) for q in await admin.topic_status(TOPIC))
+
+
+async def bench(addr: str, count: int, inflight: int, listener_kind: str, body_bytes: int) -> None:
+    async with Admin(addr) as admin:
+        await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
+        base = await _stored(admin)
+    listener = AsyncCommit() if listener_kind == "async" else SyncCommit()
+    body = b"x" * body_bytes
+    async with TransactionProducer("bench_txn_pg", addr, listener=listener) as producer:
+        await producer.send_in_transaction(Message(TOPIC, body))  # warm: route, connection, heartbeat
+        it = iter(range(count))
+
+        async def worker() -> None:
+            for _ in it:
+                r = await producer.send_in_transaction(Message(TOPIC, body))
+                assert r.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(inflight)))
+        sent_s = time.perf_counter() - t0
+        async with Admin(addr) as admin:
+            want = base + count + 1
+            got = await wait_until_async(
+                lambda: _check_stored(admin, want), 120, 0.05, f"{want} committed messages in {TOPIC}"
+            )
+        stored_s = time.perf_counter() - t0
+    print(
+        f"transactions ({listener_kind} listener, {inflight} in flight, {body_bytes} B bodies): {count} in "
+        f"{sent_s:.2f} s = {count / sent_s:,.0f} txn/s (half + commit acknowledged); all {got - base - 1} "
+        f"committed messages in the topic after {stored_s:.2f} s; checks needed: {listener.checks}"
+    )
+
+
+async def _check_stored(admin: Admin, want: int) -> int:
+    n = await _stored(admin)
+    return n if n >= want else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--namesrv", help="use a running NameServer (else start a temporary cluster)")
+    parser.add_argument("--count", type=int, default=50_000)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--listener", choices=["async", "sync"], default="async")
+    parser.add_argument("--body", type=int, default=128, help="body bytes")
+    args = parser.parse_args()
+    if args.namesrv:
+        asyncio.run(bench(args.namesrv, args.count, args.inflight, args.listener, args.body))
+        return
+    from tests.daemons import start_broker, start_namesrv
+
+    with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
+        ns = start_namesrv(Path(tmp))
+        broker = start_broker(Path(tmp), ns.addr, mappedFileSizeCommitLog=1 << 30)
+        try:
+            asyncio.run(bench(ns.addr, args.count, args.inflight, args.listener, args.body))
+        finally:
+            broker.terminate()
+            ns.terminate()
+
+
+if __name__ == "__main__":
+    main()
