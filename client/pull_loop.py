@@ -95,7 +95,7 @@ def filter_by_tags(sub: SubscriptionData, msgs: list[MessageExt]) -> list[Messag
     """
     if sub.expression_type is ExpressionType.SQL92:
         match = compile_sql92(sub.sub_string).match_properties
-        return [m for m in msgs if match(m.properties)]
+        return [m for m in msgs if match(m.all_properties())]  # TAGS, KEYS included
     if sub.is_all or not sub.tags_set:
         return msgs
     return [m for m in msgs if sub.matches_tag(m.tags)]

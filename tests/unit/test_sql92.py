@@ -328,3 +328,15 @@ def test_generated_source_holds_no_user_text() -> None:
     assert "import" not in compiled.source and "system" not in compiled.source
     assert compiled.match_properties({"x": '__import__("os").system("false")'})
     assert compiled.property_names == {"x", "y"}
+
+
+def test_client_recheck_drops_non_matches() -> None:
+    from rocketpy.client.pull_loop import filter_by_tags
+    from rocketpy.message import MessageExt
+    from rocketpy.subscription import parse_subscription
+
+    sub = parse_subscription("T", "TAGS = 'A' AND n > 1", expression_type="SQL92")
+    msgs = [
+        MessageExt("T", b"", tags=tag, properties={"n": n}) for tag, n in (("A", "2"), ("B", "2"), ("A", "0"))
+    ]
+    assert [(m.tags, m.properties["n"]) for m in filter_by_tags(sub, msgs)] == [("A", "2")]
