@@ -110,3 +110,14 @@ async def test_consumer_receives_only_matches(daemons: Any) -> None:
     finally:
         await consumer.shutdown()
     assert sorted(got) == want
+
+
+def test_sql_filter_example(daemons: Any, tmp_path: Any) -> None:
+    from tests.integration.test_examples import run
+
+    ns = daemons.namesrv()
+    daemons.broker(ns.addr, enablePropertyFilter="true")
+    out = run("sql_filter_consumer", ns.addr, tmp_path, "-t", "ExSql", "-c", "20", "--expect", "8")
+    matched = [line for line in out.splitlines() if line.startswith("matched:")]
+    assert sorted(matched) == sorted(f"matched: n={n} color=red" for n in range(5, 20, 2)), out
+    assert "done: 8 of 20 messages matched" in out
