@@ -28,6 +28,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from rocketpy.errors import RocketpyError
 from rocketpy.filter.sql92_parse import (
     MAX_SQL_DEPTH,
     MAX_SQL_LENGTH,
@@ -65,7 +66,7 @@ _U32 = struct.Struct(">I").unpack_from
 _SEP = b"\x02"
 
 
-class SqlEvaluationError(ValueError):
+class SqlEvaluationError(RocketpyError, ValueError):
     """A property value that cannot be converted for a comparison (the message does not match)."""
 
 
