@@ -3,7 +3,8 @@
 Owns the held pulls, keyed by (topic, queue id), with per-connection and total bounds
 (``MAX_HELD_PULLS_PER_CHANNEL``, ``MAX_HELD_PULLS_TOTAL``). A hold ends exactly once, by one of:
 - the store's dispatch listener reports a message at or past the held offset whose tag hash
-  matches: the pull is re-run (without suspending) on the next loop turn and answered;
+  matches (any message for a SQL92 filter; the re-run tests its properties): the pull is re-run
+  (without suspending) on the next loop turn and answered;
 - its deadline (a loop timer): the pull is re-run and answered (PULL_NOT_FOUND normally);
 - its connection closes: dropped without an answer;
 - shutdown: every held pull is re-run and answered.
@@ -16,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from rocketpy.broker.subscription import TagMessageFilter
+from rocketpy.broker.subscription import MessageFilter
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 
@@ -41,7 +42,7 @@ class HeldPull:
         request: RemotingCommand,
         key: tuple[str, int],
         queue_offset: int,
-        message_filter: TagMessageFilter | None,
+        message_filter: MessageFilter | None,
     ) -> None:
         self.channel = channel
         self.request = request
@@ -89,7 +90,7 @@ class PullRequestHoldService:
         queue_id: int,
         queue_offset: int,
         timeout_ms: int,
-        message_filter: TagMessageFilter | None,
+        message_filter: MessageFilter | None,
     ) -> str | None:
         """Suspend a pull; returns None when held, or the reason it was refused (bounds, shutdown)."""
         if self._closed:

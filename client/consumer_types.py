@@ -15,6 +15,7 @@ from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
 from rocketpy.errors import MQClientError
+from rocketpy.filter.sql92 import SqlParseError, compile_sql92
 from rocketpy.subscription import SUB_ALL, ExpressionType, SubscriptionData
 from rocketpy.topic import TOPIC_MAX_LENGTH
 
@@ -98,10 +99,27 @@ class MessageSelector:
 
     @classmethod
     def by_sql(cls, expr: str) -> MessageSelector:
-        """Select by an SQL92 expression over properties (needs ``enablePropertyFilter=true``)."""
+        """Select by an SQL92 expression over properties (needs ``enablePropertyFilter=true``).
+
+        Raises:
+            MQClientError: the expression does not parse (the message names the column).
+        """
         if not isinstance(expr, str) or not expr.strip():
             raise MQClientError('MessageSelector.by_sql needs a non-empty SQL92 expression, e.g. "a > 5"')
+        check_sql(expr.strip())
         return cls(ExpressionType.SQL92, expr.strip())
+
+
+def check_sql(expr: str) -> None:
+    """Compile ``expr`` (cached) so a bad SQL92 expression fails before anything is sent.
+
+    Raises:
+        MQClientError: with the parser's message and column.
+    """
+    try:
+        compile_sql92(expr)
+    except SqlParseError as e:
+        raise MQClientError(f"bad SQL92 expression {expr!r}: {e}") from e
 
 
 def build_subscription(topic: str, selector: str | MessageSelector | None) -> SubscriptionData:
@@ -122,6 +140,7 @@ def build_subscription(topic: str, selector: str | MessageSelector | None) -> Su
         )
     version = time.time_ns() // 1_000_000
     if selector.expression_type is ExpressionType.SQL92:
+        check_sql(selector.expression)
         return SubscriptionData(topic, selector.expression, ExpressionType.SQL92, sub_version=version)
     return SubscriptionData.of_tags(topic, selector.expression, version)
 

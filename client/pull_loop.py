@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rocketpy.client.consumer_types import SubscriptionData
+from rocketpy.client.consumer_types import ExpressionType, SubscriptionData
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.results import PullResult, PullStatus
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+from rocketpy.filter.sql92 import compile_sql92
 from rocketpy.header.pull import pull_request_ext
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.sysflag import FLAG_SUBSCRIPTION, build_pull_sys_flag
@@ -87,7 +88,14 @@ def pull_ext(
 
 
 def filter_by_tags(sub: SubscriptionData, msgs: list[MessageExt]) -> list[MessageExt]:
-    """Client-side tag re-check (drops hash collisions), as RocketMQ's PullAPIWrapper."""
+    """Client-side re-check, as RocketMQ's PullAPIWrapper: tags (drops hash collisions) or SQL92.
+
+    A SQL92 subscription is tested again over each message's properties (the compiled expression
+    is cached per text), so a broker that did not filter cannot hand the listener a non-match.
+    """
+    if sub.expression_type is ExpressionType.SQL92:
+        match = compile_sql92(sub.sub_string).match_properties
+        return [m for m in msgs if match(m.all_properties())]  # TAGS, KEYS included
     if sub.is_all or not sub.tags_set:
         return msgs
     return [m for m in msgs if sub.matches_tag(m.tags)]

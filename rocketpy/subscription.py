@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from rocketpy.errors import RocketpyError
+from rocketpy.filter.sql92 import SqlParseError, compile_sql92
 from rocketpy.filter.tags import java_string_hash, split_tag_expression
 
 SUB_ALL = "*"
@@ -85,7 +86,7 @@ class SubscriptionData:
     def matches_tag(self, tag: str | None) -> bool:
         """Client-side re-check of a TAG subscription (removes hash collisions).
 
-        SQL92 is evaluated by the broker, so it always matches here.
+        SQL92 is re-checked over all properties by ``rocketpy.filter.sql92``, so it matches here.
         """
         if self.expression_type is ExpressionType.SQL92 or not self.tags_set:
             return True
@@ -114,10 +115,15 @@ class SubscriptionData:
 def parse_subscription(
     topic: str, expression: str | None, sub_version: int = 0, expression_type: str | None = None
 ) -> SubscriptionData:
-    """The broker's reading of a subscription from the wire (pull header or heartbeat): TAG only.
+    """The broker's reading of a subscription from the wire (pull header or heartbeat).
+
+    A SQL92 expression is compiled here (``rocketpy.filter.sql92``, cached per text) so a bad one is
+    refused with the parser's message; whether the broker filters by SQL92 at all
+    (``enablePropertyFilter``) is the pull's decision, as in RocketMQ.
 
     Raises:
-        SubscriptionParseError: for expressions that are too long, name no tag, or are not TAG.
+        SubscriptionParseError: for expressions that are too long, name no tag, do not parse, or
+            are of an unknown type.
     """
     etype = (expression_type or ExpressionType.TAG.value).upper()
     expr = (expression or "").strip()
@@ -125,11 +131,14 @@ def parse_subscription(
         raise SubscriptionParseError(
             f"the subscription expression is {len(expr)} chars; the limit is {MAX_EXPRESSION_LENGTH}"
         )
+    if etype == ExpressionType.SQL92:
+        try:
+            compile_sql92(expr)
+        except SqlParseError as e:
+            raise SubscriptionParseError(str(e)) from e
+        return SubscriptionData(topic, expr, ExpressionType.SQL92, sub_version=sub_version)
     if etype != ExpressionType.TAG:
-        raise SubscriptionParseError(
-            f"expression type {etype!r} is not supported by this broker; "
-            "use TAG (SQL92 needs enablePropertyFilter=true)"
-        )
+        raise SubscriptionParseError(f"expression type {etype!r} is not supported; use TAG or SQL92")
     if expr in ("", SUB_ALL):
         return SubscriptionData(topic, SUB_ALL, ExpressionType.TAG, sub_version=sub_version)
     sub = SubscriptionData.of_tags(topic, expr, sub_version)

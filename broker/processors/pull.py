@@ -17,7 +17,7 @@ from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import GetMessageResult, GetMessageStatus, MessageStore
-from rocketpy.broker.subscription import TagMessageFilter
+from rocketpy.broker.subscription import MessageFilter, message_filter_of
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig
@@ -93,7 +93,7 @@ class PullMessageProcessor:
         self.store = store
         self.stats = stats
         self.holds = PullRequestHoldService(self.rerun)
-        self._filters: dict[tuple[str, str, str], TagMessageFilter | SubscriptionParseError] = {}
+        self._filters: dict[tuple[str, str, str], MessageFilter | SubscriptionParseError] = {}
 
     def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """First pass of a pull: may suspend (returns None) or answers at once."""
@@ -153,13 +153,22 @@ class PullMessageProcessor:
 
     def _filter(
         self, request: RemotingCommand, h: PullMessageRequestHeader
-    ) -> TagMessageFilter | RemotingCommand:
+    ) -> MessageFilter | RemotingCommand:
+        """The pull's filter: from its own subscription (FLAG_SUBSCRIPTION) or the group's heartbeat.
+
+        Filters are cached per (topic, expression, type); SQL92 ones compile once per text.
+        """
         if h.sys_flag & FLAG_SUBSCRIPTION:
+            if (
+                h.expression_type.upper() == ExpressionType.SQL92
+                and not self.broker_config.enable_property_filter
+            ):
+                return self._sql92_refused(request)
             key = (h.topic, h.subscription, h.expression_type)
             cached = self._filters.get(key)
             if cached is None:
                 try:
-                    cached = TagMessageFilter(self._parse(h))
+                    cached = message_filter_of(self._parse(h))
                 except SubscriptionParseError as e:
                     cached = e
                 if len(self._filters) >= _FILTER_CACHE_MAX:
@@ -180,13 +189,19 @@ class PullMessageProcessor:
                 f"consumer group [{h.group}] has no subscription of topic[{h.topic}] on this broker; "
                 "send a HEART_BEAT with the subscription first, or set the subscription flag (0x4)",
             )
-        return TagMessageFilter(sub)
+        if sub.expression_type is ExpressionType.SQL92 and not self.broker_config.enable_property_filter:
+            return self._sql92_refused(request)
+        return message_filter_of(sub)
+
+    def _sql92_refused(self, request: RemotingCommand) -> RemotingCommand:
+        return self._error(
+            request,
+            ResponseCode.SYSTEM_ERROR,
+            "The broker does not support consumer to filter message by SQL92; "
+            "set enablePropertyFilter=true in the broker's config, or use a TAG expression",
+        )
 
     def _parse(self, h: PullMessageRequestHeader) -> SubscriptionData:
-        if h.expression_type.upper() != ExpressionType.TAG and self.broker_config.enable_property_filter:
-            raise SubscriptionParseError(
-                "SQL92 filtering is not implemented by this broker yet; use a TAG expression"
-            )
         return parse_subscription(h.topic, h.subscription, h.sub_version, h.expression_type)
 
     def process(
@@ -234,7 +249,7 @@ class PullMessageProcessor:
         channel: Channel,
         request: RemotingCommand,
         h: PullMessageRequestHeader,
-        message_filter: TagMessageFilter,
+        message_filter: MessageFilter,
     ) -> str | None:
         bc = self.broker_config
         timeout_ms = h.suspend_timeout_ms if bc.long_polling_enable else bc.short_polling_time_mills

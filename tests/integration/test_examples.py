@@ -142,7 +142,7 @@ def test_every_example_is_tested() -> None:
     tested = {
         "producer_sync", "push_consumer", "producer_async", "producer_oneway", "lite_pull_consumer",
         "ordered_producer", "ordered_consumer", "batch_producer", "broadcast_consumer",
-        "blocking_producer", "blocking_consumer",
+        "blocking_producer", "blocking_consumer", "sql_filter_consumer",
         "transaction_producer",
     }  # fmt: skip
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
