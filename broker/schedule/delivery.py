@@ -31,6 +31,15 @@ def may_be_timed(properties: str) -> bool:
     return "DELAY" in properties or "TIMER_" in properties
 
 
+def asks_later_delivery(properties: str) -> bool:
+    """True when a message's properties ask for a later delivery (a delay level > 0 or a timer time)."""
+    props = string_to_properties(properties)
+    level = props.get(MessageConst.DELAY, "")
+    if level.isdigit() and int(level) > 0:
+        return True
+    return MessageConst.TIMER_DELIVER_MS in props or MessageConst.TIMER_DELAY_SEC in props
+
+
 class DeliveryTimeService:
     """Delay levels and timer messages of one broker.
 
