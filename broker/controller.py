@@ -30,6 +30,7 @@ from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.processors.send_back import SendBackProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
@@ -172,6 +173,7 @@ class BrokerController:
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
         send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats, self.transactions)
         end_transaction = EndTransactionProcessor(self.transactions)
+        send_back = SendBackProcessor(bc, sc, topics, groups, store, self.delivery, self.stats)
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)
@@ -179,12 +181,15 @@ class BrokerController:
         admin = AdminProcessor(
             bc, sc, topics, groups, offsets, store, self.topics_changed_commit, self.broker_config_changed
         )
-        stats = AdminStatsProcessor(bc, topics, consumers, offsets, store, self.stats, pull.holds)
+        stats = AdminStatsProcessor(
+            bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
+        )
         return {
             # messages in and out
             RequestCode.SEND_MESSAGE: send.handle,
             RequestCode.SEND_MESSAGE_V2: send.handle,
             RequestCode.SEND_BATCH_MESSAGE: send.handle,
+            RequestCode.CONSUMER_SEND_MSG_BACK: send_back.handle,
             RequestCode.PULL_MESSAGE: pull.handle,
             RequestCode.LITE_PULL_MESSAGE: pull.handle,
             RequestCode.END_TRANSACTION: end_transaction.handle,

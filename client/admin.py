@@ -366,6 +366,13 @@ class Admin:
             ]
         return sorted(found, key=lambda m: m.store_timestamp)[:max_num]
 
+    async def resend_dlq(self, group: str, msg_id: str | None = None) -> list[dict[str, Any]]:
+        """Put ``group``'s dead letters (all not resent before, or the one with ``msg_id``) back to its
+        retry topic for another round (``client/admin_dlq.py``)."""
+        from rocketpy.client.admin_dlq import resend_dlq
+
+        return await resend_dlq(self, group, msg_id)
+
     async def pull(
         self, mq: MessageQueue, offset: int, max_nums: int = 32, *, group: str = TOOLS_CONSUMER
     ) -> tuple[list[MessageExt], int, int]:

@@ -37,6 +37,7 @@ from rocketpy.errors import (
     broker_error,
 )
 from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
+from rocketpy.header.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
@@ -345,17 +346,15 @@ class MQClientAPI:
         group: str,
         delay_level: int,
         max_reconsume_times: int,
-        timeout: float = 3.0,
+        timeout: float = 5.0,
     ) -> None:
-        """CONSUMER_SEND_MSG_BACK: hand a failed message back for redelivery through the retry topic."""
-        ext = {
-            "offset": msg.commitlog_offset,
-            "group": group,
-            "delayLevel": delay_level,
-            "originMsgId": msg.msg_id,
-            "originTopic": msg.topic,
-            "unitMode": False,
-            "maxReconsumeTimes": max_reconsume_times,
-        }
+        """CONSUMER_SEND_MSG_BACK: hand a failed message back for redelivery through the retry topic.
+
+        ``delay_level`` 0 lets the broker choose (``3 + reconsume_times``), a negative one sends the
+        message to the dead-letter queue at once.
+        """
+        ext = ConsumerSendMsgBackRequestHeader(
+            msg.commitlog_offset, group, delay_level, msg.msg_id, msg.topic, max_reconsume_times
+        ).to_ext()
         cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
         check(await self.remoting.invoke(addr, cmd, timeout), addr)

@@ -32,6 +32,7 @@ from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.rebalance import GroupMember, Rebalancer
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
+from rocketpy.topic import retry_topic
 
 log = logging.getLogger("rocketpy.client.consumer")
 
@@ -112,8 +113,10 @@ class ConsumerBase:
         return [sd.to_wire() for sd in self.subscription_table.values()]
 
     def assigned_queues(self) -> list[MessageQueue]:
-        """The queues this consumer currently owns, sorted."""
-        return sorted(self.queue_table)
+        """The queues of subscribed topics this consumer currently owns, sorted (the group's own
+        ``%RETRY%`` queues, which a push consumer subscribes to itself, are not listed)."""
+        retry = retry_topic(self.group)
+        return sorted(mq for mq in self.queue_table if mq.topic != retry)
 
     @property
     def queue_table(self) -> dict[MessageQueue, QueueContext]:
@@ -195,6 +198,8 @@ class ConsumerBase:
         """Fetch each subscribed topic's route; fails fast when no NameServer answers."""
         for topic, sub in self.subscription_table.items():
             route = await inst.update_topic_route(topic)
+            if route is None and topic == retry_topic(self.group):
+                continue  # the broker creates it at the first heartbeat
             if route is None:
                 log.warning(
                     "topic %s does not exist yet; %s will consume it when it is created", topic, self.group
@@ -205,7 +210,7 @@ class ConsumerBase:
     async def _persist_routine(self) -> None:
         while True:
             await asyncio.sleep(self.settings.persist_consumer_offset_interval)
-            await self.offset_store.persist(self.assigned_queues())
+            await self.offset_store.persist(sorted(self.queue_table))
 
     async def _stop_routines(self) -> None:
         for task in self._routines:

@@ -2,7 +2,10 @@
 
 Adds to ``ConsumerBase`` one long-polling ``PullLoop`` per assigned queue feeding a consume service
 (concurrent or orderly; orderly CLUSTERING queues are consumed only under their broker lock,
-``queue_lock``). Offsets move forward only as the listener acknowledges messages, to the smallest
+``queue_lock``). A concurrent CLUSTERING consumer also subscribes to its group's ``%RETRY%`` topic
+and sends failed messages back to their broker (``send_back``); an orderly one dead-letters a batch
+after ``max_reconsume_times`` local retries; a BROADCASTING concurrent one does not retry.
+Offsets move forward only as the listener acknowledges messages, to the smallest
 offset still in flight; they are committed every ``persist_consumer_offset_interval``, when a queue
 is released (acknowledged, before the next owner can take it) and at shutdown.
 """
@@ -21,14 +24,17 @@ from rocketpy.client.consume_service import (
     OrderlyConsumeService,
 )
 from rocketpy.client.consumer_base import DEFAULT_NAMESRV, ConsumerBase
-from rocketpy.client.consumer_types import MessageModel, check_positive
+from rocketpy.client.consumer_types import MessageModel, build_subscription, check_positive
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.process_queue import LOCK_MAX_LIVE_S, ProcessQueue
 from rocketpy.client.pull_loop import PullOptions
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
+from rocketpy.client.send_back import BrokerSendBack
 from rocketpy.errors import MQClientError, RocketpyError
+from rocketpy.header.send_back import USE_GROUP_MAX
 from rocketpy.message import MessageQueue
+from rocketpy.topic import retry_topic
 
 log = logging.getLogger("rocketpy.client.consumer")
 
@@ -73,6 +79,11 @@ class PushConsumer(ConsumerBase):
             "consume_message_batch_max_size", consume_message_batch_max_size, integer=True
         )
         self.pull_batch_size = check_positive("pull_batch_size", pull_batch_size, integer=True)
+        if type(max_reconsume_times) is not int or max_reconsume_times < -1:
+            raise MQClientError(
+                f"max_reconsume_times must be an integer >= -1 (-1: the group's retryMaxTimes, "
+                f"no limit when orderly), got {max_reconsume_times!r}"
+            )
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time = check_positive(
             "suspend_current_queue_time", suspend_current_queue_time
@@ -121,20 +132,39 @@ class PushConsumer(ConsumerBase):
             raise MQClientError("no listener: call consumer.register_listener(fn) before start()")
         if not self.subscription_table:
             raise MQClientError("no subscription: call consumer.subscribe(topic, '*') before start()")
-        runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
-        batch = self.consume_message_batch_max_size
-        if self.orderly:
-            self.consume_service = OrderlyConsumeService(runner, batch, self.suspend_current_queue_time)
-        else:
-            self.consume_service = ConcurrentConsumeService(runner, batch, self.reconsume_delay)
+        if self._retries_through_broker():
+            retry = retry_topic(self.group)
+            self.subscription_table.setdefault(retry, build_subscription(retry, "*"))
         await self._start_base()
         if self._locks is not None:
             renew = self._locks.renew_routine(self.queue_table)
             self._routines.append(asyncio.create_task(renew, name=f"rocketpy-lock-{self.group}"))
 
+    def _retries_through_broker(self) -> bool:
+        """Concurrent CLUSTERING: failed messages come back through the group's retry topic."""
+        return not self.orderly and self.message_model is MessageModel.CLUSTERING
+
     def _joining(self, inst: MQClientInstance) -> None:
-        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+        clustering = self.message_model is MessageModel.CLUSTERING
+        if self.orderly and clustering:
             self._locks = QueueLocks(inst, self.group, self.client_id)
+        self.consume_service = self._new_consume_service(inst)
+
+    def _new_consume_service(self, inst: MQClientInstance) -> ConsumeService:
+        assert self._listener is not None
+        runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
+        batch = self.consume_message_batch_max_size
+        limit = self.max_reconsume_times
+        send_back = BrokerSendBack(inst, self.group, USE_GROUP_MAX if limit < 0 else limit)
+        if self.orderly:
+            return OrderlyConsumeService(
+                runner, batch, self.suspend_current_queue_time, max_reconsume_times=limit, send_back=send_back
+            )
+        if self._retries_through_broker():
+            return ConcurrentConsumeService(
+                runner, batch, self.reconsume_delay, send_back=send_back, retry_topic=retry_topic(self.group)
+            )
+        return ConcurrentConsumeService(runner, batch, self.reconsume_delay, drop_failures=True)
 
     async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (public API name)
         """Stop pulling, let running listeners finish (up to ``timeout`` s), commit offsets, leave."""

@@ -125,8 +125,11 @@ class Rebalancer:
                 self.balanced = False
                 log.exception("rebalance of %s failed", self.member.group)
             interval = self._interval_s if self.balanced else UNBALANCED_RETRY_S
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that lands as
+            # its timeout fires, and the routine would then outlive the consumer's shutdown
             try:
-                await asyncio.wait_for(self._wakeup.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._wakeup.wait()
             except TimeoutError:
                 pass
             self._wakeup.clear()

@@ -1,4 +1,5 @@
-"""``mqadmin`` message commands: queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage.
+"""``mqadmin`` message commands: queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage,
+resendDlq.
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); output
 follows the same rules (plain text, or one JSON document with ``--json``).
@@ -175,3 +176,19 @@ async def consume_message(
                 break
             start = nxt
     _print_messages(as_json, out[:count])
+
+
+@click.option("-g", "--consumerGroup", "group", required=True, help="Whose dead letters to resend.")
+@click.option("-i", "--msgId", "msg_id", help="Only this message (its id or the dead letter's offset id).")
+@_admin_command("resendDlq")
+async def resend_dlq(admin: Any, as_json: bool, group: str, msg_id: str | None) -> None:
+    """Put dead letters of a group back to its retry topic for another round of retries."""
+    resent = await admin.resend_dlq(group, msg_id)
+    fields = ("msgId", "brokerName", "dlqOffset", "retryQueueId", "retryQueueOffset")
+    rows = [[r[f] for f in fields] for r in resent]
+    _emit(
+        as_json,
+        {"group": group, "resent": resent},
+        ["MsgId", "Broker Name", "DLQ Offset", "Retry QID", "Retry Offset"],
+        rows,
+    )

@@ -14,6 +14,8 @@ from typing import Any
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
 FILTERSRV_CONSUMER = "FILTERSRV_CONSUMER"
 SELF_TEST_CONSUMER = "SELF_TEST_C_GROUP"
+#: ``mqadmin resendDlq``'s progress: its committed offset on each ``%DLQ%`` queue (rocketpy only).
+RESEND_DLQ_GROUP = "TOOLS_RESEND_DLQ"
 #: The broker's internal transaction-check group.
 CID_RMQ_SYS_TRANS = "CID_RMQ_SYS_TRANS"
 #: Groups every broker has from the start.

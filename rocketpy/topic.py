@@ -34,3 +34,13 @@ SINGLE_TAG = "SINGLE_TAG"
 TOPIC_MAX_LENGTH = 127
 #: The characters a topic name may use.
 TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%{group}``: where the group's failed messages wait for redelivery."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%{group}``: where the group's messages go after their last retry."""
+    return DLQ_GROUP_TOPIC_PREFIX + group

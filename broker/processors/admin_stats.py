@@ -15,6 +15,7 @@ from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import encode
+from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.topic_config import TopicConfigManager
@@ -41,6 +42,7 @@ class AdminStatsProcessor:
         store: queue offsets, store times and the store's own figures.
         stats: message counters and TPS.
         holds: the held pulls (their count).
+        delivery: the delay-level and timer messages waiting (their counts).
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class AdminStatsProcessor:
         store: MessageStore,
         stats: BrokerStats,
         holds: PullRequestHoldService,
+        delivery: DeliveryTimeService | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.topic_config = topic_config
@@ -60,6 +63,7 @@ class AdminStatsProcessor:
         self.store = store
         self.stats = stats
         self.holds = holds
+        self.delivery = delivery
 
     def runtime_table(self) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO (all values strings, as RocketMQ)."""
@@ -79,6 +83,9 @@ class AdminStatsProcessor:
             "consumerGroupCount": str(len(self.consumer_manager.groups)),
             "brokerPermission": str(self.broker_config.broker_permission),
         }
+        if self.delivery is not None:
+            table["timerWaitingCount"] = str(self.delivery.timer_waiting())
+            table["scheduleWaitingCount"] = str(sum(self.delivery.delay_waiting().values()))
         table.update({k: str(v) for k, v in self.store.runtime_info().items()})
         return table
 

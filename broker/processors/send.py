@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 from typing import Any, NamedTuple
 
 from rocketpy.broker.processors.eager import run_eager
-from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
+from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
@@ -41,6 +41,10 @@ log = logging.getLogger("rocketpy.broker.send")
 _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 _TOPIC_CHECK_CACHE_MAX = 65_536
 _UNSEEN = ("unseen", "")  # _topic_problems' answer for a topic not checked yet
+_TIMED_BATCH = (
+    "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
+    "as in RocketMQ; send them one by one"
+)
 
 
 def unique_key_of(properties: str) -> str | None:
@@ -297,6 +301,8 @@ class SendMessageProcessor:
                 problem = self._check_message(len(body), props)
                 if problem:
                     return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+            if may_be_timed(props) and asks_later_delivery(props):
+                return self._error(request, ResponseCode.MESSAGE_ILLEGAL, _TIMED_BATCH)
             msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
         result = await self.store.put_messages(msgs)

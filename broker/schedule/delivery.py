@@ -25,10 +25,22 @@ from rocketpy.message import MessageConst, string_to_properties
 
 log = logging.getLogger("rocketpy.broker.schedule")
 
+#: Producers remembered as told about a clamped delay level (the set is cleared when full).
+MAX_CLAMP_LOGGED = 4096
+
 
 def may_be_timed(properties: str) -> bool:
     """Cheap screen for the send path: False means the message certainly has no delivery time."""
     return "DELAY" in properties or "TIMER_" in properties
+
+
+def asks_later_delivery(properties: str) -> bool:
+    """True when a message's properties ask for a later delivery (a delay level > 0 or a timer time)."""
+    props = string_to_properties(properties)
+    level = props.get(MessageConst.DELAY, "")
+    if level.isdigit() and int(level) > 0:
+        return True
+    return MessageConst.TIMER_DELIVER_MS in props or MessageConst.TIMER_DELAY_SEC in props
 
 
 class DeliveryTimeService:
@@ -50,6 +62,7 @@ class DeliveryTimeService:
         if config.timer_wheel_enable:
             self.timer = TimerMessageService(store, config, config_dir)
         self._persist_task: asyncio.Task[None] | None = None
+        self._clamp_logged: set[bytes] = set()
 
     async def start(self) -> None:
         """Load progress (threads) and start delivering."""
@@ -88,8 +101,25 @@ class DeliveryTimeService:
             return await self.timer.put(msg, props)
         level = props.get(MessageConst.DELAY, "")
         if level.isdigit() and int(level) > 0:
+            if int(level) > len(self.levels_ms):
+                self._note_clamp(msg, int(level))
             return await self._put_level(msg, props, int(level))
         return await self.store.put_message(msg)
+
+    def _note_clamp(self, msg: BrokerMessage, level: int) -> None:
+        """Log a clamped level once per producer (its address; a bounded set of them)."""
+        producer = msg.born_host8
+        if producer in self._clamp_logged:
+            return
+        if len(self._clamp_logged) >= MAX_CLAMP_LOGGED:
+            self._clamp_logged.clear()
+        self._clamp_logged.add(producer)
+        host, port = msg.born_host
+        log.warning(
+            "producer %s:%d sent delay_level=%d to %s; this broker has %d levels (messageDelayLevel), "
+            "so it is delivered at level %d (logged once per producer)",
+            host, port, level, msg.topic, len(self.levels_ms), len(self.levels_ms),
+        )  # fmt: skip
 
     async def put_delayed(self, msg: BrokerMessage, level: int) -> PutMessageResult:
         """Store ``msg`` (topic and queue = where it is to be delivered) at delay ``level`` (> 0)."""

@@ -138,11 +138,36 @@ def test_transaction_producer_commits_the_checked_one(namesrv_addr: str, tmp_pat
     ]
 
 
+def test_delay_producer_then_push_consumer(namesrv_addr: str, tmp_path: Path) -> None:
+    out = run("delay_producer", namesrv_addr, tmp_path, "-t", "ExDelay", "-l", "1", "2", "--at", "2")
+    assert _count(out, "sent ") == 4 and "done: 4 delayed messages sent" in out
+    out = run("push_consumer", namesrv_addr, tmp_path, "-t", "ExDelay", "-g", "ex_delay_c", "-c", "4")
+    assert _count(out, "received:") == 4 and "done: received 4 messages" in out
+
+
+def test_retry_consumer_fails_twice_then_succeeds(namesrv_addr: str, tmp_path: Path) -> None:
+    run("producer_sync", namesrv_addr, tmp_path, "-t", "ExRetry", "-c", "2")
+    out = run("retry_consumer", namesrv_addr, tmp_path, "-t", "ExRetry", "-c", "2")
+    counts = [
+        line.split("reconsume_times=")[1].split()[0] for line in out.splitlines() if "received:" in line
+    ]
+    assert sorted(counts) == ["0", "0", "1", "1", "2", "2"], out
+    assert "topic=ExRetry" in out and "%RETRY%" not in out
+    assert "done: 2 messages consumed after 2 failures each" in out
+
+
+def test_dlq_consumer_reads_dead_letters(namesrv_addr: str, tmp_path: Path) -> None:
+    run("producer_sync", namesrv_addr, tmp_path, "-t", "ExDlq", "-c", "2")
+    out = run("dlq_consumer", namesrv_addr, tmp_path, "-t", "ExDlq", "-c", "2")
+    assert _count(out, "dead letter:") == 2 and "from topic=ExDlq tried 2 times" in out, out
+    assert "done: 2 dead letters read from %DLQ%example_dlq_group" in out
+
+
 def test_every_example_is_tested() -> None:
     tested = {
         "producer_sync", "push_consumer", "producer_async", "producer_oneway", "lite_pull_consumer",
         "ordered_producer", "ordered_consumer", "batch_producer", "broadcast_consumer",
         "blocking_producer", "blocking_consumer", "sql_filter_consumer",
-        "transaction_producer",
+        "transaction_producer", "delay_producer", "retry_consumer", "dlq_consumer",
     }  # fmt: skip
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested

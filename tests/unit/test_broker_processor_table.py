@@ -34,6 +34,10 @@ SERVED_BEFORE = {
 ADDED_SINCE = {C.END_TRANSACTION}
 
 
+#: Codes added after the table was introduced.
+ADDED_SINCE = {C.CONSUMER_SEND_MSG_BACK}  # SendBackProcessor
+
+
 def _controller(tmp_path: Path) -> BrokerController:
     broker = BrokerConfig(brokerName="b", bindAddress="127.0.0.1", listenPort=0)
     return BrokerController(broker, StoreConfig(storePathRootDir=str(tmp_path)))
@@ -54,7 +58,7 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
-    assert len(processors) == 8  # seven, plus EndTransactionProcessor
+    assert len(processors) == 9  # seven, plus EndTransactionProcessor and SendBackProcessor
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__

@@ -12,6 +12,7 @@ from rocketpy.client.consume_service import ConcurrentConsumeService, ListenerRu
 from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus, SubscriptionData
 from rocketpy.client.offset_store import OffsetStore
 from rocketpy.client.queue_context import QueueContext
+from rocketpy.errors import MQBrokerError
 from rocketpy.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "b", 0)
@@ -100,4 +101,91 @@ async def test_orderly_in_order_with_suspend() -> None:
     await _until(lambda: _committed(ctx) == 10)
     assert order == list(range(10))
     assert suspended == {0, 3, 6, 9}
+    await svc.shutdown(1.0)
+
+
+class FakeBroker:
+    """A send-back target: records (body, delay level); refuses while ``refuse`` is set."""
+
+    def __init__(self, refuse: int = 0) -> None:
+        self.refuse = refuse
+        self.sent: list[tuple[bytes, int]] = []
+
+    async def __call__(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise MQBrokerError(16, "refused", "addr")
+        self.sent.append((bytes(msg.body), delay_level))
+
+
+async def test_failed_messages_go_back_with_the_level_the_context_asks_for() -> None:
+    def listener(msgs: list[MessageExt], ctx: Any) -> Any:
+        if msgs[0].queue_offset == 1:
+            ctx.delay_level_when_next_consume = 5
+            return ConsumeStatus.RECONSUME_LATER
+        if msgs[0].queue_offset == 2:
+            return None
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    broker = FakeBroker()
+    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 2), 1, 0.01, send_back=broker)
+    msgs = _msgs(3)
+    ctx = _context(msgs)
+    svc.submit(ctx, msgs)
+    await _until(lambda: _committed(ctx) == 3)  # sent-back messages are not held any more
+    assert sorted(broker.sent) == [(b"1", 5), (b"2", 0)]
+    assert svc.consumed_count == 1 and svc.sent_back_count == 2 and ctx.pq.msg_count == 0
+    await svc.shutdown(1.0)
+
+
+async def test_a_refused_send_back_is_consumed_again_locally() -> None:
+    seen: list[int] = []
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> Any:
+        seen.append(msgs[0].reconsume_times)
+        return ConsumeStatus.CONSUME_SUCCESS if len(seen) > 1 else ConsumeStatus.RECONSUME_LATER
+
+    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 2), 1, 0.01, send_back=FakeBroker(refuse=1))
+    msgs = _msgs(1)
+    ctx = _context(msgs)
+    svc.submit(ctx, msgs)
+    await _until(lambda: _committed(ctx) == 1)
+    assert seen == [0, 1] and svc.sent_back_count == 0 and svc.consumed_count == 1
+    await svc.shutdown(1.0)
+
+
+async def test_broadcasting_failures_are_skipped() -> None:
+    calls = []
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> Any:
+        calls.append(msgs[0].queue_offset)
+        return ConsumeStatus.RECONSUME_LATER
+
+    svc = ConcurrentConsumeService(ListenerRunner(listener, 1, 2), 1, 0.01, drop_failures=True)
+    msgs = _msgs(2)
+    ctx = _context(msgs)
+    svc.submit(ctx, msgs)
+    await _until(lambda: _committed(ctx) == 2)
+    assert sorted(calls) == [0, 1] and svc.consumed_count == 0
+    await svc.shutdown(1.0)
+
+
+async def test_orderly_dead_letters_after_the_limit_and_moves_on() -> None:
+    order: list[tuple[int, int]] = []
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeOrderlyStatus:
+        order.append((msgs[0].queue_offset, msgs[0].reconsume_times))
+        if msgs[0].queue_offset == 1:
+            raise RuntimeError("poison")
+        return ConsumeOrderlyStatus.SUCCESS
+
+    broker = FakeBroker(refuse=1)  # the first dead-letter attempt fails: one more local retry
+    svc = OrderlyConsumeService(
+        ListenerRunner(listener, 1, 2), 1, 0.01, max_reconsume_times=2, send_back=broker
+    )
+    ctx = _context(_msgs(3), locked=True)
+    svc.submit(ctx)
+    await _until(lambda: _committed(ctx) == 3)
+    assert order == [(0, 0), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0)]
+    assert broker.sent == [(b"1", -1)] and svc.sent_back_count == 1 and svc.consumed_count == 2
     await svc.shutdown(1.0)

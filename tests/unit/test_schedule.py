@@ -120,3 +120,20 @@ def test_delay_level_parser() -> None:
     for bad in ("", "1s 0s", "1x", "1.5s", "s", "1s,2s"):
         with pytest.raises(ValueError):
             parse_delay_levels(bad)
+
+
+async def test_clamp_is_logged_once_per_producer(tmp_path: Path, caplog: Any) -> None:
+    store, svc = await start(tmp_path, Clock())
+    try:
+        for port in (1000, 1000, 1000, 2000):
+            m = msg(b"c", 0, 7)
+            m.born_host8 = BrokerMessage("T", 0, b"", born_host=("10.0.0.1", port)).born_host8
+            with caplog.at_level("WARNING", logger="rocketpy.broker.schedule"):
+                assert (await svc.put(m)).ok
+        lines = [r.getMessage() for r in caplog.records if "delay_level=7" in r.getMessage()]
+        assert len(lines) == 2 and "10.0.0.1:1000" in lines[0] and "10.0.0.1:2000" in lines[1]
+        assert "delivered at level 2" in lines[0]
+        await svc.put_delayed(BrokerMessage("Real", 0, b"x"), 9)  # send-backs clamp quietly
+        assert len([r for r in caplog.records if "delay_level" in r.getMessage()]) == 2
+    finally:
+        await stop(store, svc)
