@@ -31,11 +31,10 @@ SERVED_BEFORE = {
     C.GET_BROKER_RUNTIME_INFO, C.GET_CONSUME_STATS, C.GET_TOPIC_STATS_INFO, C.GET_CONSUMER_CONNECTION_LIST,
 }  # fmt: skip
 #: Codes served since the table was introduced.
-ADDED_SINCE = {C.END_TRANSACTION}
-
-
-#: Codes added after the table was introduced.
-ADDED_SINCE = {C.CONSUMER_SEND_MSG_BACK}  # SendBackProcessor
+ADDED_SINCE = {
+    C.END_TRANSACTION,  # EndTransactionProcessor
+    C.CONSUMER_SEND_MSG_BACK,  # SendBackProcessor
+}
 
 
 def _controller(tmp_path: Path) -> BrokerController:
