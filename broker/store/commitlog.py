@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Sequence
 from enum import Enum
+from itertools import accumulate
 from mmap import mmap
 
 from rocketpy.broker.store.allocate import AllocateService
@@ -31,40 +32,17 @@ HEAD_PREFAULT_BYTES = 4 << 20
 log = logging.getLogger("rocketpy.store")
 
 
-class RecordBatch:
-    """Messages of one topic and queue, checked, with their properties encoded: one append.
-
-    Attributes:
-        msgs: the messages (one for a single put).
-        topic_b: TOPICLEN + TOPIC (``rocketpy.record.topic_part``).
-        props: each message's encoded properties.
-        total: bytes of all the records.
-        cq: the consume queue the messages go to; the append numbers them from its next offset.
-        store_ts: store timestamp in ms of every record.
-        store_host8: packed store host written into every record.
-        queue_offset: consume-queue offset of the first message (set by the append that writes it).
-    """
-
-    __slots__ = ("cq", "msgs", "props", "queue_offset", "store_host8", "store_ts", "topic_b", "total")
-    queue_offset: int
-
-    def __init__(
-        self,
-        msgs: list[BrokerMessage],
-        topic_b: bytes,
-        props: list[bytes],
-        total: int,
-        cq: ConsumeQueue,
-        store_ts: int,
-        store_host8: bytes,
-    ) -> None:
-        self.msgs = msgs
-        self.topic_b = topic_b
-        self.props = props
-        self.total = total
-        self.cq = cq
-        self.store_ts = store_ts
-        self.store_host8 = store_host8
+# One append: messages of one topic and queue, checked, with their properties encoded. A plain
+# tuple (built once per put, unpacked once by ``append_records``): a class instance here cost a
+# Python ``__init__`` call per single put. Fields, in order:
+#   msgs         the messages (one for a single put)
+#   topic_b      TOPICLEN + TOPIC (``rocketpy.record.topic_part``)
+#   props        each message's encoded properties
+#   total        bytes of all the records
+#   cq           the consume queue the messages go to; the append numbers them from its next offset
+#   store_ts     store timestamp in ms of every record
+#   store_host8  packed store host written into every record
+RecordBatch = tuple[list[BrokerMessage], bytes, list[bytes], int, ConsumeQueue, int, bytes]
 
 
 class AppendStatus(Enum):
@@ -76,26 +54,35 @@ class AppendStatus(Enum):
 
 
 class AppendResult:
-    """Where an append put its records.
+    """Where an append put its records (RocketMQ ``AppendMessageResult``).
 
     Attributes:
         status: PUT_OK, or why nothing was appended.
         wrote_offset: commitlog offset of the first record.
         wrote_bytes: bytes of all the records.
-        offsets: commitlog offset of each record, in order.
+        queue_offset: consume-queue offset of the first message (numbered by the append).
+        sizes: bytes of each record, in order (record ``i`` starts where record ``i - 1`` ends).
     """
 
-    __slots__ = ("offsets", "status", "wrote_bytes", "wrote_offset")
+    __slots__ = ("queue_offset", "sizes", "status", "wrote_bytes", "wrote_offset")
 
-    def __init__(self, status: AppendStatus, wrote_offset: int, wrote_bytes: int, offsets: list[int]) -> None:
+    def __init__(
+        self, status: AppendStatus, wrote_offset: int, wrote_bytes: int, queue_offset: int, sizes: list[int]
+    ) -> None:
         self.status = status
         self.wrote_offset = wrote_offset
         self.wrote_bytes = wrote_bytes
-        self.offsets = offsets
+        self.queue_offset = queue_offset
+        self.sizes = sizes
+
+    @property
+    def offsets(self) -> list[int]:
+        """Commitlog offset of each record, in order."""
+        return list(accumulate(self.sizes[:-1], initial=self.wrote_offset))
 
 
-_END_OF_FILE = AppendResult(AppendStatus.END_OF_FILE, -1, 0, [])
-_NOT_READY = AppendResult(AppendStatus.NEXT_FILE_NOT_READY, -1, 0, [])
+_END_OF_FILE = AppendResult(AppendStatus.END_OF_FILE, -1, 0, -1, [])
+_NOT_READY = AppendResult(AppendStatus.NEXT_FILE_NOT_READY, -1, 0, -1, [])
 
 
 def append_records(
@@ -106,27 +93,25 @@ def append_records(
     When the batch and a minimal blank record do not fit the ``room`` left, the room is filled with
     a blank record instead (END_OF_FILE): the file is full and the caller rolls.
     """
-    total = batch.total
+    msgs, topic_b, props, total, cq, store_ts, host8 = batch
     if total + END_FILE_MIN_BLANK_BYTES > room:
         if room >= END_FILE_MIN_BLANK_BYTES:
             pack_blank(mm, pos, room)
         return room, _END_OF_FILE
-    topic_b, props, host8, store_ts = batch.topic_b, batch.props, batch.store_host8, batch.store_ts
     # Numbered here, in the one synchronous step that writes them (RocketMQ's doAppend does the same).
-    queue_offset = batch.queue_offset = batch.cq.next_offset
-    offsets = []
+    queue_offset = cq.next_offset
     start = pos
-    msgs = batch.msgs
-    for i in range(len(msgs)):
-        m = msgs[i]
-        phys = base_offset + pos
-        offsets.append(phys)
-        pos += pack_record(
-            mm, pos, topic_b, props[i], m.body, m.queue_id, m.flag, queue_offset + i, phys, m.sys_flag,
-            m.born_timestamp, m.born_host8, store_ts, host8, m.reconsume_times, m.prepared_transaction_offset,
+    sizes = []
+    for i, m in enumerate(msgs):  # enumerate, not zip(strict=True): no keyword parsing per put
+        size = pack_record(
+            mm, pos, topic_b, props[i], m.body, m.queue_id, m.flag, queue_offset + i, base_offset + pos,
+            m.sys_flag, m.born_timestamp, m.born_host8, store_ts, host8, m.reconsume_times,
+            m.prepared_transaction_offset,
         )  # fmt: skip
+        sizes.append(size)
+        pos += size
     assert pos - start == total, "batch size does not match its records"
-    return total, AppendResult(AppendStatus.PUT_OK, offsets[0], total, offsets)
+    return total, AppendResult(AppendStatus.PUT_OK, base_offset + start, total, queue_offset, sizes)
 
 
 class CommitLog:

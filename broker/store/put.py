@@ -81,32 +81,32 @@ class PutService:
         unless the first message says ``WAIT=false``) one flush wait for all of them.
         """
         batch = self._prepare(msgs)
-        if not isinstance(batch, RecordBatch):
+        if isinstance(batch, PutMessageResult):
             return batch
         r = self._commitlog.append(batch)
         if r.status is not _OK:
-            appended = await self._append_after_roll(batch)
-            if isinstance(appended, PutMessageResult):
-                return appended
-            r = appended
+            rolled = await self._append_after_roll(batch)
+            if isinstance(rolled, PutMessageResult):
+                return rolled
+            batch, r = rolled
+        cq, store_ts = batch[4], batch[5]
         # Dispatch each record (all are written: whatever a listener does sees them).
-        cq, queue_offset, store_ts, offsets = batch.cq, batch.queue_offset, batch.store_ts, r.offsets
-        end = r.wrote_offset + r.wrote_bytes
         dispatch = self._dispatcher.dispatch
-        n = len(msgs)
-        for i in range(n):
-            m, phys = msgs[i], offsets[i]
-            size = (offsets[i + 1] if i + 1 < n else end) - phys
+        queue_offset, phys, sizes = r.queue_offset, r.wrote_offset, r.sizes
+        for i, m in enumerate(msgs):  # enumerate, not zip(strict=True): no keyword parsing per put
+            size = sizes[i]
             dispatch(cq, queue_offset + i, phys, size, m.tags_code, m.properties, store_ts)
+            phys += size
+        n = len(msgs)
         stats = self._stats
         stats.last_store_ts = store_ts
         stats.put_total += n
         result = PutMessageResult(
-            _BAD.PUT_OK, "", r.wrote_offset, r.wrote_bytes, queue_offset, store_ts, n, batch.store_host8,
-            offsets if n > 1 else None,
+            _BAD.PUT_OK, "", r.wrote_offset, r.wrote_bytes, queue_offset, store_ts, n, batch[6],
+            r.offsets if n > 1 else None,
         )  # fmt: skip
         if self.flush is not None and msgs[0].wait_store_msg_ok:
-            await self._wait_flush(result, end)
+            await self._wait_flush(result, phys)
         else:
             self._puts_since_yield += n
             if self._puts_since_yield >= YIELD_EVERY_PUTS:
@@ -119,44 +119,25 @@ class PutService:
     def _prepare(self, msgs: list[BrokerMessage]) -> RecordBatch | PutMessageResult:
         """The batch to append (stamped, with its queue), or why it is refused.
 
-        Checks the store state once and each message's fields; nothing is written.
+        Checks the store state once and each message's fields; nothing is written. One combined
+        test per message on the hot path; ``_refusal`` says which check failed.
         """
-        if not msgs:
-            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
-        if not self.running:
-            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is not running")
-        if self.disk_full_remark:
-            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, self.disk_full_remark)
+        if not msgs or not self.running or self.disk_full_remark:
+            return self._state_refusal(msgs)
         first = msgs[0]
         topic, queue_id, max_body = first.topic, first.queue_id, self._max_body_bytes
-        topic_b = self._topic_parts.get(topic)
-        if topic_b is None:
-            try:
-                topic_b = topic_part(topic)
-            except ValueError as e:
-                return PutMessageResult(_BAD.MESSAGE_ILLEGAL, str(e))
-            if len(self._topic_parts) < MAX_CACHED_TOPICS:
-                self._topic_parts[topic] = topic_b
+        topic_b = self._topic_parts.get(topic) or self._topic_part(topic)
+        if isinstance(topic_b, PutMessageResult):
+            return topic_b
         fixed = HEAD_SIZE + len(topic_b) + 2
         props: list[bytes] = []
         total = 0
         for m in msgs:
-            if m.topic != topic or m.queue_id != queue_id:
-                return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "a batch must have one topic and one queue")
-            body_len = len(m.body)
-            if body_len > max_body:
-                return PutMessageResult(
-                    _BAD.MESSAGE_ILLEGAL,
-                    f"message body is {body_len} bytes, more than maxMessageSize {max_body}; "
-                    f"send smaller messages",
-                )
             props_b = m.properties.encode()
-            if len(props_b) > MAX_PROPERTIES_BYTES:
-                return PutMessageResult(
-                    _BAD.PROPERTIES_SIZE_EXCEEDED,
-                    f"properties are {len(props_b)} bytes, "
-                    f"more than {MAX_PROPERTIES_BYTES}; use fewer/shorter properties",
-                )
+            body_len = len(m.body)
+            if (body_len > max_body or len(props_b) > MAX_PROPERTIES_BYTES
+                    or m.queue_id != queue_id or m.topic != topic):  # fmt: skip
+                return self._refusal(m, topic, queue_id, props_b)
             props.append(props_b)
             total += fixed + body_len + len(props_b)
         if total + END_FILE_MIN_BLANK_BYTES > self._commitlog.file_size:
@@ -167,13 +148,52 @@ class PutService:
             )
         d = self._dispatcher
         cq = d.cqs.get((topic, queue_id)) or d.cq(topic, queue_id)
-        return RecordBatch(msgs, topic_b, props, total, cq, int(self._clock() * 1000), self.store_host8)
+        return msgs, topic_b, props, total, cq, int(self._clock() * 1000), self.store_host8
+
+    def _state_refusal(self, msgs: list[BrokerMessage]) -> PutMessageResult:
+        """Why the store takes no put now (or why an empty batch is refused)."""
+        if not msgs:
+            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
+        if not self.running:
+            return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is not running")
+        return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, self.disk_full_remark)
+
+    def _topic_part(self, topic: str) -> bytes | PutMessageResult:
+        """TOPICLEN + TOPIC of a topic not cached yet (cached now), or why the name is refused."""
+        try:
+            topic_b = topic_part(topic)
+        except ValueError as e:
+            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, str(e))
+        if len(self._topic_parts) < MAX_CACHED_TOPICS:
+            self._topic_parts[topic] = topic_b
+        return topic_b
+
+    def _refusal(self, m: BrokerMessage, topic: str, queue_id: int, props_b: bytes) -> PutMessageResult:
+        """Which of ``_prepare``'s per-message checks ``m`` fails."""
+        if m.topic != topic or m.queue_id != queue_id:
+            return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "a batch must have one topic and one queue")
+        if len(m.body) > self._max_body_bytes:
+            return PutMessageResult(
+                _BAD.MESSAGE_ILLEGAL,
+                f"message body is {len(m.body)} bytes, more than maxMessageSize {self._max_body_bytes}; "
+                f"send smaller messages",
+            )
+        return PutMessageResult(
+            _BAD.PROPERTIES_SIZE_EXCEEDED,
+            f"properties are {len(props_b)} bytes, "
+            f"more than {MAX_PROPERTIES_BYTES}; use fewer/shorter properties",
+        )
 
     # -- the wait for the next file -------------------------------------------------------------
-    async def _append_after_roll(self, batch: RecordBatch) -> AppendResult | PutMessageResult:
-        """Wait (bounded) for the next commitlog file and append there, or the refusal."""
+    async def _append_after_roll(
+        self, batch: RecordBatch
+    ) -> tuple[RecordBatch, AppendResult] | PutMessageResult:
+        """Wait (bounded) for the next commitlog file and append there: the batch as appended
+        (restamped, its queue looked up again) and where it went, or the refusal."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + NEXT_FILE_WAIT_S
+        msgs, topic_b, props, total, _, _, host8 = batch
+        first = msgs[0]
         while True:
             left_s = deadline - loop.time()
             if left_s <= 0 or not await self._commitlog.wait_next_file(left_s):
@@ -185,13 +205,12 @@ class PutService:
                 )
             if not self.running:
                 return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is shutting down")
-            d = self._dispatcher  # a new stamp and queue: others may have put while this waited
-            first = batch.msgs[0]
-            batch.cq = d.cqs.get((first.topic, first.queue_id)) or d.cq(first.topic, first.queue_id)
-            batch.store_ts = int(self._clock() * 1000)
+            # A new stamp and queue: others may have put while this waited.
+            cq = self._dispatcher.cq(first.topic, first.queue_id)
+            batch = (msgs, topic_b, props, total, cq, int(self._clock() * 1000), host8)
             r = self._commitlog.append(batch)
             if r.status is _OK:
-                return r
+                return batch, r
 
     async def _wait_flush(self, result: PutMessageResult, end_offset: int) -> None:
         assert self.flush is not None

@@ -40,6 +40,9 @@ INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
 _EMPTY: dict[str, Any] = {}
 _DEFAULT_TOPIC = AUTO_CREATE_TOPIC_KEY_TOPIC
+# The value types of a V2 header read by the flat fast path, in ``_read_typical_v2``'s order.
+_ABSENT: Any = None  # a missing required field: its type fails the check below
+_TYPICAL_V2_TYPES = (str, int, str, int, int, int, int, str, str, int, bool, bool, str)
 
 
 def send_ext_v2(
@@ -157,29 +160,21 @@ class SendMessageRequestHeader:
     def _read_typical_v2(self, ext: dict[str, Any]) -> bool:
         """Read a V2 header whose values need no conversion; False (nothing set) for any other."""
         get = ext.get
-        topic, queue_id, properties = get("b"), get("e"), get("i", "")
+        topic, queue_id, properties = get("b", _ABSENT), get("e", _ABSENT), get("i", "")
         sys_flag, born, flag, reconsume = get("f", 0), get("g", 0), get("h", 0), get("j", 0)
         group, default_topic, default_nums = get("a", ""), get("c", _DEFAULT_TOPIC), get("d", 4)
         unit_mode, batch, broker_name = get("k", False), get("m", False), get("n", "")
-        if not (
-            type(topic) is str
-            and type(queue_id) is int
-            and type(properties) is str
-            and type(sys_flag) is int
-            and type(born) is int
-            and type(flag) is int
-            and type(reconsume) is int
-            and type(group) is str
-            and type(default_topic) is str
-            and type(default_nums) is int
-            and type(unit_mode) is bool
-            and type(batch) is bool
-            and type(broker_name) is str
-            and INT32_MIN <= queue_id <= INT32_MAX
+        # One tuple compare checks all 13 wire types (fewer bytecodes than 13 ``is`` tests).
+        if (
+            type(topic), type(queue_id), type(properties), type(sys_flag), type(born), type(flag),
+            type(reconsume), type(group), type(default_topic), type(default_nums), type(unit_mode),
+            type(batch), type(broker_name),
+        ) != _TYPICAL_V2_TYPES or not (
+            INT32_MIN <= queue_id <= INT32_MAX
             and INT32_MIN <= sys_flag <= INT32_MAX
             and INT32_MIN <= flag <= INT32_MAX
             and INT32_MIN <= reconsume <= INT32_MAX
-        ):
+        ):  # fmt: skip
             return False
         self.topic, self.queue_id, self.properties = topic, queue_id, properties
         self.sys_flag, self.born_timestamp, self.flag, self.reconsume_times = sys_flag, born, flag, reconsume

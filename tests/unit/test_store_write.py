@@ -46,7 +46,7 @@ def _batch(cq: ConsumeQueue, bodies: list[bytes]) -> RecordBatch:
     props = [m.properties.encode() for m in msgs]
     topic_b = topic_part("T")
     total = sum(88 + len(b) + len(topic_b) + 2 + len(p) for b, p in zip(bodies, props, strict=True))
-    return RecordBatch(msgs, topic_b, props, total, cq, 1_700_000_000_000, HOST8)
+    return msgs, topic_b, props, total, cq, 1_700_000_000_000, HOST8
 
 
 def test_commitlog_append_numbers_packs_and_seals(tmp_path: Path) -> None:
