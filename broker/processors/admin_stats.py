@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
@@ -60,6 +61,8 @@ class AdminStatsProcessor:
         self.store = store
         self.stats = stats
         self.holds = holds
+        #: more runtime figures (the replication side adds its own)
+        self.runtime_extras: list[Callable[[], dict[str, str]]] = []
 
     def runtime_table(self) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO (all values strings, as RocketMQ)."""
@@ -80,6 +83,8 @@ class AdminStatsProcessor:
             "brokerPermission": str(self.broker_config.broker_permission),
         }
         table.update({k: str(v) for k, v in self.store.runtime_info().items()})
+        for extra in self.runtime_extras:
+            table.update(extra())
         return table
 
     def get_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

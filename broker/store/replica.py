@@ -41,7 +41,9 @@ def read_raw(commitlog: CommitLog, offset: int, max_bytes: int) -> bytes | None:
     oldest stored byte.
     """
     if offset < commitlog.min_offset:
-        raise ReplicaError(f"commitlog offset {offset} is no longer stored (oldest is {commitlog.min_offset})")
+        raise ReplicaError(
+            f"commitlog offset {offset} is no longer stored (oldest is {commitlog.min_offset})"
+        )
     mf = commitlog.file_for(offset)
     if mf is None:
         return None
@@ -77,7 +79,9 @@ class ReplicaAppender:
         """
         cl = self._commitlog
         if offset != cl.max_offset:
-            raise ReplicaError(f"replicated bytes for offset {offset}, but this commitlog ends at {cl.max_offset}")
+            raise ReplicaError(
+                f"replicated bytes for offset {offset}, but this commitlog ends at {cl.max_offset}"
+            )
         mf = cl.files[-1]
         pos = offset - mf.base_offset
         if pos == mf.size:
@@ -128,18 +132,20 @@ class ReplicaAppender:
                 break  # the rest of this record comes with the next chunk
             res = check_record(mf, pos, off, self._check_crc)
             if isinstance(res, int):
-                self._roll_back(mf, pos, off)
+                raise self._roll_back(mf, pos, off)
             redispatch(self._dispatcher, res[1], mf, pos)
             off += res[0]
             self.records += 1
         self.confirm_offset = off
 
-    def _roll_back(self, mf: MappedFile, pos: int, off: int) -> None:
+    def _roll_back(self, mf: MappedFile, pos: int, off: int) -> ReplicaError:
+        """Drop the bytes from ``off`` on (this file's only); the error to raise."""
         wrote = mf.wrote
         mf.mm[pos:wrote] = bytes(wrote - pos)
         mf.recover_position(pos)
         self.confirm_offset = off
-        raise ReplicaError(
+        return ReplicaError(
             f"replicated bytes at commitlog offset {off} are not a valid record (garbled transfer, or this "
-            f"slave's commitlog diverged from the master's); {wrote - pos} bytes dropped, the log ends at {off}"
+            f"slave's commitlog diverged from the master's); {wrote - pos} bytes dropped, "
+            f"the log ends at {off}"
         )

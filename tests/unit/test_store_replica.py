@@ -59,7 +59,7 @@ async def test_replica_refuses_wrong_offset_and_garbled_bytes(tmp_path: Path) ->
     slave = MessageStore(tiny_config(str(tmp_path / "s")))
     await master.start()
     await slave.start()
-    for i in range(3):
+    for _ in range(3):
         await master.put_message(bmsg("T", 0, b"x" * 100))
     data = master.read_commitlog(0, 4096)
     assert data is not None
@@ -75,7 +75,7 @@ async def test_replica_refuses_wrong_offset_and_garbled_bytes(tmp_path: Path) ->
     assert slave.max_physical_offset == first == slave.confirm_offset  # nothing of it kept
     await slave.append_replica(first, data[first:])
     assert _files(slave) == _files(master)
-    with pytest.raises(ReplicaError, match="no longer stored|crosses"):
+    with pytest.raises(ReplicaError, match="crosses"):
         await slave.append_replica(slave.max_physical_offset, b"\0" * 5000)
     await master.shutdown()
     await slave.shutdown()
