@@ -162,3 +162,39 @@ async def test_bad_peers_are_refused_with_a_clear_error(daemons: DaemonPool) -> 
     wait_until(lambda: "another slave with brokerId 1" in second.stderr_text(), 10.0)
     assert "does not speak the HA protocol" in master.stderr_text()
     assert not list((store_of(odd) / "commitlog").glob("*.bad"))
+
+
+async def test_truncated_and_garbled_frames_never_reach_the_store(daemons: DaemonPool) -> None:
+    """A fake master (this test) sends a truncated frame, a garbled header, then garbage bytes."""
+    from rocketpy.broker.ha.protocol import HELLO, TRANSFER, encode_welcome
+
+    sessions: list[int] = []
+
+    async def fake_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        fixed = await reader.readexactly(HELLO.size)
+        await reader.readexactly(HELLO.unpack(fixed)[4] + 8)
+        writer.write(encode_welcome(0, ""))
+        n = len(sessions)
+        sessions.append(n)
+        if n == 0:
+            writer.write(TRANSFER.pack(0, 100) + b"\x01" * 50)  # truncated: the socket closes mid-body
+        elif n == 1:
+            writer.write(TRANSFER.pack(0, -5))  # garbled size
+        else:
+            writer.write(TRANSFER.pack(0, 200) + b"\x00\x00\x00\xc8\xda\xa3\x20\xa7" + b"\x07" * 192)
+            await reader.read()  # the slave closes
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    ns = daemons.namesrv()
+    slave = daemons.broker(ns.addr, brokerName="broker-z", brokerId=1, brokerRole="SLAVE",
+                           haMasterAddress=f"127.0.0.1:{port}", **HA_FAST)  # fmt: skip
+    await wait_until_async(lambda: len(sessions) >= 3, 15.0)
+    await wait_until_async(lambda: "not a valid record" in slave.stderr_text(), 10.0)
+    text = slave.stderr_text()
+    assert "closed mid-frame (50 of 100 bytes)" in text and "garbled transfer frame" in text
+    server.close()
+    slave.terminate()
+    assert written_log(store_of(slave)) == b""  # nothing of it was kept
