@@ -198,3 +198,19 @@ async def test_truncated_and_garbled_frames_never_reach_the_store(daemons: Daemo
     server.close()
     slave.terminate()
     assert written_log(store_of(slave)) == b""  # nothing of it was kept
+
+
+async def test_producer_retries_another_broker_when_not_store_ok(daemons: DaemonPool) -> None:
+    ns = daemons.namesrv()
+    daemons.broker(ns.addr, brokerName="broker-a", brokerRole="SYNC_MASTER", **HA_FAST)  # no slave
+    daemons.broker(ns.addr, brokerName="broker-b", **HA_FAST)
+    async with Admin(ns.addr) as admin:
+        await admin.create_topic("HaRetry", "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+    async with Producer("hapg", ns.addr, send_latency_fault_enable=False) as plain:
+        statuses = {(await plain.send(Message("HaRetry", b"p"))).status for _ in range(8)}
+    assert statuses == {SendStatus.SEND_OK, SendStatus.SLAVE_NOT_AVAILABLE}  # returned as they are
+    async with Producer("hapg2", ns.addr, retry_another_broker_when_not_store_ok=True,
+                        send_latency_fault_enable=False) as retrying:  # fmt: skip
+        results = [await retrying.send(Message("HaRetry", b"r")) for _ in range(8)]
+    assert {r.status for r in results} == {SendStatus.SEND_OK}
+    assert {r.message_queue.broker_name for r in results} == {"broker-b"}
