@@ -99,6 +99,7 @@ class BrokerController:
             self.stats,
         )
         self.long_polling = self.pull_processor.holds
+        self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
         self.client = RemotingClient()
@@ -107,7 +108,7 @@ class BrokerController:
             bc, store_config, self.store, self.client,
             self.topic_config, self.offsets, self.delivery.offsets, self.subscription_groups,
         )  # fmt: skip
-        self._delivery_started = False
+        self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
         self.server: RemotingServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""

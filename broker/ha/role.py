@@ -21,6 +21,7 @@ from typing import Any
 
 from rocketpy.broker.ha.client import HAClient
 from rocketpy.broker.ha.metadata import MetadataProcessor, SlaveSynchronize
+from rocketpy.broker.ha.reads import physical_memory_bytes, slave_read_rule
 from rocketpy.broker.ha.service import HAService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.schedule.offsets import DelayOffsetTable
@@ -92,6 +93,13 @@ class Replication:
         if self.is_slave:
             for code in SEND_CODES:
                 table[code] = self.refuse_send
+
+    def pull_suggestion(self) -> Callable[[str, int, int], int] | None:
+        """The suggestWhichBrokerId rule for pulls (None: always the master, the pull's default)."""
+        if not self.broker_config.slave_read_enable:
+            return None
+        ratio = self.broker_config.access_message_in_memory_max_ratio
+        return slave_read_rule(self.store, ratio, physical_memory_bytes())
 
     def refuse_send(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """A slave's answer to a send."""

@@ -214,3 +214,81 @@ async def test_producer_retries_another_broker_when_not_store_ok(daemons: Daemon
         results = [await retrying.send(Message("HaRetry", b"r")) for _ in range(8)]
     assert {r.status for r in results} == {SendStatus.SEND_OK}
     assert {r.message_queue.broker_name for r in results} == {"broker-b"}
+
+
+async def test_consumers_read_from_the_slave_while_the_master_is_down(daemons: DaemonPool) -> None:
+    from rocketpy.client.consumer_types import ConsumeStatus
+    from rocketpy.client.push_consumer import PushConsumer
+
+    ns = daemons.namesrv()
+    master = start_master(daemons, ns.addr)
+    slave = start_slave(daemons, ns.addr)
+    async with Admin(ns.addr) as admin, Producer("hapg", ns.addr) as producer:
+        await admin.create_topic("HaC", "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+        sent = await send_many(producer, "HaC", 100, size=64)
+    wait_identical(master, slave)
+    wait_until(lambda: "HaC" in (store_of(slave) / "config" / "topics.json").read_text(), 10.0)
+    master_store = store_of(master)
+    master.kill()
+    got: set[bytes] = set()
+
+    def listener(msgs: list[Any], ctx: Any) -> ConsumeStatus:
+        got.update(m.body for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("g_ha", ns.addr, rebalance_interval=1.0, persist_consumer_offset_interval=0.3,
+                            heartbeat_broker_interval=1.0, poll_name_server_interval=0.5,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
+    consumer.subscribe("HaC", "*")
+    consumer.register_listener(listener)
+    await consumer.start()
+    try:
+        await wait_until_async(lambda: len(got) == 100, 30.0, message="all messages consumed from the slave")
+        async with Admin(ns.addr) as admin:  # admin reads work against the slave
+            rows = await admin.consumer_progress("g_ha", "HaC")
+            assert sum(r["broker_offset"] for r in rows) == 100
+            m = await admin.query_msg_by_id(sent[0].offset_msg_id, broker_addr=slave.addr)
+            assert m.topic == "HaC" and m.body.startswith(b"00000000")
+        # the master comes back: the consumer's offsets reach it
+        master = start_master(daemons, ns.addr, storePathRootDir=master_store)
+
+        async def master_has_offsets() -> bool:
+            async with Admin(ns.addr) as admin:
+                rows = await admin.consumer_progress("g_ha", "HaC")
+            return sum(r["consumer_offset"] for r in rows) == 100 and all(
+                r["mq"].broker_name == "broker-a" for r in rows
+            )
+
+        await wait_until_async(master_has_offsets, 20.0, message="offsets committed to the restarted master")
+    finally:
+        await consumer.shutdown()
+
+
+async def test_master_suggests_the_slave_to_a_consumer_far_behind(daemons: DaemonPool) -> None:
+    ns = daemons.namesrv()
+    # ratio 0: any lag counts as "not in memory", so every successful pull is pointed at the slave
+    master = start_master(daemons, ns.addr, slaveReadEnable=True, accessMessageInMemoryMaxRatio=0)
+    slave = start_slave(daemons, ns.addr, slaveReadEnable=True, accessMessageInMemoryMaxRatio=0)
+    async with Admin(ns.addr) as admin, Producer("hapg", ns.addr) as producer:
+        await admin.create_topic("HaSug", "DefaultCluster", read_queue_nums=1, write_queue_nums=1)
+        await send_many(producer, "HaSug", 200, size=64)
+        wait_identical(master, slave)
+        wait_until(lambda: "HaSug" in (store_of(slave) / "config" / "topics.json").read_text(), 10.0)
+        inst = producer._inst()
+        await inst.update_topic_route("HaSug")
+        [mq] = inst.subscribe_queues("HaSug")
+        offset, suggestions, count = 0, [], 0
+        while True:
+            ext = {"consumerGroup": "g_sug", "topic": "HaSug", "queueId": 0, "queueOffset": offset,
+                   "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                   "subscription": "*", "subVersion": 0, "expressionType": "TAG"}  # fmt: skip
+            r = await inst.pull(mq, ext, 5.0)
+            if not r.messages:
+                break
+            suggestions.append(r.suggest_which_broker_id)
+            count += len(r.messages)
+            offset = r.next_begin_offset
+        assert count == 200
+        assert set(suggestions) == {1}  # the master points at the slave, which serves the rest
+        slave_info = await admin.broker_runtime_info(slave.addr)
+        assert int(slave_info["getMessageTransferedMsgCount"]) == 200 - 32
