@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from rocketpy.errors import RocketpyError
+
 MAGIC = b"RPHA"
 VERSION = 1
 #: magic, version, brokerId, mappedFileSizeCommitLog, broker name length
@@ -40,11 +42,11 @@ MAX_NAME_BYTES = 255
 MAX_TEXT_BYTES = 4096
 
 
-class HAProtocolError(Exception):
+class HAProtocolError(RocketpyError):
     """The peer broke the HA protocol (wrong magic, garbled or truncated frame)."""
 
 
-class HARefused(Exception):
+class HARefused(RocketpyError):
     """The master refuses this slave (the text says why)."""
 
 
