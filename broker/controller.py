@@ -21,6 +21,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
+from rocketpy.broker.ha.role import Replication
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
@@ -101,6 +102,7 @@ class BrokerController:
             self.stats,
         )
         self.long_polling = self.pull_processor.holds
+        self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
         # half messages, END_TRANSACTION and the check service
@@ -108,6 +110,12 @@ class BrokerController:
             bc, self.store, self.delivery, self.topic_config, self.consumer_manager, config_dir
         )
         self.client = RemotingClient()
+        # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/)
+        self.replication = Replication(
+            bc, store_config, self.store, self.client,
+            self.topic_config, self.offsets, self.delivery.offsets, self.subscription_groups,
+        )  # fmt: skip
+        self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
         self.server: RemotingServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
@@ -136,8 +144,12 @@ class BrokerController:
             raise RocketpyError(f"cannot load the broker's config tables: {e}") from e
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
-        await self.delivery.start()
-        await self.transactions.start()
+        if self.replication.is_slave:  # a slave writes only what it replicates; it keeps the progress
+            await asyncio.to_thread(self.delivery.offsets.load)
+        else:
+            await self.delivery.start()
+            await self.transactions.start()  # a master checks undecided half messages
+            self._delivery_started = True
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -151,18 +163,22 @@ class BrokerController:
         ip = self.advertised_ip()
         self.store.store_host = (ip, port)
         self.broker_addr = f"{ip}:{port}"
-        identity = BrokerIdentity(bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr)
+        ha_addr = await self.replication.start(bc.bind_address, ip, port)
+        identity = BrokerIdentity(
+            bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr, ha_addr
+        )
         self.registrar = BrokerRegistrar(
             self.client,
             parse_namesrv_list(bc.namesrv_addr),
             identity,
             self.registration_wrapper,
             bc.register_broker_timeout_mills,
+            self.replication.on_registered,
         )
         self.topic_config.add_change_listener(self._register_wanted.set)
         await self.registrar.register_all()
         for routine in (self._registration_routine(), self._persist_routine(), self._client_scan_routine(),
-                        self._stats_routine()):  # fmt: skip
+                        self._stats_routine(), *self.replication.routines()):  # fmt: skip
             self._spawn(routine)
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
@@ -184,7 +200,10 @@ class BrokerController:
         stats = AdminStatsProcessor(
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
-        return {
+        stats.runtime_extras.append(self.replication.runtime_info)
+        if self.replication.is_sync_master:  # others keep the inline send path
+            send.replica_wait = self.replication.wait_replica
+        table: dict[RequestCode, Handler] = {
             # messages in and out
             RequestCode.SEND_MESSAGE: send.handle,
             RequestCode.SEND_MESSAGE_V2: send.handle,
@@ -223,6 +242,8 @@ class BrokerController:
             RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
         }
+        self.replication.update_handlers(table)
+        return table
 
     def registration_wrapper(self) -> dict[str, Any]:
         """TopicConfigSerializeWrapper for REGISTER_BROKER; topic perms are capped by brokerPermission."""
@@ -326,8 +347,12 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
-        await self.transactions.shutdown()  # stops checks, persists transactionOffset.json
-        await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
+        await self.replication.shutdown()
+        if self._delivery_started:
+            await self.transactions.shutdown()  # stops checks, persists transactionOffset.json
+            await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
+        else:
+            await self.delivery.offsets.file.persist()
         await self.store.shutdown()  # a no-op when it never started
         await self.offsets.file.persist(force=True)
         await self.topic_config.file.persist(force=True)

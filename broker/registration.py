@@ -51,6 +51,8 @@ class BrokerRegistrar:
         identity: this broker's names and address.
         topic_wrapper: returns ``{"topicConfigTable", "dataVersion"}`` (TopicConfigSerializeWrapper).
         timeout_ms: per-call timeout.
+        on_answer: called with each successful REGISTER_BROKER answer's ext (``masterAddr``,
+            ``haServerAddr``: how a slave finds its master).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class BrokerRegistrar:
         identity: BrokerIdentity,
         topic_wrapper: Callable[[], dict[str, Any]],
         timeout_ms: int,
+        on_answer: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self._client = client
         self.namesrv_addrs = list(namesrv_addrs)
@@ -67,6 +70,7 @@ class BrokerRegistrar:
         self._topic_wrapper = topic_wrapper
         self.timeout_s = timeout_ms / 1000.0
         self.registered: set[str] = set()
+        self._on_answer = on_answer
         self._lock = asyncio.Lock()
 
     def _ext(self) -> dict[str, Any]:
@@ -118,4 +122,6 @@ class BrokerRegistrar:
                 response.remark,
             )
             return False
+        if code == RequestCode.REGISTER_BROKER and self._on_answer is not None:
+            self._on_answer(response.ext or {})
         return True

@@ -24,7 +24,7 @@ from rocketpy.perm import PERM_RW
 from rocketpy.record import decode_record, decode_records
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.route import ClusterInfo, TopicRouteData
+from rocketpy.route import MASTER_ID, ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
 from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SINGLE_TAG
@@ -224,10 +224,10 @@ class Admin:
         """Per queue: broker offset, consumer offset, diff (and last timestamp), from GET_CONSUME_STATS."""
         if topic:
             route = await self.topic_route(topic)
-            addrs = [a for bd in route.broker_datas if (a := bd.master_addr())]
+            addrs = [a for bd in route.broker_datas if (a := _reader_addr(bd.broker_addrs))]
         else:
             info = await self.cluster_info()
-            addrs = [a for bd in info.broker_addr_table.values() if (a := bd.master_addr())]
+            addrs = [a for bd in info.broker_addr_table.values() if (a := _reader_addr(bd.broker_addrs))]
         ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
         rows: list[dict[str, Any]] = []
         for addr in sorted(set(addrs)):
@@ -328,15 +328,19 @@ class Admin:
 
     # ---- messages ----------------------------------------------------------------------------------
 
-    async def query_msg_by_id(self, offset_msg_id: str) -> MessageExt:
-        """VIEW_MESSAGE_BY_ID of an offset msg id (``SendResult.offset_msg_id``)."""
+    async def query_msg_by_id(self, offset_msg_id: str, broker_addr: str | None = None) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID of an offset msg id (``SendResult.offset_msg_id``).
+
+        The id names the master that stored it; ``broker_addr`` asks another member (its slave).
+        """
         try:
             ip, port, offset = decode_offset_msg_id(offset_msg_id)
         except ValueError as e:
             raise MQClientError(
                 f"{offset_msg_id!r} is not an offset msg id (32 hex chars from SendResult.offset_msg_id)"
             ) from e
-        resp = await self._invoke(f"{ip}:{port}", RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+        addr = broker_addr or f"{ip}:{port}"
+        resp = await self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
         return decode_record(resp.body)
 
     async def query_msg_by_key(
@@ -404,3 +408,10 @@ class Admin:
 
 
 __all__ = ["TOOLS_CONSUMER", "Admin", "MQBrokerError"]
+
+
+def _reader_addr(members: dict[int, str]) -> str | None:
+    """The member that answers reads: the master, else (master down) the lowest-id slave."""
+    if not members:
+        return None
+    return members.get(MASTER_ID) or members[min(members)]

@@ -25,10 +25,11 @@ from typing import Any
 
 from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
 from rocketpy.client.heartbeat import ConsumerLike, heartbeat_datas, send_heartbeats
+from rocketpy.client.pull_node import PullNodeTable
 from rocketpy.client.results import PullResult
 from rocketpy.client.route import TopicPublishInfo, broker_addrs, subscribe_queues
 from rocketpy.client.transaction_check import dispatch_check
-from rocketpy.errors import MQBrokerError, MQClientError
+from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import local_ipv4
 from rocketpy.remoting.client import RemotingClient
@@ -112,6 +113,7 @@ class MQClientInstance:
         self._routes: dict[str, TopicRouteData] = {}
         self._publish: dict[str, TopicPublishInfo] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
+        self._pull_nodes = PullNodeTable()  # master or slave per queue (suggestWhichBrokerId)
         self._producers: dict[tuple[str, str], Any] = {}
         self._consumers: dict[tuple[str, str], ConsumerLike] = {}
         self._refs = 0
@@ -301,7 +303,8 @@ class MQClientInstance:
         addr = self.find_broker_addr(mq.broker_name)
         if addr is None:
             await self.update_topic_route(mq.topic)
-            addr = self.find_broker_addr(mq.broker_name)
+            # no master: a slave serves offsets and reads while its master is down
+            addr = self.find_broker_addr(mq.broker_name, master_only=False)
         if not addr:
             raise MQClientError(
                 f"broker {mq.broker_name!r} of topic {mq.topic!r} has no master address in the route: "
@@ -356,8 +359,19 @@ class MQClientInstance:
             await send_heartbeats(self.api, self._broker_addrs, datas, self.settings.mq_client_api_timeout)
 
     async def pull(self, mq: MessageQueue, ext: dict[str, Any], timeout_s: float) -> PullResult:
-        """PULL_MESSAGE of ``mq`` (header fields ``ext``) from the master of its broker."""
-        return await self.api.pull_message(await self.queue_broker_addr(mq), ext, timeout_s)
+        """PULL_MESSAGE of ``mq`` (header fields ``ext``) from the member its last answer suggested
+        (the master by default), or from another member when that one cannot be reached."""
+        members = self._broker_addrs.get(mq.broker_name) or {}
+        addr = self._pull_nodes.choose(mq, members) or await self.queue_broker_addr(mq)
+        try:
+            result = await self.api.pull_message(addr, ext, timeout_s)
+        except RemotingConnectError:
+            other = self._pull_nodes.fallback(members, addr)
+            if other is None:
+                raise
+            result = await self.api.pull_message(other, ext, timeout_s)
+        self._pull_nodes.suggest(mq, result.suggest_which_broker_id)
+        return result
 
     # ---- consumers ---------------------------------------------------------------------------------
 

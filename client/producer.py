@@ -59,6 +59,9 @@ class Producer:
         instance_name: part of the client id.
         poll_name_server_interval: route refresh period (seconds).
         heartbeat_broker_interval: heartbeat period (seconds).
+        retry_another_broker_when_not_store_ok: send again to another broker when a broker answers
+            FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (stored, not fully
+            durable); off (RocketMQ's default): that status is returned to the caller.
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class Producer:
         instance_name: str = "DEFAULT",
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        retry_another_broker_when_not_store_ok: bool = False,
     ) -> None:
         if not isinstance(group, str) or not group.strip():
             raise MQClientError(f"producer group must be a non-empty string, got {group!r}")
@@ -109,6 +113,7 @@ class Producer:
         self._instance: MQClientInstance | None = None
         self._async = AsyncSender(max_async_pending)
         self._path = SendPath(self._inst, group, self.fault, compress_level, default_topic_queue_nums)
+        self._path.retry_not_stored = retry_another_broker_when_not_store_ok
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 

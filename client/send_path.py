@@ -33,7 +33,7 @@ from rocketpy.client.async_sender import DirectSend
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.message_check import PreparedMessage, batch_ext
-from rocketpy.client.results import SendResult, batch_results, send_result
+from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
 from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import QueueSelector, select_queue, select_with
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
@@ -71,6 +71,7 @@ class SendJob(DirectSend):
         "deadline",
         "last_broker",
         "last_error",
+        "last_result",
         "mq",
         "msg",
         "needs_compress",
@@ -100,6 +101,7 @@ class SendJob(DirectSend):
         self.tried = 0
         self.last_broker: str | None = None
         self.last_error: RocketpyError | None = None
+        self.last_result: Any = None  # a stored-but-not-OK result retried elsewhere (see SendPath)
         self.needs_compress = False
 
     async def compress(self, level: int) -> None:
@@ -202,6 +204,10 @@ class SendPath:
         self.fault = fault
         self.compress_level = compress_level
         self.default_topic_queue_nums = default_topic_queue_nums
+        #: RocketMQ's retryAnotherBrokerWhenNotStoreOK: a FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT /
+        #: SLAVE_NOT_AVAILABLE result is sent again to another broker (the last result is returned
+        #: when the attempts run out); off: the result is returned with its status.
+        self.retry_not_stored = False
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The topic's publish route: cached, fetched, or auto-created through TBW102's."""
@@ -262,6 +268,8 @@ class SendPath:
             result = self._settle(job, response)
             if result is not _RETRY:
                 return result
+        if job.last_result is not None:
+            return job.last_result
         raise self._exhausted(job)
 
     async def oneway(self, job: SendJob, timeout: float) -> None:
@@ -298,6 +306,11 @@ class SendPath:
             log.info("send to %s failed (attempt %d of %d): %s", mq, job.tried, job.attempts, err)
             return _RETRY
         self.fault.update(mq.broker_name, (done.get_loop().time() - job.started) * 1000.0)
+        if self.retry_not_stored and job.tried < job.attempts and not _stored_ok(result):
+            job.last_result, job.last_broker = result, mq.broker_name
+            log.info("send to %s stored but not OK (attempt %d of %d); trying another broker", mq,
+                     job.tried, job.attempts)  # fmt: skip
+            return _RETRY
         return result
 
     @staticmethod
@@ -313,3 +326,9 @@ class SendPath:
         )
         out.__cause__ = err
         return out
+
+
+def _stored_ok(result: Any) -> bool:
+    """SEND_OK for a result (a batch's list: its first)."""
+    first = result[0] if isinstance(result, list) else result
+    return bool(first.status is SendStatus.SEND_OK)

@@ -159,6 +159,13 @@ class StoreConfig(BaseModel):
     timer_roll_window_slot: int = Field(2 * 86_400, alias="timerRollWindowSlot", gt=0, le=7 * 86_400 - 2)
     mapped_file_size_timer_log: int = Field(100 * 1024 * 1024, alias="mappedFileSizeTimerLog", ge=4096)
     timer_flush_interval_ms: int = Field(1000, alias="timerFlushIntervalMs", gt=0)
+    # master/slave replication (rocketpy.broker.ha; RocketMQ's HAService keys)
+    ha_listen_port: int | None = Field(None, alias="haListenPort", ge=0, le=65535)  # None: listenPort + 1
+    ha_master_address: str | None = Field(None, alias="haMasterAddress")  # None: learnt from the NameServer
+    ha_send_heartbeat_interval: int = Field(5000, alias="haSendHeartbeatInterval", gt=0)
+    ha_housekeeping_interval: int = Field(20_000, alias="haHousekeepingInterval", gt=0)
+    ha_transfer_batch_size: int = Field(32 * 1024, alias="haTransferBatchSize", ge=1024, le=4 << 20)
+    ha_max_gap_not_in_sync: int = Field(256 * 1024 * 1024, alias="haMaxGapNotInSync", gt=0)
 
     @field_validator("message_delay_level")
     @classmethod
@@ -208,6 +215,10 @@ class BrokerConfig(BaseModel):
     transaction_check_interval: int = Field(30_000, alias="transactionCheckInterval", gt=0)
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
+    # replication (rocketpy.broker.ha): a slave copies the master's tables this often (SlaveSynchronize)
+    slave_sync_interval: int = Field(10_000, alias="slaveSyncInterval", gt=0)
+    slave_read_enable: bool = Field(False, alias="slaveReadEnable")
+    access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
 
 
 # --------------------------------------------------------------------------------------------

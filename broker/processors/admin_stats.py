@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
@@ -64,6 +65,8 @@ class AdminStatsProcessor:
         self.stats = stats
         self.holds = holds
         self.delivery = delivery
+        #: more runtime figures (the replication side adds its own)
+        self.runtime_extras: list[Callable[[], dict[str, str]]] = []
 
     def runtime_table(self) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO (all values strings, as RocketMQ)."""
@@ -87,6 +90,8 @@ class AdminStatsProcessor:
             table["timerWaitingCount"] = str(self.delivery.timer_waiting())
             table["scheduleWaitingCount"] = str(sum(self.delivery.delay_waiting().values()))
         table.update({k: str(v) for k, v in self.store.runtime_info().items()})
+        for extra in self.runtime_extras:
+            table.update(extra())
         return table
 
     def get_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -11,6 +11,7 @@ the store read is a memory copy.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
@@ -93,6 +94,8 @@ class PullMessageProcessor:
         self.store = store
         self.stats = stats
         self.holds = PullRequestHoldService(self.rerun)
+        #: ``(topic, queue_id, next_offset) -> broker id`` for suggestWhichBrokerId (replication)
+        self.suggest_broker_id: Callable[[str, int, int], int] | None = None
         self._filters: dict[tuple[str, str, str], MessageFilter | SubscriptionParseError] = {}
 
     def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
@@ -233,6 +236,10 @@ class PullMessageProcessor:
             "maxOffset": result.max_offset,
         }
         if code == ResponseCode.SUCCESS:
+            if self.suggest_broker_id is not None:
+                ext["suggestWhichBrokerId"] = self.suggest_broker_id(
+                    h.topic, h.queue_id, result.next_begin_offset
+                )
             body = result.join()
             result.release()
             self.stats.on_get(h.group, result.message_count, len(body))

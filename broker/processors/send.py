@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from rocketpy.broker.processors.eager import run_eager
@@ -107,6 +107,8 @@ class SendMessageProcessor:
         self.stats = stats
         self.transactions = transactions  # None: TRAN_MSG sends are stored as plain messages
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
+        #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
+        self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
 
     def _topic_problem(self, topic: str) -> tuple[int, str] | None:
         """(code, remark) when ``topic`` cannot be sent to by its name alone (cached per name)."""
@@ -271,15 +273,22 @@ class SendMessageProcessor:
             put = run_eager(self.delivery.put(msg))
         else:
             put = run_eager(self.store.put_message(msg))
-        if isinstance(put, PutMessageResult):
+        if isinstance(put, PutMessageResult) and self.replica_wait is None:
             return self._response(request, put, queue_id, unique_key_of(h.properties), 1, len(request.body))
-        return self._finish_one(request, put, queue_id, h.properties)
+        return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok)
 
     async def _finish_one(
-        self, request: RemotingCommand, put: Awaitable[PutMessageResult], queue_id: int, properties: str
+        self,
+        request: RemotingCommand,
+        put: Awaitable[PutMessageResult] | PutMessageResult,
+        queue_id: int,
+        properties: str,
+        wait: bool,
     ) -> RemotingCommand:
-        """The rest of a send whose put suspended (SYNC_FLUSH wait, next commitlog file)."""
-        result = await put
+        """The rest of a send whose put suspended (SYNC_FLUSH wait, next file) or waits for a slave."""
+        result = put if isinstance(put, PutMessageResult) else await put
+        if self.replica_wait is not None:
+            await self.replica_wait(result, wait)
         return self._response(request, result, queue_id, unique_key_of(properties), 1, len(request.body))
 
     async def _send_batch(
@@ -306,6 +315,8 @@ class SendMessageProcessor:
             msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
         result = await self.store.put_messages(msgs)
+        if self.replica_wait is not None:
+            await self.replica_wait(result, msgs[0].wait_store_msg_ok)
         return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))
 
     def _response(

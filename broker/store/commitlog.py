@@ -281,3 +281,8 @@ class CommitLog:
         if self._next is not None:  # never used: do not leave an empty file behind
             self._next.destroy(force=True)
             self._next = None
+
+    # -- replicas (replica.py) ------------------------------------------------------------------
+    def roll_to_next(self) -> MappedFile | None:
+        """Make the pre-created next file the last one for a raw append (None: not ready yet)."""
+        return self._roll()

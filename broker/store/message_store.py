@@ -31,6 +31,7 @@ from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, 
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.put import PutService
 from rocketpy.broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
+from rocketpy.broker.store.replica import ReplicaAppender, read_raw
 from rocketpy.broker.store.results import (
     GetMessageResult,
     MessageFilter,
@@ -110,6 +111,7 @@ class MessageStore:
         self._flush: FlushService | None = None
         self._stats_timer: asyncio.TimerHandle | None = None
         self.cleanup: CleanupService | None = None
+        self._replica: ReplicaAppender | None = None
         self._sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         self.commitlog.warm_files = config.warm_mapped_file_enable and not self._sync_flush
 
@@ -285,6 +287,26 @@ class MessageStore:
     def put_messages(self, msgs: list[BrokerMessage]) -> Coroutine[Any, Any, PutMessageResult]:
         """Append a batch of one topic and queue, all or nothing, contiguously in one file (await it)."""
         return self._put.put(msgs)
+
+    # -- raw commitlog bytes (replication; see replica.py) ------------------------------------------
+    async def append_replica(self, offset: int, data: bytes | memoryview) -> int:
+        """Append a master's raw commitlog bytes at ``offset``; returns the new max offset.
+
+        Raises:
+            ReplicaError: wrong offset, a chunk across a file end, or an invalid record (not kept).
+        """
+        if self._replica is None:
+            self._replica = ReplicaAppender(self.commitlog, self.dispatcher, self.config.check_crc_on_recover)
+        return await self._replica.append(offset, data)
+
+    @property
+    def confirm_offset(self) -> int:
+        """Commitlog offset up to which replicated records are complete and dispatched."""
+        return self._replica.confirm_offset if self._replica is not None else self.commitlog.max_offset
+
+    def read_commitlog(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` raw commitlog bytes at ``offset`` within one file (None: none yet)."""
+        return read_raw(self.commitlog, offset, max_bytes)
 
     # -- listeners, topics ------------------------------------------------------------------------
     def add_dispatch_listener(self, fn: Listener) -> None:

@@ -193,7 +193,7 @@ def _dispatched_point(dispatcher: Dispatcher) -> int:
     return point
 
 
-def _redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int) -> None:
+def redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int) -> None:
     """Hand one valid record to the dispatcher (which skips what its queue and the index hold)."""
     (total, _m, _c, queue_id, _f, queue_offset, phys, _s, _bt, _bh, store_ts, _sh, _r, _p, body_len) = fields
     t_pos = pos + HEAD_SIZE + body_len
@@ -243,7 +243,7 @@ def recover(
             break
         total, fields = res
         if off + total > dispatched:  # before that point queues and index hold every record
-            _redispatch(dispatcher, fields, mf, pos)
+            redispatch(dispatcher, fields, mf, pos)
         mf.recover_position(pos + total)
         off += total
         count += 1

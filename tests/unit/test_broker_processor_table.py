@@ -45,7 +45,8 @@ def _controller(tmp_path: Path) -> BrokerController:
 def test_table_serves_every_code_served_before(tmp_path: Path) -> None:
     table = _controller(tmp_path).processor_table()
     assert len(SERVED_BEFORE) == 30
-    assert set(table) == SERVED_BEFORE | ADDED_SINCE
+    # plus the tables a slave copies from its master (broker/ha/metadata.py)
+    assert set(table) == SERVED_BEFORE | ADDED_SINCE | {C.GET_ALL_CONSUMER_OFFSET, C.GET_ALL_DELAY_OFFSET}
 
 
 def test_handlers_take_channel_and_request(tmp_path: Path) -> None:
@@ -57,7 +58,7 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
-    assert len(processors) == 9  # seven, plus EndTransactionProcessor and SendBackProcessor
+    assert len(processors) == 10  # seven families, EndTransaction, SendBack, the replication tables
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__
