@@ -1,8 +1,9 @@
 """Typed reads of a command's ``ext`` fields.
 
 Natively ``ext`` values are msgpack ints, strs and bools; RocketMQ's JSON clients send strings (Java)
-or a mix of strings and ints (C++: booleans as "1"/"0"). These helpers accept both and raise ``HeaderError`` naming the field when it is missing or
-malformed; the server answers that error with INVALID_PARAMETER and the message as remark.
+or a mix of strings and ints (C++: booleans as "1"/"0"). These helpers accept all of them and raise
+``HeaderError`` naming the field when it is missing or malformed; the server answers that error
+with INVALID_PARAMETER and the message as remark.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+
 import pytest
 
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame_bytes
@@ -12,7 +13,9 @@ from rocketpy.remoting.json_header import MAX_JSON_HEADER_BYTES
 
 
 def json_frame(header: bytes, body: bytes = b"", serialize_type: int = SERIALIZE_JSON) -> bytes:
-    return struct.pack(">II", 4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
+    return (
+        struct.pack(">II", 4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
+    )
 
 
 #: A SEND_MESSAGE header as rocketmq-client-cpp 1.2 writes it (jsoncpp FastWriter, trailing newline).
@@ -105,5 +108,5 @@ def test_malformed_json_header_is_one_frame_error(header: bytes, reason: str) ->
 
 def test_deeply_nested_header_within_size_limit() -> None:
     header = b'{"code":1,"x":' + b"[" * 30_000 + b"]" * 30_000 + b"}"
-    with pytest.raises(FrameError, match="nests too deeply|undecodable"):
+    with pytest.raises(FrameError, match=r"nests too deeply|undecodable"):
         FrameDecoder().feed(json_frame(header))
