@@ -122,9 +122,8 @@ async def test_cpp_client_flow_over_json(namesrv: Daemon, broker: Daemon, client
     resp = await jcall(client, broker.addr, RequestCode.PULL_MESSAGE, pull)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert resp.ext is not None
-    assert {k: resp.ext[k] for k in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")} == {
-        "nextBeginOffset": "4", "minOffset": "0", "maxOffset": "4", "suggestWhichBrokerId": "0",
-    }  # fmt: skip
+    wanted = {"nextBeginOffset": "4", "minOffset": "0", "maxOffset": "4", "suggestWhichBrokerId": "0"}
+    assert {k: resp.ext[k] for k in wanted} == wanted
     msgs = decode_records(resp.body)
     assert [m.body for m in msgs] == [b"one", b"b0", b"b1", b"b2"]
     assert msgs[0].properties["color"] == "café ✓" and msgs[0].keys == ["k1"]
