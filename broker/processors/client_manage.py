@@ -68,6 +68,7 @@ class ClientManageProcessor:
             raise HeaderError(f"HeartbeatData names more than {MAX_GROUPS_PER_HEARTBEAT} groups")
         now_ms = self.clock_ms()
         channel.attrs["client_id"] = client_id
+        channel.serialize_type = request.serialize_type  # the broker's requests to it speak its encoding
         for data in consumers:
             error = self._consumer(channel, request, client_id, data, now_ms)
             if error is not None:
