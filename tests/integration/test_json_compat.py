@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,6 +24,16 @@ ACL = {"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "c2lnbmF0dXJl"}
 
 
 @pytest.fixture
+async def jclient() -> AsyncIterator[RemotingClient]:
+    """A raw RPC client speaking RocketMQ's JSON remoting."""
+    c = RemotingClient(name="json-test", serialize_type=SERIALIZE_JSON)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture
 def broker(daemons: DaemonPool, namesrv: Daemon) -> Daemon:
     return daemons.broker(
         namesrv.addr, mappedFileSizeCommitLog=4 * 1024 * 1024, mappedFileSizeConsumeQueue=6000
@@ -34,7 +45,8 @@ async def jcall(
 ) -> RemotingCommand:
     if not isinstance(body, bytes):
         body = json.dumps(body).encode() + b"\n"
-    cmd = RemotingCommand(code, 0, 0, None, {**ACL, **(ext or {})}, body, SERIALIZE_JSON)
+    assert client.serialize_type == SERIALIZE_JSON
+    cmd = RemotingCommand.request(code, {**ACL, **(ext or {})}, body)
     resp = await client.invoke(addr, cmd, TIMEOUT_S)
     assert resp.serialize_type == SERIALIZE_JSON
     assert resp.ext is not None and all(type(v) is str for v in resp.ext.values()), resp.ext
@@ -59,7 +71,8 @@ def props(**kv: str) -> str:
     return "".join(f"{k}\x01{v}\x02" for k, v in kv.items())
 
 
-async def test_cpp_client_flow_over_json(namesrv: Daemon, broker: Daemon, client: RemotingClient) -> None:
+async def test_cpp_client_flow_over_json(namesrv: Daemon, broker: Daemon, jclient: RemotingClient) -> None:
+    client = jclient
     # The default-topic route a producer falls back to for a topic the NameServer does not know.
     resp = await jcall(client, namesrv.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "JTopic"})
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
@@ -152,8 +165,9 @@ async def test_cpp_client_flow_over_json(namesrv: Daemon, broker: Daemon, client
     ],
 )
 async def test_bad_json_bodies_get_error_answers(
-    broker: Daemon, client: RemotingClient, code: int, body: bytes
+    broker: Daemon, jclient: RemotingClient, code: int, body: bytes
 ) -> None:
+    client = jclient
     ext = cpp_send_ext("JBad", 0, "", batch=True) if code == RequestCode.SEND_MESSAGE else {}
     resp = await jcall(client, broker.addr, code, ext, body)
     assert resp.code in (ResponseCode.INVALID_PARAMETER, ResponseCode.MESSAGE_ILLEGAL), resp
@@ -161,7 +175,7 @@ async def test_bad_json_bodies_get_error_answers(
 
 
 async def test_bad_json_header_closes_only_its_connection(
-    namesrv: Daemon, broker: Daemon, client: RemotingClient
+    namesrv: Daemon, broker: Daemon, client: RemotingClient, jclient: RemotingClient
 ) -> None:
     for header in (b"{oops", b'{"code":"x"}', b'{"code":10,"extFields":{"a":[1]}}', b"[" * 10_000):
         reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
@@ -171,6 +185,24 @@ async def test_bad_json_header_closes_only_its_connection(
     # JSON and msgpack requests on one connection each still work, side by side.
     doc = await msgpack_route(client, namesrv.addr, "TBW102")
     assert doc is not None
-    resp = await jcall(client, broker.addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "none"})
+    resp = await jcall(
+        jclient, broker.addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "none"}
+    )
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "protocol error" in broker.stderr_text() and "Traceback" not in broker.stderr_text()
+
+
+async def test_sdk_setting_selects_json(
+    namesrv: Daemon, broker: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketpy import Admin
+
+    monkeypatch.setenv("ROCKETPY_SERIALIZE_TYPE", "json")
+    async with Admin(namesrv.addr) as admin:
+        assert admin.instance.remoting.serialize_type == SERIALIZE_JSON
+        await admin.create_topic("JsonSdk", "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+        assert "JsonSdk" in await admin.topic_list()
+    monkeypatch.setenv("ROCKETPY_SERIALIZE_TYPE", "xml")
+    with pytest.raises(Exception, match="serialize_type='xml' is not valid"):
+        async with Admin(namesrv.addr):
+            pass
