@@ -23,7 +23,7 @@ from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.perm import PERM_RW
 from rocketpy.record import decode_record, decode_records
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.command import SERIALIZE_TYPES, RemotingCommand
 from rocketpy.route import MASTER_ID, ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
@@ -282,7 +282,12 @@ class Admin:
         body = SubscriptionGroupConfig(group, **options).to_wire()
         addrs = await self._targets(cluster, broker_addr)
         for addr in addrs:
-            await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, pack_body(body))
+            await self._invoke(
+                addr,
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                None,
+                pack_body(body, SERIALIZE_TYPES[self.settings.serialize_type]),
+            )
         return addrs
 
     # ---- brokers -----------------------------------------------------------------------------------

@@ -20,8 +20,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import msgpack
-
 from rocketpy.client.results import (
     PULL_STATUS_BY_CODE,
     PullResult,
@@ -40,9 +38,11 @@ from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsu
 from rocketpy.header.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.record import decode_records
+from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.codes import RequestCode, ResponseCode, code_name
+from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.headers import HeaderError
 from rocketpy.route import TopicRouteData
 
 _SUCCESS = ResponseCode.SUCCESS
@@ -81,13 +81,22 @@ def check(resp: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
 
 
 def unpack_body(resp: RemotingCommand) -> Any:
-    """Decode a msgpack structured body (None when empty)."""
-    return msgpack.unpackb(resp.body, raw=False, strict_map_key=False) if resp.body else None
+    """Decode a structured body in the response's encoding (None when empty).
+
+    Raises:
+        MQClientError: the body does not decode.
+    """
+    if not resp.body:
+        return None
+    try:
+        return decode_body(resp.body, resp.serialize_type, code_name(resp.code) + " answer")
+    except HeaderError as e:
+        raise MQClientError(str(e)) from None
 
 
-def pack_body(obj: Any) -> bytes:
-    """Encode a structured body as msgpack."""
-    return msgpack.packb(obj, use_bin_type=True)
+def pack_body(obj: Any, serialize_type: int = SERIALIZE_MSGPACK) -> bytes:
+    """Encode a structured request body (msgpack, or JSON for ``SERIALIZE_JSON``)."""
+    return encode_body(obj, serialize_type)
 
 
 def mq_to_wire(mq: MessageQueue) -> dict[str, Any]:
@@ -113,6 +122,10 @@ class MQClientAPI:
         self.remoting = remoting
         self.namesrv_addrs = list(namesrv_addrs)
         self._ns_index = random.randrange(len(self.namesrv_addrs))
+
+    def _pack(self, obj: Any) -> bytes:
+        """A structured request body in this client's encoding."""
+        return pack_body(obj, self.remoting.serialize_type)
 
     # ---- NameServer -------------------------------------------------------------------------------
 
@@ -282,7 +295,7 @@ class MQClientAPI:
 
     async def heartbeat(self, addr: str, heartbeat_data: dict[str, Any], timeout: float = 3.0) -> None:
         """HEART_BEAT with a HeartbeatData body."""
-        cmd = RemotingCommand.request(RequestCode.HEART_BEAT, None, pack_body(heartbeat_data))
+        cmd = RemotingCommand.request(RequestCode.HEART_BEAT, None, self._pack(heartbeat_data))
         check(await self.remoting.invoke(addr, cmd, timeout), addr)
 
     async def unregister_client(
@@ -317,7 +330,7 @@ class MQClientAPI:
     ) -> set[MessageQueue]:
         """LOCK_BATCH_MQ: returns the queues now locked by ``client_id``."""
         body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq_to_wire(m) for m in mqs]}
-        cmd = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, pack_body(body))
+        cmd = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, self._pack(body))
         out = unpack_body(check(await self.remoting.invoke(addr, cmd, timeout), addr)) or {}
         return {mq_from_wire(d) for d in out.get("lockOKMQSet", [])}
 
@@ -333,7 +346,7 @@ class MQClientAPI:
     ) -> None:
         """UNLOCK_BATCH_MQ for ``mqs`` held by ``client_id``."""
         body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq_to_wire(m) for m in mqs]}
-        cmd = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, pack_body(body), oneway=oneway)
+        cmd = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, self._pack(body), oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(addr, cmd, timeout)
         else:

@@ -20,7 +20,7 @@ import itertools
 import logging
 import os
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
@@ -34,7 +34,7 @@ from rocketpy.message import MessageQueue
 from rocketpy.msgid import local_ipv4
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.command import SERIALIZE_TYPES, RemotingCommand
 from rocketpy.route import MASTER_ID, TopicRouteData
 
 log = logging.getLogger("rocketpy.client.instance")
@@ -65,6 +65,8 @@ class ClientSettings:
         rebalance_interval: consumer rebalance period (used by consumers).
         mq_client_api_timeout: timeout of control calls (routes, heartbeats, offsets).
         connect_timeout: TCP connect timeout.
+        serialize_type: the wire encoding, ``"msgpack"`` (rocketpy's) or ``"json"`` (RocketMQ's own
+            clients' JSON remoting); defaults to ``$ROCKETPY_SERIALIZE_TYPE`` or msgpack.
     """
 
     instance_name: str = "DEFAULT"
@@ -74,9 +76,14 @@ class ClientSettings:
     rebalance_interval: float = 20.0
     mq_client_api_timeout: float = 3.0
     connect_timeout: float = 3.0
+    serialize_type: str = field(default_factory=lambda: os.environ.get("ROCKETPY_SERIALIZE_TYPE", "msgpack"))
 
     def check(self) -> None:
-        """Raise MQClientError on a non-positive timer (says which option to fix)."""
+        """Raise MQClientError on a non-positive timer or an unknown encoding (says which option to fix)."""
+        if self.serialize_type not in SERIALIZE_TYPES:
+            raise MQClientError(
+                f"serialize_type={self.serialize_type!r} is not valid: use 'msgpack' or 'json'"
+            )
         for name in (
             "poll_name_server_interval",
             "heartbeat_broker_interval",
@@ -104,7 +111,9 @@ class MQClientInstance:
     def __init__(self, namesrv_addrs: list[str], settings: ClientSettings) -> None:
         self.settings = settings
         self.namesrv_addrs = namesrv_addrs
-        self.remoting = RemotingClient(connect_timeout=settings.connect_timeout)
+        self.remoting = RemotingClient(
+            connect_timeout=settings.connect_timeout, serialize_type=SERIALIZE_TYPES[settings.serialize_type]
+        )
         self.api = MQClientAPI(self.remoting, namesrv_addrs)
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         self.remoting.register_processor(

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import msgpack
 from pydantic import BaseModel, ValidationError
 
 from rocketpy.config import NamesrvConfig
 from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager
 from rocketpy.nameserver.route_info import RouteInfoManager
+from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_str, ext_str
@@ -28,19 +28,21 @@ NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+def _pack(obj: Any, request: RemotingCommand) -> bytes:
+    """An answer body in ``request``'s encoding (msgpack, or JSON for RocketMQ's clients)."""
+    return encode_body(obj, request.serialize_type)
 
 
 def _decode_body(request: RemotingCommand, model: type[_M]) -> _M | None:
-    """Decode a msgpack body into ``model``; None for an empty body."""
+    """Decode a body (in the request's encoding) into ``model``; None for an empty body."""
     if not request.body:
         return None
+    doc = decode_body(request.body, request.serialize_type, model.__name__)
     try:
-        return model.from_wire(msgpack.unpackb(bytes(request.body), raw=False))  # type: ignore[attr-defined, no-any-return]
-    except (ValueError, TypeError, ValidationError) as e:  # msgpack errors are ValueErrors
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise HeaderError(f"request body is not a valid msgpack {model.__name__}: {first}") from e
+        return model.from_wire(doc)  # type: ignore[attr-defined, no-any-return]
+    except (ValueError, TypeError, ValidationError) as e:
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise HeaderError(f"request body is not a valid {model.__name__}: {first}") from e
 
 
 class NamesrvProcessors:
@@ -117,7 +119,7 @@ class NamesrvProcessors:
         """QUERY_DATA_VERSION: has the broker's topic table changed? (unchanged refreshes liveness)."""
         version = _decode_body(request, DataVersion) or DataVersion()
         changed, known = self.route_info.query_data_version(ext_str(request.ext, "brokerAddr"), version)
-        body = _pack(known.to_wire()) if known is not None else b""
+        body = _pack(known.to_wire(), request) if known is not None else b""
         return RemotingCommand.response(request, ext={"changed": changed}, body=body)
 
     # ---------------------------------------------------------------- routes
@@ -136,15 +138,19 @@ class NamesrvProcessors:
             )
         if self.config.order_message_enable:
             route.order_topic_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
-        return RemotingCommand.response(request, body=_pack(route.to_wire()))
+        return RemotingCommand.response(request, body=_pack(route.to_wire(), request))
 
     def get_cluster_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CLUSTER_INFO: ``{"brokerAddrTable", "clusterAddrTable"}``."""
-        return RemotingCommand.response(request, body=_pack(self.route_info.cluster_info().to_wire()))
+        return RemotingCommand.response(
+            request, body=_pack(self.route_info.cluster_info().to_wire(), request)
+        )
 
     def get_topic_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: ``{"topicList": [...]}``."""
-        return RemotingCommand.response(request, body=_pack({"topicList": self.route_info.topic_list()}))
+        return RemotingCommand.response(
+            request, body=_pack({"topicList": self.route_info.topic_list()}, request)
+        )
 
     def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_NAMESRV: drop a topic's routes (of one cluster when clusterName is given)."""
@@ -205,4 +211,4 @@ class NamesrvProcessors:
             return RemotingCommand.response(
                 request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
             )
-        return RemotingCommand.response(request, body=_pack({"table": table}))
+        return RemotingCommand.response(request, body=_pack({"table": table}, request))

@@ -42,11 +42,11 @@ class MetadataProcessor:
 
     def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_CONSUMER_OFFSET: the consumerOffset.json document."""
-        return RemotingCommand.response(request, body=encode(self.offsets.snapshot()))
+        return RemotingCommand.response(request, body=encode(self.offsets.snapshot(), request))
 
     def get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET: the delayOffset.json document."""
-        return RemotingCommand.response(request, body=encode(self.delay_offsets.snapshot()))
+        return RemotingCommand.response(request, body=encode(self.delay_offsets.snapshot(), request))
 
 
 class SlaveSynchronize:
@@ -106,7 +106,7 @@ class SlaveSynchronize:
         response = await self._client.invoke(addr, RemotingCommand.request(code), SYNC_CALL_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
             raise ValueError(f"{code.name} answered {response.code}: {response.remark}")
-        return decode_map(response.body, code.name)
+        return decode_map(response, code.name)
 
     def _apply(self, topics: dict[str, Any], offsets: dict[str, Any], delays: dict[str, Any],
                groups: dict[str, Any]) -> None:  # fmt: skip

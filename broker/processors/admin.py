@@ -143,13 +143,13 @@ class AdminProcessor:
 
     def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_TOPIC_CONFIG: the TopicConfigSerializeWrapper."""
-        return RemotingCommand.response(request, body=encode(self.topic_config.snapshot()))
+        return RemotingCommand.response(request, body=encode(self.topic_config.snapshot(), request))
 
     async def update_and_create_subscription_group(
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or change a group (body SubscriptionGroupConfig)."""
-        doc = decode_map(request.body, "SubscriptionGroupConfig")
+        doc = decode_map(request, "SubscriptionGroupConfig")
         try:
             cfg = SubscriptionGroupConfig.from_wire(doc)
         except ValueError as e:
@@ -160,7 +160,7 @@ class AdminProcessor:
 
     def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group's config and the table's data version."""
-        return RemotingCommand.response(request, body=encode(self.subscription_groups.snapshot()))
+        return RemotingCommand.response(request, body=encode(self.subscription_groups.snapshot(), request))
 
     async def delete_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_SUBSCRIPTIONGROUP: drop a group's config (and its offsets when cleanOffset=true)."""

@@ -96,7 +96,7 @@ class AdminStatsProcessor:
 
     def get_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_RUNTIME_INFO: body ``{"table": {key: str}}``."""
-        return RemotingCommand.response(request, body=encode({"table": self.runtime_table()}))
+        return RemotingCommand.response(request, body=encode({"table": self.runtime_table()}, request))
 
     def _store_time(self, topic: str, queue_id: int, offset: int) -> int:
         """Store timestamp (ms) of the message at ``offset``, or 0 when it is not there."""
@@ -136,7 +136,7 @@ class AdminStatsProcessor:
                     "lastTimestamp": self._store_time(topic, qid, consumer_offset - 1),
                 })  # fmt: skip
         body = {"offsetTable": rows, "consumeTps": self.stats.group_get_tps(group)}
-        return RemotingCommand.response(request, body=encode(body))
+        return RemotingCommand.response(request, body=encode(body, request))
 
     def get_topic_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO: min/max offset and last store time per queue of a topic."""
@@ -155,7 +155,7 @@ class AdminStatsProcessor:
                 "maxOffset": max_offset,
                 "lastUpdateTimestamp": self._store_time(topic, qid, max_offset - 1),
             })  # fmt: skip
-        return RemotingCommand.response(request, body=encode({"offsetTable": rows}))
+        return RemotingCommand.response(request, body=encode({"offsetTable": rows}, request))
 
     def get_consumer_connections(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_CONNECTION_LIST: the group's clients, settings and subscriptions."""
@@ -177,4 +177,4 @@ class AdminStatsProcessor:
             "messageModel": info.message_model,
             "consumeFromWhere": info.consume_from_where,
         }
-        return RemotingCommand.response(request, body=encode(body))
+        return RemotingCommand.response(request, body=encode(body, request))

@@ -1,43 +1,29 @@
-"""Decoding of structured (msgpack map) request bodies, with clear errors.
+"""The broker's structured request and answer bodies, in the request's encoding.
 
-Owns ``decode_map``: a request body that is not a msgpack map raises ``HeaderError``, which the
-server answers as INVALID_PARAMETER with a remark naming the expected shape.
+Owns ``decode_map`` and ``encode``: every processor reads and writes structured bodies through
+them, so a body is msgpack for rocketpy's frames and JSON for RocketMQ's clients (the request's
+serialize type, ``rocketpy.remoting.body``) without any processor knowing which. A request body
+that is not a map raises ``HeaderError``, answered as INVALID_PARAMETER with a remark naming the
+expected shape.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgpack
-
-from rocketpy.remoting.headers import HeaderError
-
-MAX_BODY_MAP_BYTES = 8 * 1024 * 1024
+from rocketpy.remoting.body import decode_body_map, encode_body
+from rocketpy.remoting.command import RemotingCommand
 
 
-def decode_map(body: bytes | bytearray | memoryview, what: str) -> dict[str, Any]:
-    """Decode ``body`` as a msgpack map.
-
-    Args:
-        body: the request body.
-        what: the expected structure's name, for the error message (e.g. "HeartbeatData").
+def decode_map(request: RemotingCommand, what: str) -> dict[str, Any]:
+    """Decode ``request``'s body as a map (``what`` names the structure in errors).
 
     Raises:
-        HeaderError: the body is empty, too large, not msgpack, or not a map.
+        HeaderError: the body is empty, too large, undecodable or not a map.
     """
-    if not body:
-        raise HeaderError(f"the request body is empty; it must be a msgpack {what} map")
-    if len(body) > MAX_BODY_MAP_BYTES:
-        raise HeaderError(f"the {what} body is {len(body)} bytes; the limit is {MAX_BODY_MAP_BYTES}")
-    try:
-        doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
-    except (ValueError, msgpack.UnpackException) as e:
-        raise HeaderError(f"the request body is not a msgpack {what}: {e}") from e
-    if not isinstance(doc, dict):
-        raise HeaderError(f"the request body must be a msgpack {what} map, got {type(doc).__name__}")
-    return doc
+    return decode_body_map(request.body, request.serialize_type, what)
 
 
-def encode(doc: Any) -> bytes:
-    """Encode a response body document as msgpack."""
-    return msgpack.packb(doc, use_bin_type=True)
+def encode(doc: Any, request: RemotingCommand) -> bytes:
+    """Encode the answer body ``doc`` for ``request`` (its serialize type)."""
+    return encode_body(doc, request.serialize_type)

@@ -15,6 +15,7 @@ from rocketpy.broker.processors.body import decode_map
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
 from rocketpy.config import BrokerConfig
+from rocketpy.heartbeat import SETTING_ORDINALS, setting_name
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
@@ -55,7 +56,7 @@ class ClientManageProcessor:
 
     def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """HEART_BEAT: register or refresh the client's producer and consumer groups."""
-        doc = decode_map(request.body, "HeartbeatData")
+        doc = decode_map(request, "HeartbeatData")
         client_id = doc.get("clientID")
         if not isinstance(client_id, str) or not client_id:
             raise HeaderError("HeartbeatData needs a non-empty 'clientID'")
@@ -67,6 +68,7 @@ class ClientManageProcessor:
             raise HeaderError(f"HeartbeatData names more than {MAX_GROUPS_PER_HEARTBEAT} groups")
         now_ms = self.clock_ms()
         channel.attrs["client_id"] = client_id
+        channel.serialize_type = request.serialize_type  # the broker's requests to it speak its encoding
         for data in consumers:
             error = self._consumer(channel, request, client_id, data, now_ms)
             if error is not None:
@@ -103,11 +105,10 @@ class ClientManageProcessor:
             return RemotingCommand.response(
                 request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"group [{group}]: bad subscription: {e}"
             )
-        settings = {
-            k: str(data[k])
-            for k in ("consumeType", "messageModel", "consumeFromWhere")
-            if data.get(k) is not None
-        }
+        try:
+            settings = {k: setting_name(k, data[k]) for k in SETTING_ORDINALS if data.get(k) is not None}
+        except ValueError as e:
+            raise HeaderError(f"group [{group}]: {e}") from None
         if settings.get("messageModel", "CLUSTERING") == "CLUSTERING":
             try:
                 self.topic_config.create_system_group_topic(

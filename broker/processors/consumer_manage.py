@@ -53,7 +53,7 @@ class ConsumerManageProcessor:
                 f"no consumer of group [{group}] is online at this broker; "
                 "start one (it must send heartbeats)",
             )
-        return RemotingCommand.response(request, body=encode({"consumerIdList": ids}))
+        return RemotingCommand.response(request, body=encode({"consumerIdList": ids}, request))
 
     def query_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUMER_OFFSET: the group's committed offset, else 0 or QUERY_NOT_FOUND.
@@ -89,7 +89,7 @@ class ConsumerManageProcessor:
         return RemotingCommand.response(request)
 
     def _lock_body(self, request: RemotingCommand) -> tuple[str, str, list[MessageQueueKey]]:
-        doc = decode_map(request.body, "LockBatchRequestBody")
+        doc = decode_map(request, "LockBatchRequestBody")
         group, client_id, mq_set = doc.get("consumerGroup"), doc.get("clientId"), doc.get("mqSet") or []
         if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
             raise HeaderError("the lock body needs 'consumerGroup' and 'clientId'")
@@ -108,7 +108,7 @@ class ConsumerManageProcessor:
         group, client_id, mqs = self._lock_body(request)
         locked = self.queue_locks.try_lock_batch(group, mqs, client_id)
         body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in sorted(locked)]}
-        return RemotingCommand.response(request, body=encode(body))
+        return RemotingCommand.response(request, body=encode(body, request))
 
     def unlock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UNLOCK_BATCH_MQ: release queues held by the client."""

@@ -132,8 +132,9 @@ class SendMessageProcessor:
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Check the request and store it; answers inline unless the store had to wait."""
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE
         header = SendMessageRequestHeader.from_ext(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
+        # RocketMQ's C++ client sends a batch as SEND_MESSAGE with the header's batch flag.
+        batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
         tc_or_error = self._check(request, header)
         if isinstance(tc_or_error, RemotingCommand):
             return tc_or_error

@@ -28,6 +28,7 @@ class CallsMixin:
     _loop: asyncio.AbstractEventLoop
     _pending: PendingRequests
     _next_opaque: int
+    serialize_type: int
     _write_paused: bool
     _drain_waiters: list[asyncio.Future[None]]
 
@@ -44,6 +45,7 @@ class CallsMixin:
         self._check_open(cmd)
         cmd.opaque = self._new_opaque()
         cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
+        cmd.serialize_type = self.serialize_type
         self.send(cmd)
 
     def invoke_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
@@ -99,6 +101,7 @@ class CallsMixin:
             opaque = 1
         self._next_opaque = cmd.opaque = opaque
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        cmd.serialize_type = self.serialize_type
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self.send(cmd)
         if self.closed:  # the write itself can close the connection (peer not reading)

@@ -13,8 +13,9 @@ import logging
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.limits import MAX_FRAME_BYTES
+from rocketpy.remoting.codec import header_codec
 from rocketpy.remoting.codes import code_name
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler, ProcessorTable
 
@@ -42,12 +43,22 @@ class RemotingClient:
         max_frame_bytes: larger incoming frames close the connection.
         connect_timeout: seconds one connect attempt may take (the call's timeout also applies).
         name: used in remarks and logs.
+        serialize_type: the encoding of the requests sent (``SERIALIZE_MSGPACK``, or
+            ``SERIALIZE_JSON`` as RocketMQ's own clients speak).
     """
 
     def __init__(
-        self, *, max_frame_bytes: int = MAX_FRAME_BYTES, connect_timeout: float = 3.0, name: str = "client"
+        self,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        connect_timeout: float = 3.0,
+        name: str = "client",
+        serialize_type: int = SERIALIZE_MSGPACK,
     ) -> None:
+        if header_codec(serialize_type) is None:
+            raise MQClientError(f"serialize type {serialize_type:#x} has no header codec")
         self.connect_timeout = connect_timeout
+        self.serialize_type = serialize_type
         self._max_frame_bytes = max_frame_bytes
         self._processors = ProcessorTable(name)
         self._channels: dict[str, Channel] = {}
@@ -168,13 +179,15 @@ class RemotingClient:
         return channel
 
     def _new_channel(self, addr: str) -> Channel:
-        return Channel(
+        channel = Channel(
             self._processors,
             max_frame_bytes=self._max_frame_bytes,
             pause_reading_on_write_pressure=False,
             on_close=self._channel_closed,
             remote_addr=addr,
         )
+        channel.serialize_type = self.serialize_type
+        return channel
 
     def _channel_closed(self, channel: Channel) -> None:
         if self._channels.get(channel.remote_addr) is channel:

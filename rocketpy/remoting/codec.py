@@ -3,7 +3,7 @@
 Frame layout (all big-endian)::
 
     u32 length          bytes after this field: 4 + header_length + body length
-    u8  serialize_type  0x10 msgpack (rocketpy), 0x00 JSON (RocketMQ; codec added later)
+    u8  serialize_type  0x10 msgpack (rocketpy), 0x00 JSON (RocketMQ's clients; ``json_header.py``)
     u24 header_length
     header              encoded by the header codec registered for serialize_type
     body                raw bytes
@@ -26,7 +26,8 @@ import msgpack
 
 from rocketpy.errors import RocketpyError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
-from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.json_header import decode_json_header, encode_json_header
 
 #: ``u32 length | u32 (serialize_type << 24 | header_length)``
 PREFIX = struct.Struct(">II")
@@ -97,7 +98,22 @@ def command_from_fields(fields: Any, serialize_type: int) -> RemotingCommand:
     return RemotingCommand(code, opaque, flag, remark, ext, b"", serialize_type)
 
 
-_CODECS: dict[int, HeaderCodec] = {SERIALIZE_MSGPACK: MsgpackHeaderCodec()}
+class JsonHeaderCodec:
+    """Header = RocketMQ's JSON object (serialize type 0x00; ``json_header.py``)."""
+
+    def encode(self, cmd: RemotingCommand) -> bytes:
+        """The JSON text of ``cmd``'s header."""
+        return encode_json_header(cmd)
+
+    def decode(self, header: memoryview, serialize_type: int) -> RemotingCommand:
+        """Parse the JSON header; anything malformed is a ``FrameError``."""
+        try:
+            return decode_json_header(header, serialize_type)
+        except ValueError as exc:
+            raise FrameError(str(exc)) from None
+
+
+_CODECS: dict[int, HeaderCodec] = {SERIALIZE_MSGPACK: MsgpackHeaderCodec(), SERIALIZE_JSON: JsonHeaderCodec()}
 _msgpack_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 

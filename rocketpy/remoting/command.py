@@ -13,6 +13,8 @@ from rocketpy.remoting.codes import ResponseCode, code_name, response_name
 
 SERIALIZE_JSON = 0x00
 SERIALIZE_MSGPACK = 0x10
+#: Option value -> serialize type (the SDK's ``serialize_type`` setting).
+SERIALIZE_TYPES = {"msgpack": SERIALIZE_MSGPACK, "json": SERIALIZE_JSON}
 
 FLAG_RESPONSE = 1
 FLAG_ONEWAY = 2

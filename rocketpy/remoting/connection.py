@@ -30,7 +30,7 @@ from rocketpy.limits import (
 from rocketpy.remoting.calls import CallsMixin
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
 from rocketpy.remoting.codes import code_name
-from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.pending import PendingRequests
 from rocketpy.remoting.processor import ProcessorTable
 
@@ -64,6 +64,8 @@ class Channel(CallsMixin, asyncio.Protocol):
         self.attrs: dict[str, Any] = {}
         self.closed = False
         self.close_reason: str | None = None
+        #: The serialize type of the requests this side sends (a server channel takes its peer's).
+        self.serialize_type = SERIALIZE_MSGPACK
         self._processors = processors
         self._handle = processors.handle  # bound once: called for every request
         self._decoder = FrameDecoder(max_frame_bytes)

@@ -1,8 +1,9 @@
 """Typed reads of a command's ``ext`` fields.
 
-Natively ``ext`` values are msgpack ints, strs and bools; RocketMQ's JSON clients send every value as
-a string. These helpers accept both and raise ``HeaderError`` naming the field when it is missing or
-malformed; the server answers that error with INVALID_PARAMETER and the message as remark.
+Natively ``ext`` values are msgpack ints, strs and bools; RocketMQ's JSON clients send strings (Java)
+or a mix of strings and ints (C++: booleans as "1"/"0"). These helpers accept all of them and raise
+``HeaderError`` naming the field when it is missing or malformed; the server answers that error
+with INVALID_PARAMETER and the message as remark.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def ext_str(ext: Mapping[str, Any] | None, name: str, default: str | None = None
 
 
 def ext_bool(ext: Mapping[str, Any] | None, name: str, default: bool | None = None) -> bool:
-    """Return field ``name`` as a bool; accepts bools and "true"/"false" (any case).
+    """Return field ``name`` as a bool; accepts bools, "true"/"false" (any case) and "1"/"0" (the C++ client).
 
     Raises:
         HeaderError: the field is missing (and no default) or not a boolean.
@@ -70,9 +71,9 @@ def ext_bool(ext: Mapping[str, Any] | None, name: str, default: bool | None = No
         return value
     if isinstance(value, str):
         text = value.strip().lower()
-        if text == "true":
+        if text in ("true", "1"):
             return True
-        if text == "false":
+        if text in ("false", "0"):
             return False
     raise HeaderError(f"request header field '{name}' must be true or false, got {value!r}")
 

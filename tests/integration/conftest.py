@@ -17,3 +17,10 @@ async def client() -> AsyncIterator[RemotingClient]:
         yield c
     finally:
         await c.close()
+
+
+@pytest.fixture(params=["msgpack", "json"])
+def sdk_encoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the SDK speaking msgpack and again speaking RocketMQ's JSON remoting."""
+    monkeypatch.setenv("ROCKETPY_SERIALIZE_TYPE", request.param)
+    return str(request.param)

@@ -11,6 +11,8 @@ from rocketpy.client.lite_pull_consumer import LitePullConsumer
 from rocketpy.errors import MQClientError
 from tests.waiting import wait_until_async
 
+pytestmark = pytest.mark.usefixtures("sdk_encoding")  # both wire encodings
+
 FAST = {"rebalance_interval": 1.0, "heartbeat_broker_interval": 1.0, "poll_name_server_interval": 1.0}
 
 

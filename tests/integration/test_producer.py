@@ -16,6 +16,8 @@ from rocketpy.record import COMPRESSED_FLAG
 from tests.conftest import DaemonPool
 from tests.waiting import wait_until_async
 
+pytestmark = pytest.mark.usefixtures("sdk_encoding")  # both wire encodings
+
 
 async def pull_all(inst: MQClientInstance, mq: MessageQueue, start: int = 0) -> list[MessageExt]:
     """Every message of ``mq`` from ``start`` (non-suspending pulls)."""

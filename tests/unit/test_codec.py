@@ -122,11 +122,6 @@ def test_unknown_serialize_type() -> None:
         FrameDecoder().feed(bytes(frame))
 
 
-def test_json_type_not_registered_yet() -> None:
-    with pytest.raises(FrameError, match="serialize type 0x00"):
-        FrameDecoder().feed(struct.pack(">II", 6, 2) + b"{}")
-
-
 @pytest.mark.parametrize(
     "header",
     [

@@ -34,6 +34,7 @@ def test_ext_bool() -> None:
     assert ext_bool({"batch": True}, "batch") is True
     assert ext_bool({"batch": "FALSE"}, "batch") is False
     assert ext_bool({"batch": "true"}, "batch") is True
+    assert ext_bool({"batch": "1"}, "batch") is True and ext_bool({"batch": "0"}, "batch") is False
     assert ext_bool({}, "batch", False) is False
     with pytest.raises(HeaderError, match="'batch' must be true or false, got 'yes'"):
         ext_bool({"batch": "yes"}, "batch")

@@ -1,0 +1,73 @@
+"""Structured bodies (maps and lists) in the encoding of the request that carries them.
+
+A request's serialize type decides its structured bodies both ways: msgpack maps for rocketpy's
+own frames (0x10), JSON for RocketMQ's clients (0x00, as fastjson writes them; int map keys become
+strings, e.g. a route's ``brokerAddrs`` ``{"0": "ip:port"}``). Every daemon and the SDK encode and
+decode structured bodies here and nowhere else.
+
+Invariants: ``decode_body`` raises ``HeaderError`` (answered as INVALID_PARAMETER) for an empty,
+oversize, undecodable or too deeply nested body, with a message naming the expected structure and
+never quoting the input at length; ``encode_body`` never fails on the documents the daemons build
+(str keys or int keys, str / int / bool / float / None / list / dict values).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+
+from rocketpy.remoting.command import SERIALIZE_JSON, Body
+from rocketpy.remoting.headers import HeaderError
+
+MAX_BODY_DOC_BYTES = 8 * 1024 * 1024
+
+_json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_msgpack_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+def encode_body(doc: Any, serialize_type: int) -> bytes:
+    """``doc`` as a body in the encoding of ``serialize_type``."""
+    if serialize_type == SERIALIZE_JSON:
+        return _json_dumps(doc).encode()
+    return _msgpack_pack(doc)
+
+
+def decode_body(body: Body, serialize_type: int, what: str) -> Any:
+    """Decode a structured body.
+
+    Args:
+        body: the raw body.
+        serialize_type: the carrying command's serialize type.
+        what: the expected structure's name, for the error message (e.g. "HeartbeatData").
+
+    Raises:
+        HeaderError: the body is empty, too large, undecodable or nests too deeply.
+    """
+    kind = "JSON" if serialize_type == SERIALIZE_JSON else "msgpack"
+    if not body:
+        raise HeaderError(f"the request body is empty; it must be a {kind} {what}")
+    if len(body) > MAX_BODY_DOC_BYTES:
+        raise HeaderError(f"the {what} body is {len(body)} bytes; the limit is {MAX_BODY_DOC_BYTES}")
+    try:
+        if serialize_type == SERIALIZE_JSON:
+            return json.loads(str(body, "utf-8"))
+        return msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except RecursionError:
+        raise HeaderError(f"the {what} body nests too deeply") from None
+    except (ValueError, msgpack.UnpackException) as e:  # JSON, UTF-8 and msgpack errors
+        raise HeaderError(f"the request body is not a {kind} {what}: {str(e)[:120]}") from None
+
+
+def decode_body_map(body: Body, serialize_type: int, what: str) -> dict[str, Any]:
+    """``decode_body`` for a body that must be a map.
+
+    Raises:
+        HeaderError: as ``decode_body``, or the document is not a map.
+    """
+    doc = decode_body(body, serialize_type, what)
+    if not isinstance(doc, dict):
+        kind = "JSON" if serialize_type == SERIALIZE_JSON else "msgpack"
+        raise HeaderError(f"the request body must be a {kind} {what} map, got {type(doc).__name__}")
+    return doc
