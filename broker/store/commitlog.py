@@ -15,14 +15,13 @@ import asyncio
 import logging
 import os
 from collections.abc import Sequence
-from enum import Enum
-from itertools import accumulate
 from mmap import mmap
 
 from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
 from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
 from rocketpy.record import END_FILE_MIN_BLANK_BYTES, pack_blank, pack_record
 
 # Bytes of a new file faulted in by the allocator thread when the whole file is not warmed: the
@@ -45,53 +44,19 @@ log = logging.getLogger("rocketpy.store")
 RecordBatch = tuple[list[BrokerMessage], bytes, list[bytes], int, ConsumeQueue, int, bytes]
 
 
-class AppendStatus(Enum):
-    """Outcome of an append (RocketMQ ``AppendMessageStatus``, plus the roll that must wait)."""
-
-    PUT_OK = "PUT_OK"
-    END_OF_FILE = "END_OF_FILE"  # the batch did not fit: the file was sealed with a blank tail
-    NEXT_FILE_NOT_READY = "NEXT_FILE_NOT_READY"  # await ``wait_next_file`` and append again
-
-
-class AppendResult:
-    """Where an append put its records (RocketMQ ``AppendMessageResult``).
-
-    Attributes:
-        status: PUT_OK, or why nothing was appended.
-        wrote_offset: commitlog offset of the first record.
-        wrote_bytes: bytes of all the records.
-        queue_offset: consume-queue offset of the first message (numbered by the append).
-        sizes: bytes of each record, in order (record ``i`` starts where record ``i - 1`` ends).
-    """
-
-    __slots__ = ("queue_offset", "sizes", "status", "wrote_bytes", "wrote_offset")
-
-    def __init__(
-        self, status: AppendStatus, wrote_offset: int, wrote_bytes: int, queue_offset: int, sizes: list[int]
-    ) -> None:
-        self.status = status
-        self.wrote_offset = wrote_offset
-        self.wrote_bytes = wrote_bytes
-        self.queue_offset = queue_offset
-        self.sizes = sizes
-
-    @property
-    def offsets(self) -> list[int]:
-        """Commitlog offset of each record, in order."""
-        return list(accumulate(self.sizes[:-1], initial=self.wrote_offset))
-
-
-_END_OF_FILE = AppendResult(AppendStatus.END_OF_FILE, -1, 0, -1, [])
-_NOT_READY = AppendResult(AppendStatus.NEXT_FILE_NOT_READY, -1, 0, -1, [])
+# The callback's answer when the batch did not fit: the file was sealed with a blank tail.
+_END_OF_FILE = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, "end of file")
+_PUT_OK = PutMessageStatus.PUT_OK
 
 
 def append_records(
     mm: mmap, base_offset: int, pos: int, room: int, batch: RecordBatch
-) -> tuple[int, AppendResult]:
+) -> tuple[int, PutMessageResult]:
     """The commitlog's append callback: ``batch`` as records back to back at ``mm[pos:]``.
 
     When the batch and a minimal blank record do not fit the ``room`` left, the room is filled with
-    a blank record instead (END_OF_FILE): the file is full and the caller rolls.
+    a blank record instead (END_OF_FILE): the file is full and the caller rolls. Otherwise the
+    result is the put's one result (PUT_OK, where the records went, each record's size).
     """
     msgs, topic_b, props, total, cq, store_ts, host8 = batch
     if total + END_FILE_MIN_BLANK_BYTES > room:
@@ -111,7 +76,9 @@ def append_records(
         sizes.append(size)
         pos += size
     assert pos - start == total, "batch size does not match its records"
-    return total, AppendResult(AppendStatus.PUT_OK, base_offset + start, total, queue_offset, sizes)
+    return total, PutMessageResult(
+        _PUT_OK, "", base_offset + start, total, queue_offset, store_ts, len(sizes), host8, sizes
+    )
 
 
 class CommitLog:
@@ -231,18 +198,18 @@ class CommitLog:
         return err
 
     # -- append ------------------------------------------------------------------------------
-    def append(self, batch: RecordBatch) -> AppendResult:
+    def append(self, batch: RecordBatch) -> PutMessageResult | None:
         """Append ``batch`` contiguously, rolling to the next file when the last one is full.
 
-        The caller checked that the batch fits one file. NEXT_FILE_NOT_READY: a roll is needed but
-        the next file is not ready yet (nothing of the batch was written; the last file may have been
-        sealed); await ``wait_next_file`` and append again.
+        The caller checked that the batch fits one file. Returns the put's result (PUT_OK), or None
+        when a roll is needed but the next file is not ready yet (nothing of the batch was written;
+        the last file may have been sealed): await ``wait_next_file`` and append again.
         """
         result = self.files[-1].append_messages(append_records, batch)
         if result is _END_OF_FILE:
             nxt = self._roll()
             if nxt is None:
-                return _NOT_READY
+                return None
             result = nxt.append_messages(append_records, batch)
             assert result is not _END_OF_FILE, "a batch larger than a commitlog file"
         return result

@@ -109,7 +109,7 @@ class ConsumeQueue:
             mf = self.files[-1]
             rel = pos - mf.base_offset
             if 0 <= rel < mf.size:
-                mf.write(rel, _pack_unit(phys, size, tags_code))
+                mf.pack_into(UNIT, rel, phys, size, tags_code)  # in place: no bytes object per unit
                 self.next_offset = queue_offset + 1
                 self.max_phys_end = phys + size
                 return

@@ -2,8 +2,9 @@
 
 Owns the mmap, its file descriptor and the write position: only the file's own append methods move
 the position (``append_messages`` with a format callback, as RocketMQ's
-``MappedFile.appendMessages(callback)``, and ``write`` for fixed units), and recovery places it once
-with ``recover_position``. Opening, flushing and destroying block on the disk and run in store
+``MappedFile.appendMessages(callback)``, and ``write`` / ``pack_into`` for fixed units), and
+recovery places it once with ``recover_position``. Opening, flushing and destroying block on the
+disk and run in store
 threads only; writing and reading (memoryview slices) run on the loop.
 A file whose views are still held cannot be unmapped: ``destroy`` reports that so cleanup retries.
 """
@@ -14,6 +15,7 @@ import ctypes
 import logging
 import mmap
 import os
+import struct
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -138,6 +140,11 @@ class MappedFile:
         end = pos + len(data)
         self.mm[pos:end] = data
         self._wrote = end
+
+    def pack_into(self, st: struct.Struct, pos: int, *values: int) -> None:
+        """Pack ``values`` with ``st`` in place at ``pos``; the write position becomes its end."""
+        st.pack_into(self.mm, pos, *values)
+        self._wrote = pos + st.size
 
     def recover_position(self, pos: int) -> None:
         """Place the write position where recovery (or a truncation) found the data to end."""

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rocketpy.broker.store.commitlog import AppendResult, AppendStatus, CommitLog, RecordBatch
+from rocketpy.broker.store.commitlog import CommitLog, RecordBatch
 from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
@@ -27,7 +27,6 @@ NEXT_FILE_WAIT_S = 5.0
 YIELD_EVERY_PUTS = 16  # while files are being created, puts yield to the loop this often
 MAX_CACHED_TOPICS = 100_000
 _BAD = PutMessageStatus
-_OK = AppendStatus.PUT_OK
 
 
 class PutService:
@@ -84,7 +83,7 @@ class PutService:
         if isinstance(batch, PutMessageResult):
             return batch
         r = self._commitlog.append(batch)
-        if r.status is not _OK:
+        if r is None:
             rolled = await self._append_after_roll(batch)
             if isinstance(rolled, PutMessageResult):
                 return rolled
@@ -94,26 +93,22 @@ class PutService:
         dispatch = self._dispatcher.dispatch
         queue_offset, phys, sizes = r.queue_offset, r.wrote_offset, r.sizes
         for i, m in enumerate(msgs):  # enumerate, not zip(strict=True): no keyword parsing per put
-            size = sizes[i]
+            size = sizes[i]  # type: ignore[index]
             dispatch(cq, queue_offset + i, phys, size, m.tags_code, m.properties, store_ts)
             phys += size
         n = len(msgs)
         stats = self._stats
         stats.last_store_ts = store_ts
         stats.put_total += n
-        result = PutMessageResult(
-            _BAD.PUT_OK, "", r.wrote_offset, r.wrote_bytes, queue_offset, store_ts, n, batch[6],
-            r.offsets if n > 1 else None,
-        )  # fmt: skip
         if self.flush is not None and msgs[0].wait_store_msg_ok:
-            await self._wait_flush(result, phys)
+            await self._wait_flush(r, phys)
         else:
             self._puts_since_yield += n
             if self._puts_since_yield >= YIELD_EVERY_PUTS:
                 self._puts_since_yield = 0
                 if self._allocating():
                     await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
-        return result
+        return r
 
     # -- checks -----------------------------------------------------------------------------------
     def _prepare(self, msgs: list[BrokerMessage]) -> RecordBatch | PutMessageResult:
@@ -187,7 +182,7 @@ class PutService:
     # -- the wait for the next file -------------------------------------------------------------
     async def _append_after_roll(
         self, batch: RecordBatch
-    ) -> tuple[RecordBatch, AppendResult] | PutMessageResult:
+    ) -> tuple[RecordBatch, PutMessageResult] | PutMessageResult:
         """Wait (bounded) for the next commitlog file and append there: the batch as appended
         (restamped, its queue looked up again) and where it went, or the refusal."""
         loop = asyncio.get_running_loop()
@@ -209,7 +204,7 @@ class PutService:
             cq = self._dispatcher.cq(first.topic, first.queue_id)
             batch = (msgs, topic_b, props, total, cq, int(self._clock() * 1000), host8)
             r = self._commitlog.append(batch)
-            if r.status is _OK:
+            if r is not None:
                 return batch, r
 
     async def _wait_flush(self, result: PutMessageResult, end_offset: int) -> None:

@@ -7,6 +7,7 @@ to response codes. Results carry raw record bytes or views; nothing here touches
 from __future__ import annotations
 
 from enum import Enum
+from itertools import accumulate
 from typing import Protocol
 
 from rocketpy.errors import RocketpyError
@@ -61,14 +62,19 @@ class PutMessageResult:
         msg_num: number of messages stored.
         offset_msg_ids: the offset msg id of each stored message.
         offset_msg_id: the single id, or the ids comma-joined for a batch.
+        sizes: bytes of each record, in order (record ``i`` starts where record ``i - 1`` ends);
+            None when nothing was stored.
+
+    The commitlog's append builds the one result of a put (RocketMQ's ``AppendMessageResult``
+    and ``PutMessageResult`` in one object); the put path only changes its status on a flush timeout.
     """
 
     __slots__ = (
         "_host8",
-        "_offsets",
         "msg_num",
         "queue_offset",
         "remark",
+        "sizes",
         "status",
         "store_timestamp",
         "wrote_bytes",
@@ -85,7 +91,7 @@ class PutMessageResult:
         store_timestamp: int = 0,
         msg_num: int = 0,
         host8: bytes = b"",
-        offsets: list[int] | None = None,
+        sizes: list[int] | None = None,
     ) -> None:
         self.status = status
         self.remark = remark
@@ -95,7 +101,7 @@ class PutMessageResult:
         self.store_timestamp = store_timestamp
         self.msg_num = msg_num
         self._host8 = host8
-        self._offsets = offsets
+        self.sizes = sizes
 
     @property
     def ok(self) -> bool:
@@ -107,13 +113,21 @@ class PutMessageResult:
         """Offset msg id of each stored message, in order."""
         if self.wrote_offset < 0:
             return []
-        offsets = self._offsets if self._offsets is not None else [self.wrote_offset]
-        return [offset_msg_id_from_packed(self._host8, o) for o in offsets]
+        return [offset_msg_id_from_packed(self._host8, o) for o in self.offsets]
+
+    @property
+    def offsets(self) -> list[int]:
+        """Commitlog offset of each stored record, in order."""
+        if self.wrote_offset < 0:
+            return []
+        if not self.sizes:
+            return [self.wrote_offset]
+        return list(accumulate(self.sizes[:-1], initial=self.wrote_offset))
 
     @property
     def offset_msg_id(self) -> str:
         """The offset msg id (comma-joined for a batch); "" when nothing was stored."""
-        if self._offsets is None:  # a single message: the cached host hex + the offset's 16 hex digits
+        if self.msg_num <= 1:  # a single message: the cached host hex + the offset's 16 hex digits
             if self.wrote_offset < 0:
                 return ""
             prefix = _host_hex.get(self._host8) or _cache_host_hex(self._host8)

@@ -11,7 +11,7 @@ import pytest
 
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageStatus
 from rocketpy.broker.store.allocate import AllocateService
-from rocketpy.broker.store.commitlog import AppendStatus, CommitLog, RecordBatch
+from rocketpy.broker.store.commitlog import CommitLog, RecordBatch
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.index import IndexService
@@ -56,14 +56,15 @@ def test_commitlog_append_numbers_packs_and_seals(tmp_path: Path) -> None:
     cq.next_offset = 7
     r = cl.append(_batch(cq, [b"x" * 300, b"y" * 300]))
     size = 88 + 300 + 2 + 2 + 7  # head, body, topic "T", properties "TAGS\x01a\x02"
-    assert r.status is AppendStatus.PUT_OK and r.offsets == [0, size] and r.wrote_bytes == 2 * size
+    assert r is not None and r.status is PutMessageStatus.PUT_OK
+    assert r.offsets == [0, size] and r.wrote_bytes == 2 * size and r.sizes == [size, size] and r.msg_num == 2
     recs = decode_records(cl.files[0].view[: r.wrote_bytes])
     assert [(m.body[:1], m.queue_offset, m.commitlog_offset) for m in recs] == [(b"x", 7, 0), (b"y", 8, size)]
     assert recs[0].store_host == ("10.0.0.9", 10911) and recs[0].tags == "a"
     assert cl.max_offset == 2 * size
     # 300 more bytes do not fit: the file is sealed with a blank tail; no next file yet
     r = cl.append(_batch(cq, [b"z" * 300]))
-    assert r.status is AppendStatus.NEXT_FILE_NOT_READY
+    assert r is None  # the next file is not ready
     assert cl.files[0].wrote == 1024 and cl.max_offset == 1024
     assert SIZE_MAGIC.unpack_from(cl.files[0].mm, 2 * size) == (1024 - 2 * size, BLANK_MAGIC)
     cl.close()
@@ -80,7 +81,7 @@ async def test_commitlog_append_rolls_to_the_next_file(tmp_path: Path) -> None:
         cq = ConsumeQueue(str(tmp_path / "cq"), "T", 0, 200)
         cl.append(_batch(cq, [b"a" * 800]))
         r = cl.append(_batch(cq, [b"b" * 300]))  # seals file 0 and goes on in file 1
-        assert r.status is AppendStatus.PUT_OK and r.wrote_offset == 1024
+        assert r is not None and r.status is PutMessageStatus.PUT_OK and r.wrote_offset == 1024
         assert [mf.base_offset for mf in cl.files] == [0, 1024]
         assert decode_record(cl.files[1].view[: r.wrote_bytes]).body == b"b" * 300
         first = 88 + 800 + 2 + 2 + 7
