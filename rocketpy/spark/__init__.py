@@ -1,0 +1,41 @@
+"""rocketpy's Spark connector: topics as a PySpark data source, batch and streaming, read and write.
+
+Install with ``pip install 'rocketpy[spark]'`` (pyspark >= 4.2 and pyarrow; Spark needs Java 17),
+then::
+
+    import rocketpy.spark
+    rocketpy.spark.register(spark)
+    df = spark.read.format("rocketpy").option("namesrvAddr", "127.0.0.1:9876").option("topic", "T").load()
+
+Modules: ``options`` (names and parsing), ``offsets`` (specs, JSON, ranges, caps), ``schema`` and
+``convert`` (rows as Arrow), ``brokers`` and ``pull`` (the SDK calls), ``plan`` (driver-side
+offsets), ``source`` (the DataSource and batch reader), ``stream`` (micro-batch reader) and
+``sink`` (writers). This package imports pyspark; the rest of rocketpy never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RocketpyDataSource", "register"]
+
+
+def register(spark: Any) -> None:
+    """Make ``format("rocketpy")`` available in the SparkSession ``spark``.
+
+    Registration is per session (``spark.newSession()`` needs its own call). Spark's Python
+    workers import this package, so it must be installed in the interpreter they run
+    (``PYSPARK_PYTHON``), e.g. with ``pip install 'rocketpy[spark]'``.
+    """
+    from rocketpy.spark.source import RocketpyDataSource
+
+    spark.dataSource.register(RocketpyDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    """``RocketpyDataSource`` imported on first use (pyspark is loaded only then)."""
+    if name == "RocketpyDataSource":
+        from rocketpy.spark.source import RocketpyDataSource
+
+        return RocketpyDataSource
+    raise AttributeError(f"module 'rocketpy.spark' has no attribute {name!r}")

@@ -1,0 +1,144 @@
+"""Reading one queue range ``[start, end)`` with the SDK's pull call, pipelined, in offset order.
+
+Owns the read loop of a Spark task. Without a tag filter, offsets of a queue are dense, so the
+range is cut into windows of ``pullBatchSize`` offsets and up to ``PIPELINE_DEPTH`` pulls are in
+flight on one connection; a window answered short (the broker's per-pull count or byte cap) is
+completed by a pull of its rest before anything later is handed on, and the window shrinks to
+what the broker answers. With a tag filter the broker skips offsets, so pulls are sequential
+from each answer's ``nextBeginOffset``; tags are checked again here (the broker filters by hash).
+Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a larger min offset) fail the
+read with ``DataLossError`` naming the queue and offsets, or are skipped and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncGenerator
+
+from rocketpy.client.api import MQClientAPI, PullResult, PullStatus
+from rocketpy.errors import MQClientError
+from rocketpy.header.pull import PullMessageRequestHeader
+from rocketpy.message import MessageExt
+from rocketpy.spark.offsets import QueueRange, queue_name
+from rocketpy.spark.options import ReadOptions
+from rocketpy.subscription import SubscriptionData
+from rocketpy.subscription_group import TOOLS_CONSUMER
+from rocketpy.sysflag import FLAG_SUBSCRIPTION
+
+log = logging.getLogger("rocketpy.spark")
+
+PIPELINE_DEPTH = 8
+#: Rows handed on at once (one Arrow batch).
+CHUNK_ROWS = 4096
+
+
+class DataLossError(MQClientError):
+    """Offsets a read was planned to return are gone from the broker (removed by cleanup)."""
+
+
+class BrokerUnavailableError(MQClientError):
+    """The broker holding a planned range is not in the route any more (a task retry may succeed)."""
+
+    retriable = True
+
+
+class _Window:
+    """One pull in flight: offsets ``[start, stop)``."""
+
+    __slots__ = ("future", "start", "stop")
+
+    def __init__(self, start: int, stop: int, future: asyncio.Future[PullResult]) -> None:
+        self.start, self.stop, self.future = start, stop, future
+
+
+class RangeReader:
+    """Reads one ``QueueRange`` from the broker at ``addr`` (use ``chunks()`` once)."""
+
+    def __init__(self, api: MQClientAPI, addr: str, r: QueueRange, opts: ReadOptions) -> None:
+        self.api, self.addr, self.range, self.opts = api, addr, r, opts
+        self.filtered = opts.tags.strip() not in ("", "*")
+        self.sub = SubscriptionData.of_tags(r.topic, opts.tags, 0) if self.filtered else None
+        self.window = opts.pull_batch_size
+        self.group = opts.consumer_group or TOOLS_CONSUMER
+        self._pending: deque[_Window] = deque()
+
+    def _launch(self, start: int, stop: int) -> _Window:
+        header = PullMessageRequestHeader(
+            self.group, self.range.topic, self.range.queue_id, start, stop - start,
+            sys_flag=FLAG_SUBSCRIPTION, subscription=self.opts.tags if self.filtered else "*",
+        )  # fmt: skip
+        fut = asyncio.ensure_future(self.api.pull_message(self.addr, header.to_ext(), self.opts.timeout_s))
+        return _Window(start, stop, fut)
+
+    def _fill(self, next_start: int) -> int:
+        depth = 1 if self.filtered else PIPELINE_DEPTH
+        end = self.range.end
+        while next_start < end and len(self._pending) < depth:
+            stop = end if self.filtered else min(next_start + self.window, end)
+            self._pending.append(self._launch(next_start, stop))
+            next_start = stop
+        return next_start
+
+    def _lost(self, w: _Window, result: PullResult) -> int:
+        """Where to go on after an OFFSET_ILLEGAL answer to ``w`` (or raise DataLossError)."""
+        q = queue_name(self.range.queue)
+        if result.min_offset <= w.start:
+            raise DataLossError(
+                f"{q}: offset {w.start} is beyond the queue's max offset {result.max_offset}"
+                " (were messages lost by the broker?)"
+            )
+        lost_to = min(result.min_offset, self.range.end)
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{q}: offsets [{w.start}, {lost_to}) were removed by the broker's cleanup before they"
+                " were read; set failOnDataLoss=false to skip them"
+            )
+        log.warning("%s: skipping offsets [%d, %d) removed by cleanup", q, w.start, lost_to)
+        return lost_to
+
+    def _accept(self, w: _Window, result: PullResult) -> tuple[list[MessageExt], int]:
+        """The rows of ``w`` in ``result`` and the offset read up to."""
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            return [], self._lost(w, result)
+        if result.status is PullStatus.NO_NEW_MSG:
+            raise DataLossError(
+                f"{queue_name(self.range.queue)}: no message at offset {w.start}, below the planned end"
+                f" {self.range.end} (queue max offset {result.max_offset})"
+            )
+        limit = min(w.stop, self.range.end)
+        msgs = [m for m in result.messages if m.queue_offset < limit]
+        if self.sub is not None:
+            msgs = [m for m in msgs if self.sub.matches_tag(m.tags)]
+        reached = min(result.next_begin_offset, limit)
+        if reached <= w.start:
+            raise MQClientError(f"{queue_name(self.range.queue)}: the broker made no progress at {w.start}")
+        if not self.filtered and result.messages and reached < w.stop:
+            self.window = max(1, min(self.window, reached - w.start))
+        return msgs, reached
+
+    async def chunks(self) -> AsyncGenerator[list[MessageExt], None]:
+        """The range's messages in offset order, ``CHUNK_ROWS`` at a time."""
+        out: list[MessageExt] = []
+        next_start = self._fill(self.range.start)
+        try:
+            while self._pending:
+                w = self._pending.popleft()
+                msgs, reached = self._accept(w, await w.future)
+                out += msgs
+                if reached < w.stop and reached < self.range.end and not self.filtered:
+                    self._pending.appendleft(self._launch(reached, w.stop))
+                elif self.filtered:
+                    next_start = reached
+                next_start = self._fill(next_start)
+                if len(out) >= CHUNK_ROWS:
+                    yield out
+                    out = []
+            if out:
+                yield out
+        finally:
+            for w in self._pending:
+                w.future.cancel()
+            await asyncio.gather(*(w.future for w in self._pending), return_exceptions=True)
+            self._pending.clear()

@@ -1,0 +1,156 @@
+"""Spark connector benchmark: batch read, streaming availableNow and batch write, beside the SDK.
+
+    .venv/bin/python scripts/bench_spark.py                    # 1,000,000 x 1 KiB, temporary daemons
+    .venv/bin/python scripts/bench_spark.py --count 200000     # smaller run
+    .venv/bin/python scripts/bench_spark.py -n 127.0.0.1:9876  # against a running cluster
+
+1. fills a backlog of ``--count`` messages of ``--body-size`` bytes (SDK batch sends);
+2. plain SDK: drains it with one ``LitePullConsumer`` (assign + poll), and with the connector's
+   own pull + Arrow path outside Spark (``rocketpy.spark.source.read_range``, one queue after
+   the other in this process);
+3. Spark: ``spark.read.format("rocketpy").load().count()``; a ``readStream`` with
+   ``trigger(availableNow=True)`` and ``maxOffsetsPerTrigger = count / 10`` into the ``noop`` sink;
+   ``df.write.format("rocketpy")`` of ``count`` rows into a second topic.
+Session start and worker warm-up are excluded (one small read first). Figures are wall time on a
+shared machine: read them as ranges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rocketpy import Admin, Message, MessageQueue, Producer
+from rocketpy.client.lite_pull_consumer import LitePullConsumer
+
+
+def _rate(n: int, seconds: float) -> str:
+    return f"{n:,} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s"
+
+
+async def fill(ns: str, topic: str, count: int, body_size: int, queues: int) -> None:
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, "DefaultCluster", read_queue_nums=queues, write_queue_nums=queues)
+    body = b"x" * body_size
+    t0 = time.perf_counter()
+    async with Producer("bench_spark_pg", namesrv_addr=ns) as p:
+        pending: list[Any] = []
+        for i in range(0, count, 256):
+            pending.append(asyncio.ensure_future(p.send_batch([Message(topic, body)] * min(256, count - i))))
+            if len(pending) >= 16:
+                await asyncio.gather(*pending)
+                pending = []
+        await asyncio.gather(*pending)
+    print(f"backlog  : {_rate(count, time.perf_counter() - t0)} (SDK batch sends)")
+
+
+async def sdk_drain(ns: str, topic: str, count: int, queues: int) -> None:
+    c = LitePullConsumer("bench_spark_drain", ns, auto_commit=False, pull_batch_size=32)
+    c.assign([MessageQueue(topic, "broker-a", q) for q in range(queues)])
+    await c.start()
+    for q in range(queues):
+        await c.seek_to_begin(MessageQueue(topic, "broker-a", q))
+    t0, got = time.perf_counter(), 0
+    while got < count and time.perf_counter() - t0 < 600:
+        got += len(await c.poll(timeout=1.0))
+    print(f"SDK      : LitePullConsumer drain: {_rate(got, time.perf_counter() - t0)}")
+    await c.shutdown()
+
+
+def connector_drain(ns: str, topic: str, count: int) -> None:
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from rocketpy.spark.options import parse_read_options
+    from rocketpy.spark.plan import plan_batch
+    from rocketpy.spark.source import read_range
+
+    opts = parse_read_options(CaseInsensitiveDict({"namesrvAddr": ns, "topic": topic}))
+    t0 = time.perf_counter()
+    n = sum(b.num_rows for r in plan_batch(opts) for b in read_range(opts, r))
+    assert n == count, n
+    print(f"SDK      : connector pull + Arrow, one process, no Spark: {_rate(n, time.perf_counter() - t0)}")
+
+
+def spark_runs(spark: Any, ns: str, topic: str, count: int, body_size: int, tmp: str) -> None:
+    def reader() -> Any:
+        return spark.read.format("rocketpy").option("namesrvAddr", ns).option("topic", topic)
+
+    warm_end = json.dumps({topic: {"broker-a:0": 10}})
+    reader().option("endingOffsets", warm_end).load().count()  # warm-up: worker start excluded
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        assert reader().load().count() == count
+        best = min(best, time.perf_counter() - t0)
+    print(f"Spark    : batch read count() (best of 2): {_rate(count, best)}")
+
+    t0 = time.perf_counter()
+    q = (
+        spark.readStream.format("rocketpy").option("namesrvAddr", ns).option("topic", topic)
+        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max(1, count // 10)).load()
+        .writeStream.format("noop").option("checkpointLocation", f"{tmp}/cp")
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    q.awaitTermination(1800)
+    rows = sum(p["numInputRows"] for p in q.recentProgress)
+    batches = sum(1 for p in q.recentProgress if p["numInputRows"])
+    print(f"Spark    : stream availableNow, {batches} micro-batches: {_rate(rows, time.perf_counter() - t0)}")
+
+    out = f"{topic}Out"
+    asyncio.run(_create(ns, out))
+    df = spark.range(count).selectExpr(f"cast(repeat('x', {body_size}) AS binary) AS body")
+    t0 = time.perf_counter()
+    df.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option("topic", out).save()
+    print(f"Spark    : batch write: {_rate(count, time.perf_counter() - t0)}")
+
+
+async def _create(ns: str, topic: str) -> None:
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, "DefaultCluster", read_queue_nums=4, write_queue_nums=4)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-n", "--namesrv", help="NameServer of a running cluster (default: start one)")
+    ap.add_argument("--count", type=int, default=1_000_000)
+    ap.add_argument("--body-size", type=int, default=1024)
+    ap.add_argument("--queues", type=int, default=4)
+    ap.add_argument("--driver-memory", default="3g")
+    args = ap.parse_args()
+    from rocketpy.spark.local import local_session
+    from tests.daemons import start_broker, start_namesrv
+    from tests.integration.spark_session import skip_reason
+
+    reason = skip_reason()
+    if reason:
+        sys.exit(f"cannot run Spark here: {reason}")
+    topic = f"BenchSpark{int(time.time())}"
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rocketpy-bench-spark-"))
+        ns = args.namesrv
+        if ns is None:
+            namesrv = stack.enter_context(start_namesrv(Path(tmp)))
+            stack.enter_context(start_broker(Path(tmp), namesrv.addr))
+            ns = namesrv.addr
+        print(f"{args.count:,} x {args.body_size} B, {args.queues} queues, NameServer {ns}")
+        asyncio.run(fill(ns, topic, args.count, args.body_size, args.queues))
+        asyncio.run(sdk_drain(ns, topic, args.count, args.queues))
+        connector_drain(ns, topic, args.count)
+        spark = local_session("rocketpy-bench", args.driver_memory)
+        try:
+            spark_runs(spark, ns, topic, args.count, args.body_size, tmp)
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main()

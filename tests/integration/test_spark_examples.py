@@ -1,0 +1,117 @@
+"""examples/spark_batch.py and examples/spark_pipeline.py run end to end against real daemons.
+
+Each example starts its own SparkSession (a JVM), so these are marked slow as well as spark.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.spark_session import skip_reason
+from tests.integration.test_examples import start
+
+RUN_TIMEOUT_S = 480.0  # a JVM start and Python worker spawns on a busy 2-core machine
+
+
+def finish(proc: subprocess.Popen[str]) -> str:
+    """Wait (bounded) for an example; it must exit 0. Returns its output."""
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"{proc.args} did not exit within {RUN_TIMEOUT_S} s:\n{out}")
+    assert proc.returncode == 0, out
+    return out
+
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture
+def addr(daemons: object, tmp_path: Path) -> Iterator[str]:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    ns = daemons.namesrv()  # type: ignore[attr-defined]
+    daemons.broker(ns.addr)  # type: ignore[attr-defined]
+    yield str(ns.addr)
+
+
+def test_spark_batch_example(addr: str, tmp_path: Path) -> None:
+    out = finish(start("spark_batch", addr, tmp_path, "-t", "SparkBatchEx", "-c", "60"))
+    assert "sent 60 messages to SparkBatchEx" in out
+    assert "tag red: 20 messages" in out
+    assert "wrote 60 rows to SparkBatchExUpper, which now holds 60 messages" in out
+
+
+def test_spark_pipeline_example(addr: str, tmp_path: Path) -> None:
+    args = ["--orders", "300", "--per-minute", "100", "--seconds", "6", "--out", str(tmp_path / "rev")]
+    out = finish(start("spark_pipeline", addr, tmp_path, *args))
+    assert "producer: sent 300 orders to Orders" in out
+    # three simulated minutes; the one-minute watermark closes at least the first (<= 4 products each)
+    rows = int(out.split("parquet: ")[1].split()[0])
+    assert 1 <= rows <= 8, out
+    assert f"topic Revenue: {rows} revenue messages" in out
+
+
+def test_stream_resumes_after_kill_9_of_the_driver(addr: str, tmp_path: Path) -> None:
+    """kill -9 of the driver (and its JVM) mid-stream; a new driver finishes with no loss or duplicate."""
+    import asyncio
+    import os
+    import signal
+    import sys
+
+    from rocketpy import Admin, Message, Producer
+    from tests.daemons import REPO_ROOT
+
+    async def send() -> None:
+        async with Admin(addr) as admin:
+            await admin.create_topic("SparkKill", "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+        async with Producer("pg_kill", namesrv_addr=addr) as p:
+            for i in range(0, 400, 20):
+                await p.send_batch([Message("SparkKill", b"%d" % j) for j in range(i, i + 20)])
+
+    asyncio.run(send())
+    out, cp = str(tmp_path / "out"), str(tmp_path / "cp")
+    cmd = [sys.executable, "-m", "tests.integration.spark_stream_worker", addr, "SparkKill", out, cp]
+    proc = subprocess.Popen(
+        [*cmd, "forever"], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # bounded by the test timeout
+            if line.startswith("batch 2 committed"):
+                break
+        else:
+            pytest.fail("the stream driver exited before its third micro-batch")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the JVM it started (its own group)
+        proc.wait(30)
+    done = finish(subprocess.Popen([*cmd, "now"], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True))
+    assert "drained" in done
+    assert sorted(_committed_bodies(Path(out))) == list(range(400))
+
+
+def _committed_bodies(out: Path) -> list[int]:
+    """Bodies in the parquet files the file sink committed (its _spark_metadata log), as Spark reads them."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    files: set[str] = set()
+    for log in (out / "_spark_metadata").iterdir():
+        if log.name.isdigit() or log.name.endswith(".compact"):
+            for line in log.read_text().splitlines()[1:]:  # the first line is the log version
+                entry = json.loads(line)
+                files.add(entry["path"]) if entry["action"] == "add" else files.discard(entry["path"])
+    return [
+        int(b)
+        for f in sorted(files)
+        for b in pq.read_table(f.removeprefix("file://")).column("body").to_pylist()
+    ]
