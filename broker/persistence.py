@@ -55,7 +55,14 @@ class JsonTable:
                 return
             target = self._dirty_count
             doc = self._snapshot()
-            await asyncio.to_thread(_write, self.path, doc)
+            write = asyncio.get_running_loop().run_in_executor(None, _write, self.path, doc)
+            try:
+                await asyncio.shield(write)
+            finally:
+                if not write.done():
+                    # Cancelled while the thread writes: a thread cannot be stopped, so keep the lock
+                    # until its rename is done (a second writer would race on the same temp file).
+                    await asyncio.wait({write})
             self._written_count = target
 
 
