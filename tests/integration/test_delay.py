@@ -18,21 +18,16 @@ from typing import Any
 import pytest
 
 from rocketpy import Admin, Message, Producer
-from rocketpy.client.consumer_types import ConsumeFromWhere, ConsumeStatus
+from rocketpy.client.consumer_types import ConsumeStatus
 from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.errors import MQBrokerError
+from tests.consumer_settings import FAST_CONSUMER
 from tests.daemons import daemon_env, write_properties
 from tests.waiting import wait_until_async
 
 LEVELS = "1s 2s 3s"
 LEVELS_MS = [1000, 2000, 3000]
-FAST = {
-    "rebalance_interval": 1.0,
-    "persist_consumer_offset_interval": 0.3,
-    "heartbeat_broker_interval": 1.0,
-    "poll_name_server_interval": 1.0,
-    "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-}
+FAST = FAST_CONSUMER
 
 
 class Arrivals:

@@ -16,22 +16,17 @@ from typing import Any
 import pytest
 
 from rocketpy import Admin, Message, Producer
-from rocketpy.client.consumer_types import ConsumeFromWhere, ConsumeOrderlyStatus, ConsumeStatus
+from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus
 from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.errors import MQClientError
 from rocketpy.topic import dlq_topic, retry_topic
+from tests.consumer_settings import FAST_CONSUMER
 from tests.waiting import wait_until_async
 
 #: Level 3 (first retry) 1 s, level 4 2 s, level 5 3 s, then 1 s.
 SPACING_LEVELS = "1s 1s 1s 2s 3s " + "1s " * 13
 ONE_SECOND_LEVELS = "1s " * 18
-FAST = {
-    "rebalance_interval": 1.0,
-    "persist_consumer_offset_interval": 0.3,
-    "heartbeat_broker_interval": 1.0,
-    "poll_name_server_interval": 1.0,
-    "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-}
+FAST = FAST_CONSUMER
 
 
 class Deliveries:

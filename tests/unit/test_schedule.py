@@ -15,20 +15,11 @@ from rocketpy.broker.topic_config import SCHEDULE_TOPIC
 from rocketpy.config import StoreConfig, parse_delay_levels
 from rocketpy.message import properties_to_string
 from rocketpy.record import decode_records
+from tests.clock import T0, ManualClock
 from tests.waiting import wait_until_async
 
-T0 = 1_700_000_000.0
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = T0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-async def start(root: Path, clock: Clock) -> tuple[MessageStore, DeliveryTimeService]:
+async def start(root: Path, clock: ManualClock) -> tuple[MessageStore, DeliveryTimeService]:
     cfg = StoreConfig(
         store_path_root_dir=str(root),
         mapped_file_size_commit_log=8 << 20,
@@ -56,14 +47,14 @@ def msg(body: bytes, qid: int, delay: int) -> BrokerMessage:
     return BrokerMessage("Real", qid, body, properties_to_string({"DELAY": str(delay), "KEYS": "k"}), flag=7)
 
 
-async def nudge(svc: DeliveryTimeService, clock: Clock, t: float) -> None:
+async def nudge(svc: DeliveryTimeService, clock: ManualClock, t: float) -> None:
     clock.t = t
     for ev in svc.schedule._events.values():
         ev.set()
 
 
 async def test_redirect_clamp_order_and_never_early(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     store, svc = await start(tmp_path, clock)
     try:
         for i in range(60):
@@ -94,7 +85,7 @@ async def test_redirect_clamp_order_and_never_early(tmp_path: Path) -> None:
 
 
 async def test_restart_resumes_without_redelivery(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     store, svc = await start(tmp_path, clock)
     for i in range(10):
         await svc.put(msg(b"x%d" % i, 0, 1))
@@ -123,7 +114,7 @@ def test_delay_level_parser() -> None:
 
 
 async def test_clamp_is_logged_once_per_producer(tmp_path: Path, caplog: Any) -> None:
-    store, svc = await start(tmp_path, Clock())
+    store, svc = await start(tmp_path, ManualClock())
     try:
         for port in (1000, 1000, 1000, 2000):
             m = msg(b"c", 0, 7)

@@ -15,17 +15,8 @@ from rocketpy.broker.timer.service import TIMER_TOPIC, TimerMessageService
 from rocketpy.config import StoreConfig
 from rocketpy.message import properties_to_string
 from rocketpy.record import decode_records
+from tests.clock import T0, ManualClock
 from tests.waiting import wait_until_async
-
-T0 = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = T0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def config(root: Path, **kw: Any) -> StoreConfig:
@@ -41,7 +32,7 @@ def config(root: Path, **kw: Any) -> StoreConfig:
 class Harness:
     def __init__(self, root: Path, **kw: Any) -> None:
         self.root = root
-        self.clock = Clock()
+        self.clock = ManualClock()
         self.cfg = config(root, **kw)
         self.store: MessageStore
         self.timer: TimerMessageService

@@ -18,17 +18,8 @@ from rocketpy.message import properties_to_string
 from rocketpy.record import decode_records
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tests.clock import ManualClock
 from tests.waiting import wait_until_async
-
-T0 = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = T0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_window_advances_over_resolved_offsets_and_remembers_outcomes() -> None:
@@ -49,7 +40,7 @@ def test_window_advances_over_resolved_offsets_and_remembers_outcomes() -> None:
     assert w.progress == 7 and 5 not in w.entries
 
 
-async def start(root: Path, clock: Clock) -> tuple[MessageStore, TransactionService]:
+async def start(root: Path, clock: ManualClock) -> tuple[MessageStore, TransactionService]:
     sc = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=8 << 20)
     bc = BrokerConfig(transaction_time_out=1000, transaction_check_max=2)
     store = MessageStore(sc, clock=clock)
@@ -84,7 +75,7 @@ def real(store: MessageStore) -> list[bytes]:
 
 
 async def test_decisions_survive_a_restart_and_duplicates_write_nothing(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     store, svc = await start(tmp_path, clock)
     a, b, c = [await half(store, svc, body) for body in (b"a", b"b", b"c")]
     assert store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0) == 3
@@ -113,7 +104,7 @@ async def test_decisions_survive_a_restart_and_duplicates_write_nothing(tmp_path
 
 
 async def test_a_commit_without_its_op_record_is_recorded_not_checked(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     store, svc = await start(tmp_path, clock)
     h = await half(store, svc, b"lost-op")
     await store.put_message(h.committed())  # as if the broker died before writing the op record
