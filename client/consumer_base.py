@@ -43,6 +43,12 @@ class ConsumerBase:
     """Options, membership, offsets and rebalance shared by PushConsumer and LitePullConsumer."""
 
     consume_type = "CONSUME_PASSIVELY"
+    #: consume queues in order, under their broker lock (a PushConsumer with an orderly listener)
+    orderly = False
+    # the pull settings each consumer kind takes as arguments
+    pull_batch_size: int
+    pull_threshold_for_queue: int
+    pull_threshold_size_for_queue: int
 
     def __init__(
         self,
@@ -252,8 +258,15 @@ class ConsumerBase:
         return ctx
 
     def _pull_options(self) -> PullOptions:
-        """How this consumer pulls (defined by each consumer kind)."""
-        raise NotImplementedError
+        """How this consumer pulls: the same for every queue it holds."""
+        return PullOptions(
+            self.group,
+            self.pull_batch_size,
+            self.pull_threshold_for_queue,
+            self.pull_threshold_size_for_queue,
+            orderly=self.orderly,
+            commit_in_pull=self.message_model is MessageModel.CLUSTERING,
+        )
 
     async def _acquire_queue(self, mq: MessageQueue) -> QueueContext | None:
         """Start consuming ``mq`` (None: not now; the rebalancer retries)."""

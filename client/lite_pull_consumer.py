@@ -16,9 +16,8 @@ import time
 from typing import Any
 
 from rocketpy.client.consumer_base import DEFAULT_NAMESRV, ConsumerBase
-from rocketpy.client.consumer_types import MessageModel, check_positive
+from rocketpy.client.consumer_types import check_positive
 from rocketpy.client.instance import MQClientInstance
-from rocketpy.client.pull_loop import PullOptions
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.rebalance import GroupMember, Rebalancer
 from rocketpy.errors import MQClientError, RocketpyError
@@ -252,15 +251,6 @@ class LitePullConsumer(ConsumerBase):
     def _check_running(self) -> None:
         if self._state != "RUNNING":
             raise MQClientError("the consumer is not running: call start() first (and not after shutdown())")
-
-    def _pull_options(self) -> PullOptions:
-        return PullOptions(
-            self.group,
-            self.pull_batch_size,
-            self.pull_threshold_for_queue,
-            self.pull_threshold_size_for_queue,
-            commit_in_pull=self.message_model is MessageModel.CLUSTERING,
-        )
 
     def _start_queue(self, mq: MessageQueue, offset: int) -> QueueContext:
         ctx = QueueContext(mq, self.subscription_table[mq.topic], offset, self.offset_store)

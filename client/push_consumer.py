@@ -27,7 +27,6 @@ from rocketpy.client.consumer_base import DEFAULT_NAMESRV, ConsumerBase
 from rocketpy.client.consumer_types import MessageModel, build_subscription, check_positive
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.process_queue import LOCK_MAX_LIVE_S, ProcessQueue
-from rocketpy.client.pull_loop import PullOptions
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
 from rocketpy.client.send_back import BrokerSendBack
@@ -188,16 +187,6 @@ class PushConsumer(ConsumerBase):
     def _service(self) -> ConsumeService:
         assert self.consume_service is not None, "the consume service is made at start"
         return self.consume_service
-
-    def _pull_options(self) -> PullOptions:
-        return PullOptions(
-            self.group,
-            self.pull_batch_size,
-            self.pull_threshold_for_queue,
-            self.pull_threshold_size_for_queue,
-            orderly=self.orderly,
-            commit_in_pull=self.message_model is MessageModel.CLUSTERING,
-        )
 
     # --- queue take-over / release (called by the Rebalancer) ---
 
