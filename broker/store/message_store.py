@@ -41,6 +41,7 @@ from rocketpy.broker.store.results import (
 )
 from rocketpy.broker.store.stats import StoreStats
 from rocketpy.config import FlushDiskType, StoreConfig
+from rocketpy.latency import LatencyHistogram
 from rocketpy.record import (
     pack_host,
 )
@@ -390,6 +391,11 @@ class MessageStore:
         return reads.query_message(
             self.commitlog, self.dispatcher.index, topic, key, max_num, begin_ts, end_ts
         )
+
+    @property
+    def flush_latency(self) -> LatencyHistogram | None:
+        """Durations of the commitlog flushes that wrote something (None before ``start``)."""
+        return self._flush.flush_latency if self._flush is not None else None
 
     def runtime_info(self) -> dict[str, str]:
         """Store figures for GET_BROKER_RUNTIME_INFO (reading them changes nothing)."""
