@@ -131,12 +131,11 @@ class BrokerCollector(Collector):
         store = self.store
         max_offsets = GaugeMetricFamily(
             PREFIX + "consume_queue_max_offset",
-            "Next offset of each consume queue (messages ever stored in it).",
+            "Next offset of each consume queue (messages ever stored; queues never written are absent).",
             labels=["topic", "queue_id"],
         )
-        for topic, tc in list(self.topic_config.table.items()):
-            for qid in range(max(tc.write_queue_nums, tc.read_queue_nums)):
-                max_offsets.add_metric([topic, str(qid)], store.get_max_offset_in_queue(topic, qid))
+        for topic, qid, next_offset in store.queue_max_offsets():
+            max_offsets.add_metric([topic, str(qid)], next_offset)
         yield max_offsets
         committed = GaugeMetricFamily(
             PREFIX + "consumer_offset",

@@ -361,6 +361,10 @@ class MessageStore:
         cq = self.dispatcher.cqs.get((topic, queue_id))
         return cq.next_offset if cq else 0
 
+    def queue_max_offsets(self) -> list[tuple[str, int, int]]:
+        """``(topic, queue_id, next offset)`` of every consume queue that exists (was ever written)."""
+        return [(cq.topic, cq.queue_id, cq.next_offset) for cq in list(self.dispatcher.cqs.values())]
+
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """The queue's first offset still stored (0 for an unknown queue)."""
         cq = self.dispatcher.cqs.get((topic, queue_id))
