@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from rocketpy.metrics.server import MAX_CONNECTIONS
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import DaemonPool
@@ -194,12 +195,22 @@ async def test_http_edges_do_not_block(daemons: DaemonPool) -> None:
     # a client that connects and says nothing holds nothing: others are served, it is dropped
     m = re.fullmatch(r"http://([^:/]+):(\d+)/metrics", url)
     assert m
-    idle_reader, idle_writer = await asyncio.open_connection(m.group(1), int(m.group(2)))
-    idle_writer.write(b"GET /metr")  # an unfinished request head
-    status, _ = await http(url, timeout_s=3.0)
-    assert status == 200
-    assert await asyncio.wait_for(idle_reader.read(), 10.0) == b""  # closed at the read deadline
-    idle_writer.close()
+    host, port = m.group(1), int(m.group(2))
+    idle = [await asyncio.open_connection(host, port)]
+    idle[0][1].write(b"GET /metr")  # an unfinished request head
+    assert (await http(url, timeout_s=3.0))[0] == 200
+    idle += [await asyncio.open_connection(host, port) for _ in range(MAX_CONNECTIONS - 1)]
+    await wait_until_async(lambda: _refused(url), 5.0, message="connections past the bound were not refused")
+    for reader, writer in idle:  # every idle one is closed at the read deadline
+        assert await asyncio.wait_for(reader.read(), 10.0) == b""
+        writer.close()
+    assert (await http(url))[0] == 200
+
+
+async def _refused(url: str) -> bool:
+    status, body = await http(url)
+    assert status in (200, 503), body
+    return status == 503
 
 
 def test_metrics_port_in_use_refuses_to_start(daemons: DaemonPool) -> None:
@@ -226,3 +237,27 @@ def test_metrics_off_by_default_listens_nowhere(daemons: DaemonPool) -> None:
     port = int(metrics_url(on).rsplit(":", 1)[1].split("/")[0])
     ports = wait_until(lambda: listening_ports(on.pid), 5.0)
     assert len(ports) == 3 and {on.port, port} <= ports  # RPC, HA and metrics
+
+
+async def test_replication_lag(daemons: DaemonPool, namesrv: Daemon, client: RemotingClient) -> None:
+    fast = {"haSendHeartbeatInterval": 200, "registerNameServerPeriod": 1000}
+    master = daemons.broker(namesrv.addr, brokerName="broker-a", metricsPort=free_port(), **fast)
+    slave = daemons.broker(namesrv.addr, brokerName="broker-a", brokerId=1, brokerRole="SLAVE",
+                           metricsPort=free_port(), **fast)  # fmt: skip
+    for i in range(20):
+        assert (await send(client, master.addr, "TopicHa", b"%04d" % i * 64)).code == ResponseCode.SUCCESS
+
+    async def caught_up() -> Samples | None:
+        m, s = await scrape(metrics_url(master)), await scrape(metrics_url(slave))
+        rows = {dict(labels).get("slave_id"): v for (name, labels), v in m.items()
+                if name == "rocketpy_ha_slave_lag_bytes"}  # fmt: skip
+        done = rows == {"1": 0} and value(s, "rocketpy_ha_master_lag_bytes") == 0
+        return s if done and value(s, "rocketpy_ha_connected") == 1 else None
+
+    s = await wait_until_async(caught_up, 20.0, message="the slave's lag did not reach 0")
+    assert value(s, "rocketpy_commitlog_max_offset") == value(
+        await scrape(metrics_url(master)), "rocketpy_commitlog_max_offset"
+    )
+    info = {"cluster": "DefaultCluster", "broker": "broker-a", "broker_id": "1", "role": "SLAVE",
+            "version": "rocketpy-0.1.0"}  # fmt: skip
+    assert value(s, "rocketpy_broker_info", **info) == 1
