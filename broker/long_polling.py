@@ -168,6 +168,7 @@ class PullRequestHoldService:
                 log.exception("re-running a held pull failed; the client will retry after its timeout")
                 continue
             if response is not None:
+                h.channel.count_response(h.request, response)
                 h.channel.send(response)
 
     def on_channel_close(self, channel: Channel) -> None:

@@ -205,6 +205,10 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._flush_scheduled = True
         self._loop.call_soon(self._scheduled_flush)
 
+    def count_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Count a response sent later with ``send`` (e.g. a held pull's) in the request metrics."""
+        self._processors.stats.count(request.code, response.code)
+
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
         self._flush()

@@ -2,11 +2,12 @@
 time each request code took from dispatch to response.
 
 Owned by a ``ProcessorTable`` (one per server); every ``Channel`` of that server calls ``observe``
-when it writes a response (oneway requests included; held pulls answered later by the long-poll
-service are not, they are counted there). The fast path is a clock read, one dict increment and
-one bucket increment. Bounds: request codes come from clients, so a code the table does
-not serve is counted under ``UNKNOWN_CODE`` (its response is REQUEST_CODE_NOT_SUPPORTED), and the
-tables stop growing at ``MAX_KEYS`` keys (later new keys go to ``UNKNOWN_CODE``).
+when it writes a response (oneway requests included); a pull answered after a hold is counted
+through ``Channel.count_response``, without a latency (its time is the hold's). The fast path is a
+clock read, one dict increment and one bucket increment. Bounds: request codes come from clients,
+so a code the table does not serve is counted under ``UNKNOWN_CODE`` (its response is
+REQUEST_CODE_NOT_SUPPORTED), and the tables stop growing at ``MAX_KEYS`` keys (later new keys go to
+``UNKNOWN_CODE``).
 """
 
 from __future__ import annotations
@@ -42,12 +43,25 @@ class RequestStats:
         histogram.buckets[bucket_of(LATENCY_BOUNDS_S, elapsed)] += 1  # LatencyHistogram.observe, inlined
         histogram.sum_s += elapsed
 
-    def _first(self, code: int, response_code: int, elapsed: float) -> None:
-        """Slow path: the first response of a key (bounded; unserved codes share one key)."""
+    def count(self, code: int, response_code: int) -> None:
+        """Count a response without its latency (a held pull, answered long after its dispatch)."""
+        key = (code, response_code)
+        if key in self.responses:
+            self.responses[key] += 1
+        else:
+            self._count_first(code, response_code)
+
+    def _count_first(self, code: int, response_code: int) -> int:
+        """The first response of a key (bounded; unserved codes share one key); returns the code used."""
         if response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or len(self.responses) >= MAX_KEYS:
             code = UNKNOWN_CODE
         key = (code, response_code)
         self.responses[key] = self.responses.get(key, 0) + 1
+        return code
+
+    def _first(self, code: int, response_code: int, elapsed: float) -> None:
+        """Slow path of ``observe``: the first response of a key."""
+        code = self._count_first(code, response_code)
         histogram = self.latency.get(code)
         if histogram is None:
             histogram = self.latency[code] = LatencyHistogram()

@@ -135,6 +135,9 @@ async def test_broker_counts_after_known_load(broker: Daemon, client: RemotingCl
     assert value(s, "rocketpy_requests_total", code="PULL_MESSAGE", response_code="SUCCESS") == 2
     assert value(s, "rocketpy_requests_total", code="PULL_MESSAGE", response_code="TOPIC_NOT_EXIST") == 1
     assert (
+        value(s, "rocketpy_requests_total", code="PULL_MESSAGE", response_code="PULL_NOT_FOUND") == 1
+    )  # held
+    assert (
         value(s, "rocketpy_requests_total", code="unknown", response_code="REQUEST_CODE_NOT_SUPPORTED") == 1
     )
     assert value(s, "rocketpy_send_latency_seconds_count") == 15

@@ -42,6 +42,10 @@ def test_request_stats_count_by_code_and_response_code() -> None:
     assert stats.responses[(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS)] == 3
     assert stats.responses[(RequestCode.SEND_MESSAGE_V2, ResponseCode.TOPIC_NOT_EXIST)] == 1
     assert stats.latency[RequestCode.SEND_MESSAGE_V2].count == 4
+    stats.count(RequestCode.PULL_MESSAGE, ResponseCode.PULL_NOT_FOUND)  # a held pull: no latency
+    stats.count(RequestCode.PULL_MESSAGE, ResponseCode.PULL_NOT_FOUND)
+    assert stats.responses[(RequestCode.PULL_MESSAGE, ResponseCode.PULL_NOT_FOUND)] == 2
+    assert RequestCode.PULL_MESSAGE not in stats.latency
 
 
 def test_request_stats_bound_codes_from_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
