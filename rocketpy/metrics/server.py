@@ -85,7 +85,8 @@ class MetricsServer:
     Args:
         registry: the daemon's own registry (never the process-global one).
         host: the daemon's bind address.
-        port: the ``metricsPort`` (> 0).
+        port: the ``metricsPort`` (the daemons never pass 0, which means off; here 0 picks a free
+            port, as in-process tests do).
         name: the daemon, for logs and errors.
         thread_safe: collectors that touch no loop-owned state (e.g. process figures); they run
             in the rendering thread.
@@ -138,6 +139,7 @@ class MetricsServer:
                 f"{self.name} cannot serve metrics on {self.host}:{self.port}: {e.strerror or e}; "
                 "choose another metricsPort (0 turns metrics off) or stop the process using it"
             ) from e
+        self.port = int(self._server.sockets[0].getsockname()[1])  # the bound one, when 0 was asked
         log.info("%s serves metrics at %s", self.name, self.url)
         return self.url
 
