@@ -103,6 +103,8 @@ class NamesrvConfig(BaseModel):
     kv_config_path: str = Field(_home("namesrv", "kvConfig.json"), alias="kvConfigPath")
     order_message_enable: bool = Field(False, alias="orderMessageEnable")
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
+    # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
+    metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
 
     @field_validator("kv_config_path")
     @classmethod
@@ -219,6 +221,8 @@ class BrokerConfig(BaseModel):
     slave_sync_interval: int = Field(10_000, alias="slaveSyncInterval", gt=0)
     slave_read_enable: bool = Field(False, alias="slaveReadEnable")
     access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
+    # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
+    metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 from rocketpy.remoting.codes import ResponseCode, code_name
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError
+from rocketpy.remoting.request_stats import RequestStats
 
 if TYPE_CHECKING:
     from rocketpy.remoting.connection import Channel
@@ -33,11 +34,13 @@ class ProcessorTable:
         owner: a name for remarks and logs (e.g. ``"namesrv"``).
     """
 
-    __slots__ = ("_handlers", "owner")
+    __slots__ = ("_handlers", "owner", "stats")
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self._handlers: dict[int, Handler] = {}
+        #: responses and latency of the requests served (read by the metrics endpoint)
+        self.stats = RequestStats()
 
     def register(self, code: int, handler: Handler) -> None:
         """Register ``handler`` for request ``code``.

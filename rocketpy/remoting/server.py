@@ -15,6 +15,7 @@ from rocketpy.errors import RemotingBindError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION, MAX_WRITE_BUFFER_BYTES
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler, ProcessorTable
+from rocketpy.remoting.request_stats import RequestStats
 
 __all__ = ["Channel", "Handler", "RemotingServer"]
 
@@ -72,6 +73,11 @@ class RemotingServer:
         if self._port is None:
             raise RuntimeError(f"{self.name}: server not started")
         return self._port
+
+    @property
+    def request_stats(self) -> RequestStats:
+        """Responses and latency of the requests this server answered (for the metrics endpoint)."""
+        return self._processors.stats
 
     @property
     def channels(self) -> frozenset[Channel]:
