@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from rocketpy.dashboard import forms
-from rocketpy.dashboard.app import admin_of, path_quote, redirect, render, session_of
+from rocketpy.dashboard.app import admin_of, is_no_permission, path_quote, redirect, render, session_of
 from rocketpy.errors import RocketpyError
 from rocketpy.route import MASTER_ID
 from rocketpy.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
@@ -56,6 +56,8 @@ async def _brokers(admin: Any) -> list[dict[str, Any]]:
         try:
             rt = await admin.broker_runtime_info(row["addr"])
         except RocketpyError as e:
+            if is_no_permission(e):
+                raise  # the account's problem, not the broker's: the page says so
             row.update(error=str(e), put_tps=0.0, get_tps=0.0)
             return
         row.update(
@@ -237,8 +239,6 @@ async def _progress(admin: Any, group: str) -> tuple[list[dict[str, Any]], str |
     try:
         return await admin.consumer_progress(group), None
     except RocketpyError as e:
-        from rocketpy.dashboard.app import is_no_permission
-
         if is_no_permission(e):
             raise
         return [], str(e)

@@ -29,7 +29,7 @@ def message_view(m: MessageExt, broker: str = "") -> dict[str, Any]:
         "offset_msg_id": m.offset_msg_id,
         "topic": m.topic,
         "tags": m.tags or "",
-        "keys": " ".join(m.keys),
+        "msg_keys": " ".join(m.keys),
         "broker": broker,
         "queue_id": m.queue_id,
         "queue_offset": m.queue_offset,
