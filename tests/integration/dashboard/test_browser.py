@@ -1,16 +1,11 @@
-"""The dashboard in a real browser: Debian's chromium driven by Playwright, against real daemons and
-``rocketpy dashboard`` running as a subprocess.
-
-Skips (and says why) without /usr/bin/chromium or the playwright package; Playwright never downloads
-a browser here. Each test leaves a screenshot of its last page under test-artifacts/dashboard/.
-"""
+"""The dashboard in a real browser (fixtures in this folder's conftest: Debian's chromium driven by
+Playwright), against real daemons and ``rocketpy dashboard`` running as a subprocess. Skips, saying
+why, without chromium or playwright; each test leaves a screenshot under test-artifacts/dashboard/."""
 
 from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,28 +20,7 @@ from tests.dashboard_support import (
     send,
     total_max_offset,
 )
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
-
-if not CHROMIUM.exists():
-    pytest.skip(
-        "needs Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="needs the playwright package (pip install -e '.[dev]')"
-)
+from tests.integration.dashboard.conftest import Page
 
 
 @pytest.fixture(scope="module")
@@ -69,55 +43,6 @@ def base_url(ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         code = dash.stop()
         stderr = dash.stderr_path.read_text()
         assert code == 0 and "Traceback" not in stderr, stderr
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-class Page:
-    """A fresh browser context's page, the dialogs it saw, and its base URL."""
-
-    def __init__(self, page: Any, base_url: str) -> None:
-        self.page = page
-        self.base_url = base_url
-        self.dialogs: list[str] = []
-        page.on("dialog", self._on_dialog)
-        page.set_default_timeout(20_000)
-
-    def _on_dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    def go(self, path: str) -> Any:
-        resp = self.page.goto(self.base_url + path)
-        assert resp is not None
-        return resp
-
-    def text(self, selector: str) -> str:
-        return str(self.page.locator(selector).first.inner_text())
-
-
-@pytest.fixture
-def page(browser: Any, base_url: str, request: pytest.FixtureRequest) -> Iterator[Page]:
-    context = browser.new_context()
-    p = Page(context.new_page(), base_url)
-    try:
-        yield p
-    finally:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = ARTIFACTS / f"{request.node.name}.png"
-        try:
-            p.page.screenshot(path=str(shot), full_page=True)
-            print(f"screenshot: {shot}")
-        finally:
-            context.close()
 
 
 def test_cluster_page_shows_the_broker_and_a_live_chart(page: Page) -> None:
