@@ -176,9 +176,12 @@ def make_app(namesrv_addr: str, *, timeout: float = 5.0) -> web.Application:
         loader=jinja2.FileSystemLoader(_HERE / "templates"),
         autoescape=True,  # every {{ value }} is HTML-escaped: message bodies are hostile input
         undefined=jinja2.StrictUndefined,
+        auto_reload=False,  # no stat() of template files on the loop per page
     )
     env.filters["pq"] = path_quote
     env.filters["ms"] = views.fmt_ms
+    for template in env.list_templates():  # read and compile them all now, not while serving
+        env.get_template(template)
     app[TEMPLATES] = env
     views.add_routes(app)
     views_msg.add_routes(app)
@@ -202,7 +205,7 @@ async def serve(namesrv_addr: str, host: str, port: int) -> None:
             await site.start()
         except OSError as e:
             raise RocketpyError(
-                f"cannot listen on {host}:{port}: {e.strerror or e}; choose another --port"
+                f"cannot listen on {host}:{port}: {e.strerror or e}: check --host, or choose another --port"
             ) from None
         bound = runner.addresses[0]
         print(f"rocketpy dashboard on http://{bound[0]}:{bound[1]}/ (NameServer {namesrv_addr})", flush=True)

@@ -86,3 +86,11 @@ async def test_admin_pool_builds_one_admin_per_account() -> None:
         assert signed.settings.instance_name.startswith("dashboard-")
     assert await pool.get(None) is await pool.get(None)
     await pool.close()
+
+
+def test_login_goes_back_only_to_local_pages() -> None:
+    from rocketpy.dashboard.views_auth import _safe_next
+
+    assert _safe_next("/groups/g1?x=1") == "/groups/g1?x=1"
+    for outside in ("//evil.example/", "https://evil.example/", "/\\evil.example", "", None):
+        assert _safe_next(outside) == "/cluster"

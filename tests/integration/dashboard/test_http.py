@@ -229,6 +229,18 @@ async def test_groups_lag_reset_members_and_dlq(web: TestClient[Any, Any], ns: s
     assert "has no dead letters" in await page(web, "/dlq?group=g_none", status=400)
 
 
+async def test_an_unreachable_cluster_is_an_error_page_not_a_crash() -> None:
+    client: TestClient[Any, Any] = TestClient(TestServer(make_app("127.0.0.1:1", timeout=1.0)))
+    await client.start_server()
+    try:
+        resp = await client.get("/cluster")
+        text = await resp.text()
+        assert resp.status in (502, 504), text
+        assert "The cluster" in text and "Traceback" not in text
+    finally:
+        await client.close()
+
+
 def test_cli_serves_and_stops(ns: str, tmp_path: Path) -> None:
     dash = DashboardProcess(ns, tmp_path)
     try:
