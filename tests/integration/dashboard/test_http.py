@@ -116,6 +116,22 @@ async def test_cluster_topics_and_hostile_bodies_escaped(web: TestClient[Any, An
     )
     assert HOSTILE_ESCAPED in by_offset and HOSTILE not in by_offset
 
+    token = csrf_of(topic_page)
+    update = {"csrf_token": token, "read_queues": "3", "write_queues": "3", "perm": "4"}
+    resp, _ = await post(web, "/topics/DashT/update", update)
+    assert resp.headers["Location"] == "/topics/DashT"
+    updated = await page(web, "/topics/DashT")
+    assert "3 read / 3 write queues, perm 4" in updated
+    async with Admin(ns) as admin:
+
+        async def route_updated() -> bool:
+            [qd] = (await admin.topic_route("DashT")).queue_datas
+            return (qd.read_queue_nums, qd.write_queue_nums, qd.perm) == (3, 3, 4)
+
+        await wait_until_async(route_updated, 10, interval=0.1, message="the NameServer's route updated")
+    _, text = await post(web, "/topics/DashT/update", update | {"read_queues": "1025"}, status=400)
+    assert "Read queues must be between 1 and 1024, got 1025" in text
+
     api = json.loads(await page(web, "/api/cluster"))
     assert set(api["series"]) == {"broker-a/0 put", "broker-a/0 get"} and api["time"] > 0
 
