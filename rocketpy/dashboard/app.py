@@ -153,7 +153,9 @@ def _refused(request: web.Request, e: BaseException) -> web.StreamResponse:
     session = session_of(request)
     who = f"account {session.credentials.access_key!r}" if session.credentials else "anonymous access"
     if session.credentials is None and request.method == "GET" and acl_supported():
-        session.flash("error", "The cluster has access control on: log in with an ACL account.")
+        session.flash(
+            "error", f"The cluster refused this to anonymous access ({e}): log in with an ACL account."
+        )
         raise redirect("/login?next=" + quote(request.path_qs, safe=""))
     return render(
         request,

@@ -67,7 +67,7 @@ def create_topic(page: Page, topic: str) -> None:
 def test_login_is_asked_and_admin_actions_need_an_admin(page: Page, dashboard: DashboardProcess) -> None:
     page.go("/cluster")  # unsigned requests are refused: the dashboard asks who we are
     page.page.wait_for_url("**/login?next=*")
-    assert "access control on" in page.text(".flash.error")
+    assert "log in with an ACL account" in page.text(".flash.error")
 
     log_in(page, "dashUser", "not-the-secret")
     assert "No permission" in page.text("h1") and "dashUser" in page.text("#error")
@@ -81,7 +81,7 @@ def test_login_is_asked_and_admin_actions_need_an_admin(page: Page, dashboard: D
     assert "dashUser" in error and "admin: true" in error and "NO_PERMISSION" in error
 
     page.page.locator("header form[action='/logout'] button").click()
-    page.page.wait_for_url("**/cluster*")
+    page.page.wait_for_url("**/login?next=*")  # anonymous again: asked to log in
     log_in(page, "dashAdmin", ADMIN_SECRET)
     create_topic(page, "AclDashT")
     page.page.wait_for_url("**/topics/AclDashT")
