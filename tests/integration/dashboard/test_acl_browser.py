@@ -4,6 +4,7 @@ non-admin account as a clear error. Needs the ACL support (``rocketpy.acl``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from tests.conftest import DaemonPool
 from tests.dashboard_support import DashboardProcess
 from tests.integration.dashboard.conftest import Page
 
+#: Where an anonymous visitor refused by the cluster is sent.
+LOGIN_PAGE = re.compile(r"/login\?next=")
 ADMIN_SECRET = "adminSecret42"
 USER_SECRET = "userSecret42"
 PLAIN_ACL = f"""\
@@ -66,7 +69,7 @@ def create_topic(page: Page, topic: str) -> None:
 
 def test_login_is_asked_and_admin_actions_need_an_admin(page: Page, dashboard: DashboardProcess) -> None:
     page.go("/cluster")  # unsigned requests are refused: the dashboard asks who we are
-    page.page.wait_for_url("**/login?next=*")
+    page.page.wait_for_url(LOGIN_PAGE)
     assert "log in with an ACL account" in page.text(".flash.error")
 
     log_in(page, "dashUser", "not-the-secret")
@@ -81,7 +84,7 @@ def test_login_is_asked_and_admin_actions_need_an_admin(page: Page, dashboard: D
     assert "dashUser" in error and "admin: true" in error and "NO_PERMISSION" in error
 
     page.page.locator("header form[action='/logout'] button").click()
-    page.page.wait_for_url("**/login?next=*")  # anonymous again: asked to log in
+    page.page.wait_for_url(LOGIN_PAGE)  # anonymous again: asked to log in
     log_in(page, "dashAdmin", ADMIN_SECRET)
     create_topic(page, "AclDashT")
     page.page.wait_for_url("**/topics/AclDashT")
