@@ -244,6 +244,13 @@ async def test_groups_lag_reset_members_and_dlq(web: TestClient[Any, Any], ns: s
         assert "0 dead letter(s) not resent before" in again
     assert "has no dead letters" in await page(web, "/dlq?group=g_none", status=400)
 
+    normal = await page(web, "/topics")
+    assert ">DeadT</a>" in normal and "TBW102" not in normal and "%DLQ%g_dead" not in normal
+    assert ">%DLQ%g_dead</a>" in await page(web, "/topics?kind=dlq")
+    assert ">%RETRY%g_dead</a>" in await page(web, "/topics?kind=retry&q=dead")
+    system = await page(web, "/topics?kind=system")
+    assert ">TBW102</a>" in system and ">DeadT</a>" not in system
+
 
 async def test_an_unreachable_cluster_is_an_error_page_not_a_crash() -> None:
     client: TestClient[Any, Any] = TestClient(TestServer(make_app("127.0.0.1:1", timeout=1.0)))
