@@ -245,6 +245,40 @@ class Admin:
                 )
         return sorted(rows, key=lambda r: r["mq"])
 
+    async def consumer_groups(self) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG of every broker: group name -> its config (wire names),
+        sorted by name (a group configured on several brokers appears once)."""
+        info = await self.cluster_info()
+        addrs = {a for bd in info.broker_addr_table.values() if (a := _reader_addr(bd.broker_addrs))}
+        groups: dict[str, dict[str, Any]] = {}
+        for addr in sorted(addrs):
+            body = unpack_body(await self._invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)) or {}
+            for name, cfg in (body.get("subscriptionGroupTable") or {}).items():
+                groups.setdefault(str(name), dict(cfg))
+        return dict(sorted(groups.items()))
+
+    async def consumer_connections(self, group: str) -> list[dict[str, Any]]:
+        """GET_CONSUMER_CONNECTION_LIST of every broker: the group's live clients, one entry per client
+        id (``clientId``, ``clientAddr``, ``language``, ``brokers``: where it is registered), sorted."""
+        info = await self.cluster_info()
+        clients: dict[str, dict[str, Any]] = {}
+        for name, bd in sorted(info.broker_addr_table.items()):
+            addr = _reader_addr(bd.broker_addrs)
+            if not addr:
+                continue
+            resp = await self.instance.remoting.invoke(
+                addr,
+                RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}),
+                self.timeout,
+            )
+            if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                continue
+            body = unpack_body(check(resp, addr)) or {}
+            for c in body.get("connectionSet") or []:
+                entry = clients.setdefault(str(c["clientId"]), {**c, "brokers": []})
+                entry["brokers"].append(name)
+        return [clients[k] for k in sorted(clients)]
+
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int
     ) -> list[tuple[MessageQueue, int]]:

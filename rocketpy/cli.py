@@ -192,6 +192,46 @@ def _is_rocketpy(pid: int) -> bool:
     return any(word in cmdline for word in (b"rocketpy", b"mqnamesrv", b"mqbroker"))
 
 
+@cli.command("dashboard", context_settings=_CONTEXT)
+@click.option(
+    "-n",
+    "--namesrv-addr",
+    metavar="ADDR",
+    default=lambda: os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876",
+    show_default="NAMESRV_ADDR or 127.0.0.1:9876",
+    help="NameServer address(es), 'host:port;host:port'.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve the pages on.")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port."
+)
+def dashboard_cmd(namesrv_addr: str, host: str, port: int) -> int:
+    """Serve the web dashboard (cluster, topics, groups, messages, dead letters) until Ctrl-C."""
+    try:
+        import aiohttp  # noqa: F401
+        import jinja2  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(
+            f"error: the dashboard needs the 'dashboard' extra ({e.name} is missing):"
+            " pip install 'rocketpy[dashboard]'"
+        ) from None
+    import uvloop
+
+    from rocketpy.client.api import parse_namesrv_addrs
+    from rocketpy.dashboard.app import serve
+    from rocketpy.errors import MQClientError
+
+    try:
+        parse_namesrv_addrs(namesrv_addr)
+    except MQClientError as e:
+        raise ConfigError(f"error: -n {namesrv_addr!r}: {e}") from None
+    try:
+        uvloop.run(serve(namesrv_addr, host, port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 @cli.command("store-dump", context_settings=_CONTEXT)
 @click.argument("path")
 @click.option("--json", "json_lines", is_flag=True, help="One JSON document per record.")
