@@ -35,6 +35,8 @@ from typing import Any
 
 import pytest
 
+from rocketpy.errors import RocketpyError
+
 BOOT_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. listen=(?P<addr>\S+)")
@@ -61,7 +63,7 @@ class RocketpyCluster:
     store_dir: Path
 
 
-class DaemonStartError(RuntimeError):
+class DaemonStartError(RocketpyError, RuntimeError):
     """A daemon exited or stayed silent before printing its boot line."""
 
 

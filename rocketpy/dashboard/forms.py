@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 
+from rocketpy.errors import RocketpyError
 from rocketpy.perm import PERM_READ, PERM_RW, PERM_WRITE
 from rocketpy.record import MAX_TOPIC_BYTES
 from rocketpy.topic import TOPIC_NAME_RE
@@ -16,7 +17,7 @@ MAX_KEY_CHARS = 255
 PERMS = {PERM_WRITE: "write only", PERM_READ: "read only", PERM_RW: "read + write"}
 
 
-class FormError(ValueError):
+class FormError(RocketpyError, ValueError):
     """A field a user filled in wrongly; ``str(e)`` is the message to show."""
 
 
