@@ -37,14 +37,27 @@ class Admin:
         namesrv_addr: ``"host:port"`` or several separated by ``;`` (default: env NAMESRV_ADDR).
         timeout: seconds for each request.
         instance_name: part of the client id.
+        access_key: ACL account to sign every request with (admin codes need an ``admin: true`` one).
+        secret_key: that account's secret key.
     """
 
     def __init__(
-        self, namesrv_addr: str | None = None, *, timeout: float = 5.0, instance_name: str = "DEFAULT"
+        self,
+        namesrv_addr: str | None = None,
+        *,
+        timeout: float = 5.0,
+        instance_name: str = "DEFAULT",
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.namesrv_addr = namesrv_addr
         self.timeout = timeout
-        self.settings = ClientSettings(instance_name=instance_name, mq_client_api_timeout=timeout)
+        self.settings = ClientSettings(
+            instance_name=instance_name,
+            mq_client_api_timeout=timeout,
+            access_key=access_key,
+            secret_key=secret_key,
+        )
         self._instance: MQClientInstance | None = None
 
     async def start(self) -> None:

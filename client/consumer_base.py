@@ -65,6 +65,8 @@ class ConsumerBase:
         heartbeat_broker_interval: float = 30.0,
         persist_consumer_offset_interval: float = 5.0,
         rebalance_interval: float = 20.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if not isinstance(group, str) or not group.strip():
             raise MQClientError(f"consumer group must be a non-empty string, got {group!r}")
@@ -81,6 +83,8 @@ class ConsumerBase:
             heartbeat_broker_interval=heartbeat_broker_interval,
             persist_consumer_offset_interval=persist_consumer_offset_interval,
             rebalance_interval=rebalance_interval,
+            access_key=access_key,
+            secret_key=secret_key,
         )
         self.settings.check()
         self.client_id = new_client_id(instance_name)

@@ -13,6 +13,8 @@ import asyncio
 import logging
 import time
 
+from rocketpy.acl.guard import AclGuard
+from rocketpy.acl.resources import NAMESRV_CHECKED_CODES
 from rocketpy.config import NamesrvConfig, advertised_host
 from rocketpy.nameserver.kv_config import KVConfigManager
 from rocketpy.nameserver.processors import NamesrvProcessors
@@ -46,6 +48,7 @@ class NamesrvController:
             config.bind_address, config.listen_port, name="namesrv", max_frame_bytes=config.max_frame_bytes
         )
         self._scan_task: asyncio.Task[None] | None = None
+        self.acl: AclGuard | None = None
 
     async def start(self) -> tuple[str, int]:
         """Load state, bind and start serving.
@@ -56,7 +59,9 @@ class NamesrvController:
         Raises:
             KVConfigError: the KV file is unreadable.
             RemotingBindError: the port cannot be bound.
+            AclFileError: ``aclEnable`` and the ACL file is missing or malformed.
         """
+        self.acl = await AclGuard.install(self.config, self.server, NAMESRV_CHECKED_CODES, "namesrv")
         await self.kv.load()
         NamesrvProcessors(self.route_info, self.kv, self.config).register_all(self.server)
         self.server.add_close_listener(self._on_channel_closed)
@@ -71,6 +76,8 @@ class NamesrvController:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
+        if self.acl is not None:
+            await self.acl.stop()
         await self.server.shutdown(timeout)
 
     def _on_channel_closed(self, channel: Channel) -> None:

@@ -218,6 +218,9 @@ def test_namesrv_config_lines_use_rocketmq_keys() -> None:
         "kvConfigPath",
         "orderMessageEnable",
         "maxFrameBytes",
+        "aclEnable",
+        "aclFile",
+        "aclFileCheckInterval",
     ]
 
 
