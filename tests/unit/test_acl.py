@@ -127,18 +127,21 @@ def test_numbers_and_odd_scalars_stay_as_written() -> None:
     assert account.secret_key == "0x1F2E3D" and account.admin
 
 
+_AK = "accounts:\n  - accessKey: abcdefg\n"
+_AK_SK = _AK + "    secretKey: abcdefg\n"
+
+
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
-        ("accounts:\n  - accessKey: abcdefg\n   secretKey: x\n", 3, "not valid YAML"),
-        ("accounts:\n  - accessKey: abcdefg\n    secretKey: abcdefg\n    topicPerm: [a=PUB]\n", 4, "topicPerms"),
-        ("accounts:\n  - accessKey: abcdefg\n    secretKey: abc\n", 3, "at least 6"),
-        ("accounts:\n  - accessKey: abcdefg\n    secretKey: abcdefg\n    topicPerms: [a=READ]\n", 4, "READ"),
-        ("accounts:\n  - accessKey: abcdefg\n    secretKey: abcdefg\n    topicPerms: [justname]\n", 4, "NAME=PERM"),
-        ("accounts:\n  - {accessKey: abcdefg, secretKey: abcdefg}\n  - {accessKey: abcdefg, secretKey: x1234567}\n",
-         3, "defined twice"),
+        (_AK + "   secretKey: x\n", 3, "not valid YAML"),
+        (_AK_SK + "    topicPerm: [a=PUB]\n", 4, "topicPerms"),
+        (_AK + "    secretKey: abc\n", 3, "at least 6"),
+        (_AK_SK + "    topicPerms: [a=READ]\n", 4, "READ"),
+        (_AK_SK + "    topicPerms: [justname]\n", 4, "NAME=PERM"),
+        (_AK_SK + "  - {accessKey: abcdefg, secretKey: x1234567}\n", 4, "defined twice"),
         ("globalWhiteRemoteAddresses: [10.10.300.*]\n", 1, "0-255"),
-        ("accounts:\n  - accessKey: abcdefg\n    secretKey: abcdefg\n    admin: maybe\n", 4, "true or false"),
+        (_AK_SK + "    admin: maybe\n", 4, "true or false"),
         ("accounts: {accessKey: abcdefg}\n", 1, "must be a list"),
         ("- a\n- b\n", 1, "mapping"),
         ("accounts:\n  - secretKey: abcdefg\n", 2, "needs accessKey"),
@@ -216,7 +219,9 @@ def test_decision_matrix() -> None:
         "no SUB permission on group 'groupA'": _signed(
             RequestCode.PULL_MESSAGE, {"topic": "topicB", "consumerGroup": "groupA"}, "RocketMQ", "12345678"
         ),
-        "needs an admin account": _signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "t"}, "RocketMQ", "12345678"),
+        "needs an admin account": _signed(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "t"}, "RocketMQ", "12345678"
+        ),
         "not in the account's white list": _signed(
             RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "t"}, "rocketmq2", "bad-secret"
         ),
