@@ -98,6 +98,8 @@ class WhiteList:
         """True when ``ip`` (text of an IPv4 or IPv6 address) is covered."""
         if self._all:
             return True
+        if not self._ipv4 and not self._exact:
+            return False
         if ip.startswith("::ffff:") and "." in ip:  # an IPv4 client of a dual-stack listener
             ip = ip[7:]
         parts = ip.split(".")

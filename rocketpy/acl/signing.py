@@ -13,7 +13,7 @@ be replayed by whoever can reach the port. See README "Access control".
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import hmac
 from collections.abc import Mapping
@@ -31,37 +31,51 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 _UNSIGNED = (SIGNATURE, UNIQUE_KEY_QUERY)
 
 
+def _ext_bytes(ext: Mapping[str, Any] | None) -> bytes:
+    """The signed ext part: values (minus Signature) sorted by key, as UTF-8 text."""
+    if not ext:
+        return b""
+    parts = []
+    for key in sorted(ext):
+        value = ext[key]
+        if value is None or key in _UNSIGNED:
+            continue
+        parts.append(value if type(value) is str else ext_text(value))
+    return "".join(parts).encode()
+
+
 def signed_content(ext: Mapping[str, Any] | None, body: Body) -> bytes:
     """The bytes a signature covers: sorted ext values (minus Signature) as text, then the body."""
-    text = "".join(
-        ext_text(ext[k]) for k in sorted(ext) if k not in _UNSIGNED and ext[k] is not None
-    ) if ext else ""  # fmt: skip
-    data = text.encode()
-    return data + bytes(body) if body else data
+    return _ext_bytes(ext) + bytes(body)
 
 
 class HmacKey:
-    """One secret's HmacSHA1 state, keyed once and copied per signature (cheaper than re-keying)."""
+    """One secret's HmacSHA1 state, keyed once and copied per signature (cheaper than re-keying).
+
+    The ext text and the body are fed to the MAC one after the other: the body is never copied.
+    """
 
     __slots__ = ("_base",)
 
     def __init__(self, secret_key: str) -> None:
         self._base = hmac.new(secret_key.encode(), digestmod=hashlib.sha1)
 
-    def sign(self, content: bytes) -> str:
-        """``Base64(HmacSHA1(secret, content))``."""
+    def sign(self, ext: Mapping[str, Any] | None, body: Body = b"") -> str:
+        """``Base64(HmacSHA1(secret, signed_content(ext, body)))``."""
         mac = self._base.copy()
-        mac.update(content)
-        return base64.b64encode(mac.digest()).decode("ascii")
+        mac.update(_ext_bytes(ext))
+        if body:
+            mac.update(body)
+        return binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")
 
-    def verify(self, content: bytes, signature: str) -> bool:
-        """True when ``signature`` is this key's signature of ``content`` (constant-time compare)."""
-        return hmac.compare_digest(self.sign(content), signature)
+    def verify(self, ext: Mapping[str, Any] | None, body: Body, signature: str) -> bool:
+        """True when ``signature`` is this key's signature of the request (constant-time compare)."""
+        return hmac.compare_digest(self.sign(ext, body), signature)
 
 
 def sign(secret_key: str, ext: Mapping[str, Any] | None, body: Body = b"") -> str:
     """The signature of a request with ``ext`` and ``body`` under ``secret_key``."""
-    return HmacKey(secret_key).sign(signed_content(ext, body))
+    return HmacKey(secret_key).sign(ext, body)
 
 
 class RequestSigner:
@@ -82,7 +96,7 @@ class RequestSigner:
         if ext is None:
             ext = cmd.ext = {}
         ext[ACCESS_KEY] = self.access_key
-        ext[SIGNATURE] = self._key.sign(signed_content(ext, cmd.body))
+        ext[SIGNATURE] = self._key.sign(ext, cmd.body)
 
     def __repr__(self) -> str:  # never the secret
         return f"RequestSigner(access_key={self.access_key!r})"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from rocketpy.acl.permission import NAMES, allows
 from rocketpy.acl.resources import ADMIN_CODES, request_needs
 from rocketpy.acl.rules import Account, AclRules
-from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey, signed_content
+from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
 from rocketpy.errors import ACCESS_DENIED_PREFIX
 from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
@@ -64,9 +64,7 @@ class AccessValidator:
         if account.white_list.matches(ip):
             return None
         signature = ext.get(SIGNATURE)
-        if signature is None or not self._keys[access_key].verify(
-            signed_content(ext, request.body), str(signature)
-        ):
+        if signature is None or not self._keys[access_key].verify(ext, request.body, str(signature)):
             what = "carries no Signature" if signature is None else "has a wrong Signature"
             return Refusal(
                 f"{code_name(request.code)} of account {access_key!r} {what} (check the secret key) "
