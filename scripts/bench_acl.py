@@ -4,9 +4,12 @@
 Starts two clusters side by side (a NameServer and a broker each): one with ``aclEnable=false``,
 one with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by the
 broker. Then alternates the bench client between them, ``--rounds`` times: ``bench producer`` (async
-sends, 1 KiB) and ``bench consumer --from-first`` (push consumer pulling the backlog just sent).
-Prints every run, the best of each side, the on/off ratio against the 10 % target and the load
-average (the machine may be shared). Bounded: every run has a duration; the daemons are stopped.
+single sends of ``--body`` bytes) and ``bench consumer --from-first`` (a push consumer pulling the
+whole backlog stored so far). For each run it prints the TPS and the CPU time spent per message by
+the client process plus the broker (from rusage and /proc): on a shared, loaded machine the TPS
+swings with the neighbours while CPU per message stays comparable. Ends with the best TPS of each
+side, the mean CPU per message, the on/off ratios against the 10 % target and the load average.
+Bounded: every run has a duration or a count and a timeout; the daemons are stopped.
 
 Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024]
 """
@@ -17,6 +20,7 @@ import argparse
 import asyncio
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,19 +45,34 @@ accounts:
 TOPIC = "BenchmarkTest"
 _SEND = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
 _CONSUME = re.compile(r"\[Complete\] Consume Total: (\d+) \| Consume TPS: (\d+)")
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
-def bench(kind: str, ns: str, acl: bool, *args: str) -> tuple[int, int]:
-    """Run one bench subprocess; return its (total, TPS)."""
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench(kind: str, ns: str, broker: Daemon, acl: bool, *args: str) -> tuple[int, int, float]:
+    """Run one bench subprocess; return (messages, TPS, CPU µs per message of client + broker)."""
     cmd = [sys.executable, "-m", "rocketpy.client.bench", kind, "-n", ns, "-t", TOPIC, *args]
     if acl:
         cmd += ["--access-key", KEYS[0], "--secret-key", KEYS[1]]
+    cpu0 = children_cpu_s() + process_cpu_s(broker.pid)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    cpu = children_cpu_s() + process_cpu_s(broker.pid) - cpu0
     out = proc.stdout + proc.stderr
     m = (_SEND if kind == "producer" else _CONSUME).search(out)
     if proc.returncode != 0 or m is None:
         raise SystemExit(f"bench {kind} failed ({proc.returncode}):\n{out[-3000:]}")
-    return int(m.group(1)), int(m.group(2))
+    total = int(m.group(1))
+    return total, int(m.group(2)), cpu * 1e6 / max(total, 1)
 
 
 async def create_topic(ns: str, acl: bool) -> None:
@@ -73,58 +92,52 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--body", type=int, default=1024)
     a = ap.parse_args()
+    runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-acl-") as tmp:
         tmp_path = Path(tmp)
         acl_file = tmp_path / "plain_acl.yml"
         acl_file.write_text(ACL_YML)
         started: list[Daemon] = []
         try:
-            ns_off = start_namesrv(tmp_path)
-            started += [ns_off, start_broker(tmp_path, ns_off.addr)]
-            ns_on = start_namesrv(tmp_path)
-            acl = {"aclEnable": True, "aclFile": acl_file}
-            started += [ns_on, start_broker(tmp_path, ns_on.addr, **acl)]
-            clusters = {"off": ns_off.addr, "on": ns_on.addr}
-            for side, ns in clusters.items():
-                asyncio.run(create_topic(ns, side == "on"))
+            clusters: dict[str, tuple[str, Daemon]] = {}
+            for side, props in (("off", {}), ("on", {"aclEnable": True, "aclFile": acl_file})):
+                ns = start_namesrv(tmp_path)
+                broker = start_broker(tmp_path, ns.addr, **props)
+                started += [ns, broker]
+                clusters[side] = (ns.addr, broker)
+                asyncio.run(create_topic(ns.addr, side == "on"))
             print(f"load average before: {load()}")
-            send: dict[str, list[int]] = {"off": [], "on": []}
-            pull: dict[str, list[int]] = {"off": [], "on": []}
-            common = ["-s", str(a.body), "-d", str(a.seconds), "-m", "async", "-w", str(a.concurrency)]
             backlog = {"off": 0, "on": 0}  # messages stored so far: what a new group pulls from the start
-            for side, ns in clusters.items():  # warm-up: connections, commitlog pre-allocation
+            for side, (ns, broker) in clusters.items():  # warm-up: connections, commitlog pre-allocation
                 warm = ["-s", str(a.body), "-d", "1", "-w", "16"]
-                backlog[side] += bench("producer", ns, side == "on", *warm)[0]
+                backlog[side] += bench("producer", ns, broker, side == "on", *warm)[0]
+            send_args = ["-s", str(a.body), "-d", str(a.seconds), "-m", "async", "-w", str(a.concurrency)]
             for r in range(a.rounds):
-                for side, ns in clusters.items():
-                    total, tps = bench("producer", ns, side == "on", *common)
-                    backlog[side] += total
-                    send[side].append(tps)
-                    print(f"round {r + 1} send ACL {side:<3}: {tps:>8,} msgs/s  (load {load()})")
-                for side, ns in clusters.items():
-                    pull_args = [
-                        "-g",
-                        f"bench_acl_{r}",
-                        "--from-first",
-                        "-q",
-                        str(backlog[side]),
-                        "-d",
-                        "120",
-                    ]
-                    _, tps = bench("consumer", ns, side == "on", *pull_args)
-                    pull[side].append(tps)
-                    print(f"round {r + 1} pull ACL {side:<3}: {tps:>8,} msgs/s (of {backlog[side]:,})")
+                for what in ("send", "pull"):
+                    for side, (ns, broker) in clusters.items():
+                        if what == "send":
+                            total, tps, cpu = bench("producer", ns, broker, side == "on", *send_args)
+                            backlog[side] += total
+                        else:
+                            pull_args = ["-g", f"bench_acl_{r}", "--from-first", "-q", str(backlog[side])]
+                            total, tps, cpu = bench(
+                                "consumer", ns, broker, side == "on", *pull_args, "-d", "120"
+                            )
+                        runs.setdefault((what, side), []).append((tps, cpu))
+                        print(f"round {r + 1} {what} ACL {side:<3}: {tps:>8,} msgs/s  {cpu:6.1f} CPU µs/msg  "
+                              f"({total:,} msgs, load {load()})")  # fmt: skip
         finally:
             for daemon in reversed(started):
                 daemon.terminate()
-    for what, figures in (("send", send), ("pull", pull)):
-        off, on = max(figures["off"]), max(figures["on"])
-        ratio = on / off if off else 0.0
-        verdict = "OK" if ratio >= 0.9 else "BELOW"
-        print(
-            f"{what}: ACL off {off:>8,} msgs/s  ACL on {on:>8,} msgs/s  on/off {ratio:.1%}  "
-            f"target >= 90%  {verdict}"
-        )
+    for what in ("send", "pull"):
+        off_tps = max(t for t, _ in runs[(what, "off")])
+        on_tps = max(t for t, _ in runs[(what, "on")])
+        off_cpu = sum(c for _, c in runs[(what, "off")]) / a.rounds
+        on_cpu = sum(c for _, c in runs[(what, "on")]) / a.rounds
+        ratio = on_tps / off_tps if off_tps else 0.0
+        print(f"{what}: best TPS off {off_tps:,} on {on_tps:,} (on/off {ratio:.1%}, target >= 90% "
+              f"{'OK' if ratio >= 0.9 else 'BELOW'}); CPU µs/msg off {off_cpu:.1f} on {on_cpu:.1f} "
+              f"(+{(on_cpu / off_cpu - 1) if off_cpu else 0:.1%})")  # fmt: skip
     print(f"load average after: {load()}")
 
 

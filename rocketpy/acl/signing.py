@@ -16,7 +16,8 @@ from __future__ import annotations
 import binascii
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from rocketpy.remoting.command import Body, RemotingCommand
@@ -31,22 +32,52 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 _UNSIGNED = (SIGNATURE, UNIQUE_KEY_QUERY)
 
 
+#: Insertion-ordered key tuple -> getter of the signed values in sorted key order. A producer or
+#: broker sees the same few key sets over and over (one per request kind): sorting is skipped and
+#: the values are fetched in C. Bounded; cleared when full.
+_ORDERS: dict[tuple[str, ...], Callable[[Mapping[str, Any]], Any]] = {}
+MAX_CACHED_KEY_SETS = 1024
+
+
+def _values_getter(keys: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
+    order = sorted(k for k in keys if k not in _UNSIGNED)
+    if len(order) >= 2:
+        return itemgetter(*order)
+    return lambda ext: tuple(ext[k] for k in order)  # itemgetter of one key returns no tuple
+
+
 def _ext_bytes(ext: Mapping[str, Any] | None) -> bytes:
     """The signed ext part: values (minus Signature) sorted by key, as UTF-8 text."""
     if not ext:
         return b""
-    parts = []
-    for key in sorted(ext):
-        value = ext[key]
-        if value is None or key in _UNSIGNED:
-            continue
-        parts.append(value if type(value) is str else ext_text(value))
-    return "".join(parts).encode()
+    keys = tuple(ext)
+    getter = _ORDERS.get(keys)
+    if getter is None:
+        if len(_ORDERS) >= MAX_CACHED_KEY_SETS:
+            _ORDERS.clear()
+        getter = _ORDERS[keys] = _values_getter(keys)
+    # str values as they are, ints as str() (= ext_text for ints, the common case), the rest through
+    # ext_text, the one canonical form; None is a field's absence (the JSON codec leaves it out too)
+    return "".join([
+        v if v.__class__ is str else str(v) if v.__class__ is int else ext_text(v)
+        for v in getter(ext)
+        if v is not None
+    ]).encode()  # fmt: skip
 
 
 def signed_content(ext: Mapping[str, Any] | None, body: Body) -> bytes:
     """The bytes a signature covers: sorted ext values (minus Signature) as text, then the body."""
     return _ext_bytes(ext) + bytes(body)
+
+
+def _new_hmac_sha1(key: bytes) -> Any:
+    """An HMAC-SHA1 object; OpenSSL's own when available (its copy/update/digest are plain C
+    calls, without ``hmac.HMAC``'s Python wrappers: about 2 µs less per signature)."""
+    try:
+        from _hashlib import hmac_new  # CPython built with OpenSSL (every Linux build we run on)
+    except ImportError:  # pragma: no cover - other builds
+        return hmac.new(key, digestmod=hashlib.sha1)
+    return hmac_new(key, b"", "sha1")
 
 
 class HmacKey:
@@ -58,7 +89,7 @@ class HmacKey:
     __slots__ = ("_base",)
 
     def __init__(self, secret_key: str) -> None:
-        self._base = hmac.new(secret_key.encode(), digestmod=hashlib.sha1)
+        self._base = _new_hmac_sha1(secret_key.encode())
 
     def sign(self, ext: Mapping[str, Any] | None, body: Body = b"") -> str:
         """``Base64(HmacSHA1(secret, signed_content(ext, body)))``."""

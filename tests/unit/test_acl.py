@@ -62,7 +62,15 @@ def test_signature_matches_rfc2202_hmac_sha1_vector() -> None:
 
 
 def test_signed_content_is_sorted_values_then_body() -> None:
-    ext = {"b": "TopicA", "a": "Group", "AccessKey": "RocketMQ", "Signature": "old", "d": 4, "k": False}
+    ext = {
+        "b": "TopicA",
+        "a": "Group",
+        "AccessKey": "RocketMQ",
+        "Signature": "old",
+        "d": 4,
+        "k": False,
+        "z": None,
+    }
     # sorted keys: AccessKey, Signature (skipped), a, b, d, k
     assert signed_content(ext, b"body") == b"RocketMQGroupTopicA4falsebody"
     assert sign("12345678", ext, b"body") == _reference_signature(
