@@ -298,3 +298,38 @@ async def test_guard_watch_routine_polls_the_file(tmp_path: Path) -> None:
         )
     finally:
         await guard.stop()
+
+
+# -- config keys -----------------------------------------------------------------------------
+
+
+def test_acl_config_keys(tmp_path: Path) -> None:
+    from rocketpy.config import ConfigError, config_lines, load_broker_config, load_namesrv_config
+
+    props = tmp_path / "conf" / "broker.properties"
+    props.parent.mkdir()
+    props.write_text("aclEnable=true\naclAccessKey=brokerAdmin\naclSecretKey=topSecret99\n")
+    broker, store = load_broker_config(str(props), {})
+    assert broker.acl_enable and broker.acl_file == str(tmp_path / "conf" / "plain_acl.yml")
+    lines = config_lines(broker, store)
+    assert "aclSecretKey=******" in lines and not any("topSecret99" in line for line in lines)
+    props.write_text("aclFile=acl/rules.yml\naclAccessKey=brokerAdmin\n")
+    with pytest.raises(ConfigError, match="aclAccessKey and aclSecretKey go together"):
+        load_broker_config(str(props), {})
+    props.write_text("aclFile=acl/rules.yml\n")
+    assert load_broker_config(str(props), {})[0].acl_file == str(tmp_path / "conf" / "acl" / "rules.yml")
+    ns = load_namesrv_config(None, {"aclFile": "/etc/acl.yml", "aclFileCheckInterval": "500"})
+    assert ns.acl_file == "/etc/acl.yml" and ns.acl_file_check_interval == 500 and not ns.acl_enable
+    with pytest.raises(ConfigError, match="aclFileCheckInterval"):
+        load_namesrv_config(None, {"aclFileCheckInterval": "0"})
+
+
+def test_client_settings_credentials() -> None:
+    from rocketpy.client.instance import ClientSettings
+    from rocketpy.errors import MQClientError
+
+    settings = ClientSettings(access_key="RocketMQ", secret_key="12345678")
+    settings.check()
+    assert "12345678" not in repr(settings)
+    with pytest.raises(MQClientError, match="go together"):
+        ClientSettings(access_key="RocketMQ").check()
