@@ -54,7 +54,8 @@ class AccessValidator:
         if access_key is None:
             return Refusal(
                 f"{code_name(request.code)} carries no AccessKey and {ip} is not in the global white list; "
-                "sign requests with an account of the ACL file (SDK access_key/secret_key, mqadmin -a/-s)",
+                "sign requests with an account of the ACL file (SDK access_key/secret_key, mqadmin -a/-s, "
+                "a broker's aclAccessKey/aclSecretKey)",
                 "no-account",
             )
         access_key = str(access_key)
