@@ -2,16 +2,17 @@
 """Send and pull throughput with the plain ACL on vs off, in one run.
 
 Starts two clusters side by side (a NameServer and a broker each): one with ``aclEnable=false``,
-one with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by the
-broker. Then alternates the bench client between them, ``--rounds`` times: ``bench producer`` (async
-single sends of ``--body`` bytes) and ``bench consumer --from-first`` (a push consumer pulling the
-whole backlog stored so far). For each run it prints the TPS and the CPU time spent per message by
-the client process plus the broker (from rusage and /proc): on a shared, loaded machine the TPS
-swings with the neighbours while CPU per message stays comparable. Ends with the best TPS of each
-side, the mean CPU per message, the on/off ratios against the 10 % target and the load average.
-Bounded: every run has a duration or a count and a timeout; the daemons are stopped.
+one with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by
+the broker. Then runs the bench client against both, ``--rounds`` times, alternating which side
+goes first: ``bench producer`` (async single sends of ``--body`` bytes, then batch sends of
+``--batch``) and ``bench consumer --from-first`` (a push consumer pulling the whole backlog stored
+so far). Each run prints its TPS and the CPU time per message of the client process plus the
+broker (rusage and /proc; it includes the bench process's start-up, so compare runs of similar
+message counts). Ends with the best TPS of each side, the on/off ratios against the 10 % target
+and the load average (the machine may be shared). Bounded: every run has a duration or a count
+and a timeout; the daemons are stopped.
 
-Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024]
+Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024] [--batch 32]
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=32, help="Messages per batch send.")
     a = ap.parse_args()
     runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-acl-") as tmp:
@@ -112,24 +114,27 @@ def main() -> None:
                 warm = ["-s", str(a.body), "-d", "1", "-w", "16"]
                 backlog[side] += bench("producer", ns, broker, side == "on", *warm)[0]
             send_args = ["-s", str(a.body), "-d", str(a.seconds), "-m", "async", "-w", str(a.concurrency)]
+            batch_args = ["-s", str(a.body), "-d", str(a.seconds), "-b", str(a.batch), "-w", "8"]
             for r in range(a.rounds):
-                for what in ("send", "pull"):
-                    for side, (ns, broker) in clusters.items():
-                        if what == "send":
-                            total, tps, cpu = bench("producer", ns, broker, side == "on", *send_args)
-                            backlog[side] += total
-                        else:
+                for what in ("send", "batch", "pull"):
+                    # alternate which side runs first: the second run of a pair tends to be slower
+                    sides = list(clusters.items())[:: -1 if r % 2 else 1]
+                    for side, (ns, broker) in sides:
+                        acl_on = side == "on"
+                        if what == "pull":
                             pull_args = ["-g", f"bench_acl_{r}", "--from-first", "-q", str(backlog[side])]
-                            total, tps, cpu = bench(
-                                "consumer", ns, broker, side == "on", *pull_args, "-d", "120"
-                            )
+                            total, tps, cpu = bench("consumer", ns, broker, acl_on, *pull_args, "-d", "120")
+                        else:
+                            args = send_args if what == "send" else batch_args
+                            total, tps, cpu = bench("producer", ns, broker, acl_on, *args)
+                            backlog[side] += total
                         runs.setdefault((what, side), []).append((tps, cpu))
-                        print(f"round {r + 1} {what} ACL {side:<3}: {tps:>8,} msgs/s  {cpu:6.1f} CPU µs/msg  "
-                              f"({total:,} msgs, load {load()})")  # fmt: skip
+                        print(f"round {r + 1} {what:<5} ACL {side:<3}: {tps:>8,} msgs/s  "
+                              f"{cpu:6.1f} CPU µs/msg  ({total:,} msgs, load {load()})")  # fmt: skip
         finally:
             for daemon in reversed(started):
                 daemon.terminate()
-    for what in ("send", "pull"):
+    for what in ("send", "batch", "pull"):
         off_tps = max(t for t, _ in runs[(what, "off")])
         on_tps = max(t for t, _ in runs[(what, "on")])
         off_cpu = sum(c for _, c in runs[(what, "off")]) / a.rounds
