@@ -21,6 +21,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from rocketpy.acl.guard import AclGuard
+from rocketpy.acl.signing import RequestSigner
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.ha.role import Replication
 from rocketpy.broker.metrics import BrokerCollector
@@ -112,7 +114,14 @@ class BrokerController:
         self.transactions = TransactionService(
             bc, self.store, self.delivery, self.topic_config, self.consumer_manager, config_dir
         )
-        self.client = RemotingClient()
+        # signed with the broker's own account when the NameServers (or a slave's master) check ACL
+        signer = (
+            RequestSigner(bc.acl_access_key, bc.acl_secret_key)
+            if bc.acl_access_key and bc.acl_secret_key
+            else None
+        )
+        self.client = RemotingClient(signer=signer)
+        self.acl: AclGuard | None = None
         # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/)
         self.replication = Replication(
             bc, store_config, self.store, self.client,
@@ -162,6 +171,7 @@ class BrokerController:
         )
         for code, handler in self.processor_table().items():
             self.server.register_processor(code, handler)
+        self.acl = await AclGuard.install(bc, self.server, None, f"broker {bc.broker_name}")
         self.server.add_close_listener(self._on_channel_close)
         _, port = await self.server.start()
         ip = self.advertised_ip()
@@ -364,6 +374,8 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.metrics is not None:
             await self.metrics.shutdown()
+        if self.acl is not None:
+            await self.acl.stop()
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
         await self.replication.shutdown()

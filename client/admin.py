@@ -23,7 +23,7 @@ from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.perm import PERM_RW
 from rocketpy.record import decode_record, decode_records
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import SERIALIZE_TYPES, RemotingCommand
+from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import MASTER_ID, ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
@@ -37,14 +37,31 @@ class Admin:
         namesrv_addr: ``"host:port"`` or several separated by ``;`` (default: env NAMESRV_ADDR).
         timeout: seconds for each request.
         instance_name: part of the client id.
+        access_key: ACL account to sign every request with (admin codes need an ``admin: true`` one).
+        secret_key: that account's secret key.
+        serialize_type: the wire encoding, ``"msgpack"`` (rocketpy's) or ``"json"`` (RocketMQ's JSON
+            remoting, as RocketMQ's own clients speak it); None: ``$ROCKETPY_SERIALIZE_TYPE``, else msgpack.
     """
 
     def __init__(
-        self, namesrv_addr: str | None = None, *, timeout: float = 5.0, instance_name: str = "DEFAULT"
+        self,
+        namesrv_addr: str | None = None,
+        *,
+        timeout: float = 5.0,
+        instance_name: str = "DEFAULT",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        serialize_type: str | None = None,
     ) -> None:
         self.namesrv_addr = namesrv_addr
         self.timeout = timeout
-        self.settings = ClientSettings(instance_name=instance_name, mq_client_api_timeout=timeout)
+        self.settings = ClientSettings(
+            instance_name=instance_name,
+            mq_client_api_timeout=timeout,
+            access_key=access_key,
+            secret_key=secret_key,
+            serialize_type=serialize_type,
+        )
         self._instance: MQClientInstance | None = None
 
     async def start(self) -> None:
@@ -320,7 +337,7 @@ class Admin:
                 addr,
                 RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                 None,
-                pack_body(body, SERIALIZE_TYPES[self.settings.serialize_type]),
+                pack_body(body, self.settings.serialize_code),
             )
         return addrs
 

@@ -14,6 +14,8 @@ import asyncio
 import logging
 import time
 
+from rocketpy.acl.guard import AclGuard
+from rocketpy.acl.resources import NAMESRV_CHECKED_CODES
 from rocketpy.config import NamesrvConfig, advertised_host
 from rocketpy.metrics import MetricsServer
 from rocketpy.nameserver.kv_config import KVConfigManager
@@ -55,6 +57,7 @@ class NamesrvController:
             self.metrics = MetricsServer.for_daemon(
                 collector, config.bind_address, config.metrics_port, "namesrv"
             )
+        self.acl: AclGuard | None = None
 
     async def start(self) -> tuple[str, int]:
         """Load state, bind and start serving.
@@ -65,7 +68,9 @@ class NamesrvController:
         Raises:
             KVConfigError: the KV file is unreadable.
             RemotingBindError: the port cannot be bound.
+            AclFileError: ``aclEnable`` and the ACL file is missing or malformed.
         """
+        self.acl = await AclGuard.install(self.config, self.server, NAMESRV_CHECKED_CODES, "namesrv")
         await self.kv.load()
         NamesrvProcessors(self.route_info, self.kv, self.config).register_all(self.server)
         self.server.add_close_listener(self._on_channel_closed)
@@ -84,6 +89,8 @@ class NamesrvController:
             self._scan_task = None
         if self.metrics is not None:
             await self.metrics.shutdown()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.server.shutdown(timeout)
 
     def _on_channel_closed(self, channel: Channel) -> None:

@@ -68,8 +68,10 @@ class Channel(CallsMixin, asyncio.Protocol):
         #: The serialize type of the requests this side sends (a server channel takes its peer's).
         self.serialize_type = SERIALIZE_MSGPACK
         self._processors = processors
-        self._handle = processors.handle  # bound once: called for every request
         self._observe = processors.stats.observe  # counts every response (request metrics)
+        self._handle = processors.dispatch  # bound once: called for every request
+        #: Called with every request this side sends, right before it is written (ACL signing).
+        self.signer: Callable[[RemotingCommand], None] | None = None
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes

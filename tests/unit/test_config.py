@@ -219,6 +219,9 @@ def test_namesrv_config_lines_use_rocketmq_keys() -> None:
         "orderMessageEnable",
         "maxFrameBytes",
         "metricsPort",
+        "aclEnable",
+        "aclFile",
+        "aclFileCheckInterval",
     ]
 
 
