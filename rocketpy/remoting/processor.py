@@ -24,6 +24,8 @@ log = logging.getLogger("rocketpy.remoting")
 
 HandlerResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]  # noqa: UP007
 Handler = Callable[["Channel", RemotingCommand], HandlerResult]
+#: Handles the requests of one read together (one result per request, in order).
+RunHandler = Callable[["Channel", list[RemotingCommand]], list[HandlerResult]]
 
 
 class ProcessorTable:
@@ -33,11 +35,14 @@ class ProcessorTable:
         owner: a name for remarks and logs (e.g. ``"namesrv"``).
     """
 
-    __slots__ = ("_handlers", "owner")
+    __slots__ = ("_handlers", "_run_handler", "owner", "run_codes")
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self._handlers: dict[int, Handler] = {}
+        #: codes whose requests of one read go to ``_run_handler`` together (``handle_run``)
+        self.run_codes: frozenset[int] = frozenset()
+        self._run_handler: RunHandler | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         """Register ``handler`` for request ``code``.
@@ -49,6 +54,22 @@ class ProcessorTable:
         if code in self._handlers:
             raise ValueError(f"{self.owner}: a processor for {code_name(code)} is already registered")
         self._handlers[code] = handler
+
+    def register_run(self, codes: frozenset[int], handler: RunHandler) -> None:
+        """Have ``handler`` take the requests of ``codes`` that one read brought, all at once (the
+        broker's sends: one store append per queue). Each code keeps its single handler too."""
+        assert self._run_handler is None and codes <= self._handlers.keys(), "register the codes first"
+        self.run_codes = frozenset(int(c) for c in codes)
+        self._run_handler = handler
+
+    def handle_run(self, channel: Channel, requests: list[RemotingCommand]) -> list[HandlerResult]:
+        """Results of ``requests`` (all of ``run_codes``, in arrival order) from the run handler; if
+        it fails, every request gets the error response."""
+        assert self._run_handler is not None
+        try:
+            return self._run_handler(channel, requests)
+        except Exception as exc:
+            return [self.error_response(channel, r, exc) for r in requests]
 
     def codes(self) -> list[int]:
         """Return the registered request codes, sorted."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from rocketpy.errors import RemotingBindError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION, MAX_WRITE_BUFFER_BYTES
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.processor import Handler, ProcessorTable
+from rocketpy.remoting.processor import Handler, ProcessorTable, RunHandler
 
 __all__ = ["Channel", "Handler", "RemotingServer"]
 
@@ -61,6 +61,11 @@ class RemotingServer:
     def register_processor(self, code: int, handler: Handler) -> None:
         """Serve request ``code`` with ``handler`` (see ``rocketpy.remoting.processor``)."""
         self._processors.register(code, handler)
+
+    def register_run_processor(self, codes: frozenset[int], handler: RunHandler) -> None:
+        """Serve the requests of ``codes`` one read brought with ``handler``, together
+        (``ProcessorTable.register_run``)."""
+        self._processors.register_run(codes, handler)
 
     def add_close_listener(self, listener: Callable[[Channel], None]) -> None:
         """Call ``listener(channel)`` once for every connection that closes."""
