@@ -174,6 +174,7 @@ class Coalescer:
         size = job.item_size
         if q.jobs and q.n_bytes + size > self.batch_max_bytes:
             self._flush(q)  # full: it leaves now, even with a request in flight
+            self._queues[key] = q  # (a flush that sent nothing forgets the accumulator)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         job.future = fut
@@ -301,8 +302,9 @@ class Coalescer:
 
     def _maybe_forget(self, q: _Pending) -> None:
         """Drop an idle accumulator (queues come and go with routes; the table stays small)."""
-        if not q.jobs and q.in_flight == 0 and q.timer is None:
-            self._queues.pop((q.addr, q.mq), None)
+        key = (q.addr, q.mq)
+        if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(key) is q:
+            del self._queues[key]
 
 
 def _resolve(job: MessageJob, outcome: Any) -> None:

@@ -158,33 +158,46 @@ class SendMessageProcessor:
         out: list[Any] = []
         groups: dict[tuple[str, int, bool], list[int]] = {}  # open groups: indexes into ``out``
         for request in requests:
-            admitted = self._admit(channel, request)
-            if isinstance(admitted, RemotingCommand):
-                out.append(admitted)
-                continue
-            h, queue_id, born, batch = admitted
-            if batch or self._stored_apart(h.properties):
-                self._put_groups(out, groups)
-                out.append(
-                    run_eager(self._send_batch(request, h, queue_id, born))
-                    if batch
-                    else self._send_one(request, h, queue_id, born)
-                )
-                continue
-            msg = self._one_message(request, h, queue_id, born)
-            if isinstance(msg, RemotingCommand):
-                out.append(msg)
-                continue
-            key = (h.topic, queue_id, msg.wait_store_msg_ok)
-            members = groups.get(key)
-            if members is None:
-                members = groups[key] = []
-            members.append(len(out))
-            out.append((request, msg, queue_id, h.properties))
-            if len(members) >= MAX_RUN_GROUP:
-                self._put_group(out, groups.pop(key))
+            try:
+                self._run_one(channel, request, out, groups)
+            except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
+                out.append(_failed(exc))
         self._put_groups(out, groups)
         return out
+
+    def _run_one(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        out: list[Any],
+        groups: dict[tuple[str, int, bool], list[int]],
+    ) -> None:
+        """Answer ``request`` into ``out``, or add it to its queue's open group."""
+        admitted = self._admit(channel, request)
+        if isinstance(admitted, RemotingCommand):
+            out.append(admitted)
+            return
+        h, queue_id, born, batch = admitted
+        if batch or self._stored_apart(h.properties):
+            self._put_groups(out, groups)
+            out.append(
+                run_eager(self._send_batch(request, h, queue_id, born))
+                if batch
+                else self._send_one(request, h, queue_id, born)
+            )
+            return
+        msg = self._one_message(request, h, queue_id, born)
+        if isinstance(msg, RemotingCommand):
+            out.append(msg)
+            return
+        key = (h.topic, queue_id, msg.wait_store_msg_ok)
+        members = groups.get(key)
+        if members is None:
+            members = groups[key] = []
+        members.append(len(out))
+        out.append((request, msg, queue_id, h.properties))
+        if len(members) >= MAX_RUN_GROUP:
+            self._put_group(out, groups.pop(key))
 
     def _put_groups(self, out: list[Any], groups: dict[tuple[str, int, bool], list[int]]) -> None:
         for members in groups.values():
@@ -455,6 +468,14 @@ class SendMessageProcessor:
         else:
             ext = {"msgId": result.offset_msg_id, "queueId": queue_id, "queueOffset": result.queue_offset}
         return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)
+
+
+def _failed(exc: Exception) -> asyncio.Future[Any]:
+    """A failed result: the channel's task answers it as ``ProcessorTable`` answers a handler that
+    raised (a bad header -> INVALID_PARAMETER with its message)."""
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    fut.set_exception(exc)
+    return fut
 
 
 async def _group_results(put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:

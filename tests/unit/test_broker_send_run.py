@@ -9,6 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
@@ -18,6 +20,7 @@ from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.record import decode_record
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError
 from rocketpy.route import TopicConfig
 from tests.unit.test_store_helpers import tiny_config
 
@@ -173,3 +176,14 @@ async def test_the_channel_hands_a_reads_run_codes_over_together() -> None:
         await server.shutdown(2.0)
     assert runs == [[1, 3, 4]] and order == [1, 3, 4, 2]  # the sends first, in order, then the rest
     assert {r.opaque: bytes(r.body) for r in got} == {1: b"run", 2: b"one", 3: b"run", 4: b"run"}
+
+
+async def test_a_bad_header_fails_only_its_own_request(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    p = _processor(CountingStore(store))
+    bad = RemotingCommand(RequestCode.SEND_MESSAGE_V2, 5, 0, None, {"a": "pg"}, b"no topic")
+    out = p.handle_run(CHANNEL, [v2(1, b"a"), bad, v2(2, b"b")])  # type: ignore[arg-type]
+    assert [type(r) is RemotingCommand and r.code for r in (out[0], out[2])] == [ResponseCode.SUCCESS] * 2
+    with pytest.raises(HeaderError):
+        await out[1]  # type: ignore[misc]  # the channel answers it INVALID_PARAMETER
+    await store.shutdown()
