@@ -7,7 +7,9 @@ into requests of at most ``max_message_bytes``), and the bound on unfinished ``s
 (``client.async_sender``). Every send then takes the one send path (``client.send_path``): queue
 selection with latency fault tolerance (``client.fault``), the publish route with TBW102 auto-create
 fallback, and up to ``retry_times`` retries on another broker inside one ``send_timeout`` budget for
-retriable errors. ``SendResult``/``SendStatus`` are defined in ``client.results`` and re-exported here.
+retriable errors. With ``auto_batch`` (the default), concurrent sends to one queue are coalesced into
+one SEND_BATCH_MESSAGE by ``client.coalesce`` on that same path, each keeping its own result.
+``SendResult``/``SendStatus`` are defined in ``client.results`` and re-exported here.
 """
 
 # ruff: noqa: ASYNC109  (per-call timeouts in seconds are part of the documented API)
