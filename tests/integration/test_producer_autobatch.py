@@ -116,3 +116,20 @@ async def test_broker_killed_mid_batch_sends_retry_on_the_other_each_acked_once(
     results = [o for o in outcomes if not isinstance(o, BaseException)]
     assert len({r.msg_id for r in results}) == 2000
     assert {r.message_queue.broker_name for r in results[1200:]} == {_name(broker_b)}
+
+
+def test_bench_producer_auto_batch_switch(daemons: DaemonPool) -> None:
+    from click.testing import CliRunner
+
+    from rocketpy.client.bench import bench
+
+    ns = daemons.namesrv()
+    daemons.broker(ns.addr)
+    common = ["producer", "-n", ns.addr, "-t", "AbBench", "-s", "100", "-q", "200", "-w", "16", "-d", "30"]
+    on = CliRunner().invoke(bench, [*common, "--auto-batch"])
+    off = CliRunner().invoke(bench, [*common, "--no-auto-batch"])
+    assert on.exit_code == 0 and off.exit_code == 0, on.output + off.output
+    for result in (on, off):
+        assert "Send Total: 200 |" in result.output and "Send Failed: 0" in result.output
+        assert "RT p50(ms):" in result.output and "RT p99(ms):" in result.output
+    assert "[Auto-batch] Requests:" in on.output and "[Auto-batch]" not in off.output
