@@ -34,7 +34,7 @@ import collections
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rocketpy.client.message_check import batch_ext
+from rocketpy.client.message_check import batch_ext, batch_item
 from rocketpy.client.results import SEND_STATUS_BY_CODE, batch_results, send_result
 from rocketpy.errors import MQClientError, RemotingTimeoutError, RocketpyError, broker_error
 from rocketpy.message import MessageQueue
@@ -235,7 +235,8 @@ class Coalescer:
             return jobs[0].request(self.group, mq)
         parts: list[bytes] = []
         for j in jobs:
-            parts += j.item
+            p = j.prepared
+            parts += batch_item(p.body, p.flag, p.properties.encode())
         ext = batch_ext(self.group, mq.topic, jobs[0].prepared.queue_nums, mq)
         return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, b"".join(parts))
 

@@ -281,14 +281,14 @@ def check_batch(msgs: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
 def batch_item(body: bytes, flag: int, props_b: bytes) -> tuple[bytes, bytes, bytes, bytes]:
     """One message of a batch request body, as its four parts (RocketMQ's batch encoding: head with
     total size, magic, body CRC32, flag and body length; body; properties length; properties)."""
-    n = BATCH_HEAD.size + len(body) + 2 + len(props_b)
+    n = item_bytes(len(body), len(props_b))
     head = BATCH_HEAD.pack(n, MESSAGE_MAGIC, zlib.crc32(body), flag, len(body))
     return head, body, U16.pack(len(props_b)), props_b
 
 
-def item_bytes(item: tuple[bytes, bytes, bytes, bytes]) -> int:
-    """Encoded size of a ``batch_item``."""
-    return BATCH_HEAD.size + len(item[1]) + 2 + len(item[3])
+def item_bytes(body_len: int, props_len: int) -> int:
+    """Encoded size of a ``batch_item`` with a body and properties of these byte lengths."""
+    return BATCH_HEAD.size + body_len + 2 + props_len
 
 
 def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[bytes, list[str]]]:
@@ -311,7 +311,7 @@ def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> 
                 f"message properties encode to {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}"
             )
         item = batch_item(m.body, m.flag, props_b)
-        n = item_bytes(item)
+        n = item_bytes(len(m.body), len(props_b))
         if parts and size + n > max_bytes:
             chunks.append((b"".join(parts), uids))
             parts, uids, size = [], [], 0

@@ -38,7 +38,7 @@ from rocketpy.client.async_sender import DirectSend
 from rocketpy.client.coalesce import Coalescer
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.instance import MQClientInstance
-from rocketpy.client.message_check import PreparedMessage, batch_ext, batch_item, item_bytes
+from rocketpy.client.message_check import PreparedMessage, batch_ext, item_bytes
 from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
 from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import QueueSelector, select_queue, select_with
@@ -75,7 +75,6 @@ class SendJob(DirectSend):
         "arg",
         "attempts",
         "deadline",
-        "item",
         "item_size",
         "last_broker",
         "last_error",
@@ -111,8 +110,7 @@ class SendJob(DirectSend):
         self.last_error: RocketpyError | None = None
         self.last_result: Any = None  # a stored-but-not-OK result retried elsewhere (see SendPath)
         self.needs_compress = False
-        self.item_size = 0  # > 0: coalesced with sends to the same queue (``item``: its batch parts)
-        self.item: tuple[bytes, ...] = ()
+        self.item_size = 0  # > 0: coalesced with sends to the same queue (its bytes in a batch)
 
     async def compress(self, level: int) -> None:
         """Compress the body once, when ``needs_compress``."""
@@ -241,10 +239,9 @@ class SendPath:
         props = p.properties
         if p.needs_compress or p.sys_flag or "DELAY" in props or "TIMER_" in props or "TRAN_MSG" in props:
             return
-        item = batch_item(p.body, p.flag, props.encode())
-        size = item_bytes(item)
+        size = item_bytes(len(p.body), len(props) if props.isascii() else len(props.encode()))
         if size <= co.batch_max_bytes:
-            job.item, job.item_size = item, size
+            job.item_size = size  # encoded only if it travels in a batch (``Coalescer._request``)
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The topic's publish route: cached, fetched, or auto-created through TBW102's."""
