@@ -24,7 +24,7 @@ from typing import Any
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
-from rocketpy.broker.ha.role import Replication
+from rocketpy.broker.ha.role import SEND_CODES, Replication
 from rocketpy.broker.metrics import BrokerCollector
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.admin import AdminProcessor
@@ -169,9 +169,13 @@ class BrokerController:
             name=f"broker {bc.broker_name}",
             max_frame_bytes=bc.max_frame_bytes,
         )
-        for code, handler in self.processor_table().items():
+        table = self.processor_table()
+        for code, handler in table.items():
             self.server.register_processor(code, handler)
         self.acl = await AclGuard.install(bc, self.server, None, f"broker {bc.broker_name}")
+        send = self.send_processor
+        if all(table[code] == send.handle for code in SEND_CODES):  # a slave refuses sends instead
+            self.server.register_run_processor(frozenset(SEND_CODES), send.handle_run)
         self.server.add_close_listener(self._on_channel_close)
         _, port = await self.server.start()
         ip = self.advertised_ip()
@@ -215,6 +219,7 @@ class BrokerController:
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
         send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats, self.transactions)
+        self.send_processor = send  # also takes the sends of one read together (start)
         end_transaction = EndTransactionProcessor(self.transactions)
         send_back = SendBackProcessor(bc, sc, topics, groups, store, self.delivery, self.stats)
         pull = self.pull_processor

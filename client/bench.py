@@ -21,6 +21,8 @@ import click
 from rocketpy.errors import RocketpyError
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+#: Round trips kept for the percentiles of the summary (a bounded sample: the first ones of a run).
+MAX_RT_SAMPLES = 2_000_000
 
 
 class Stats:
@@ -36,10 +38,13 @@ class Stats:
         self.s2c_max_ms = 0.0
         self._window = (0, 0, 0.0, 0.0, 0.0, 0.0)
         self._window_started = self.started
+        self.rt_samples: list[float] = []
 
     def ok(self, n: int, rt_ms: float, s2c_ms: float = 0.0) -> None:
         """Record ``n`` messages done with round trip (or born-to-consume) ``rt_ms``."""
         self.total += n
+        if len(self.rt_samples) < MAX_RT_SAMPLES:
+            self.rt_samples.append(rt_ms)
         self.rt_sum_ms += rt_ms * n
         if rt_ms > self.rt_max_ms:
             self.rt_max_ms = rt_ms
@@ -72,9 +77,12 @@ class Stats:
         return out
 
     def summary(self) -> dict[str, float]:
-        """Whole-run figures."""
+        """Whole-run figures (RT percentiles over the kept round trips, one per send call)."""
         elapsed = max(time.perf_counter() - self.started, 1e-9)
+        rts = sorted(self.rt_samples)
         return {
+            "p50_rt_ms": rts[len(rts) // 2] if rts else 0.0,
+            "p99_rt_ms": rts[min(len(rts) - 1, len(rts) * 99 // 100)] if rts else 0.0,
             "total": self.total,
             "failed": self.failed,
             "seconds": elapsed,
@@ -126,6 +134,7 @@ async def run_producer(
     *,
     access_key: str | None = None,
     secret_key: str | None = None,
+    auto_batch: bool = True,
 ) -> dict[str, float]:
     """Send until ``duration_s`` passes or ``count`` messages are sent; print interval and summary lines."""
     from rocketpy.client.producer import Producer
@@ -137,6 +146,7 @@ async def run_producer(
         max_async_pending=max(65_536, concurrency * 2),
         access_key=access_key,
         secret_key=secret_key,
+        auto_batch=auto_batch,
     )
     await producer.start()
     body = b"x" * body_size
@@ -205,6 +215,7 @@ async def run_producer(
         else:
             await asyncio.gather(*(worker() for _ in range(concurrency)))
         cpu_s = time.process_time() - cpu0
+        coalesced = producer.coalesce_stats
     finally:
         reporter.cancel()
         await asyncio.gather(reporter, return_exceptions=True)
@@ -216,7 +227,14 @@ async def run_producer(
         f"\n[Complete] Send Total: {s['total']:.0f} | Send TPS: {s['tps']:.0f}"
         f" | Max RT(ms): {s['max_rt_ms']:.3f} | Average RT(ms): {s['avg_rt_ms']:.3f}"
         f" | Send Failed: {s['failed']:.0f} | Client CPU(us/msg): {s['client_cpu_us_per_msg']:.1f}"
+        f" | RT p50(ms): {s['p50_rt_ms']:.3f} | RT p99(ms): {s['p99_rt_ms']:.3f}"
     )
+    if coalesced is not None and coalesced.requests:
+        s["msgs_per_request"] = coalesced.messages / coalesced.requests
+        click.echo(
+            f"[Auto-batch] Requests: {coalesced.requests} | Messages: {coalesced.messages}"
+            f" | Msgs/request: {s['msgs_per_request']:.2f} | Batches split: {coalesced.splits}"
+        )
     return s
 
 
@@ -324,6 +342,12 @@ def _check_credentials(access_key: str | None, secret_key: str | None) -> None:
 @click.option(
     "-m", "--mode", type=click.Choice(["sync", "async", "oneway"]), default="async", show_default=True
 )
+@click.option(
+    "--auto-batch/--no-auto-batch",
+    default=True,
+    show_default=True,
+    help="Coalesce concurrent sends to one queue into one request (Producer(auto_batch=...)).",
+)
 @_DURATION
 @_COUNT
 @_ACCESS_KEY
@@ -335,6 +359,7 @@ def producer_cmd(
     concurrency: int,
     batch: int,
     mode: str,
+    auto_batch: bool,
     duration: float,
     count: int,
     access_key: str | None,
@@ -349,7 +374,7 @@ def producer_cmd(
     _run(
         run_producer(
             namesrv, topic, body_size, concurrency, batch, duration, count, mode,
-            access_key=access_key, secret_key=secret_key,
+            access_key=access_key, secret_key=secret_key, auto_batch=auto_batch,
         )
     )  # fmt: skip
 

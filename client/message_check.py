@@ -278,6 +278,19 @@ def check_batch(msgs: Any, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
             )
 
 
+def batch_item(body: bytes, flag: int, props_b: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """One message of a batch request body, as its four parts (RocketMQ's batch encoding: head with
+    total size, magic, body CRC32, flag and body length; body; properties length; properties)."""
+    n = item_bytes(len(body), len(props_b))
+    head = BATCH_HEAD.pack(n, MESSAGE_MAGIC, zlib.crc32(body), flag, len(body))
+    return head, body, U16.pack(len(props_b)), props_b
+
+
+def item_bytes(body_len: int, props_len: int) -> int:
+    """Encoded size of a ``batch_item`` with a body and properties of these byte lengths."""
+    return BATCH_HEAD.size + body_len + 2 + props_len
+
+
 def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[bytes, list[str]]]:
     """Encode ``msgs`` into batch request bodies of at most ``max_bytes`` each (a lone bigger message
     travels alone). Each message gets a UNIQ_KEY property if it has none (set on the message).
@@ -289,7 +302,6 @@ def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> 
     parts: list[bytes] = []
     uids: list[str] = []
     size = 0
-    head, u16, magic, crc32 = BATCH_HEAD.pack, U16.pack, MESSAGE_MAGIC, zlib.crc32
     for m in msgs:
         uid, props = wire_properties(m)
         m.properties[MessageConst.UNIQ_KEY] = uid
@@ -298,12 +310,12 @@ def split_batch(msgs: Sequence[Message], max_bytes: int = MAX_MESSAGE_BYTES) -> 
             raise MQClientError(
                 f"message properties encode to {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}"
             )
-        body = m.body
-        n = BATCH_HEAD.size + len(body) + 2 + len(props_b)
+        item = batch_item(m.body, m.flag, props_b)
+        n = item_bytes(len(m.body), len(props_b))
         if parts and size + n > max_bytes:
             chunks.append((b"".join(parts), uids))
             parts, uids, size = [], [], 0
-        parts += (head(n, magic, crc32(body), m.flag, len(body)), body, u16(len(props_b)), props_b)
+        parts += item
         uids.append(uid)
         size += n
     if parts:

@@ -7,7 +7,9 @@ into requests of at most ``max_message_bytes``), and the bound on unfinished ``s
 (``client.async_sender``). Every send then takes the one send path (``client.send_path``): queue
 selection with latency fault tolerance (``client.fault``), the publish route with TBW102 auto-create
 fallback, and up to ``retry_times`` retries on another broker inside one ``send_timeout`` budget for
-retriable errors. ``SendResult``/``SendStatus`` are defined in ``client.results`` and re-exported here.
+retriable errors. With ``auto_batch`` (the default), concurrent sends to one queue are coalesced into
+one SEND_BATCH_MESSAGE by ``client.coalesce`` on that same path, each keeping its own result.
+``SendResult``/``SendStatus`` are defined in ``client.results`` and re-exported here.
 """
 
 # ruff: noqa: ASYNC109  (per-call timeouts in seconds are part of the documented API)
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rocketpy.client.async_sender import AsyncSender, SendCallback
+from rocketpy.client.coalesce import CoalesceStats
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
 from rocketpy.client.message_check import (
@@ -66,6 +69,16 @@ class Producer:
         secret_key: that account's secret key.
         serialize_type: the wire encoding, ``"msgpack"`` (rocketpy's) or ``"json"`` (RocketMQ's JSON
             remoting, as RocketMQ's own clients speak it); None: ``$ROCKETPY_SERIALIZE_TYPE``, else msgpack.
+        auto_batch: coalesce concurrent ``send``/``send_async`` sends to the same queue into one
+            SEND_BATCH_MESSAGE request (RocketMQ 5's autoBatch; ``client.coalesce``): sends that
+            arrive while a request to that queue is in flight, or in the same loop tick, leave
+            together. Each message keeps its own result, callback, error and deadline. Off: one
+            request per message.
+        batch_max_bytes: most encoded bytes in one coalesced request (larger messages go alone).
+        batch_max_delay: seconds a send with no request in flight to its queue waits for company
+            (0: never waits; it takes only what the same tick queued).
+        total_batch_max_bytes: most bytes of coalesced sends unfinished at once; beyond it sends wait
+            for room (within their timeout).
     """
 
     def __init__(
@@ -88,6 +101,10 @@ class Producer:
         access_key: str | None = None,
         secret_key: str | None = None,
         serialize_type: str | None = None,
+        auto_batch: bool = True,
+        batch_max_bytes: int = 32 * 1024,
+        batch_max_delay: float = 0.0,
+        total_batch_max_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         if not isinstance(group, str) or not group.strip():
             raise MQClientError(f"producer group must be a non-empty string, got {group!r}")
@@ -101,6 +118,7 @@ class Producer:
             raise MQClientError(
                 f"send_timeout={send_timeout!r} must be a positive number of seconds (default 3.0)"
             )
+        _check_batch_options(batch_max_bytes, batch_max_delay, total_batch_max_bytes)
         self.group = group
         self.namesrv_addr = namesrv_addr
         self.send_timeout = float(send_timeout)
@@ -122,7 +140,11 @@ class Producer:
         self.fault = LatencyFaultTolerance(enabled=send_latency_fault_enable)
         self._instance: MQClientInstance | None = None
         self._async = AsyncSender(max_async_pending)
-        self._path = SendPath(self._inst, group, self.fault, compress_level, default_topic_queue_nums)
+        self.auto_batch = bool(auto_batch)
+        coalesce = (batch_max_bytes, float(batch_max_delay), total_batch_max_bytes) if auto_batch else None
+        self._path = SendPath(
+            self._inst, group, self.fault, compress_level, default_topic_queue_nums, coalesce
+        )
         self._path.retry_not_stored = retry_another_broker_when_not_store_ok
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -188,6 +210,7 @@ class Producer:
         prepared = self._prepare(msg)
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
         job = MessageJob(prepared, self.retry_times, deadline, msg, selector, arg)
+        self._path.coalesce(job)
         result: SendResult = await self._path.run(job)
         return result
 
@@ -209,6 +232,7 @@ class Producer:
             MQClientError: bad message, producer not started, or ``max_async_pending`` sends unfinished.
         """
         job = MessageJob(self._prepare(msg), self.retry_times, 0.0, msg, selector, arg)
+        self._path.coalesce(job)
         start = functools.partial(self._path.start, job)  # the deadline is set when it is launched
         return self._async.submit(start, timeout or self.send_timeout, callback)
 
@@ -237,6 +261,12 @@ class Producer:
             results.extend(await self._path.run(job))
         return results
 
+    @property
+    def coalesce_stats(self) -> CoalesceStats | None:
+        """What auto-batch sent so far (requests, messages, batches, splits); None when it is off."""
+        co = self._path.coalescer
+        return None if co is None else co.stats
+
     # ---- internals ---------------------------------------------------------------------------------
 
     def _prepare(self, msg: Message) -> PreparedMessage:
@@ -244,4 +274,19 @@ class Producer:
         self._inst()
         return prepare_message(
             msg, self.max_message_bytes, self.compress_over_bytes, self.default_topic_queue_nums
+        )
+
+
+def _check_batch_options(batch_max_bytes: Any, batch_max_delay: Any, total_batch_max_bytes: Any) -> None:
+    """Refuse auto-batch bounds that cannot work, naming the option and its default."""
+    if not isinstance(batch_max_bytes, int) or batch_max_bytes <= 0:
+        raise MQClientError(f"batch_max_bytes={batch_max_bytes!r} must be a positive int (default 32768)")
+    if not isinstance(batch_max_delay, int | float) or not 0 <= batch_max_delay <= 10:
+        raise MQClientError(
+            f"batch_max_delay={batch_max_delay!r} must be seconds between 0 and 10 (default 0: never wait)"
+        )
+    if not isinstance(total_batch_max_bytes, int) or total_batch_max_bytes < batch_max_bytes:
+        raise MQClientError(
+            f"total_batch_max_bytes={total_batch_max_bytes!r} must be an int >= batch_max_bytes"
+            f" ({batch_max_bytes}); default 33554432 (32 MiB)"
         )

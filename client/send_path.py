@@ -17,6 +17,11 @@ Owns how a send (one message, or one request of a batch) reaches a broker, for `
   back ``run`` for the remaining attempts. A body still to compress or a route not cached yet starts
   with ``run``.
 
+* With auto-batch on (``coalesce``), an attempt of a message that can travel in a batch is handed
+  to the producer's ``client.coalesce.Coalescer`` instead of written alone: the job's future then
+  settles with its own outcome from a shared SEND_BATCH_MESSAGE (or its own SEND_MESSAGE_V2), and
+  everything else (settle, fault tolerance, retries under the job's deadline) is the same.
+
 A ``SendJob`` is the one object of a send: what it carries, its deadline and its current attempt.
 """
 
@@ -27,12 +32,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from rocketpy.client.async_sender import DirectSend
+from rocketpy.client.coalesce import Coalescer
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.instance import MQClientInstance
-from rocketpy.client.message_check import PreparedMessage, batch_ext
+from rocketpy.client.message_check import PreparedMessage, batch_ext, item_bytes
 from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
 from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import QueueSelector, select_queue, select_with
@@ -69,6 +75,7 @@ class SendJob(DirectSend):
         "arg",
         "attempts",
         "deadline",
+        "item_size",
         "last_broker",
         "last_error",
         "last_result",
@@ -103,6 +110,7 @@ class SendJob(DirectSend):
         self.last_error: RocketpyError | None = None
         self.last_result: Any = None  # a stored-but-not-OK result retried elsewhere (see SendPath)
         self.needs_compress = False
+        self.item_size = 0  # > 0: coalesced with sends to the same queue (its bytes in a batch)
 
     async def compress(self, level: int) -> None:
         """Compress the body once, when ``needs_compress``."""
@@ -151,8 +159,10 @@ class MessageJob(SendJob):
             RequestCode.SEND_MESSAGE_V2, prepared.ext_for(group, mq), prepared.body
         )
 
-    def results(self, resp: RemotingCommand, addr: str, mq: MessageQueue) -> SendResult:
-        return send_result(resp, addr, mq, self.prepared.uniq_key)
+    def results(self, resp: RemotingCommand | SendResult, addr: str, mq: MessageQueue) -> SendResult:
+        if type(resp) is SendResult:  # a coalesced send: mapped from its batch's response
+            return resp
+        return send_result(resp, addr, mq, self.prepared.uniq_key)  # type: ignore[arg-type]
 
 
 class BatchJob(SendJob):
@@ -189,6 +199,8 @@ class SendPath:
         fault: the producer's latency fault tolerance.
         compress_level: zlib level for bodies over the producer's ``compress_over_bytes``.
         default_topic_queue_nums: queues asked for when a topic is auto-created through TBW102.
+        coalesce: the auto-batch bounds ``(batch_max_bytes, batch_max_delay, total_batch_max_bytes)``,
+            or None: one request per message.
     """
 
     def __init__(
@@ -198,6 +210,7 @@ class SendPath:
         fault: LatencyFaultTolerance,
         compress_level: int,
         default_topic_queue_nums: int,
+        coalesce: tuple[int, float, int] | None = None,
     ) -> None:
         self.instance = instance
         self.group = group
@@ -208,6 +221,27 @@ class SendPath:
         #: SLAVE_NOT_AVAILABLE result is sent again to another broker (the last result is returned
         #: when the attempts run out); off: the result is returned with its status.
         self.retry_not_stored = False
+        self.coalescer: Coalescer | None = None
+        if coalesce is not None:
+            self.coalescer = Coalescer(self._invoke, group, *coalesce)
+
+    def _invoke(self, addr: str, request: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
+        return self.instance().remoting.invoke_future(addr, request, timeout)
+
+    def coalesce(self, job: MessageJob) -> None:
+        """Mark ``job`` to be coalesced with sends to the same queue, when auto-batch is on and the
+        message can travel in a batch: not compressed, no delivery time and no transaction (a batch
+        has one sys flag and the broker refuses timed messages in it), smaller than a batch."""
+        co = self.coalescer
+        if co is None:
+            return
+        p = job.prepared
+        props = p.properties
+        if p.needs_compress or p.sys_flag or "DELAY" in props or "TIMER_" in props or "TRAN_MSG" in props:
+            return
+        size = item_bytes(len(p.body), len(props) if props.isascii() else len(props.encode()))
+        if size <= co.batch_max_bytes:
+            job.item_size = size  # encoded only if it travels in a batch (``Coalescer._request``)
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The topic's publish route: cached, fetched, or auto-created through TBW102's."""
@@ -231,8 +265,9 @@ class SendPath:
             return self.run(job)
         mq = self.choose(tp, job)
         addr = inst.find_broker_addr(mq.broker_name)
-        if addr is None:
-            return self.run(job, mq)
+        co = self.coalescer
+        if addr is None or (co is not None and job.item_size and not co.has_room(job.item_size)):
+            return self.run(job, mq)  # no address yet, or no room among coalesced sends: wait there
         self._attempt(inst, job, mq, addr, now, remaining)
         return job
 
@@ -256,6 +291,9 @@ class SendPath:
                     tp = await self.publish_info(job.topic)
                 mq = self.choose(tp, job)
             addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
+            co = self.coalescer
+            if job.item_size and co is not None and not co.has_room(job.item_size):
+                await co.wait_room(job.item_size, job.deadline)  # back-pressure (total_batch_max_bytes)
             now = loop.time()
             if now >= job.deadline:
                 break
@@ -288,7 +326,11 @@ class SendPath:
         ``remaining`` seconds for the response; return (and keep) its response future."""
         job.tried += 1
         job.mq, job.addr, job.started = mq, addr, now
-        job.future = response = inst.remoting.invoke_future(addr, job.request(self.group, mq), remaining)
+        co = self.coalescer
+        if co is not None and job.item_size:  # only MessageJobs get an item (``coalesce``)
+            job.future = response = co.add(cast("MessageJob", job), mq, addr)
+        else:
+            job.future = response = inst.remoting.invoke_future(addr, job.request(self.group, mq), remaining)
         return response
 
     def _settle(self, job: SendJob, done: asyncio.Future[RemotingCommand]) -> Any:

@@ -7,7 +7,8 @@ single-message sends and batch sends, each for ``--seconds``, and prints both ``
 the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s). Bounded: every run has a duration and
 the daemons are stopped at the end.
 
-Usage: scripts/bench_sdk.py [--seconds 5] [--concurrency 256] [--batch 64] [--body 1024]
+Usage: scripts/bench_sdk.py [--seconds 5] [--concurrency 256] [--batch 64] [--body 1024] [--no-auto-batch]
+(``scripts/bench_autobatch.py`` compares auto-batch on and off back to back.)
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument("--auto-batch", action=argparse.BooleanOptionalAction, default=True,
+                    help="Producer(auto_batch=...) for the async sends")  # fmt: skip
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
         tmp_path = Path(tmp)
@@ -61,7 +64,10 @@ def main() -> None:
             common = ["-t", "BenchmarkTest", "-s", str(a.body), "-d", str(a.seconds)]
             # warm-up: first connections, commitlog file pre-allocation, page faults
             run_bench(ns.addr, "-t", "BenchmarkTest", "-s", str(a.body), "-d", "2", "-b", "16", "-w", "4")
-            total_a, tps_a, out_a = run_bench(ns.addr, *common, "-m", "async", "-w", str(a.concurrency))
+            coalesce = "--auto-batch" if a.auto_batch else "--no-auto-batch"
+            total_a, tps_a, out_a = run_bench(
+                ns.addr, *common, "-m", "async", "-w", str(a.concurrency), coalesce
+            )
             total_b, tps_b, out_b = run_bench(ns.addr, *common, "-b", str(a.batch), "-w", "8")
         finally:
             broker.terminate()

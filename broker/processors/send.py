@@ -3,10 +3,16 @@
 Owns the send checks (broker and topic write permission, topic name, system topics, auto-create,
 queue id range, body and properties sizes) and the mapping of the store's PutMessageStatus to a
 response code with a remark. The V2 header carries the same fields renamed ``a``..``n``.
+
+``handle_run`` takes the send requests one read brought (``Channel._dispatch_runs``): each is
+checked and answered as if alone, but the plain messages among them (no batch, delivery time or
+transaction; no SYNC_MASTER wait) that go to one queue are stored by one ``put_messages``, that is
+one commitlog append, with one SYNC_FLUSH wait; each request then gets its own record's offsets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import random
@@ -33,6 +39,7 @@ from rocketpy.record import MAX_PROPERTIES_BYTES, RecordError, decode_batch
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 from rocketpy.remoting.connection import Channel
+from rocketpy.remoting.processor import HandlerResult
 from rocketpy.route import TopicConfig
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
@@ -40,6 +47,8 @@ log = logging.getLogger("rocketpy.broker.send")
 
 _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 _TOPIC_CHECK_CACHE_MAX = 65_536
+#: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
+MAX_RUN_GROUP = 256
 _UNSEEN = ("unseen", "")  # _topic_problems' answer for a topic not checked yet
 _TIMED_BATCH = (
     "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
@@ -132,6 +141,114 @@ class SendMessageProcessor:
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Check the request and store it; answers inline unless the store had to wait."""
+        admitted = self._admit(channel, request)
+        if isinstance(admitted, RemotingCommand):
+            return admitted
+        header, queue_id, born_host, batch = admitted
+        if batch:
+            return run_eager(self._send_batch(request, header, queue_id, born_host))
+        return self._send_one(request, header, queue_id, born_host)
+
+    def handle_run(self, channel: Channel, requests: list[RemotingCommand]) -> list[HandlerResult]:
+        """The send requests of one read, in order: plain messages to one queue share one append.
+
+        Stores happen in arrival order per queue: a request that is not grouped (a batch, a timed
+        or half message) first stores the groups opened before it.
+        """
+        out: list[Any] = []
+        groups: dict[tuple[str, int, bool], list[int]] = {}  # open groups: indexes into ``out``
+        for request in requests:
+            try:
+                self._run_one(channel, request, out, groups)
+            except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
+                out.append(_failed(exc))
+        self._put_groups(out, groups)
+        return out
+
+    def _run_one(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        out: list[Any],
+        groups: dict[tuple[str, int, bool], list[int]],
+    ) -> None:
+        """Answer ``request`` into ``out``, or add it to its queue's open group."""
+        admitted = self._admit(channel, request)
+        if isinstance(admitted, RemotingCommand):
+            out.append(admitted)
+            return
+        h, queue_id, born, batch = admitted
+        if batch or self._stored_apart(h.properties):
+            self._put_groups(out, groups)
+            out.append(
+                run_eager(self._send_batch(request, h, queue_id, born))
+                if batch
+                else self._send_one(request, h, queue_id, born)
+            )
+            return
+        msg = self._one_message(request, h, queue_id, born)
+        if isinstance(msg, RemotingCommand):
+            out.append(msg)
+            return
+        key = (h.topic, queue_id, msg.wait_store_msg_ok)
+        members = groups.get(key)
+        if members is None:
+            members = groups[key] = []
+        members.append(len(out))
+        out.append((request, msg, queue_id, h.properties))
+        if len(members) >= MAX_RUN_GROUP:
+            self._put_group(out, groups.pop(key))
+
+    def _put_groups(self, out: list[Any], groups: dict[tuple[str, int, bool], list[int]]) -> None:
+        for members in groups.values():
+            self._put_group(out, members)
+        groups.clear()
+
+    def _stored_apart(self, properties: str) -> bool:
+        """True for a message ``handle_run`` does not group: a half message, a timed message, or
+        any message of a SYNC_MASTER (its slave wait is per request)."""
+        return (
+            self.replica_wait is not None
+            or may_be_timed(properties)
+            or (self.transactions is not None and is_half_message(properties))
+        )
+
+    def _put_group(self, out: list[Any], members: list[int]) -> None:
+        """Store the messages at ``members`` of ``out`` with one append; put each one's result there."""
+        msgs = [out[i][1] for i in members]
+        put = run_eager(self.store.put_messages(msgs))
+        if isinstance(put, PutMessageResult):
+            for i, result in zip(members, _per_record(put, len(members)), strict=True):
+                request, msg, queue_id, props = out[i]
+                out[i] = self._response(
+                    request, result, queue_id, unique_key_of(props), 1, len(request.body), msg.topic
+                )
+            return
+        # the SYNC_FLUSH wait (or next file) of the whole group, awaited by each member's task
+        shared = asyncio.ensure_future(_group_results(put, len(members)))
+        shared.add_done_callback(_retrieve)  # its members may all be cancelled (connection closed)
+        for n, i in enumerate(members):
+            out[i] = self._member_later(shared, n, *out[i])
+
+    async def _member_later(
+        self,
+        shared: asyncio.Future[list[PutMessageResult]],
+        n: int,
+        request: RemotingCommand,
+        msg: BrokerMessage,
+        queue_id: int,
+        properties: str,
+    ) -> RemotingCommand:
+        """The answer of the ``n``-th request of a group whose put suspended."""
+        result = (await asyncio.shield(shared))[n]
+        return self._response(
+            request, result, queue_id, unique_key_of(properties), 1, len(request.body), msg.topic
+        )
+
+    def _admit(
+        self, channel: Channel, request: RemotingCommand
+    ) -> tuple[SendMessageRequestHeader, int, tuple[str, int], bool] | RemotingCommand:
+        """The request's header, queue id, born host and batch flag, or its refusal."""
         header = SendMessageRequestHeader.from_ext(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
         # RocketMQ's C++ client sends a batch as SEND_MESSAGE with the header's batch flag.
         batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
@@ -153,9 +270,7 @@ class SendMessageProcessor:
                     "host (this broker stores IPv4 born hosts only); connect to the broker over IPv4",
                 )
             channel.attrs["born_host"] = born_host
-        if batch:
-            return run_eager(self._send_batch(request, header, queue_id, born_host))
-        return self._send_one(request, header, queue_id, born_host)
+        return header, queue_id, born_host, batch
 
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         log.info("send from request %d refused: %s", request.opaque, remark)
@@ -260,14 +375,22 @@ class SendMessageProcessor:
             h.topic, queue_id, body, props, flag, h.sys_flag, h.born_timestamp, born, h.reconsume_times
         )
 
+    def _one_message(
+        self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
+    ) -> BrokerMessage | RemotingCommand:
+        """The message of a single send, or its refusal (body or properties too large)."""
+        problem = self._check_message(len(request.body), h.properties)
+        if problem:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+        return self._message(h, queue_id, request.body, h.flag, h.properties, born)
+
     def _send_one(
         self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Store one message; the response at once when the put did not suspend (ASYNC_FLUSH)."""
-        problem = self._check_message(len(request.body), h.properties)
-        if problem:
-            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
-        msg = self._message(h, queue_id, request.body, h.flag, h.properties, born)
+        msg = self._one_message(request, h, queue_id, born)
+        if isinstance(msg, RemotingCommand):
+            return msg
         if self.transactions is not None and is_half_message(h.properties):  # TRAN_MSG: a half message
             put = run_eager(self.transactions.put_half(msg, h.producer_group))
         elif may_be_timed(h.properties):  # DELAY / TIMER_*: stored to wait until due
@@ -351,6 +474,30 @@ class SendMessageProcessor:
         else:
             ext = {"msgId": result.offset_msg_id, "queueId": queue_id, "queueOffset": result.queue_offset}
         return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)
+
+
+def _failed(exc: Exception) -> asyncio.Future[Any]:
+    """A failed result: the channel's task answers it as ``ProcessorTable`` answers a handler that
+    raised (a bad header -> INVALID_PARAMETER with its message)."""
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    fut.set_exception(exc)
+    return fut
+
+
+async def _group_results(put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:
+    return _per_record(await put, n)
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("a grouped put failed: %r", fut.exception())
+
+
+def _per_record(result: PutMessageResult, n: int) -> list[PutMessageResult]:
+    """Results for the first ``n`` records of a group put (all ``n`` share a refusal)."""
+    if result.status in STORED_STATUSES and result.msg_num >= n:
+        return result.per_record()
+    return [result] * n
 
 
 class PutResponse(NamedTuple):

@@ -124,6 +124,18 @@ class PutMessageResult:
             return [self.wrote_offset]
         return list(accumulate(self.sizes[:-1], initial=self.wrote_offset))
 
+    def per_record(self) -> list[PutMessageResult]:
+        """One result per record of a stored put, as if each had been put alone (the broker answers
+        SEND_MESSAGE_V2 requests stored by one append this way)."""
+        sizes = self.sizes or [self.wrote_bytes]
+        status, remark, base, ts, host8 = (
+            self.status, self.remark, self.queue_offset, self.store_timestamp, self._host8
+        )  # fmt: skip
+        return [
+            PutMessageResult(status, remark, offset, size, base + i, ts, 1, host8, [size])
+            for i, (offset, size) in enumerate(zip(self.offsets, sizes, strict=True))
+        ]
+
     @property
     def offset_msg_id(self) -> str:
         """The offset msg id (comma-joined for a batch); "" when nothing was stored."""

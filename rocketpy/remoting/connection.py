@@ -72,6 +72,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._handle = processors.dispatch  # bound once: called for every request
         #: Called with every request this side sends, right before it is written (ACL signing).
         self.signer: Callable[[RemotingCommand], None] | None = None
+        self._run_codes = processors.run_codes  # requests of one read handled together (_dispatch_runs)
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
@@ -116,6 +117,8 @@ class Channel(CallsMixin, asyncio.Protocol):
     def _process(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
         backlog = self._backlog
+        if self._run_codes and not backlog:
+            commands = self._dispatch_runs(commands)
         responses = False
         self._batching = True
         try:
@@ -239,9 +242,30 @@ class Channel(CallsMixin, asyncio.Protocol):
         if not self._pending.complete(response):
             log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
 
+    def _dispatch_runs(self, commands: Iterable[RemotingCommand]) -> Iterable[RemotingCommand]:
+        """Hand this read's requests of ``run_codes`` (the broker's sends) to the run handler at once,
+        in their order, and return the other commands (handled after them, as RocketMQ handles
+        each request code in its own executor). Answers join this read's one write; the run is
+        left to the normal path when it would take the handler tasks past their bound."""
+        codes = self._run_codes
+        commands = list(commands)
+        run = [c for c in commands if c.code in codes and not c.flag & FLAG_RESPONSE]
+        if len(run) < 2 or len(self._tasks) + len(run) > self._max_inflight:
+            return commands
+        self._batching = True  # _process writes the answers with the rest of this read's
+        started = perf_counter()
+        try:
+            for request, result in zip(run, self._processors.handle_run(self, run), strict=True):
+                self._answer(request, result, started)
+        finally:
+            self._batching = False
+        return [c for c in commands if c.code not in codes or c.flag & FLAG_RESPONSE]
+
     def _dispatch(self, request: RemotingCommand) -> None:
         started = perf_counter()
-        result = self._handle(self, request)
+        self._answer(request, self._handle(self, request), started)
+
+    def _answer(self, request: RemotingCommand, result: Any, started: float) -> None:
         if result is None:
             return
         if type(result) is RemotingCommand:  # answered inline: written with this read's batch

@@ -27,6 +27,8 @@ HandlerResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, No
 Handler = Callable[["Channel", RemotingCommand], HandlerResult]
 #: A check run before dispatch (e.g. the ACL): a refusal response, or None to go on.
 Guard = Callable[["Channel", RemotingCommand], Union[RemotingCommand, None]]  # noqa: UP007
+#: Handles the requests of one read together (one result per request, in order).
+RunHandler = Callable[["Channel", list[RemotingCommand]], list[HandlerResult]]
 
 
 class ProcessorTable:
@@ -36,7 +38,7 @@ class ProcessorTable:
         owner: a name for remarks and logs (e.g. ``"namesrv"``).
     """
 
-    __slots__ = ("_guard", "_handlers", "dispatch", "owner", "stats")
+    __slots__ = ("_guard", "_handlers", "_run_handler", "dispatch", "owner", "run_codes", "stats")
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
@@ -47,6 +49,9 @@ class ProcessorTable:
         #: What a ``Channel`` calls for every request: ``handle``, or the guarded path once a guard
         #: is installed (no cost at all without one).
         self.dispatch: Callable[[Channel, RemotingCommand], HandlerResult] = self.handle
+        #: codes whose requests of one read go to ``_run_handler`` together (``handle_run``)
+        self.run_codes: frozenset[int] = frozenset()
+        self._run_handler: RunHandler | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         """Register ``handler`` for request ``code``.
@@ -65,12 +70,43 @@ class ProcessorTable:
         self.dispatch = self.handle if guard is None else self._guarded
 
     def _guarded(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
+        refusal = self._refusal(channel, request)
+        return refusal if refusal is not None else self.handle(channel, request)
+
+    def _refusal(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """The guard's answer to ``request`` (None: it may go on)."""
         assert self._guard is not None
         try:
-            refusal = self._guard(channel, request)
+            return self._guard(channel, request)
         except Exception as exc:
             return self.error_response(channel, request, exc)
-        return refusal if refusal is not None else self.handle(channel, request)
+
+    def register_run(self, codes: frozenset[int], handler: RunHandler) -> None:
+        """Have ``handler`` take the requests of ``codes`` that one read brought, all at once (the
+        broker's sends: one store append per queue). Each code keeps its single handler too."""
+        assert self._run_handler is None and codes <= self._handlers.keys(), "register the codes first"
+        self.run_codes = frozenset(int(c) for c in codes)
+        self._run_handler = handler
+
+    def handle_run(self, channel: Channel, requests: list[RemotingCommand]) -> list[HandlerResult]:
+        """Results of ``requests`` (all of ``run_codes``, in arrival order) from the run handler; if
+        it fails, every request gets the error response. With a guard, a refused request gets its
+        refusal and the others go to the run handler."""
+        if self._guard is None:
+            return self._run(channel, requests)
+        refusals = [self._refusal(channel, r) for r in requests]
+        admitted = [r for r, no in zip(requests, refusals, strict=True) if no is None]
+        results = iter(self._run(channel, admitted))
+        return [no if no is not None else next(results) for no in refusals]
+
+    def _run(self, channel: Channel, requests: list[RemotingCommand]) -> list[HandlerResult]:
+        assert self._run_handler is not None
+        if not requests:
+            return []
+        try:
+            return self._run_handler(channel, requests)
+        except Exception as exc:
+            return [self.error_response(channel, r, exc) for r in requests]
 
     def codes(self) -> list[int]:
         """Return the registered request codes, sorted."""

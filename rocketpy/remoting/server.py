@@ -14,7 +14,7 @@ from collections.abc import Callable
 from rocketpy.errors import RemotingBindError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION, MAX_WRITE_BUFFER_BYTES
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.processor import Guard, Handler, ProcessorTable
+from rocketpy.remoting.processor import Guard, Handler, ProcessorTable, RunHandler
 from rocketpy.remoting.request_stats import RequestStats
 
 __all__ = ["Channel", "Handler", "RemotingServer"]
@@ -66,6 +66,11 @@ class RemotingServer:
     def set_guard(self, guard: Guard | None) -> None:
         """Check every request with ``guard`` before its handler (e.g. the ACL); call before ``start``."""
         self._processors.set_guard(guard)
+
+    def register_run_processor(self, codes: frozenset[int], handler: RunHandler) -> None:
+        """Serve the requests of ``codes`` one read brought with ``handler``, together
+        (``ProcessorTable.register_run``)."""
+        self._processors.register_run(codes, handler)
 
     def add_close_listener(self, listener: Callable[[Channel], None]) -> None:
         """Call ``listener(channel)`` once for every connection that closes."""

@@ -106,6 +106,9 @@ class FakeInstance:
 
 
 def producer_with(remoting: FakeRemoting, **kw: Any) -> Producer:
+    """A producer over ``remoting``; one request per message unless ``auto_batch=True`` is given
+    (the coalescer's own tests are in test_client_coalesce.py)."""
+    kw.setdefault("auto_batch", False)
     p = Producer("pg", "127.0.0.1:9", **kw)
     p._instance = FakeInstance(remoting)  # type: ignore[assignment]
     return p

@@ -1,0 +1,341 @@
+"""The coalescing producer (RocketMQ 5's autoBatch, done the asyncio way).
+
+Owns the per-queue accumulators of ``Producer(auto_batch=True)``: sends to the same queue (same
+broker address) that arrive while a request to that queue is in flight, or within the same loop
+tick, leave as one SEND_BATCH_MESSAGE request; a lone send leaves as its own SEND_MESSAGE_V2.
+
+When a batch leaves (``_flush``):
+
+* nothing to that queue in flight: at the end of the tick the first send arrived in
+  (``call_soon``; or ``batch_max_delay`` seconds later when that is > 0, to wait for company);
+* a request to that queue in flight: when its response arrives (sends queue behind it, as Nagle);
+* at once when adding a send would take the batch past ``batch_max_bytes``.
+
+Each member keeps its own future (``job.future``), resolved exactly once with its own outcome: its
+``SendResult`` (its UNIQ_KEY as msg id, its offset id and queue offset from the batch response), or
+its own copy of the error. A batch the broker refuses for a per-message cause (MESSAGE_ILLEGAL: a
+body past the broker's maxMessageSize, a delivery time) is split and every member is sent again
+alone, so the refused message fails alone and the others are stored (the batch wire answers one
+code per request: it cannot say which message was at fault). Whole-batch refusals (no permission,
+no topic, a busy or failing broker) are what each message would have got alone: every member gets
+it, and ``SendPath`` retries each retriable member on another broker under its own deadline, where
+the retried members coalesce again.
+
+Bounds: ``batch_max_bytes`` per request; ``total_batch_max_bytes`` of members accepted and not
+settled yet (held here or in flight); a send beyond it waits for room (``wait_room``, bounded by its
+deadline). The request's timeout is the latest member deadline; a member whose own deadline comes
+earlier gets a timer that fails it then (cancelled when the batch settles).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rocketpy.client.message_check import batch_ext, batch_item
+from rocketpy.client.results import SEND_STATUS_BY_CODE, batch_results, send_result
+from rocketpy.errors import MQClientError, RemotingTimeoutError, RocketpyError, broker_error
+from rocketpy.message import MessageQueue
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rocketpy.client.send_path import MessageJob
+
+#: ``(addr, request, timeout seconds) -> response future`` (``RemotingClient.invoke_future``).
+Invoke = Callable[[str, RemotingCommand, float], "asyncio.Future[RemotingCommand]"]
+
+#: Most sends waiting for room at once (each is a caller's send, already bounded by
+#: ``max_async_pending`` or by the caller's tasks; this bounds the waiter deque itself).
+MAX_ROOM_WAITERS = 1_000_000
+
+
+class CoalesceStats:
+    """What the coalescer sent: ``requests`` written (batches and lone sends), ``messages`` in them,
+    ``batches`` (requests of more than one message) and ``splits`` (batches refused for a
+    per-message cause and sent again one by one)."""
+
+    __slots__ = ("batches", "messages", "requests", "splits")
+
+    def __init__(self) -> None:
+        self.requests = self.messages = self.batches = self.splits = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"CoalesceStats(requests={self.requests}, messages={self.messages}, batches={self.batches},"
+            f" splits={self.splits})"
+        )
+
+
+class _Pending:
+    """One queue's accumulator: the members waiting, their bytes, and its requests in flight."""
+
+    __slots__ = ("addr", "in_flight", "jobs", "mq", "n_bytes", "timer")
+
+    def __init__(self, addr: str, mq: MessageQueue) -> None:
+        self.addr, self.mq = addr, mq
+        self.jobs: list[MessageJob] = []
+        self.n_bytes = 0
+        self.in_flight = 0
+        self.timer: asyncio.Handle | None = None
+
+
+class Coalescer:
+    """Per-queue accumulators of one producer.
+
+    Args:
+        invoke: writes a request and returns its response future.
+        group: the producer group written in every request.
+        batch_max_bytes: most encoded bytes in one batch request.
+        batch_max_delay: seconds a first send waits for company (0: only what the tick queued).
+        total_batch_max_bytes: most bytes of members accepted and not settled yet.
+    """
+
+    def __init__(
+        self,
+        invoke: Invoke,
+        group: str,
+        batch_max_bytes: int,
+        batch_max_delay: float,
+        total_batch_max_bytes: int,
+    ) -> None:
+        self.invoke = invoke
+        self.group = group
+        self.batch_max_bytes = batch_max_bytes
+        self.batch_max_delay = batch_max_delay
+        self.total_batch_max_bytes = total_batch_max_bytes
+        self.held_bytes = 0
+        self.stats = CoalesceStats()
+        self._queues: dict[tuple[str, MessageQueue], _Pending] = {}
+        self._room_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    # -- back-pressure ---------------------------------------------------------------------------
+    def has_room(self, size: int) -> bool:
+        """True when a member of ``size`` bytes may be added now (nobody waits before it)."""
+        return not self._room_waiters and self.held_bytes + size <= self.total_batch_max_bytes
+
+    async def wait_room(self, size: int, deadline: float) -> None:
+        """Wait (FIFO) until a member of ``size`` bytes fits in ``total_batch_max_bytes``.
+
+        Raises:
+            MQClientError: no room before ``deadline`` (loop time).
+        """
+        if self.has_room(size):
+            return
+        loop = asyncio.get_running_loop()
+        if len(self._room_waiters) >= MAX_ROOM_WAITERS:
+            raise MQClientError(f"{MAX_ROOM_WAITERS} sends already wait for room: send less at once")
+        fut: asyncio.Future[None] = loop.create_future()
+        item = (size, fut)
+        self._room_waiters.append(item)
+        try:
+            await asyncio.wait_for(fut, max(deadline - loop.time(), 0.0))
+        except TimeoutError:
+            raise MQClientError(
+                f"send waited its whole timeout for room among {self.held_bytes} bytes of unfinished"
+                f" sends (total_batch_max_bytes={self.total_batch_max_bytes}): send less at once, raise"
+                " total_batch_max_bytes or send_timeout"
+            ) from None
+        finally:
+            if not fut.done() or fut.cancelled():
+                self._remove_waiter(item)
+
+    def _remove_waiter(self, item: tuple[int, asyncio.Future[None]]) -> None:
+        try:
+            self._room_waiters.remove(item)
+        except ValueError:
+            pass  # already woken
+        self._wake_room()
+
+    def _release(self, n_bytes: int) -> None:
+        self.held_bytes -= n_bytes
+        if self._room_waiters:
+            self._wake_room()
+
+    def _wake_room(self) -> None:
+        """Admit waiters in order while they fit (their bytes are taken when they are added)."""
+        waiters = self._room_waiters
+        room = self.total_batch_max_bytes - self.held_bytes
+        while waiters and waiters[0][0] <= room:
+            size, fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                room -= size
+
+    # -- adding ----------------------------------------------------------------------------------
+    def add(self, job: MessageJob, mq: MessageQueue, addr: str) -> asyncio.Future[Any]:
+        """Queue ``job`` for ``mq`` at ``addr``; return its own future (a response or a SendResult)."""
+        key = (addr, mq)
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = _Pending(addr, mq)
+        size = job.item_size
+        if q.jobs and q.n_bytes + size > self.batch_max_bytes:
+            self._flush(q)  # full: it leaves now, even with a request in flight
+            self._queues[key] = q  # (a flush that sent nothing forgets the accumulator)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        job.future = fut
+        q.jobs.append(job)
+        q.n_bytes += size
+        self.held_bytes += size
+        if q.in_flight == 0 and q.timer is None:
+            if self.batch_max_delay > 0:
+                q.timer = loop.call_later(self.batch_max_delay, self._flush, q)
+            else:
+                q.timer = loop.call_soon(self._flush, q)
+        return fut
+
+    # -- sending ---------------------------------------------------------------------------------
+    def _flush(self, q: _Pending) -> None:
+        """Write what ``q`` holds as one request (a lone member as SEND_MESSAGE_V2)."""
+        if q.timer is not None:
+            q.timer.cancel()
+            q.timer = None
+        jobs, n_bytes = q.jobs, q.n_bytes
+        q.jobs, q.n_bytes = [], 0
+        live = [j for j in jobs if not j.future.done()]  # a cancelled send leaves nothing to send
+        if len(live) != len(jobs):
+            self._release(sum(j.item_size for j in jobs if j.future.done()))
+            n_bytes = sum(j.item_size for j in live)
+        if not live:
+            self._maybe_forget(q)
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = max(j.deadline for j in live)
+        if deadline <= now:
+            self._release(n_bytes)
+            for j in live:
+                _fail(j, RemotingTimeoutError("send timed out before its batch left: raise send_timeout"))
+            self._maybe_forget(q)
+            return
+        request = self._request(q.mq, live)
+        try:
+            response = self.invoke(q.addr, request, deadline - now)
+        except RocketpyError as err:  # refused at once (too many pending requests)
+            self._release(n_bytes)
+            for j in live:
+                _fail(j, _copy_error(err))
+            self._maybe_forget(q)
+            return
+        stats = self.stats
+        stats.requests += 1
+        stats.messages += len(live)
+        if len(live) > 1:
+            stats.batches += 1
+        q.in_flight += 1
+        timers = [loop.call_at(j.deadline, _expire, j) for j in live if j.deadline < deadline - 0.001]
+        response.add_done_callback(lambda done: self._settle(q, live, n_bytes, timers, done))
+
+    def _request(self, mq: MessageQueue, jobs: list[MessageJob]) -> RemotingCommand:
+        if len(jobs) == 1:
+            return jobs[0].request(self.group, mq)
+        parts: list[bytes] = []
+        for j in jobs:
+            p = j.prepared
+            parts += batch_item(p.body, p.flag, p.properties.encode())
+        ext = batch_ext(self.group, mq.topic, jobs[0].prepared.queue_nums, mq)
+        return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, b"".join(parts))
+
+    def _settle(
+        self,
+        q: _Pending,
+        jobs: list[MessageJob],
+        n_bytes: int,
+        timers: list[asyncio.TimerHandle],
+        done: asyncio.Future[RemotingCommand],
+    ) -> None:
+        """A request of ``q`` finished: give each member its outcome, then send what waited."""
+        for t in timers:
+            t.cancel()
+        q.in_flight -= 1
+        self._release(n_bytes)
+        if done.cancelled():
+            for j in jobs:
+                j.future.cancel()
+        elif (err := done.exception()) is not None:
+            for j in jobs:
+                _fail(j, _copy_error(err))
+        elif len(jobs) == 1:
+            _resolve(jobs[0], done.result())
+        else:
+            self._batch_outcome(q, jobs, done.result())
+        if q.jobs and q.timer is None:
+            self._flush(q)
+        else:
+            self._maybe_forget(q)
+
+    def _batch_outcome(self, q: _Pending, jobs: list[MessageJob], resp: RemotingCommand) -> None:
+        """Each member's outcome from a batch response (stored, refused per message, or refused)."""
+        if resp.code in SEND_STATUS_BY_CODE:
+            first = send_result(resp, q.addr, q.mq, "")
+            results = batch_results(first, [j.prepared.uniq_key for j in jobs])
+            for j, result in zip(jobs, results, strict=True):
+                _resolve(j, result)
+            return
+        if resp.code == ResponseCode.MESSAGE_ILLEGAL:  # one message's fault: each goes alone
+            self.stats.splits += 1
+            now = asyncio.get_running_loop().time()
+            for j in jobs:
+                self._send_alone(q, j, now)
+            return
+        for j in jobs:
+            _fail(j, broker_error(resp.code, resp.remark, q.addr))
+
+    def _send_alone(self, q: _Pending, job: MessageJob, now: float) -> None:
+        """Send a member of a split batch as its own SEND_MESSAGE_V2 (same attempt, same queue)."""
+        if job.future.done():
+            return
+        if job.deadline <= now:
+            _fail(job, RemotingTimeoutError("send timed out while its refused batch was split"))
+            return
+        try:
+            response = self.invoke(q.addr, job.request(self.group, q.mq), job.deadline - now)
+        except RocketpyError as err:
+            _fail(job, err)
+            return
+        self.stats.requests += 1
+        self.stats.messages += 1
+        response.add_done_callback(lambda done: _chain(job, done))
+
+    def _maybe_forget(self, q: _Pending) -> None:
+        """Drop an idle accumulator (queues come and go with routes; the table stays small)."""
+        key = (q.addr, q.mq)
+        if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(key) is q:
+            del self._queues[key]
+
+
+def _resolve(job: MessageJob, outcome: Any) -> None:
+    if not job.future.done():
+        job.future.set_result(outcome)
+
+
+def _fail(job: MessageJob, err: BaseException) -> None:
+    if not job.future.done():
+        job.future.set_exception(err)
+
+
+def _copy_error(err: BaseException) -> BaseException:
+    """A copy of ``err`` for one member (an exception raised in several tasks would collect every
+    task's traceback; ``copy.copy`` cannot rebuild errors whose ``__init__`` takes other arguments)."""
+    out = err.__class__.__new__(err.__class__, *err.args)
+    out.args = err.args
+    out.__dict__.update(err.__dict__)
+    out.__cause__ = err.__cause__
+    return out
+
+
+def _expire(job: MessageJob) -> None:
+    _fail(job, RemotingTimeoutError("no response from the broker within the send timeout"))
+
+
+def _chain(job: MessageJob, done: asyncio.Future[RemotingCommand]) -> None:
+    if done.cancelled():
+        job.future.cancel()
+    elif done.exception() is not None:
+        _fail(job, done.exception())  # type: ignore[arg-type]
+    else:
+        _resolve(job, done.result())

@@ -1,0 +1,232 @@
+"""The broker's sends of one read (SendMessageProcessor.handle_run) over a real in-process store:
+plain messages to one queue are stored by one append and answered each with its own record, a
+refused message fails alone, batches and timed messages keep their own path in arrival order, and
+a SYNC_FLUSH group waits for one flush; the channel hands a read's sends over together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store import MessageStore
+from rocketpy.config import FlushDiskType
+from rocketpy.message import properties_to_string
+from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.record import decode_record
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import HeaderError
+from rocketpy.route import TopicConfig
+from tests.unit.test_store_helpers import tiny_config
+
+
+class CountingStore:
+    """A real store that counts the appends it was asked for."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self.appends: list[int] = []
+
+    def put_message(self, msg: Any) -> Any:
+        self.appends.append(1)
+        return self.store.put_message(msg)
+
+    def put_messages(self, msgs: list[Any]) -> Any:
+        self.appends.append(len(msgs))
+        return self.store.put_messages(msgs)
+
+
+def _processor(store: CountingStore) -> SendMessageProcessor:
+    return SendMessageProcessor(
+        SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),  # type: ignore[arg-type]
+        SimpleNamespace(max_message_size=2048, sync_flush_timeout=5000),  # type: ignore[arg-type]
+        SimpleNamespace(  # type: ignore[arg-type]
+            get=lambda topic: TopicConfig(topic_name=topic, read_queue_nums=4, write_queue_nums=4)
+        ),
+        store,  # type: ignore[arg-type]
+        SimpleNamespace(put=None),  # type: ignore[arg-type]  # timed messages are not sent here
+        BrokerStats(),
+    )
+
+
+CHANNEL = SimpleNamespace(attrs={}, remote_addr="127.0.0.1:9", peer=("127.0.0.1", 9))
+
+
+def v2(opaque: int, body: bytes, queue_id: int = 1, **props: str) -> RemotingCommand:
+    ext = {"a": "pg", "b": "T", "e": queue_id, "i": properties_to_string({"UNIQ_KEY": f"U{opaque}", **props})}
+    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque, 0, None, ext, body)
+
+
+async def _store(tmp_path: Path, **kw: Any) -> MessageStore:
+    store = MessageStore(tiny_config(str(tmp_path), mapped_file_size_commit_log=1 << 20, **kw))
+    await store.start()
+    store.store_host = ("127.0.0.1", 10911)
+    return store
+
+
+def _stored(store: MessageStore, resp: RemotingCommand) -> Any:
+    assert resp.ext is not None
+    _, _, offset = decode_offset_msg_id(resp.ext["msgId"])
+    raw = store.lookup_message_by_offset(offset)
+    assert raw is not None
+    return decode_record(raw)
+
+
+async def test_a_reads_sends_to_one_queue_are_one_append_answered_each(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    counting = CountingStore(store)
+    p = _processor(counting)
+    requests = [v2(i, b"body%d" % i, queue_id=i % 2) for i in range(10)]
+    out = p.handle_run(CHANNEL, requests)  # type: ignore[arg-type]
+    assert sorted(counting.appends) == [5, 5]  # one append per queue
+    for req, resp in zip(requests, out, strict=True):
+        assert type(resp) is RemotingCommand and resp.code == ResponseCode.SUCCESS and resp.ext
+        assert resp.opaque == req.opaque and resp.ext["transactionId"] == f"U{req.opaque}"
+        m = _stored(store, resp)  # its own record: body, queue, queue offset
+        assert m.body == req.body and m.queue_id == req.opaque % 2 and m.unique_key == f"U{req.opaque}"
+        assert resp.ext["queueOffset"] == m.queue_offset == req.opaque // 2
+    assert p.stats.put_msgs_total == 10
+    await store.shutdown()
+
+
+async def test_a_refused_send_fails_alone_and_the_others_are_stored(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    counting = CountingStore(store)
+    p = _processor(counting)
+    out = p.handle_run(CHANNEL, [v2(1, b"a"), v2(2, b"x" * 4000), v2(3, b"c")])  # type: ignore[arg-type]
+    codes = [r.code for r in out]  # type: ignore[union-attr]
+    assert codes == [ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SUCCESS]
+    assert counting.appends == [2]
+    assert [_stored(store, out[i]).body for i in (0, 2)] == [b"a", b"c"]  # type: ignore[arg-type]
+    await store.shutdown()
+
+
+async def test_a_batch_between_sends_keeps_the_queue_order(tmp_path: Path) -> None:
+    from rocketpy.message import Message
+    from rocketpy.record import encode_batch
+
+    store = await _store(tmp_path)
+    counting = CountingStore(store)
+    p = _processor(counting)
+    batch_body = encode_batch([Message("T", b"b1"), Message("T", b"b2")])
+    batch_ext = {"a": "pg", "b": "T", "e": 1, "i": "", "m": True}
+    batch = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 9, 0, None, batch_ext, batch_body)
+    out = p.handle_run(CHANNEL, [v2(1, b"a1"), v2(2, b"a2"), batch, v2(3, b"a3")])  # type: ignore[arg-type]
+    results = [await r if not isinstance(r, RemotingCommand) else r for r in out]  # type: ignore[misc]
+    assert all(r.code == ResponseCode.SUCCESS for r in results)
+    assert counting.appends == [2, 2, 1]  # a1 a2 | b1 b2 | a3: stored in arrival order
+    offsets = [r.ext["queueOffset"] for r in results]
+    assert offsets == [0, 1, 2, 4]
+    await store.shutdown()
+
+
+async def test_a_sync_flush_group_waits_for_one_flush(tmp_path: Path) -> None:
+    store = await _store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    counting = CountingStore(store)
+    p = _processor(counting)
+    out = p.handle_run(CHANNEL, [v2(i, b"s%d" % i) for i in range(6)])  # type: ignore[arg-type]
+    assert counting.appends == [6]
+    results = [await r for r in out]  # type: ignore[misc]
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 6
+    assert [r.ext["queueOffset"] for r in results] == list(range(6))
+    assert store.commitlog.flushed_offset >= store.max_physical_offset
+    await store.shutdown()
+
+
+async def test_the_channel_hands_a_reads_run_codes_over_together() -> None:
+    import asyncio
+
+    from rocketpy.remoting import RemotingServer
+    from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
+
+    run_code, other = 951, 952
+    runs: list[list[int]] = []
+    order: list[int] = []
+
+    def single(ch: Any, req: RemotingCommand) -> RemotingCommand:
+        order.append(req.opaque)
+        return RemotingCommand.response(req, body=b"one")
+
+    def run(ch: Any, reqs: list[RemotingCommand]) -> list[Any]:
+        runs.append([r.opaque for r in reqs])
+        order.extend(r.opaque for r in reqs)
+        return [RemotingCommand.response(r, body=b"run") for r in reqs]
+
+    server = RemotingServer("127.0.0.1", 0, name="runsrv")
+    server.register_processor(run_code, single)
+    server.register_processor(other, single)
+    server.register_run_processor(frozenset({run_code}), run)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        codes = [run_code, other, run_code, run_code]
+        frames = [RemotingCommand(c, i + 1, 0, None, {}, b"x") for i, c in enumerate(codes)]
+        writer.write(b"".join(encode_frame_bytes(f) for f in frames))  # one write: one read
+        decoder = FrameDecoder(1 << 20)
+        got: list[RemotingCommand] = []
+        while len(got) < 4:
+            got += decoder.feed(await asyncio.wait_for(reader.read(65536), 5.0))
+        writer.close()
+    finally:
+        await server.shutdown(2.0)
+    assert runs == [[1, 3, 4]] and order == [1, 3, 4, 2]  # the sends first, in order, then the rest
+    assert {r.opaque: bytes(r.body) for r in got} == {1: b"run", 2: b"one", 3: b"run", 4: b"run"}
+
+
+async def test_a_bad_header_fails_only_its_own_request(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    p = _processor(CountingStore(store))
+    bad = RemotingCommand(RequestCode.SEND_MESSAGE_V2, 5, 0, None, {"a": "pg"}, b"no topic")
+    out = p.handle_run(CHANNEL, [v2(1, b"a"), bad, v2(2, b"b")])  # type: ignore[arg-type]
+    assert [type(r) is RemotingCommand and r.code for r in (out[0], out[2])] == [ResponseCode.SUCCESS] * 2
+    with pytest.raises(HeaderError):
+        await out[1]  # type: ignore[misc]  # the channel answers it INVALID_PARAMETER
+    await store.shutdown()
+
+
+async def test_the_guard_checks_each_request_of_a_run() -> None:
+    import asyncio
+
+    from rocketpy.remoting import RemotingServer
+    from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
+
+    run_code = 951
+    runs: list[list[int]] = []
+
+    def run(ch: Any, reqs: list[RemotingCommand]) -> list[Any]:
+        runs.append([r.opaque for r in reqs])
+        return [RemotingCommand.response(r, body=b"run") for r in reqs]
+
+    def guard(ch: Any, req: RemotingCommand) -> RemotingCommand | None:
+        if req.opaque % 2 == 0:
+            return RemotingCommand.response(req, ResponseCode.NO_PERMISSION, "access denied: even")
+        return None
+
+    server = RemotingServer("127.0.0.1", 0, name="runsrv")
+    server.register_processor(run_code, lambda ch, req: RemotingCommand.response(req, body=b"one"))
+    server.register_run_processor(frozenset({run_code}), run)
+    server.set_guard(guard)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        frames = [RemotingCommand(run_code, i, 0, None, {}, b"x") for i in (1, 2, 3, 4)]
+        writer.write(b"".join(encode_frame_bytes(f) for f in frames))  # one write: one read
+        decoder = FrameDecoder(1 << 20)
+        got: list[RemotingCommand] = []
+        while len(got) < 4:
+            got += decoder.feed(await asyncio.wait_for(reader.read(65536), 5.0))
+        writer.close()
+    finally:
+        await server.shutdown(2.0)
+    assert runs == [[1, 3]]  # the refused ones never reach the run handler
+    assert {r.opaque: r.code for r in got} == {
+        1: ResponseCode.SUCCESS,
+        2: ResponseCode.NO_PERMISSION,
+        3: ResponseCode.SUCCESS,
+        4: ResponseCode.NO_PERMISSION,
+    }
