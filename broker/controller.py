@@ -155,6 +155,7 @@ class BrokerController:
             bc.listen_port,
             name=f"broker {bc.broker_name}",
             max_frame_bytes=bc.max_frame_bytes,
+            **bc.server_limits(),
         )
         for code, handler in self.processor_table().items():
             self.server.register_processor(code, handler)

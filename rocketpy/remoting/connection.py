@@ -24,6 +24,7 @@ from typing import Any, cast
 from rocketpy.errors import RemotingConnectError
 from rocketpy.limits import (
     MAX_FRAME_BYTES,
+    MAX_FRAMES_PER_TURN,
     MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
     MAX_WRITE_BUFFER_BYTES,
 )
@@ -31,6 +32,7 @@ from rocketpy.remoting.calls import CallsMixin
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
 from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.pending import PendingRequests
 from rocketpy.remoting.processor import ProcessorTable
 
@@ -57,7 +59,10 @@ class Channel(CallsMixin, asyncio.Protocol):
         max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
         pause_reading_on_write_pressure: bool = True,
         on_close: Callable[[Channel], None] | None = None,
+        on_open: Callable[[Channel], None] | None = None,
         remote_addr: str | None = None,
+        max_frames_per_turn: int = MAX_FRAMES_PER_TURN,
+        peer_log: PeerLog | None = None,
     ) -> None:
         self.remote_addr = remote_addr or "?"
         self.peer: tuple[str, int] | None = None
@@ -73,7 +78,15 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._max_write_buffer = max_write_buffer_bytes
         self._pause_on_write_pressure = pause_reading_on_write_pressure
         self._on_close = on_close
+        self._on_open = on_open
+        self._max_frames_per_turn = max_frames_per_turn
+        self._peer_log = peer_log
         self._loop = asyncio.get_running_loop()
+        #: loop time of the last read (idle deadline), and since when an incomplete frame is held.
+        self.last_read_time = self._loop.time()
+        self.partial_since: float | None = None
+        self._more_frames = False  # complete frames left in the decoder for a later turn
+        self._turn_scheduled = False
         self._transport: asyncio.Transport | None = None
         self._pending = PendingRequests(self._loop, self.remote_addr)
         self._next_opaque = 0
@@ -98,16 +111,46 @@ class Channel(CallsMixin, asyncio.Protocol):
         if self.remote_addr == "?" and self.peer is not None:
             self.remote_addr = f"{self.peer[0]}:{self.peer[1]}"
         self._pending.remote_addr = self.remote_addr
+        if self._on_open is not None:
+            self._on_open(self)  # may close the connection at once (connection limits)
 
     def data_received(self, data: bytes) -> None:
         """Decode frames; complete pending calls and dispatch requests; write responses at once."""
+        self.last_read_time = self._loop.time()
+        self._decode_turn(data)
+
+    def _decode_turn(self, data: bytes) -> None:
+        """Decode and process at most ``max_frames_per_turn`` frames; leave the rest for next turn."""
+        limit = self._max_frames_per_turn
         try:
-            commands = self._decoder.feed(data)
+            commands = self._decoder.feed(data, limit)
         except FrameError as exc:
-            self._teardown(f"protocol error from {self.remote_addr}: {exc.reason}", abort=True)
+            self._protocol_error(exc.reason)
             return
+        except Exception as exc:  # a header codec's bug must still close only this connection
+            self._protocol_error(f"undecodable frame: {type(exc).__name__}: {exc}")
+            return
+        more = len(commands) >= limit
+        self._track_partial(more)
         if commands:
             self._process(commands)
+        if more or self._more_frames:  # schedule the next turn, or resume reading after the last
+            self._more_frames = more
+            self._update_reading()
+
+    def _track_partial(self, more: bool) -> None:
+        if more or not self._decoder.buffered_bytes:
+            self.partial_since = None
+        elif self.partial_since is None:
+            self.partial_since = self.last_read_time
+
+    def _next_turn(self) -> None:
+        self._turn_scheduled = False
+        if not self.closed and not self._handlers_blocked():
+            self._decode_turn(b"")
+
+    def _protocol_error(self, reason: str) -> None:
+        self._teardown(f"protocol error from {self.remote_addr}: {reason}", abort=True)
 
     def _process(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
@@ -217,6 +260,15 @@ class Channel(CallsMixin, asyncio.Protocol):
         """Close the connection (buffered writes are flushed first); pending calls fail at once."""
         self._teardown(reason)
 
+    def abort(self, reason: str) -> None:
+        """Close the connection at once, dropping unsent writes; pending calls fail at once."""
+        self._teardown(reason, abort=True)
+
+    @property
+    def tasks_running(self) -> int:
+        """Asynchronous handler tasks running for this connection (e.g. held pulls)."""
+        return len(self._tasks)
+
     async def wait_closed(self, timeout: float) -> None:  # noqa: ASYNC109
         """Wait up to ``timeout`` seconds for the transport to finish closing, then abort it."""
         try:
@@ -283,14 +335,23 @@ class Channel(CallsMixin, asyncio.Protocol):
             self._flush()
         self._update_reading()
 
-    def _update_reading(self) -> None:
-        if self.closed or self._transport is None:
-            return
-        pause = (
+    def _handlers_blocked(self) -> bool:
+        """True while this connection may not start more requests (handler bound, peer not reading)."""
+        return (
             bool(self._backlog)
             or len(self._tasks) >= self._max_inflight
             or (self._write_paused and self._pause_on_write_pressure)
         )
+
+    def _update_reading(self) -> None:
+        if self.closed or self._transport is None:
+            return
+        blocked = self._handlers_blocked()
+        pause = blocked or self._more_frames
+        if self._more_frames and not blocked and not self._turn_scheduled:
+            # Frames already read wait in the decoder: decode them after the other connections.
+            self._turn_scheduled = True
+            self._loop.call_soon(self._next_turn)
         if pause != self._reading_paused:
             self._reading_paused = pause
             if pause:
@@ -303,7 +364,7 @@ class Channel(CallsMixin, asyncio.Protocol):
             return
         self.closed = True
         self.close_reason = reason
-        (log.warning if abort else log.info)("closing connection %s: %s", self.remote_addr, reason)
+        self._log_close(reason, abort)
         if self._transport is not None:
             if abort:
                 self._transport.abort()
@@ -321,6 +382,13 @@ class Channel(CallsMixin, asyncio.Protocol):
                 self._on_close(self)
             except Exception:
                 log.exception("close listener of %s failed", self.remote_addr)
+
+    def _log_close(self, reason: str, abort: bool) -> None:
+        level = logging.WARNING if abort else logging.INFO
+        if self._peer_log is not None and self.peer is not None:
+            self._peer_log.log(self.peer[0], level, "closing connection %s: %s", self.remote_addr, reason)
+        else:
+            log.log(level, "closing connection %s: %s", self.remote_addr, reason)
 
     def _fail_pending(self, reason: str) -> None:
         def error(code: int) -> RemotingConnectError:
