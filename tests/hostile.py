@@ -1,0 +1,463 @@
+"""Hostile traffic against live daemons, for the fuzz tests and ``scripts/bench_hostile.py``.
+
+Frame generators (``frame_of_kind``) build the kinds of input a protocol fuzz sends: random bytes,
+mutated and truncated valid frames, oversized length prefixes and undecodable headers (the two
+kinds a server must answer by closing the connection), and well-framed requests of every request
+code with random header fields and bodies (``malformed``; the server must answer them, never raise).
+
+``run_fuzz`` drives several connections per kind plus slow-loris connections for a fixed time and
+returns counters; ``python -m tests.hostile --namesrv A --broker B --seconds S`` runs it in its own
+process (so the fuzzer's CPU use does not distort a probe measured in the test process) and prints
+the counters as one JSON line. ``Probe`` measures a well-behaved client's round trips meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import struct
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from rocketpy.remoting.codec import encode_frame_bytes
+from rocketpy.remoting.codes import RequestCode
+from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
+
+#: Kinds of hostile input, and those after which the server must close the connection.
+KINDS = ("random", "mutated", "truncated", "oversized", "bad_header", "malformed")
+MUST_CLOSE = ("oversized", "bad_header")
+
+#: Field names the daemons read from headers and bodies (so random documents reach the handlers'
+#: checks, not only the "missing field" path), plus SEND_MESSAGE_V2's one-letter names.
+VOCABULARY = (
+    "topic consumerGroup clientId clientID mqSet brokerName queueId groupName consumerDataSet "
+    "producerDataSet subscriptionDataSet subString expressionType topicConfigTable offsetTable "
+    "dataVersion counter timestamp brokerAddr brokerId clusterName haServerAddr perm readQueueNums "
+    "writeQueueNums commitOffset queueOffset maxMsgNums sysFlag subVersion suspendTimeoutMillis "
+    "producerGroup transactionId commitOrRollback msgId offsetMsgId key value namespace properties "
+    "delayLevel originMsgId originTopic maxReconsumeTimes unitMode batch bornTimestamp flag "
+    "defaultTopic defaultTopicQueueNums consumeFromWhere consumeType messageModel filterServerList "
+    "a b c d e f g h i j k l m n"
+).split()
+
+REQUEST_CODES = tuple(int(code) for code in RequestCode)
+
+
+class RawMap:
+    """A msgpack map whose keys may be anything (arrays, maps, nil): Python dicts cannot hold them."""
+
+    def __init__(self, pairs: list[tuple[Any, Any]]) -> None:
+        self.pairs = pairs
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack ``obj``; ``RawMap`` anywhere inside becomes a map with its keys as given."""
+    if isinstance(obj, RawMap):
+        n = len(obj.pairs)
+        head = bytes([0x80 | n]) if n < 16 else b"\xde" + struct.pack(">H", n)
+        return head + b"".join(pack(k) + pack(v) for k, v in obj.pairs)
+    if isinstance(obj, list):
+        n = len(obj)
+        head = bytes([0x90 | n]) if n < 16 else b"\xdc" + struct.pack(">H", n)
+        return head + b"".join(pack(item) for item in obj)
+    if isinstance(obj, dict):
+        return pack(RawMap(list(obj.items())))
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def random_scalar(rng: random.Random) -> Any:
+    """An int (small, huge, negative), str, bool, nil, float or bytes."""
+    choice = rng.randrange(9)
+    if choice == 0:
+        return rng.randrange(-(2**63), 2**64)
+    if choice == 1:
+        return rng.randrange(-3, 20)
+    if choice == 2:
+        return rng.choice(VOCABULARY)
+    if choice == 3:
+        return "".join(chr(rng.randrange(32, 0x2FF)) for _ in range(rng.randrange(0, 40)))
+    if choice == 4:
+        return rng.random() < 0.5
+    if choice == 5:
+        return None
+    if choice == 6:
+        return rng.uniform(-1e9, 1e9)
+    if choice == 7:
+        return rng.randbytes(rng.randrange(0, 20))
+    return str(rng.randrange(-5, 100))
+
+
+def random_doc(rng: random.Random, depth: int = 0) -> Any:
+    """A random document: scalars, lists, maps with known field names, maps with unhashable keys."""
+    roll = rng.random()
+    if depth > 4 or roll < 0.35:
+        return random_scalar(rng)
+    if roll < 0.55:
+        return [random_doc(rng, depth + 1) for _ in range(rng.randrange(0, 5))]
+    if roll < 0.92:
+        return {rng.choice(VOCABULARY): random_doc(rng, depth + 1) for _ in range(rng.randrange(0, 6))}
+    odd_keys = ([1, 2], {"k": 1}, None, 1.5, b"\x00", True)
+    return RawMap([(rng.choice(odd_keys), random_doc(rng, depth + 1)) for _ in range(rng.randrange(1, 3))])
+
+
+def random_body(rng: random.Random) -> bytes:
+    """A request body: a random document, a deep nesting, a wrong container, or raw garbage."""
+    roll = rng.random()
+    if roll < 0.65:
+        return pack(random_doc(rng))
+    if roll < 0.75:
+        return b"\x91" * rng.choice((33, 200, 2000, 100_000)) + b"\x01"
+    if roll < 0.85:  # a map of the right fields with lists where maps and strings belong
+        return pack({name: [[random_scalar(rng)]] for name in rng.sample(VOCABULARY, 6)})
+    if roll < 0.92:
+        doc = {rng.choice(VOCABULARY): random_scalar(rng) if rng.random() < 0.5 else [1]}
+        return json.dumps(doc, default=repr).encode()
+    return rng.randbytes(rng.randrange(0, 64))
+
+
+def random_ext(rng: random.Random) -> dict[str, Any]:
+    """Header fields with known names and values of random types (maps and lists included)."""
+    ext: dict[str, Any] = {}
+    for _ in range(rng.randrange(0, 8)):
+        value = random_scalar(rng) if rng.random() < 0.8 else random_doc(rng, 3)
+        if isinstance(value, RawMap):
+            value = {"x": 1}
+        ext[rng.choice(VOCABULARY)] = value
+    return ext
+
+
+def malformed_request(rng: random.Random, code: int | None = None) -> bytes:
+    """A well-framed request of ``code`` (random when None) with random header fields and body."""
+    code = rng.choice(REQUEST_CODES) if code is None else code
+    body = random_body(rng) if rng.random() < 0.8 else b""
+    if rng.random() < 0.2:  # RocketMQ's JSON clients: string-valued extFields
+        ext = {k: str(v) for k, v in random_ext(rng).items()}
+        cmd = RemotingCommand(code, rng.randrange(1 << 31), 0, None, ext, body, SERIALIZE_JSON)
+    else:
+        ext = {k: v for k, v in random_ext(rng).items() if not isinstance(v, RawMap)}
+        cmd = RemotingCommand(code, rng.randrange(1 << 31), 0, None, ext, body, SERIALIZE_MSGPACK)
+    try:
+        return encode_frame_bytes(cmd)
+    except (ValueError, TypeError, OverflowError):  # e.g. an int msgpack cannot hold
+        return encode_frame_bytes(RemotingCommand(code, 1, 0, None, None, body))
+
+
+def oversized_frame(rng: random.Random) -> bytes:
+    """A length prefix over every daemon's maxFrameBytes (16 MiB), then a little of its promise."""
+    length = rng.choice((16 * 1024 * 1024 + 1, 1 << 30, 0xFFFFFFFF, rng.randrange(17 << 20, 1 << 32)))
+    return struct.pack(">II", length, (SERIALIZE_MSGPACK << 24) | 5) + rng.randbytes(rng.randrange(0, 64))
+
+
+def bad_header_frame(rng: random.Random) -> bytes:
+    """A frame whose header cannot be decoded: garbage msgpack/JSON, unknown serialize type, bad shape."""
+    roll = rng.randrange(5)
+    if roll == 0:
+        header, stype = b"\xc1" + rng.randbytes(rng.randrange(0, 30)), SERIALIZE_MSGPACK
+    elif roll == 1:
+        header, stype = msgpack.packb([1, 2, 3]), SERIALIZE_MSGPACK  # wrong arity
+    elif roll == 2:
+        header, stype = b"{not json" + rng.randbytes(8), SERIALIZE_JSON
+    elif roll == 3:
+        header, stype = b"\x95\xa1x\x01\x00\xc0\xc0", SERIALIZE_MSGPACK  # code is a string
+    else:
+        header, stype = b"\x00\x00", rng.choice((0x01, 0x7F, 0xFF))  # unknown serialize type
+    body = rng.randbytes(rng.randrange(0, 32))
+    return struct.pack(">II", 4 + len(header) + len(body), (stype << 24) | len(header)) + header + body
+
+
+def mutated_frame(rng: random.Random) -> bytes:
+    """A malformed request with a few random bytes flipped (the length prefix included)."""
+    frame = bytearray(malformed_request(rng))
+    for _ in range(rng.randrange(1, 4)):
+        frame[rng.randrange(len(frame))] = rng.randrange(256)
+    return bytes(frame)
+
+
+def truncated_frame(rng: random.Random) -> bytes:
+    """The first part of a malformed request (the stream continues with the next frame)."""
+    frame = malformed_request(rng)
+    return frame[: rng.randrange(1, len(frame))]
+
+
+def frame_of_kind(rng: random.Random, kind: str) -> bytes:
+    """One input of ``kind`` (see ``KINDS``)."""
+    return _MAKERS[kind](rng)
+
+
+_MAKERS: dict[str, Callable[[random.Random], bytes]] = {
+    "random": lambda rng: rng.randbytes(rng.randrange(1, 200)),
+    "mutated": mutated_frame,
+    "truncated": truncated_frame,
+    "oversized": oversized_frame,
+    "bad_header": bad_header_frame,
+    "malformed": malformed_request,
+}
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)``."""
+    host, port = addr.rsplit(":", 1)
+    return host, int(port)
+
+
+@dataclass
+class FuzzStats:
+    """What a fuzz run sent and saw."""
+
+    frames: Counter[str] = field(default_factory=Counter)
+    must_close_sent: int = 0
+    must_close_closed: int = 0
+    must_close_open: list[str] = field(default_factory=list)
+    connections: int = 0
+    slow_loris_closed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready counters."""
+        return {
+            "frames": dict(self.frames),
+            "frames_total": sum(self.frames.values()),
+            "must_close_sent": self.must_close_sent,
+            "must_close_closed": self.must_close_closed,
+            "must_close_open": self.must_close_open[:20],
+            "connections": self.connections,
+            "slow_loris_closed": self.slow_loris_closed,
+        }
+
+
+async def _drain(reader: asyncio.StreamReader) -> None:
+    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+        while await reader.read(65536):
+            pass
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+
+
+async def hammer(addr: str, kind: str, until: float, stats: FuzzStats, rng: random.Random) -> None:
+    """Send bursts of ``kind`` frames on one connection (reconnecting when the server closes it)."""
+    host, port = parse_addr(addr)
+    loop = asyncio.get_running_loop()
+    while loop.time() < until:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        stats.connections += 1
+        drain = asyncio.ensure_future(_drain(reader))
+        try:
+            while loop.time() < until and not drain.done():
+                burst = [frame_of_kind(rng, kind) for _ in range(rng.randrange(1, 32))]
+                writer.write(b"".join(burst))
+                stats.frames[kind] += len(burst)
+                await asyncio.wait_for(writer.drain(), 2.0)
+                await asyncio.sleep(0)
+        except (OSError, TimeoutError):
+            pass
+        finally:
+            drain.cancel()
+            writer.transport.abort()
+
+
+async def must_close_check(
+    addr: str,
+    kind: str,
+    stats: FuzzStats,
+    rng: random.Random,
+    timeout: float,  # noqa: ASYNC109 (one bound for the whole exchange)
+) -> None:
+    """Send a must-close frame (after some valid ones, split across writes) and wait for the close."""
+    host, port = parse_addr(addr)
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        return
+    stats.connections += 1
+    frame = frame_of_kind(rng, kind)
+    lead = b"".join(malformed_request(rng) for _ in range(rng.randrange(0, 4)))
+    data = lead + frame
+    cuts = sorted(rng.sample(range(1, len(data)), min(rng.randrange(0, 3), len(data) - 1)))
+    stats.must_close_sent += 1
+    stats.frames[kind] += 1
+    try:
+        last = 0
+        for cut in [*cuts, len(data)]:
+            writer.write(data[last:cut])
+            last = cut
+            await writer.drain()
+            await asyncio.sleep(rng.choice((0, 0, 0.001, 0.01)))
+        await asyncio.wait_for(_drain(reader), timeout)
+        stats.must_close_closed += 1
+    except (OSError, ConnectionError):
+        stats.must_close_closed += 1  # reset by the server
+    except TimeoutError:
+        stats.must_close_open.append(f"{addr} {kind} {frame[:16].hex()}")
+    finally:
+        writer.transport.abort()
+
+
+async def must_close_loop(
+    addr: str, kinds: tuple[str, ...], until: float, stats: FuzzStats, seed: int
+) -> None:
+    """Run ``must_close_check`` back to back until ``until``."""
+    rng = random.Random(seed)
+    loop = asyncio.get_running_loop()
+    while loop.time() < until:
+        await must_close_check(addr, rng.choice(kinds), stats, rng, timeout=5.0)
+
+
+async def slow_loris(addr: str, until: float, stats: FuzzStats, interval: float) -> None:
+    """Open a connection and trickle one byte of a frame every ``interval`` s; reconnect when closed."""
+    host, port = parse_addr(addr)
+    # A 1000-byte frame with a valid header, of which at most 60 bytes are ever sent.
+    frame = struct.pack(">II", 1000, (SERIALIZE_MSGPACK << 24) | 6) + b"\x95\x01\x01\x00\xc0\xc0" + b"x" * 50
+    loop = asyncio.get_running_loop()
+    while loop.time() < until:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(interval)
+            continue
+        stats.connections += 1
+        try:
+            for i in range(len(frame)):
+                if loop.time() >= until or reader.at_eof():
+                    break
+                writer.write(frame[i : i + 1])
+                await writer.drain()
+                with contextlib.suppress(TimeoutError):
+                    if await asyncio.wait_for(reader.read(1), interval) == b"":
+                        stats.slow_loris_closed += 1
+                        break
+        except OSError:
+            stats.slow_loris_closed += 1
+        finally:
+            writer.transport.abort()
+
+
+async def run_fuzz(
+    namesrv: str,
+    broker: str,
+    seconds: float,
+    *,
+    per_kind: int = 2,
+    slow_loris_count: int = 8,
+    seed: int = 1,
+    loris_interval: float = 1.0,
+) -> FuzzStats:
+    """Fuzz both daemons for ``seconds``: ``per_kind`` connections per kind per daemon, must-close
+    checks on two more per daemon, and ``slow_loris_count`` slow-loris connections in all."""
+    stats = FuzzStats()
+    until = asyncio.get_running_loop().time() + seconds
+    jobs = []
+    n = seed
+    for addr in (namesrv, broker):
+        for kind in KINDS:
+            if kind in MUST_CLOSE:
+                continue
+            for _ in range(per_kind):
+                n += 1
+                jobs.append(hammer(addr, kind, until, stats, random.Random(n)))
+        for _ in range(per_kind):
+            n += 1
+            jobs.append(must_close_loop(addr, MUST_CLOSE, until, stats, n))
+    for i in range(slow_loris_count):
+        jobs.append(slow_loris((namesrv, broker)[i % 2], until, stats, loris_interval))
+    await asyncio.gather(*jobs)
+    return stats
+
+
+class Probe:
+    """A well-behaved client: one request at a time on one connection; records each round trip.
+
+    Args:
+        addr: the daemon.
+        request: builds the next request.
+        ok_codes: response codes that count as success.
+    """
+
+    def __init__(
+        self, addr: str, request: Callable[[], RemotingCommand], ok_codes: tuple[int, ...] = (0,)
+    ) -> None:
+        self.addr = addr
+        self.request = request
+        self.ok_codes = ok_codes
+        self.latencies_ms: list[float] = []
+        self.failures: list[str] = []
+
+    async def run(self, until: float, pause: float = 0.005) -> None:
+        """Call until loop time ``until``; a failed or late call is recorded in ``failures``."""
+        from rocketpy.remoting.client import RemotingClient  # the SDK-side RPC, never imported by daemons
+
+        client = RemotingClient()
+        loop = asyncio.get_running_loop()
+        try:
+            while loop.time() < until:
+                started = time.perf_counter()
+                try:
+                    response = await client.invoke(self.addr, self.request(), 5.0)
+                except Exception as exc:
+                    self.failures.append(f"{type(exc).__name__}: {exc}")
+                else:
+                    self.latencies_ms.append((time.perf_counter() - started) * 1000)
+                    if response.code not in self.ok_codes:
+                        self.failures.append(f"code {response.code}: {response.remark}")
+                await asyncio.sleep(pause)
+        finally:
+            await client.close()
+
+    def percentile(self, p: float) -> float:
+        """The ``p``-th percentile latency in ms (nan when nothing was measured)."""
+        values = sorted(self.latencies_ms)
+        if not values:
+            return float("nan")
+        return values[min(len(values) - 1, int(len(values) * p / 100))]
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident set size of process ``pid``."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.hostile --namesrv A --broker B --seconds S``: fuzz, print counters as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--namesrv", required=True)
+    parser.add_argument("--broker", required=True)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--per-kind", type=int, default=2)
+    parser.add_argument("--slow-loris", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    stats = asyncio.run(
+        run_fuzz(
+            args.namesrv,
+            args.broker,
+            args.seconds,
+            per_kind=args.per_kind,
+            slow_loris_count=args.slow_loris,
+            seed=args.seed,
+        )
+    )
+    print(json.dumps(stats.as_dict()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
