@@ -114,7 +114,8 @@ async def run_fuzz_against(daemons: DaemonPool, tmp_path: Path, seconds: float) 
     p99s = [round(p.percentile(99), 2) for p in probes]
     report = (
         f"idle p99 {[round(p.percentile(99), 2) for p in idle]} ms, fuzz p99 {p99s} ms, "
-        f"max {[round(max(p.latencies_ms), 1) for p in probes]} ms, calls {[len(p.latencies_ms) for p in probes]}, "
+        f"max {[round(max(p.latencies_ms), 1) for p in probes]} ms, "
+        f"calls {[len(p.latencies_ms) for p in probes]}, "
         f"stats {stats}, rss MiB {[(baseline[k] >> 20, v >> 20) for k, v in peaks.items()]}"
     )
     print(report)
