@@ -58,12 +58,13 @@ def decode_body(body: Body, serialize_type: int, what: str, shape: Shape | None 
             doc = json.loads(str(body, "utf-8"))
         else:
             doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
-    except RecursionError:
+    except (RecursionError, msgpack.exceptions.StackError):  # JSON's and msgpack's depth limits
         raise HeaderError(f"the {what} body nests too deeply") from None
     except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as e:
         # ValueError: JSON, UTF-8 and msgpack syntax; TypeError: a map key msgpack cannot hash
         # (an array or a map); OverflowError: an ext type msgpack cannot represent.
-        raise HeaderError(f"the request body is not a {kind} {what}: {str(e)[:120]}") from None
+        why = str(e)[:120] or type(e).__name__
+        raise HeaderError(f"the request body is not a {kind} {what}: {why}") from None
     check_doc(doc, what)
     if shape is not None:
         check_shape(doc, shape, what)
