@@ -5,8 +5,8 @@ to stderr. Records pass through a bounded queue to one writer thread, so the eve
 waits on a file write; when the queue is full, records are dropped and counted rather than
 blocking, and the next record that fits is preceded by one line saying how many were dropped. The
 file rolls over at ``ROCKETPY_LOG_MAX_BYTES`` (on the writer thread), keeping
-``ROCKETPY_LOG_BACKUPS`` old files. Pid files live in ``~/.rocketpy/run/{kind}-{port}.pid`` (``ROCKETPY_RUN_DIR``
-overrides); ``mqshutdown`` finds daemons through them.
+``ROCKETPY_LOG_BACKUPS`` old files. Pid files live in ``~/.rocketpy/run/{kind}-{port}.pid``
+(``ROCKETPY_RUN_DIR`` overrides); ``mqshutdown`` finds daemons through them.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def test_shape_errors_name_the_field_path() -> None:
         decode_body(body, SERIALIZE_MSGPACK, "Lock", shape)
     with pytest.raises(HeaderError, match=r"'Lock.mqSet\[0\].queueId' is missing"):
         decode_body(pack({"mqSet": [{"topic": "t"}]}), SERIALIZE_MSGPACK, "Lock", shape)
-    with pytest.raises(HeaderError, match="'Lock.mqSet' has 3 entries; the limit is 2"):
+    with pytest.raises(HeaderError, match=r"'Lock\.mqSet' has 3 entries; the limit is 2"):
         decode_body(pack({"mqSet": [{}, {}, {}]}), SERIALIZE_MSGPACK, "Lock", shape)
     decode_body(pack({"mqSet": [{"topic": "t", "queueId": "7"}]}), SERIALIZE_MSGPACK, "Lock", shape)
 
