@@ -41,7 +41,7 @@ WRITE_JOIN_MAX_BODY_BYTES = 16 * KIB
 #: Frames one connection may have decoded and dispatched per event-loop turn; a connection with more
 #: waiting stops reading and continues in the next turn, so every other connection gets its turn
 #: in between (one pipelining or hostile peer cannot stall the rest).
-MAX_FRAMES_PER_TURN = 128
+MAX_FRAMES_PER_TURN = 32
 
 #: Connections a daemon accepts in total, and from one peer IP address (``maxConnections``,
 #: ``maxConnectionsPerAddress``); connections past either are closed at once.

@@ -2,8 +2,9 @@
 
 Frame generators (``frame_of_kind``) build the kinds of input a protocol fuzz sends: random bytes,
 mutated and truncated valid frames, oversized length prefixes and undecodable headers (the two
-kinds a server must answer by closing the connection), and well-framed requests of every request
-code with random header fields and bodies (``malformed``; the server must answer them, never raise).
+kinds a server must answer by closing the connection), well-framed requests of every request
+code with random header fields and bodies (``malformed``; the server must answer them, never
+raise), and cheap valid requests pipelined 2,000 per write (``flood``).
 
 ``run_fuzz`` drives several connections per kind plus slow-loris connections for a fixed time and
 returns counters; ``python -m tests.hostile --namesrv A --broker B --seconds S`` runs it in its own
@@ -19,11 +20,13 @@ import contextlib
 import json
 import random
 import struct
+import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -33,7 +36,7 @@ from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
 
 #: Kinds of hostile input, and those after which the server must close the connection.
-KINDS = ("random", "mutated", "truncated", "oversized", "bad_header", "malformed")
+KINDS = ("random", "mutated", "truncated", "oversized", "bad_header", "malformed", "flood")
 MUST_CLOSE = ("oversized", "bad_header")
 
 #: Field names the daemons read from headers and bodies (so random documents reach the handlers'
@@ -188,6 +191,14 @@ def truncated_frame(rng: random.Random) -> bytes:
     return frame[: rng.randrange(1, len(frame))]
 
 
+def flood_request(rng: random.Random) -> bytes:
+    """A small well-formed request answered at once (sent in thousands per write: a pipelining flood)."""
+    code = rng.choice(
+        (RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 9999)
+    )
+    return encode_frame_bytes(RemotingCommand(int(code), rng.randrange(1 << 31), 0, None, None, b""))
+
+
 def frame_of_kind(rng: random.Random, kind: str) -> bytes:
     """One input of ``kind`` (see ``KINDS``)."""
     return _MAKERS[kind](rng)
@@ -200,7 +211,11 @@ _MAKERS: dict[str, Callable[[random.Random], bytes]] = {
     "oversized": oversized_frame,
     "bad_header": bad_header_frame,
     "malformed": malformed_request,
+    "flood": flood_request,
 }
+
+#: Frames per write for each kind (a flood pipelines many; the others come in small bursts).
+_BURST = {"flood": 2000}
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -259,7 +274,7 @@ async def hammer(addr: str, kind: str, until: float, stats: FuzzStats, rng: rand
         drain = asyncio.ensure_future(_drain(reader))
         try:
             while loop.time() < until and not drain.done():
-                burst = [frame_of_kind(rng, kind) for _ in range(rng.randrange(1, 32))]
+                burst = [frame_of_kind(rng, kind) for _ in range(_BURST.get(kind) or rng.randrange(1, 32))]
                 writer.write(b"".join(burst))
                 stats.frames[kind] += len(burst)
                 await asyncio.wait_for(writer.drain(), 2.0)
@@ -424,6 +439,119 @@ class Probe:
         if not values:
             return float("nan")
         return values[min(len(values) - 1, int(len(values) * p / 100))]
+
+
+def _route_request() -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": PROBE_TOPIC})
+
+
+def _offset_request() -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": PROBE_TOPIC, "queueId": 0})
+
+
+PROBE_TOPIC = "ProbeTopic"
+
+
+async def create_probe_topic(namesrv: str, broker: str) -> None:
+    """Create ``PROBE_TOPIC`` on ``broker`` and wait until ``namesrv`` routes it."""
+    from rocketpy.remoting.client import RemotingClient
+
+    client = RemotingClient()
+    try:
+        ext = {"topic": PROBE_TOPIC, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+        create = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        resp = await client.invoke(broker, create, 10.0)
+        assert resp.code == 0, resp.remark
+        for _ in range(100):  # the broker registers the new topic with the NameServer at once
+            resp = await client.invoke(namesrv, _route_request(), 10.0)
+            if resp.code == 0:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{PROBE_TOPIC} never reached the NameServer: {resp.remark}")
+    finally:
+        await client.close()
+
+
+async def probe_both(namesrv: str, broker: str, seconds: float) -> tuple[Probe, Probe]:
+    """Route queries to the NameServer and offset queries to the broker for ``seconds``."""
+    until = asyncio.get_running_loop().time() + seconds
+    probes = (Probe(namesrv, _route_request), Probe(broker, _offset_request))
+    await asyncio.gather(*(p.run(until) for p in probes))
+    return probes
+
+
+async def _sample_rss(pids: list[int], peaks: dict[int, int], until: float) -> None:
+    loop = asyncio.get_running_loop()
+    while loop.time() < until:
+        for pid in pids:
+            peaks[pid] = max(peaks.get(pid, 0), rss_bytes(pid))
+        await asyncio.sleep(0.5)
+
+
+def _probe_figures(probes: tuple[Probe, Probe]) -> dict[str, Any]:
+    return {
+        "p50_ms": [round(p.percentile(50), 2) for p in probes],
+        "p99_ms": [round(p.percentile(99), 2) for p in probes],
+        "max_ms": [round(max(p.latencies_ms, default=float("nan")), 1) for p in probes],
+        "calls": [len(p.latencies_ms) for p in probes],
+        "failures": [p.failures[:5] for p in probes],
+    }
+
+
+async def fuzz_with_probes(
+    namesrv: tuple[str, int], broker: tuple[str, int], seconds: float, repo_root: Path
+) -> dict[str, Any]:
+    """Probe both daemons idle (3 s), then under a ``python -m tests.hostile`` fuzz for ``seconds``.
+
+    Args:
+        namesrv / broker: each daemon's ``(addr, pid)``.
+        seconds: the fuzz's duration.
+        repo_root: the checkout whose ``tests.hostile`` runs the fuzz.
+
+    Returns:
+        ``idle`` and ``fuzz`` probe figures ([namesrv, broker] each), ``rss_mib`` (baseline, peak)
+        per daemon, and the fuzzer's counters as ``fuzz_stats``.
+    """
+    (ns_addr, ns_pid), (broker_addr, broker_pid) = namesrv, broker
+    await create_probe_topic(ns_addr, broker_addr)
+    idle = await probe_both(ns_addr, broker_addr, 3.0)
+    baseline = {pid: rss_bytes(pid) for pid in (ns_pid, broker_pid)}
+    args = [sys.executable, "-m", "tests.hostile", "--namesrv", ns_addr, "--broker", broker_addr]
+    fuzzer = await asyncio.create_subprocess_exec(
+        *args, "--seconds", str(seconds), cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    peaks: dict[int, int] = {}
+    try:
+        loop = asyncio.get_running_loop()
+        output = asyncio.ensure_future(asyncio.wait_for(fuzzer.communicate(), seconds + 60))
+        rss = asyncio.ensure_future(_sample_rss([ns_pid, broker_pid], peaks, loop.time() + seconds))
+        probes = await probe_both(ns_addr, broker_addr, seconds)
+        await rss
+        text = (await output)[0].decode(errors="replace")
+    finally:
+        if fuzzer.returncode is None:
+            fuzzer.kill()
+            await fuzzer.wait()
+    if fuzzer.returncode != 0:
+        raise RuntimeError(f"the fuzzer failed ({fuzzer.returncode}):\n{text[-4000:]}")
+    return {
+        "idle": _probe_figures(idle),
+        "fuzz": _probe_figures(probes),
+        "rss_mib": {
+            name: (baseline[pid] >> 20, peaks[pid] >> 20)
+            for name, pid in (("namesrv", ns_pid), ("broker", broker_pid))
+        },
+        "fuzz_stats": json.loads(text.strip().splitlines()[-1]),
+    }
+
+
+def log_lines(log_dir: Path) -> int:
+    """Lines in every log file (rotated ones included) under ``log_dir``."""
+    total = 0
+    for path in log_dir.glob("*.log*"):
+        with path.open("rb") as f:
+            total += sum(1 for _ in f)
+    return total
 
 
 def rss_bytes(pid: int) -> int:
