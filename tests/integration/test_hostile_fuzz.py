@@ -5,7 +5,11 @@ The fuzz (``tests.hostile``) runs in its own process: random, mutated, truncated
 frames on two connections per kind and daemon, must-close frames (oversized length prefixes,
 undecodable headers, split across writes) checked one connection at a time, and 8 slow-loris
 connections. Meanwhile one probe per daemon makes one call at a time. Asserted: both daemons
-alive and without tracebacks, no probe call failed, the probe's p99 within ``P99_BOUND_MS``: the goal is 50 ms on a quiet machine. On a shared 2-core runner the fuzzer, both
+alive and without tracebacks, no probe call failed, the probe's p99 within ``P99_BOUND_MS``,
+every must-close frame closed its connection, slow-loris connections closed by the partial-frame
+deadline, RSS growth and log lines bounded.
+
+``P99_BOUND_MS``: the goal is 50 ms on a quiet machine. On a shared 2-core runner the fuzzer, both
 daemons and the probe compete for two cores already busy with other work, and the fuzz's
 pipelining flood keeps both daemons at full CPU; measured there (load average 9): p99 64-69 ms,
 and 2.7-4.3 s without the per-turn frame bound (the same run on the code before it). The default
