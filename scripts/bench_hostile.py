@@ -36,7 +36,7 @@ import tests.daemons as test_daemons  # noqa: E402
 from tests.hostile import fuzz_with_probes, log_lines  # noqa: E402
 
 #: Shortened deadlines so slow-loris connections are closed within the run (rocketpy >= these keys).
-DEFENCES = {"partialFrameTimeoutSeconds": 3, "serverChannelMaxIdleTimeSeconds": 30}
+DEFENCES = {"partialFrameTimeoutSeconds": 3}
 
 
 def run(seconds: float, base: Path | None) -> dict[str, Any]:

@@ -34,7 +34,7 @@ P99_BOUND_MS = float(os.environ.get("ROCKETPY_FUZZ_P99_MS", "250"))
 RSS_GROWTH_MIB = 160
 #: Log lines the daemons may write in all: bad requests are rate-limited per peer address.
 MAX_LOG_LINES_PER_SECOND = 40
-DEFENCES = {"partialFrameTimeoutSeconds": 3, "serverChannelMaxIdleTimeSeconds": 30}
+DEFENCES = {"partialFrameTimeoutSeconds": 3}
 
 
 async def run_fuzz_against(daemons: DaemonPool, tmp_path: Path, seconds: float) -> None:
