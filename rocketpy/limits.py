@@ -43,6 +43,10 @@ WRITE_JOIN_MAX_BODY_BYTES = 16 * KIB
 #: in between (one pipelining or hostile peer cannot stall the rest).
 MAX_FRAMES_PER_TURN = 32
 
+#: Handler time one connection's turn should take; a connection whose turns run longer gets fewer
+#: frames per turn (halved each time, down to 1), and more again once its turns are cheap.
+TURN_BUDGET_SECONDS = 0.001
+
 #: Connections a daemon accepts in total, and from one peer IP address (``maxConnections``,
 #: ``maxConnectionsPerAddress``); connections past either are closed at once.
 MAX_CONNECTIONS = 4096

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
@@ -27,6 +28,7 @@ from rocketpy.limits import (
     MAX_FRAMES_PER_TURN,
     MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
     MAX_WRITE_BUFFER_BYTES,
+    TURN_BUDGET_SECONDS,
 )
 from rocketpy.remoting.calls import CallsMixin
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
@@ -80,6 +82,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._on_close = on_close
         self._on_open = on_open
         self._max_frames_per_turn = max_frames_per_turn
+        self._turn_frames = max_frames_per_turn  # shrinks while this connection's turns run long
         self._peer_log = peer_log
         self._loop = asyncio.get_running_loop()
         #: loop time of the last read (idle deadline), and since when an incomplete frame is held.
@@ -121,7 +124,7 @@ class Channel(CallsMixin, asyncio.Protocol):
 
     def _decode_turn(self, data: bytes) -> None:
         """Decode and process at most ``max_frames_per_turn`` frames; leave the rest for next turn."""
-        limit = self._max_frames_per_turn
+        limit = self._turn_frames
         try:
             commands = self._decoder.feed(data, limit)
         except FrameError as exc:
@@ -133,10 +136,25 @@ class Channel(CallsMixin, asyncio.Protocol):
         more = len(commands) >= limit
         self._track_partial(more)
         if commands:
+            started = time.perf_counter()
             self._process(commands)
+            self._adapt_turn(time.perf_counter() - started)
         if more or self._more_frames:  # schedule the next turn, or resume reading after the last
             self._more_frames = more
             self._update_reading()
+
+    def _adapt_turn(self, elapsed: float) -> None:
+        """Halve the frames per turn while a turn costs over the budget; grow them back when cheap.
+
+        Frames differ in cost by orders of magnitude (a no-op vs a full route table), so a fixed
+        count alone does not bound how long one connection holds the loop.
+        """
+        frames = self._turn_frames
+        if elapsed > TURN_BUDGET_SECONDS:
+            if frames > 1:
+                self._turn_frames = frames // 2
+        elif frames < self._max_frames_per_turn and elapsed < TURN_BUDGET_SECONDS / 4:
+            self._turn_frames = min(frames * 2, self._max_frames_per_turn)
 
     def _track_partial(self, more: bool) -> None:
         if more or not self._decoder.buffered_bytes:
