@@ -134,7 +134,7 @@ class Channel(CallsMixin, asyncio.Protocol):
             self._protocol_error(f"undecodable frame: {type(exc).__name__}: {exc}")
             return
         more = len(commands) >= limit
-        self._track_partial(more)
+        self._track_partial(more, bool(commands))
         if commands:
             started = time.perf_counter()
             self._process(commands)
@@ -156,10 +156,15 @@ class Channel(CallsMixin, asyncio.Protocol):
         elif frames < self._max_frames_per_turn and elapsed < TURN_BUDGET_SECONDS / 4:
             self._turn_frames = min(frames * 2, self._max_frames_per_turn)
 
-    def _track_partial(self, more: bool) -> None:
+    def _track_partial(self, more: bool, completed: bool) -> None:
+        """Note since when an incomplete frame is held (the partial-frame deadline's clock).
+
+        The clock restarts whenever a frame completes, so a busy stream whose reads end mid-frame
+        is never mistaken for a slow-loris.
+        """
         if more or not self._decoder.buffered_bytes:
             self.partial_since = None
-        elif self.partial_since is None:
+        elif completed or self.partial_since is None:
             self.partial_since = self.last_read_time
 
     def _next_turn(self) -> None:

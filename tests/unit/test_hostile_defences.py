@@ -201,6 +201,24 @@ async def test_slow_loris_and_idle_connections_are_closed_by_the_sweep() -> None
         await server.shutdown(2.0)
 
 
+async def test_a_stream_whose_reads_end_mid_frame_is_not_a_slow_loris() -> None:
+    server = await _server(partial_frame_seconds=1)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    drain = asyncio.ensure_future(_closed(reader, 30.0))  # done only when the server closes
+    try:
+        frame = encode_frame_bytes(RemotingCommand(ECHO, 1, 0, None, None, b"x" * 500))
+        stream = frame * 200
+        step = len(frame) + 7  # every read ends 7 bytes further into the next frame: never empty
+        for i in range(125):  # 2.5 s, over twice the deadline
+            writer.write(stream[i * step : (i + 1) * step])
+            await asyncio.sleep(0.02)
+        assert not drain.done() and server.refused["partial"] == 0
+    finally:
+        drain.cancel()
+        writer.transport.abort()
+        await server.shutdown(2.0)
+
+
 async def test_a_pipelining_connection_does_not_stall_another() -> None:
     server = await _server()
     client = RemotingClient()
