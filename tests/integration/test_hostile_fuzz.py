@@ -64,5 +64,6 @@ async def test_fuzz_keeps_daemons_fair_and_alive(daemons: DaemonPool, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 async def test_long_fuzz_keeps_daemons_fair_and_alive(daemons: DaemonPool, tmp_path: Path) -> None:
-    await run_fuzz_against(daemons, tmp_path, 300.0)
+    await run_fuzz_against(daemons, tmp_path, 400.0)
