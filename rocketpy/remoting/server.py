@@ -220,7 +220,8 @@ class RemotingServer:
                 and not channel.pending_count
             ):
                 self.refused["idle"] += 1
-                channel.close(f"idle for over {idle_limit:g}s (serverChannelMaxIdleTimeSeconds)")
+                # abort, not close: a peer that stopped reading would hold a graceful close open
+                channel.abort(f"idle for over {idle_limit:g}s (serverChannelMaxIdleTimeSeconds)")
 
     def _channel_closed(self, channel: Channel) -> None:
         self._channels.discard(channel)
