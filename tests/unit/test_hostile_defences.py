@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import random
 import struct
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -336,3 +340,23 @@ def test_msgpack_ext_types_in_bodies_are_refused() -> None:
     shape = Fields({"consumerGroup": REQUIRED_STR})
     with pytest.raises(HeaderError, match="consumerGroup' must be str, got ExtType"):
         decode_body(body, SERIALIZE_MSGPACK, "Lock", shape)
+
+
+def test_daemon_log_rolls_over_by_size_on_the_writer_thread(tmp_path: Path) -> None:
+    script = (
+        "import logging, threading\n"
+        "from rocketpy.logsetup import setup_logging\n"
+        "setup_logging('namesrv', to_stderr=False)\n"
+        "root = logging.getLogger()\n"
+        "assert [type(h).__name__ for h in root.handlers] == ['_DroppingQueueHandler'], root.handlers\n"
+        "log = logging.getLogger('rocketpy.remoting')\n"
+        "for i in range(3000):\n"
+        "    log.warning('line %d %s', i, 'x' * 40)\n"
+    )
+    env = {**os.environ, "ROCKETPY_LOG_DIR": str(tmp_path), "ROCKETPY_LOG_MAX_BYTES": "8192"}
+    env["ROCKETPY_LOG_BACKUPS"] = "2"
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["namesrv.log", "namesrv.log.1", "namesrv.log.2"]
+    assert all((tmp_path / name).stat().st_size <= 8192 for name in files)
+    assert "line 2999" in (tmp_path / "namesrv.log").read_text()
