@@ -18,7 +18,7 @@ from rocketpy.remoting.codes import ResponseCode, code_name
 from rocketpy.remoting.command import RemotingCommand
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon
-from tests.hostile import REQUEST_CODES, malformed_request
+from tests.hostile_frames import REQUEST_CODES, malformed_request
 
 TIMEOUT_S = 10.0
 REQUESTS_PER_CODE = 60

@@ -30,7 +30,7 @@ from rocketpy.remoting.headers import HeaderError
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.shape import MAX_BODY_DEPTH, REQUIRED_INT, REQUIRED_STR, Fields, ListOf, check_ext
 from tests.clock import ManualClock
-from tests.hostile import RawMap, bad_header_frame, pack, random_body, random_ext
+from tests.hostile_frames import RawMap, bad_header_frame, pack, random_body, random_ext
 from tests.waiting import wait_until_async
 
 ECHO = 901
@@ -188,11 +188,12 @@ async def test_slow_loris_and_idle_connections_are_closed_by_the_sweep() -> None
     server = await _server(partial_frame_seconds=1, idle_seconds=2)
     loris = await asyncio.open_connection("127.0.0.1", server.port)
     idle = await asyncio.open_connection("127.0.0.1", server.port)
-    busy = await asyncio.open_connection("127.0.0.1", server.port)
+    busy: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
     try:
         loris[1].write(_frames(1)[:10])
         assert await _closed(loris[0], 5.0)
         assert server.refused["partial"] == 1
+        busy = await asyncio.open_connection("127.0.0.1", server.port)
         for _ in range(6):  # a connection that keeps talking is never idle
             busy[1].write(_frames(1))
             assert await busy[0].read(1)
@@ -200,8 +201,9 @@ async def test_slow_loris_and_idle_connections_are_closed_by_the_sweep() -> None
         assert await _closed(idle[0], 5.0)
         assert server.refused["idle"] >= 1 and not busy[0].at_eof()
     finally:
-        for _, writer in (loris, idle, busy):
-            writer.transport.abort()
+        for pair in (loris, idle, busy):
+            if pair is not None:
+                pair[1].transport.abort()
         await server.shutdown(2.0)
 
 
