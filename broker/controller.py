@@ -168,6 +168,7 @@ class BrokerController:
             bc.listen_port,
             name=f"broker {bc.broker_name}",
             max_frame_bytes=bc.max_frame_bytes,
+            **bc.server_limits(),
         )
         table = self.processor_table()
         for code, handler in table.items():

@@ -48,7 +48,11 @@ class NamesrvController:
         self.route_info = RouteInfoManager(_now_ms)
         self.kv = KVConfigManager(config.kv_config_path)
         self.server = RemotingServer(
-            config.bind_address, config.listen_port, name="namesrv", max_frame_bytes=config.max_frame_bytes
+            config.bind_address,
+            config.listen_port,
+            name="namesrv",
+            max_frame_bytes=config.max_frame_bytes,
+            **config.server_limits(),
         )
         self._scan_task: asyncio.Task[None] | None = None
         self.metrics: MetricsServer | None = None

@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 from rocketpy.errors import ConfigError
-from rocketpy.limits import MAX_MESSAGE_BYTES
+from rocketpy.limits import (
+    CHANNEL_IDLE_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+    MAX_MESSAGE_BYTES,
+    PARTIAL_FRAME_SECONDS,
+)
 from rocketpy.properties import Property, parse_properties, read_properties_file
 
 __all__ = [
@@ -118,7 +124,34 @@ def _acl_fields() -> tuple[Any, Any, Any]:
     )
 
 
-class NamesrvConfig(BaseModel):
+class ConnectionLimits(BaseModel):
+    """A daemon's defences against hostile or broken peers (docs/operations.md "Hostile traffic")."""
+
+    model_config = _MODEL_CONFIG
+
+    max_connections: int = Field(MAX_CONNECTIONS, alias="maxConnections", gt=0)
+    max_connections_per_address: int = Field(
+        MAX_CONNECTIONS_PER_ADDRESS, alias="maxConnectionsPerAddress", gt=0
+    )
+    # RocketMQ's NettyServerConfig key; 0 = never close idle connections
+    server_channel_max_idle_time_seconds: int = Field(
+        CHANNEL_IDLE_SECONDS, alias="serverChannelMaxIdleTimeSeconds", ge=0
+    )
+    partial_frame_timeout_seconds: int = Field(
+        PARTIAL_FRAME_SECONDS, alias="partialFrameTimeoutSeconds", ge=0
+    )
+
+    def server_limits(self) -> dict[str, Any]:
+        """The keyword arguments of ``RemotingServer`` these settings stand for."""
+        return {
+            "max_connections": self.max_connections,
+            "max_connections_per_address": self.max_connections_per_address,
+            "idle_seconds": self.server_channel_max_idle_time_seconds,
+            "partial_frame_seconds": self.partial_frame_timeout_seconds,
+        }
+
+
+class NamesrvConfig(ConnectionLimits):
     """NameServer settings (RocketMQ's NamesrvConfig + NettyServerConfig keys)."""
 
     model_config = _MODEL_CONFIG
@@ -220,7 +253,7 @@ def _default_broker_name() -> str:
     return socket.gethostname() or "broker"
 
 
-class BrokerConfig(BaseModel):
+class BrokerConfig(ConnectionLimits):
     """Broker settings (RocketMQ's BrokerConfig + NettyServerConfig keys)."""
 
     model_config = _MODEL_CONFIG

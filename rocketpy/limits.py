@@ -38,6 +38,27 @@ MAX_WRITE_BUFFER_BYTES = 64 * MIB
 #: Bodies at least this large are written as their own buffer (no copy into the header buffer).
 WRITE_JOIN_MAX_BODY_BYTES = 16 * KIB
 
+#: Frames one connection may have decoded and dispatched per event-loop turn; a connection with more
+#: waiting stops reading and continues in the next turn, so every other connection gets its turn
+#: in between (one pipelining or hostile peer cannot stall the rest).
+MAX_FRAMES_PER_TURN = 32
+
+#: Handler time one connection's turn should take; a connection whose turns run longer gets fewer
+#: frames per turn (halved each time, down to 1), and more again once its turns are cheap.
+TURN_BUDGET_SECONDS = 0.001
+
+#: Connections a daemon accepts in total, and from one peer IP address (``maxConnections``,
+#: ``maxConnectionsPerAddress``); connections past either are closed at once.
+MAX_CONNECTIONS = 4096
+MAX_CONNECTIONS_PER_ADDRESS = 1024
+
+#: A server closes a connection that sent nothing for this long while nothing was running for it
+#: (RocketMQ's ``serverChannelMaxIdleTimeSeconds``; clients heartbeat every 30 s).
+CHANNEL_IDLE_SECONDS = 120
+
+#: A server closes a connection whose incomplete frame has not completed for this long (slow-loris).
+PARTIAL_FRAME_SECONDS = 30
+
 assert MAX_MESSAGE_BYTES < MAX_FRAME_BYTES, "a message must fit in one frame"
 assert MAX_FRAME_BYTES <= (1 << 32) - 1, "the frame length field is 32 bits"
 assert MAX_INFLIGHT_HANDLERS_PER_CONNECTION <= MAX_PENDING_REQUESTS_PER_CONNECTION

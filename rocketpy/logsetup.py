@@ -3,8 +3,10 @@
 Logs go to ``~/logs/rocketpylogs/{daemon}.log`` (directory overridden by ``ROCKETPY_LOG_DIR``) and
 to stderr. Records pass through a bounded queue to one writer thread, so the event loop never
 waits on a file write; when the queue is full, records are dropped and counted rather than
-blocking. Pid files live in ``~/.rocketpy/run/{kind}-{port}.pid`` (``ROCKETPY_RUN_DIR``
-overrides); ``mqshutdown`` finds daemons through them.
+blocking, and the next record that fits is preceded by one line saying how many were dropped. The
+file rolls over at ``ROCKETPY_LOG_MAX_BYTES`` (on the writer thread), keeping
+``ROCKETPY_LOG_BACKUPS`` old files. Pid files live in ``~/.rocketpy/run/{kind}-{port}.pid``
+(``ROCKETPY_RUN_DIR`` overrides); ``mqshutdown`` finds daemons through them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from rocketpy.errors import RocketpyError
 LOG_DIR_ENV = "ROCKETPY_LOG_DIR"
 RUN_DIR_ENV = "ROCKETPY_RUN_DIR"
 LOG_LEVEL_ENV = "ROCKETPY_LOG_LEVEL"
+LOG_MAX_BYTES_ENV = "ROCKETPY_LOG_MAX_BYTES"
+LOG_BACKUPS_ENV = "ROCKETPY_LOG_BACKUPS"
 
 #: Records waiting for the writer thread; past this they are dropped (and counted).
 LOG_QUEUE_RECORDS = 10_000
@@ -33,17 +37,55 @@ _FORMAT = "%(asctime)s %(levelname)-5s [%(name)s] %(message)s"
 
 
 class _DroppingQueueHandler(logging.handlers.QueueHandler):
-    """A QueueHandler that drops a record instead of blocking (or raising) when the queue is full."""
+    """A QueueHandler that drops a record instead of blocking (or raising) when the queue is full.
+
+    Drops are counted (``dropped``); the first record that fits again is preceded by a warning
+    with the number dropped since the last such warning.
+    """
 
     def __init__(self, q: queue.Queue[logging.LogRecord]) -> None:
         super().__init__(q)
         self.dropped = 0
+        self._unreported = 0
 
     def enqueue(self, record: logging.LogRecord) -> None:
         try:
+            if self._unreported:
+                self.queue.put_nowait(self._dropped_record())
+                self._unreported = 0
             self.queue.put_nowait(record)
         except queue.Full:
             self.dropped += 1
+            self._unreported += 1
+
+    def _dropped_record(self) -> logging.LogRecord:
+        msg = f"{self._unreported} log records dropped: the log writer could not keep up"
+        return logging.LogRecord("rocketpy.log", logging.WARNING, __file__, 0, msg, None, None)
+
+
+def _env_int(name: str, default: int, minimum: int) -> int:
+    """An integer setting from the environment, with a clear error for a bad value."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise RocketpyError(f"error: {name}={raw!r} must be an integer >= {minimum}; unset it for {default}")
+    return value
+
+
+def log_rotation() -> tuple[int, int]:
+    """``(max_bytes, backups)`` of the log files: ``$ROCKETPY_LOG_MAX_BYTES``, ``$ROCKETPY_LOG_BACKUPS``.
+
+    Raises:
+        RocketpyError: a value that is not a positive size or a count >= 1.
+    """
+    return _env_int(LOG_MAX_BYTES_ENV, LOG_FILE_MAX_BYTES, 4096), _env_int(
+        LOG_BACKUPS_ENV, LOG_BACKUP_COUNT, 1
+    )
 
 
 def log_dir() -> Path:
@@ -70,13 +112,15 @@ def setup_logging(daemon: str, *, to_stderr: bool = True, level: str | None = No
         The log file's path.
 
     Raises:
-        RocketpyError: the directory or file cannot be created (the message says what to do).
+        RocketpyError: the directory or file cannot be created, or the rotation settings are bad
+            (the message says what to do).
     """
     path = log_dir() / f"{daemon}.log"
+    max_bytes, backups = log_rotation()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         file_handler = logging.handlers.RotatingFileHandler(
-            path, maxBytes=LOG_FILE_MAX_BYTES, backupCount=LOG_BACKUP_COUNT, encoding="utf-8"
+            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
         )
     except OSError as e:
         raise RocketpyError(

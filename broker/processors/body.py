@@ -13,15 +13,21 @@ from typing import Any
 
 from rocketpy.remoting.body import decode_body_map, encode_body
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.shape import Shape
 
 
-def decode_map(request: RemotingCommand, what: str) -> dict[str, Any]:
+def decode_map(request: RemotingCommand, what: str, shape: Shape | None = None) -> dict[str, Any]:
     """Decode ``request``'s body as a map (``what`` names the structure in errors).
 
+    Args:
+        request: the request.
+        what: the structure's name (RocketMQ's class name, e.g. "LockBatchRequestBody").
+        shape: its declared shape (``rocketpy.remoting.shape``), checked before a handler reads it.
+
     Raises:
-        HeaderError: the body is empty, too large, undecodable or not a map.
+        HeaderError: the body is empty, too large, undecodable, not a map or not of ``shape``.
     """
-    return decode_body_map(request.body, request.serialize_type, what)
+    return decode_body_map(request.body, request.serialize_type, what, shape)
 
 
 def encode(doc: Any, request: RemotingCommand) -> bytes:

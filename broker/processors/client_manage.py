@@ -20,6 +20,7 @@ from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
+from rocketpy.remoting.shape import ANY_SCALAR, INT, REQUIRED_STR, STR, Fields, ListOf, Scalar
 from rocketpy.subscription import SubscriptionData, SubscriptionParseError
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
@@ -27,6 +28,30 @@ log = logging.getLogger("rocketpy.broker.clients")
 
 MAX_GROUPS_PER_HEARTBEAT = 1024
 MAX_SUBSCRIPTIONS_PER_GROUP = 1024
+
+SUBSCRIPTION_DATA = Fields(
+    {
+        "topic": REQUIRED_STR,
+        "subString": Scalar((str,), max_len=64 * 1024),
+        "subVersion": INT,
+        "expressionType": STR,
+    }
+)
+CONSUMER_DATA = Fields(
+    {
+        "groupName": REQUIRED_STR,
+        "subscriptionDataSet": ListOf(SUBSCRIPTION_DATA, MAX_SUBSCRIPTIONS_PER_GROUP),
+        **{name: ANY_SCALAR for name in SETTING_ORDINALS},
+    }
+)
+#: RocketMQ's HeartbeatData.
+HEARTBEAT_DATA = Fields(
+    {
+        "clientID": REQUIRED_STR,
+        "consumerDataSet": ListOf(CONSUMER_DATA, MAX_GROUPS_PER_HEARTBEAT),
+        "producerDataSet": ListOf(Fields({"groupName": REQUIRED_STR}), MAX_GROUPS_PER_HEARTBEAT),
+    }
+)
 
 
 class ClientManageProcessor:
@@ -56,7 +81,7 @@ class ClientManageProcessor:
 
     def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """HEART_BEAT: register or refresh the client's producer and consumer groups."""
-        doc = decode_map(request, "HeartbeatData")
+        doc = decode_map(request, "HeartbeatData", HEARTBEAT_DATA)
         client_id = doc.get("clientID")
         if not isinstance(client_id, str) or not client_id:
             raise HeaderError("HeartbeatData needs a non-empty 'clientID'")

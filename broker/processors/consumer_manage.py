@@ -15,9 +15,16 @@ from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsu
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError, ext_str
+from rocketpy.remoting.headers import ext_str
+from rocketpy.remoting.shape import REQUIRED_INT, REQUIRED_STR, Fields, ListOf
 
 MAX_LOCK_BATCH = 4096
+
+MESSAGE_QUEUE = Fields({"topic": REQUIRED_STR, "brokerName": REQUIRED_STR, "queueId": REQUIRED_INT})
+#: RocketMQ's LockBatchRequestBody (also the body of UNLOCK_BATCH_MQ).
+LOCK_BATCH_BODY = Fields(
+    {"consumerGroup": REQUIRED_STR, "clientId": REQUIRED_STR, "mqSet": ListOf(MESSAGE_QUEUE, MAX_LOCK_BATCH)}
+)
 
 
 class ConsumerManageProcessor:
@@ -89,18 +96,9 @@ class ConsumerManageProcessor:
         return RemotingCommand.response(request)
 
     def _lock_body(self, request: RemotingCommand) -> tuple[str, str, list[MessageQueueKey]]:
-        doc = decode_map(request, "LockBatchRequestBody")
-        group, client_id, mq_set = doc.get("consumerGroup"), doc.get("clientId"), doc.get("mqSet") or []
-        if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
-            raise HeaderError("the lock body needs 'consumerGroup' and 'clientId'")
-        if not isinstance(mq_set, list) or len(mq_set) > MAX_LOCK_BATCH:
-            raise HeaderError(f"'mqSet' must be a list of at most {MAX_LOCK_BATCH} message queues")
-        mqs: list[MessageQueueKey] = []
-        for mq in mq_set:
-            try:
-                mqs.append((str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])))
-            except (KeyError, TypeError, ValueError) as e:
-                raise HeaderError(f"every mqSet entry needs topic, brokerName and queueId: {mq!r}") from e
+        doc = decode_map(request, "LockBatchRequestBody", LOCK_BATCH_BODY)
+        group, client_id = doc["consumerGroup"], doc["clientId"]
+        mqs = [(mq["topic"], mq["brokerName"], int(mq["queueId"])) for mq in doc.get("mqSet") or ()]
         return group, client_id, mqs
 
     def lock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

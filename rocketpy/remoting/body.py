@@ -6,9 +6,9 @@ strings, e.g. a route's ``brokerAddrs`` ``{"0": "ip:port"}``). Every daemon and 
 decode structured bodies here and nowhere else.
 
 Invariants: ``decode_body`` raises ``HeaderError`` (answered as INVALID_PARAMETER) for an empty,
-oversize, undecodable or too deeply nested body, with a message naming the expected structure and
-never quoting the input at length; ``encode_body`` never fails on the documents the daemons build
-(str keys or int keys, str / int / bool / float / None / list / dict values).
+oversize, undecodable, too deeply nested or misshapen body (``shape.py``), with a message naming
+the expected structure and never quoting the input at length; ``encode_body`` never fails on the
+documents the daemons build (str keys or int keys, str / int / bool / float / None / list / dict values).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import msgpack
 
 from rocketpy.remoting.command import SERIALIZE_JSON, Body
 from rocketpy.remoting.headers import HeaderError
+from rocketpy.remoting.shape import Shape, check_doc, check_shape
 
 MAX_BODY_DOC_BYTES = 8 * 1024 * 1024
 
@@ -34,16 +35,18 @@ def encode_body(doc: Any, serialize_type: int) -> bytes:
     return _msgpack_pack(doc)
 
 
-def decode_body(body: Body, serialize_type: int, what: str) -> Any:
-    """Decode a structured body.
+def decode_body(body: Body, serialize_type: int, what: str, shape: Shape | None = None) -> Any:
+    """Decode a structured body and check it (``rocketpy.remoting.shape``).
 
     Args:
         body: the raw body.
         serialize_type: the carrying command's serialize type.
         what: the expected structure's name, for the error message (e.g. "HeartbeatData").
+        shape: the structure's declared shape, checked after decoding (None: depth and keys only).
 
     Raises:
-        HeaderError: the body is empty, too large, undecodable or nests too deeply.
+        HeaderError: the body is empty, too large, undecodable, nests too deeply, has map keys
+            that are not strings or integers, or does not match ``shape``.
     """
     kind = "JSON" if serialize_type == SERIALIZE_JSON else "msgpack"
     if not body:
@@ -52,21 +55,29 @@ def decode_body(body: Body, serialize_type: int, what: str) -> Any:
         raise HeaderError(f"the {what} body is {len(body)} bytes; the limit is {MAX_BODY_DOC_BYTES}")
     try:
         if serialize_type == SERIALIZE_JSON:
-            return json.loads(str(body, "utf-8"))
-        return msgpack.unpackb(body, raw=False, strict_map_key=False)
-    except RecursionError:
+            doc = json.loads(str(body, "utf-8"))
+        else:
+            doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except (RecursionError, msgpack.exceptions.StackError):  # JSON's and msgpack's depth limits
         raise HeaderError(f"the {what} body nests too deeply") from None
-    except (ValueError, msgpack.UnpackException) as e:  # JSON, UTF-8 and msgpack errors
-        raise HeaderError(f"the request body is not a {kind} {what}: {str(e)[:120]}") from None
+    except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as e:
+        # ValueError: JSON, UTF-8 and msgpack syntax; TypeError: a map key msgpack cannot hash
+        # (an array or a map); OverflowError: an ext type msgpack cannot represent.
+        why = str(e)[:120] or type(e).__name__
+        raise HeaderError(f"the request body is not a {kind} {what}: {why}") from None
+    check_doc(doc, what)
+    if shape is not None:
+        check_shape(doc, shape, what)
+    return doc
 
 
-def decode_body_map(body: Body, serialize_type: int, what: str) -> dict[str, Any]:
+def decode_body_map(body: Body, serialize_type: int, what: str, shape: Shape | None = None) -> dict[str, Any]:
     """``decode_body`` for a body that must be a map.
 
     Raises:
         HeaderError: as ``decode_body``, or the document is not a map.
     """
-    doc = decode_body(body, serialize_type, what)
+    doc = decode_body(body, serialize_type, what, shape)
     if not isinstance(doc, dict):
         kind = "JSON" if serialize_type == SERIALIZE_JSON else "msgpack"
         raise HeaderError(f"the request body must be a {kind} {what} map, got {type(doc).__name__}")

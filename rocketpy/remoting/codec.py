@@ -34,6 +34,7 @@ PREFIX = struct.Struct(">II")
 PREFIX_BYTES = PREFIX.size
 LENGTH_BYTES = 4
 _HEADER_LENGTH_MASK = 0xFFFFFF
+_UNLIMITED = 1 << 62
 
 
 class FrameError(RocketpyError):
@@ -171,7 +172,7 @@ class FrameDecoder:
     ``feed`` call, so feeding is linear in the bytes received.
     """
 
-    __slots__ = ("_buf", "_failed", "_unpacked_bytes", "_unpacker", "max_frame_bytes")
+    __slots__ = ("_buf", "_failed", "_head", "_unpacked_bytes", "_unpacker", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 4:
@@ -182,14 +183,22 @@ class FrameDecoder:
         # Streaming msgpack headers through one Unpacker per connection is cheaper than unpackb.
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(MAX_HEADER_BYTES, max_frame_bytes))
         self._unpacked_bytes = 0
+        # The command of the incomplete frame at the buffer's start, decoded as soon as its header
+        # arrived (an undecodable header fails the stream without waiting for the body).
+        self._head: RemotingCommand | None = None
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes held for an incomplete frame."""
         return len(self._buf)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
-        """Consume ``data`` and return the commands of every frame it completes.
+    def feed(self, data: bytes | bytearray | memoryview, max_frames: int = 0) -> list[RemotingCommand]:
+        """Consume ``data`` and return the commands of the frames it completes.
+
+        Args:
+            data: the bytes received (may be empty: decode what is buffered).
+            max_frames: return at most this many commands (0: all); complete frames past it stay
+                buffered for the next call, so a caller can spread a large read over loop turns.
 
         Raises:
             FrameError: oversize length, unknown serialize type or undecodable header.
@@ -203,7 +212,7 @@ class FrameDecoder:
         else:
             src = data
         try:
-            out, used = self._split(src)
+            out, used = self._split(src, max_frames or _UNLIMITED)
         except FrameError:
             self._failed = True
             raise
@@ -213,7 +222,9 @@ class FrameDecoder:
             buf += memoryview(src)[used:]
         return out
 
-    def _split(self, src: bytes | bytearray | memoryview) -> tuple[list[RemotingCommand], int]:
+    def _split(
+        self, src: bytes | bytearray | memoryview, max_frames: int
+    ) -> tuple[list[RemotingCommand], int]:
         out: list[RemotingCommand] = []
         end = len(src)
         pos = 0
@@ -224,18 +235,24 @@ class FrameDecoder:
         unpacker = self._unpacker
         command_class = RemotingCommand
         new_command = object.__new__
+        head, self._head = self._head, None
         try:
-            while end - pos >= PREFIX_BYTES:
+            while end - pos >= PREFIX_BYTES and len(out) < max_frames:
                 length, type_and_len = unpack_from(src, pos)
                 serialize_type = type_and_len >> 24
                 header_len = type_and_len & _HEADER_LENGTH_MASK
                 if length > max_length or header_len > length - 4 or serialize_type not in codecs:
                     self._check_prefix(length, type_and_len)  # raises the precise FrameError
                 frame_end = pos + LENGTH_BYTES + length
-                if frame_end > end:
-                    break
                 header_end = pos + PREFIX_BYTES + header_len
-                if serialize_type == SERIALIZE_MSGPACK:
+                if frame_end > end:
+                    if header_end <= end and head is None:
+                        head = self._decode_header(view[pos + PREFIX_BYTES : header_end], serialize_type)
+                    self._head = head
+                    break
+                if head is not None:  # decoded while its body was still arriving
+                    cmd, head = head, None
+                elif serialize_type == SERIALIZE_MSGPACK:
                     # Inlined _decode_msgpack + command_from_fields (same checks): two calls per
                     # frame are a measurable share of a no-op round trip.
                     header = view[pos + PREFIX_BYTES : header_end]
@@ -269,11 +286,16 @@ class FrameDecoder:
                     cmd.body = bytes(view[header_end:frame_end])
                 out.append(cmd)
                 pos = frame_end
-            if pos + LENGTH_BYTES <= end:  # a lone length field: reject oversize before buffering
+            if self._head is None and pos + LENGTH_BYTES <= end:  # a lone length field: reject oversize early
                 self._check_length(int.from_bytes(view[pos : pos + LENGTH_BYTES], "big"))
         finally:
             view.release()
         return out, pos
+
+    def _decode_header(self, header: memoryview, serialize_type: int) -> RemotingCommand:
+        if serialize_type == SERIALIZE_MSGPACK:
+            return self._decode_msgpack(header)
+        return _CODECS[serialize_type].decode(header, serialize_type)
 
     def _decode_msgpack(self, header: memoryview) -> RemotingCommand:
         unpacker = self._unpacker

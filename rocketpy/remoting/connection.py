@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
@@ -25,13 +26,16 @@ from typing import Any, cast
 from rocketpy.errors import RemotingConnectError
 from rocketpy.limits import (
     MAX_FRAME_BYTES,
+    MAX_FRAMES_PER_TURN,
     MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
     MAX_WRITE_BUFFER_BYTES,
+    TURN_BUDGET_SECONDS,
 )
 from rocketpy.remoting.calls import CallsMixin
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
 from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.pending import PendingRequests
 from rocketpy.remoting.processor import ProcessorTable
 
@@ -58,7 +62,10 @@ class Channel(CallsMixin, asyncio.Protocol):
         max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
         pause_reading_on_write_pressure: bool = True,
         on_close: Callable[[Channel], None] | None = None,
+        on_open: Callable[[Channel], None] | None = None,
         remote_addr: str | None = None,
+        max_frames_per_turn: int = MAX_FRAMES_PER_TURN,
+        peer_log: PeerLog | None = None,
     ) -> None:
         self.remote_addr = remote_addr or "?"
         self.peer: tuple[str, int] | None = None
@@ -78,7 +85,16 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._max_write_buffer = max_write_buffer_bytes
         self._pause_on_write_pressure = pause_reading_on_write_pressure
         self._on_close = on_close
+        self._on_open = on_open
+        self._max_frames_per_turn = max_frames_per_turn
+        self._turn_frames = max_frames_per_turn  # shrinks while this connection's turns run long
+        self._peer_log = peer_log
         self._loop = asyncio.get_running_loop()
+        #: loop time of the last read (idle deadline), and since when an incomplete frame is held.
+        self.last_read_time = self._loop.time()
+        self.partial_since: float | None = None
+        self._more_frames = False  # complete frames left in the decoder for a later turn
+        self._turn_scheduled = False
         self._transport: asyncio.Transport | None = None
         self._pending = PendingRequests(self._loop, self.remote_addr)
         self._next_opaque = 0
@@ -103,16 +119,66 @@ class Channel(CallsMixin, asyncio.Protocol):
         if self.remote_addr == "?" and self.peer is not None:
             self.remote_addr = f"{self.peer[0]}:{self.peer[1]}"
         self._pending.remote_addr = self.remote_addr
+        if self._on_open is not None:
+            self._on_open(self)  # may close the connection at once (connection limits)
 
     def data_received(self, data: bytes) -> None:
         """Decode frames; complete pending calls and dispatch requests; write responses at once."""
+        self.last_read_time = self._loop.time()
+        self._decode_turn(data)
+
+    def _decode_turn(self, data: bytes) -> None:
+        """Decode and process at most ``max_frames_per_turn`` frames; leave the rest for next turn."""
+        limit = self._turn_frames
         try:
-            commands = self._decoder.feed(data)
+            commands = self._decoder.feed(data, limit)
         except FrameError as exc:
-            self._teardown(f"protocol error from {self.remote_addr}: {exc.reason}", abort=True)
+            self._protocol_error(exc.reason)
             return
+        except Exception as exc:  # a header codec's bug must still close only this connection
+            self._protocol_error(f"undecodable frame: {type(exc).__name__}: {exc}")
+            return
+        more = len(commands) >= limit
+        self._track_partial(more, bool(commands))
         if commands:
+            started = time.perf_counter()
             self._process(commands)
+            self._adapt_turn(time.perf_counter() - started)
+        if more or self._more_frames:  # schedule the next turn, or resume reading after the last
+            self._more_frames = more
+            self._update_reading()
+
+    def _adapt_turn(self, elapsed: float) -> None:
+        """Halve the frames per turn while a turn costs over the budget; grow them back when cheap.
+
+        Frames differ in cost by orders of magnitude (a no-op vs a full route table), so a fixed
+        count alone does not bound how long one connection holds the loop.
+        """
+        frames = self._turn_frames
+        if elapsed > TURN_BUDGET_SECONDS:
+            if frames > 1:
+                self._turn_frames = frames // 2
+        elif frames < self._max_frames_per_turn and elapsed < TURN_BUDGET_SECONDS / 4:
+            self._turn_frames = min(frames * 2, self._max_frames_per_turn)
+
+    def _track_partial(self, more: bool, completed: bool) -> None:
+        """Note since when an incomplete frame is held (the partial-frame deadline's clock).
+
+        The clock restarts whenever a frame completes, so a busy stream whose reads end mid-frame
+        is never mistaken for a slow-loris.
+        """
+        if more or not self._decoder.buffered_bytes:
+            self.partial_since = None
+        elif completed or self.partial_since is None:
+            self.partial_since = self.last_read_time
+
+    def _next_turn(self) -> None:
+        self._turn_scheduled = False
+        if not self.closed and not self._handlers_blocked():
+            self._decode_turn(b"")
+
+    def _protocol_error(self, reason: str) -> None:
+        self._teardown(f"protocol error from {self.remote_addr}: {reason}", abort=True)
 
     def _process(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
@@ -228,6 +294,15 @@ class Channel(CallsMixin, asyncio.Protocol):
         """Close the connection (buffered writes are flushed first); pending calls fail at once."""
         self._teardown(reason)
 
+    def abort(self, reason: str) -> None:
+        """Close the connection at once, dropping unsent writes; pending calls fail at once."""
+        self._teardown(reason, abort=True)
+
+    @property
+    def tasks_running(self) -> int:
+        """Asynchronous handler tasks running for this connection (e.g. held pulls)."""
+        return len(self._tasks)
+
     async def wait_closed(self, timeout: float) -> None:  # noqa: ASYNC109
         """Wait up to ``timeout`` seconds for the transport to finish closing, then abort it."""
         try:
@@ -319,14 +394,23 @@ class Channel(CallsMixin, asyncio.Protocol):
             self._flush()
         self._update_reading()
 
-    def _update_reading(self) -> None:
-        if self.closed or self._transport is None:
-            return
-        pause = (
+    def _handlers_blocked(self) -> bool:
+        """True while this connection may not start more requests (handler bound, peer not reading)."""
+        return (
             bool(self._backlog)
             or len(self._tasks) >= self._max_inflight
             or (self._write_paused and self._pause_on_write_pressure)
         )
+
+    def _update_reading(self) -> None:
+        if self.closed or self._transport is None:
+            return
+        blocked = self._handlers_blocked()
+        pause = blocked or self._more_frames
+        if self._more_frames and not blocked and not self._turn_scheduled:
+            # Frames already read wait in the decoder: decode them after the other connections.
+            self._turn_scheduled = True
+            self._loop.call_soon(self._next_turn)
         if pause != self._reading_paused:
             self._reading_paused = pause
             if pause:
@@ -339,7 +423,7 @@ class Channel(CallsMixin, asyncio.Protocol):
             return
         self.closed = True
         self.close_reason = reason
-        (log.warning if abort else log.info)("closing connection %s: %s", self.remote_addr, reason)
+        self._log_close(reason, abort)
         if self._transport is not None:
             if abort:
                 self._transport.abort()
@@ -357,6 +441,13 @@ class Channel(CallsMixin, asyncio.Protocol):
                 self._on_close(self)
             except Exception:
                 log.exception("close listener of %s failed", self.remote_addr)
+
+    def _log_close(self, reason: str, abort: bool) -> None:
+        level = logging.WARNING if abort else logging.INFO
+        if self._peer_log is not None and self.peer is not None:
+            self._peer_log.log(self.peer[0], level, "closing connection %s: %s", self.remote_addr, reason)
+        else:
+            log.log(level, "closing connection %s: %s", self.remote_addr, reason)
 
     def _fail_pending(self, reason: str) -> None:
         def error(code: int) -> RemotingConnectError:

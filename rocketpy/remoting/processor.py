@@ -3,7 +3,9 @@
 A handler takes ``(channel, request)`` and returns a ``RemotingCommand`` (answered inline), ``None``
 (nothing is sent) or an awaitable of either (run as a task tracked by the connection). Handler
 failures become error responses here: ``HeaderError`` -> INVALID_PARAMETER with its message, any
-other exception -> SYSTEM_ERROR with the exception text (logged with its traceback).
+other exception -> SYSTEM_ERROR with the exception text (logged with its traceback). Every request's
+header ``ext`` is checked (``shape.check_ext``) before its handler sees it. Lines about a peer's bad
+requests go through the owner's ``PeerLog`` when it has one (rate-limited per peer address).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Union
 from rocketpy.remoting.codes import ResponseCode, code_name
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError
+from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.request_stats import RequestStats
+from rocketpy.remoting.shape import check_ext
 
 if TYPE_CHECKING:
     from rocketpy.remoting.connection import Channel
@@ -38,10 +42,11 @@ class ProcessorTable:
         owner: a name for remarks and logs (e.g. ``"namesrv"``).
     """
 
-    __slots__ = ("_guard", "_handlers", "_run_handler", "dispatch", "owner", "run_codes", "stats")
+    __slots__ = ("_guard", "_handlers", "_run_handler", "dispatch", "owner", "peer_log", "run_codes", "stats")
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, peer_log: PeerLog | None = None) -> None:
         self.owner = owner
+        self.peer_log = peer_log
         self._handlers: dict[int, Handler] = {}
         #: responses and latency of the requests served (read by the metrics endpoint)
         self.stats = RequestStats()
@@ -74,10 +79,11 @@ class ProcessorTable:
         return refusal if refusal is not None else self.handle(channel, request)
 
     def _refusal(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        """The guard's answer to ``request`` (None: it may go on)."""
-        assert self._guard is not None
+        """Why ``request`` goes no further: a bad header shape or the guard's answer (None: it goes on)."""
         try:
-            return self._guard(channel, request)
+            if request.ext:
+                check_ext(request.ext)
+            return self._guard(channel, request) if self._guard is not None else None
         except Exception as exc:
             return self.error_response(channel, request, exc)
 
@@ -90,10 +96,8 @@ class ProcessorTable:
 
     def handle_run(self, channel: Channel, requests: list[RemotingCommand]) -> list[HandlerResult]:
         """Results of ``requests`` (all of ``run_codes``, in arrival order) from the run handler; if
-        it fails, every request gets the error response. With a guard, a refused request gets its
-        refusal and the others go to the run handler."""
-        if self._guard is None:
-            return self._run(channel, requests)
+        it fails, every request gets the error response. A request with a bad header shape or
+        refused by the guard gets that answer, and the others go to the run handler."""
         refusals = [self._refusal(channel, r) for r in requests]
         admitted = [r for r, no in zip(requests, refusals, strict=True) if no is None]
         results = iter(self._run(channel, admitted))
@@ -121,9 +125,11 @@ class ProcessorTable:
         handler = self._handlers.get(request.code)
         if handler is None:
             remark = f"request code {code_name(request.code)} is not supported by {self.owner}"
-            log.warning("%s from %s", remark, channel.remote_addr)
+            self._log(channel, logging.WARNING, "%s from %s", remark, channel.remote_addr)
             return RemotingCommand.response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         try:
+            if request.ext:
+                check_ext(request.ext)
             return handler(channel, request)
         except Exception as exc:
             return self.error_response(channel, request, exc)
@@ -146,9 +152,13 @@ class ProcessorTable:
     ) -> RemotingCommand:
         """Return the response for a handler that raised ``exc`` (logging unexpected errors)."""
         if isinstance(exc, HeaderError):
-            log.info("%s from %s: %s", code_name(request.code), channel.remote_addr, exc)
+            self._log(
+                channel, logging.INFO, "%s from %s: %s", code_name(request.code), channel.remote_addr, exc
+            )
             return RemotingCommand.response(request, ResponseCode.INVALID_PARAMETER, str(exc))
-        log.error(
+        self._log(
+            channel,
+            logging.ERROR,
             "%s: processor for %s from %s failed",
             self.owner,
             code_name(request.code),
@@ -157,3 +167,12 @@ class ProcessorTable:
         )
         remark = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return RemotingCommand.response(request, ResponseCode.SYSTEM_ERROR, f"{self.owner} failed: {remark}")
+
+    def _log(
+        self, channel: Channel, level: int, msg: str, *args: Any, exc_info: BaseException | None = None
+    ) -> None:
+        peer = channel.peer
+        if self.peer_log is not None and peer is not None:
+            self.peer_log.log(peer[0], level, msg, *args, exc_info=exc_info)
+        else:
+            log.log(level, msg, *args, exc_info=exc_info)

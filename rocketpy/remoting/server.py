@@ -3,6 +3,12 @@
 The server owns its listener, the set of open ``Channel`` objects and the processor table. Staged
 shutdown: stop accepting, let running handler tasks finish up to a timeout, then close every
 connection (aborting those that do not finish closing).
+
+Defences against hostile or broken peers (docs/operations.md "Hostile traffic"): connections past
+``max_connections`` in total or ``max_connections_per_address`` from one IP are closed at once; a
+once-a-second sweep closes connections idle for ``idle_seconds`` (nothing read, nothing running)
+and those holding an incomplete frame for ``partial_frame_seconds``; log lines about a peer's
+misbehaviour go through one ``PeerLog`` (rate-limited per address).
 """
 
 from __future__ import annotations
@@ -12,8 +18,17 @@ import logging
 from collections.abc import Callable
 
 from rocketpy.errors import RemotingBindError
-from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION, MAX_WRITE_BUFFER_BYTES
+from rocketpy.limits import (
+    CHANNEL_IDLE_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+    MAX_FRAME_BYTES,
+    MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
+    MAX_WRITE_BUFFER_BYTES,
+    PARTIAL_FRAME_SECONDS,
+)
 from rocketpy.remoting.connection import Channel
+from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.processor import Guard, Handler, ProcessorTable, RunHandler
 from rocketpy.remoting.request_stats import RequestStats
 
@@ -22,6 +37,7 @@ __all__ = ["Channel", "Handler", "RemotingServer"]
 log = logging.getLogger("rocketpy.remoting")
 
 _LISTEN_BACKLOG = 1024
+_SWEEP_INTERVAL_SECONDS = 1.0
 
 
 class RemotingServer:
@@ -35,6 +51,12 @@ class RemotingServer:
         max_inflight_handlers: asynchronous handlers per connection before reading pauses.
         max_write_buffer_bytes: unsent bytes to a peer that does not read before its connection
             is closed.
+        max_connections: open connections accepted in total; more are closed at once.
+        max_connections_per_address: open connections accepted from one peer IP address.
+        idle_seconds: a connection that sent nothing for this long with nothing running for it
+            is closed (0: never).
+        partial_frame_seconds: a connection holding an incomplete frame this long is closed
+            (0: never).
     """
 
     def __init__(
@@ -46,6 +68,10 @@ class RemotingServer:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
         max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
+        max_connections: int = MAX_CONNECTIONS,
+        max_connections_per_address: int = MAX_CONNECTIONS_PER_ADDRESS,
+        idle_seconds: float = CHANNEL_IDLE_SECONDS,
+        partial_frame_seconds: float = PARTIAL_FRAME_SECONDS,
     ) -> None:
         self.host = host
         self.name = name
@@ -54,10 +80,20 @@ class RemotingServer:
         self._max_frame_bytes = max_frame_bytes
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
-        self._processors = ProcessorTable(name)
+        self._max_connections = max_connections
+        self._max_per_address = max_connections_per_address
+        self._idle_seconds = idle_seconds
+        self._partial_frame_seconds = partial_frame_seconds
+        #: Rate-limited lines about misbehaving peers (shared by every connection and handler).
+        self.peer_log = PeerLog(log)
+        self._processors = ProcessorTable(name, self.peer_log)
         self._close_listeners: list[Callable[[Channel], None]] = []
         self._channels: set[Channel] = set()
+        self._per_address: dict[str, int] = {}
         self._server: asyncio.Server | None = None
+        self._sweep_task: asyncio.Task[None] | None = None
+        #: Connections closed by each defence ("max_connections", "per_address", "idle", "partial").
+        self.refused: dict[str, int] = {"max_connections": 0, "per_address": 0, "idle": 0, "partial": 0}
 
     def register_processor(self, code: int, handler: Handler) -> None:
         """Serve request ``code`` with ``handler`` (see ``rocketpy.remoting.processor``)."""
@@ -115,6 +151,7 @@ class RemotingServer:
             ) from exc
         sockname = self._server.sockets[0].getsockname()
         self._port = int(sockname[1])
+        self._sweep_task = loop.create_task(self._sweep_routine(), name=f"{self.name}-channel-sweep")
         log.info("%s listening on %s:%d", self.name, self.host, self._port)
         return self.host, self._port
 
@@ -122,6 +159,10 @@ class RemotingServer:
         """Stop accepting, let running handlers finish up to ``timeout`` s, then close connections."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        if self._sweep_task is not None:
+            self._sweep_task.cancel()
+            await asyncio.gather(self._sweep_task, return_exceptions=True)
+            self._sweep_task = None
         if self._server is not None:
             self._server.close()
         tasks = {task for channel in self._channels for task in channel.tasks}
@@ -148,12 +189,64 @@ class RemotingServer:
             max_write_buffer_bytes=self._max_write_buffer,
             pause_reading_on_write_pressure=True,
             on_close=self._channel_closed,
+            on_open=self._channel_opened,
+            peer_log=self.peer_log,
         )
         self._channels.add(channel)
         return channel
 
+    def _channel_opened(self, channel: Channel) -> None:
+        ip = channel.peer[0] if channel.peer is not None else "?"
+        count = self._per_address.get(ip, 0) + 1
+        self._per_address[ip] = count
+        channel.attrs["_counted_ip"] = ip
+        if len(self._channels) > self._max_connections:
+            self._refuse(channel, "max_connections", f"over maxConnections={self._max_connections}")
+        elif count > self._max_per_address:
+            self._refuse(
+                channel, "per_address", f"over maxConnectionsPerAddress={self._max_per_address} from {ip}"
+            )
+
+    def _refuse(self, channel: Channel, defence: str, why: str) -> None:
+        self.refused[defence] += 1
+        channel.abort(f"{self.name} refuses the connection: {why}")
+
+    async def _sweep_routine(self) -> None:
+        """Once a second: close idle and slow-loris connections, write the peer log's summaries."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(_SWEEP_INTERVAL_SECONDS)
+            self._sweep(loop.time())
+            self.peer_log.flush()
+
+    def _sweep(self, now: float) -> None:
+        partial_limit, idle_limit = self._partial_frame_seconds, self._idle_seconds
+        for channel in list(self._channels):
+            since = channel.partial_since
+            if partial_limit and since is not None and now - since > partial_limit:
+                self.refused["partial"] += 1
+                channel.abort(
+                    f"an incomplete frame waited over {partial_limit:g}s (partialFrameTimeoutSeconds)"
+                )
+            elif (
+                idle_limit
+                and now - channel.last_read_time > idle_limit
+                and not channel.tasks_running
+                and not channel.pending_count
+            ):
+                self.refused["idle"] += 1
+                # abort, not close: a peer that stopped reading would hold a graceful close open
+                channel.abort(f"idle for over {idle_limit:g}s (serverChannelMaxIdleTimeSeconds)")
+
     def _channel_closed(self, channel: Channel) -> None:
         self._channels.discard(channel)
+        ip = channel.attrs.pop("_counted_ip", None)
+        if ip is not None:
+            left = self._per_address[ip] - 1
+            if left:
+                self._per_address[ip] = left
+            else:
+                del self._per_address[ip]
         for listener in self._close_listeners:
             try:
                 listener(channel)

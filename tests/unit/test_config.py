@@ -211,6 +211,10 @@ def test_config_lines_read_back_as_the_same_config(tmp_path: Path) -> None:
 def test_namesrv_config_lines_use_rocketmq_keys() -> None:
     lines = config_lines(load_namesrv_config(None, {}))
     assert [line.split("=", 1)[0] for line in lines] == [
+        "maxConnections",  # ConnectionLimits, shared with the broker
+        "maxConnectionsPerAddress",
+        "serverChannelMaxIdleTimeSeconds",
+        "partialFrameTimeoutSeconds",
         "listenPort",
         "bindAddress",
         "scanNotActiveBrokerInterval",
