@@ -71,7 +71,7 @@ async def test_failed_flush_turns_the_store_read_only(tmp_path: Path, flush_type
         assert s.runtime_info()["readOnlyRemark"] == s.read_only_remark
     finally:
         await s.shutdown()
-    assert os.path.exists(tmp_path / "abort")  # the next start re-checks every record
+    assert (tmp_path / "abort").exists()  # the next start re-checks every record
     s2 = MessageStore(cfg)
     await s2.start()
     try:
