@@ -37,6 +37,7 @@ from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.service import TransactionService
@@ -72,9 +73,12 @@ class BrokerController:
     Args:
         broker_config: broker settings (may be changed live by UPDATE_BROKER_CONFIG).
         store_config: store settings.
+        faults: injected disk faults (tests; ``ROCKETPY_STORE_FAULTS``).
     """
 
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(
+        self, broker_config: BrokerConfig, store_config: StoreConfig, faults: DiskFaults | None = None
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config = _expand_store_paths(store_config)
         bc = broker_config
@@ -88,7 +92,9 @@ class BrokerController:
         self.queue_locks = RebalanceLockManager()
         self.stats = BrokerStats()
         # the listen port until the server is bound (records are written only after that)
-        self.store = MessageStore(store_config, store_host=(self.advertised_ip(), bc.listen_port))
+        self.store = MessageStore(
+            store_config, store_host=(self.advertised_ip(), bc.listen_port), faults=faults
+        )
         # built here, not in processor_table: the controller wires its held pulls to the store's
         # dispatch, to connection closes and to shutdown
         self.pull_processor = PullMessageProcessor(
