@@ -115,7 +115,9 @@ async def test_full_disk_turns_the_broker_read_only_until_space_is_freed(
     small_tmpfs: Path, daemons: DaemonPool, namesrv: Daemon, client: RemotingClient
 ) -> None:
     store = small_tmpfs / "store"
-    b = daemons.broker(namesrv.addr, **store_props(store, diskSpaceWarningLevelRatio=95))
+    # every ratio at its maximum: neither the guard nor forced cleanup acts before the disk is full
+    full = {"diskSpaceWarningLevelRatio": 95, "diskMaxUsedSpaceRatio": 95, "diskSpaceCleanForciblyRatio": 95}
+    b = daemons.broker(namesrv.addr, **store_props(store, **full))
     assert (await send(client, b.addr, "Full", b"first")).code == ResponseCode.SUCCESS
     filler = small_tmpfs / "filler"
     # leave less room than one commitlog file: the file after the next one cannot be created
