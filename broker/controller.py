@@ -35,6 +35,7 @@ from rocketpy.broker.processors.send_back import SendBackProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
+from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.store.faults import DiskFaults
@@ -108,6 +109,8 @@ class BrokerController:
             self.stats,
         )
         self.long_polling = self.pull_processor.holds
+        # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
+        self.send_queue = SendQueue(bc, store_config, lambda: self.store.commitlog.flush_started)
         self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
@@ -193,7 +196,9 @@ class BrokerController:
         """Request code -> handler: every code this broker serves, in one table."""
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
-        send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats, self.transactions)
+        send = SendMessageProcessor(
+            bc, sc, topics, store, self.delivery, self.stats, self.transactions, self.send_queue
+        )
         end_transaction = EndTransactionProcessor(self.transactions)
         send_back = SendBackProcessor(bc, sc, topics, groups, store, self.delivery, self.stats)
         pull = self.pull_processor
@@ -207,6 +212,7 @@ class BrokerController:
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
         stats.runtime_extras.append(self.replication.runtime_info)
+        stats.runtime_extras.append(self.send_queue.runtime_info)
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
         table: dict[RequestCode, Handler] = {

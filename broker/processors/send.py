@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
+from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
@@ -87,6 +88,7 @@ class SendMessageProcessor:
         store: where messages are put.
         stats: counts stored messages and bytes.
         transactions: stores TRAN_MSG sends as half messages.
+        send_queue: the broker's send queue (SYSTEM_BUSY when puts wait too long for the disk).
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class SendMessageProcessor:
         delivery: DeliveryTimeService,
         stats: BrokerStats,
         transactions: TransactionService | None = None,
+        send_queue: SendQueue | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -107,6 +110,10 @@ class SendMessageProcessor:
         self.stats = stats
         self.transactions = transactions  # None: TRAN_MSG sends are stored as plain messages
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
+        # puts waiting for the disk and the SYSTEM_BUSY rules (one per broker)
+        self.send_queue = send_queue or SendQueue(
+            broker_config, store_config, lambda: store.commitlog.flush_started
+        )
         #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
         self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
 
@@ -132,6 +139,9 @@ class SendMessageProcessor:
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Check the request and store it; answers inline unless the store had to wait."""
+        busy = self.send_queue.refusal()
+        if busy is not None:  # nothing is stored: the producer may retry on another broker
+            return RemotingCommand.response(request, ResponseCode.SYSTEM_BUSY, busy)
         header = SendMessageRequestHeader.from_ext(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
         # RocketMQ's C++ client sends a batch as SEND_MESSAGE with the header's batch flag.
         batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
@@ -287,9 +297,13 @@ class SendMessageProcessor:
         wait: bool,
     ) -> RemotingCommand:
         """The rest of a send whose put suspended (SYNC_FLUSH wait, next file) or waits for a slave."""
-        result = put if isinstance(put, PutMessageResult) else await put
-        if self.replica_wait is not None:
-            await self.replica_wait(result, wait)
+        ticket = self.send_queue.enter()
+        try:
+            result = put if isinstance(put, PutMessageResult) else await put
+            if self.replica_wait is not None:
+                await self.replica_wait(result, wait)
+        finally:
+            self.send_queue.leave(ticket)
         return self._response(request, result, queue_id, unique_key_of(properties), 1, len(request.body))
 
     async def _send_batch(
@@ -315,9 +329,13 @@ class SendMessageProcessor:
                 return self._error(request, ResponseCode.MESSAGE_ILLEGAL, _TIMED_BATCH)
             msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
-        result = await self.store.put_messages(msgs)
-        if self.replica_wait is not None:
-            await self.replica_wait(result, msgs[0].wait_store_msg_ok)
+        ticket = self.send_queue.enter()
+        try:
+            result = await self.store.put_messages(msgs)
+            if self.replica_wait is not None:
+                await self.replica_wait(result, msgs[0].wait_store_msg_ok)
+        finally:
+            self.send_queue.leave(ticket)
         return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))
 
     def _response(
