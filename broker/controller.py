@@ -14,6 +14,7 @@ file), persist offsets, topics and groups.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -151,6 +152,9 @@ class BrokerController:
             await asyncio.to_thread(self._load_tables)
         except (ValueError, KeyError, TypeError) as e:
             raise RocketpyError(f"cannot load the broker's config tables: {e}") from e
+        # The loaded tables live as long as the broker; a full GC pass over 100,000 topics' objects
+        # would stall the loop for most of a second each time, so they leave the GC's view.
+        gc.freeze()
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
         if self.replication.is_slave:  # a slave writes only what it replicates; it keeps the progress
@@ -183,6 +187,7 @@ class BrokerController:
             self.registration_wrapper,
             bc.register_broker_timeout_mills,
             self.replication.on_registered,
+            bc.split_registration_size if bc.enable_split_registration else 0,
         )
         self.topic_config.add_change_listener(self._register_wanted.set)
         await self.registrar.register_all()

@@ -7,6 +7,7 @@ never touch files or sockets: KV persistence happens inside ``KVConfigManager`` 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_str, ext_str
+from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_opt_str, ext_str
 from rocketpy.remoting.server import Channel, RemotingServer
 from rocketpy.route import DataVersion, RegisterBrokerBody
 
@@ -43,6 +44,29 @@ def _decode_body(request: RemotingCommand, model: type[_M]) -> _M | None:
     except (ValueError, TypeError, ValidationError) as e:
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise HeaderError(f"request body is not a valid {model.__name__}: {first}") from e
+
+
+def _split_part(ext: dict[str, Any] | None) -> tuple[int, int] | None:
+    """``(splitIndex, splitTotal)`` of a split REGISTER_BROKER, None for a whole table."""
+    total = ext_opt_int(ext, "splitTotal")
+    if total is None:
+        return None
+    index = ext_int(ext, "splitIndex")
+    if not 0 <= index < total:
+        raise HeaderError(f"splitIndex {index} is outside 0..{total - 1} (splitTotal {total})")
+    return index, total
+
+
+#: A registration of at least this many topics (whole or split) freezes the GC's view of the heap.
+GC_FREEZE_MIN_TOPICS = 5_000
+
+
+def _large_registration(split: tuple[int, int] | None, body: RegisterBrokerBody | None) -> bool:
+    """True for (a part of) a registration of about ``GC_FREEZE_MIN_TOPICS`` topics or more."""
+    if body is None:
+        return False
+    parts = split[1] if split is not None else 1
+    return parts * len(body.topic_config_serialize_wrapper.topic_config_table) >= GC_FREEZE_MIN_TOPICS
 
 
 class NamesrvProcessors:
@@ -88,6 +112,7 @@ class NamesrvProcessors:
         """REGISTER_BROKER: record the broker; a slave learns its master's addresses."""
         ext = request.ext
         body = _decode_body(request, RegisterBrokerBody)
+        split = _split_part(ext)
         result = self.route_info.register_broker(
             cluster=ext_str(ext, "clusterName"),
             broker_addr=ext_str(ext, "brokerAddr"),
@@ -96,7 +121,13 @@ class NamesrvProcessors:
             ha_server_addr=ext_str(ext, "haServerAddr", ""),
             topics=body.topic_config_serialize_wrapper if body is not None else None,
             channel=channel,
+            split=split,
         )
+        if _large_registration(split, body):
+            # A full GC pass walks every object: with 100,000 topics' route entries it stalls the
+            # loop for most of a second, over and over. The tables are long-lived and free of
+            # cycles (replaced entries go by reference counting), so they leave the GC's view.
+            gc.freeze()
         out: dict[str, Any] = {}
         if result.master_addr:
             out["masterAddr"] = result.master_addr
