@@ -69,6 +69,11 @@ def _expand_store_paths(store_config: StoreConfig) -> StoreConfig:
     return store_config.model_copy(update=update)
 
 
+def _loop_info() -> dict[str, str]:
+    """The event loop's task count, for GET_BROKER_RUNTIME_INFO (a leak shows as steady growth)."""
+    return {"asyncioTaskCount": str(len(asyncio.all_tasks()))}
+
+
 class BrokerController:
     """One broker: store, managers, processors, server and background routines.
 
@@ -218,6 +223,7 @@ class BrokerController:
         )
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
+        stats.runtime_extras.append(_loop_info)
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
         table: dict[RequestCode, Handler] = {
