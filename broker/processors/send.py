@@ -352,7 +352,14 @@ class SendMessageProcessor:
         if result.status is not PutMessageStatus.PUT_OK:  # PUT_OK is the fast path
             code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
             if result.status not in STORED_STATUSES:
-                log.warning("put refused: %s", remark)
+                # a store that refuses every put (disk full, read-only) logged why once already:
+                # a line per refused put would flood the log exactly when the disk is short
+                level = (
+                    logging.DEBUG
+                    if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+                    else logging.WARNING
+                )
+                log.log(level, "put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
         stats = self.stats
         stats.put_msgs_total += msg_num  # BrokerStats.on_put, inlined (hot path)
