@@ -6,11 +6,12 @@
    max of a client asking the NameServer all along, the NameServer's and the broker's RSS (peak
    and idle, from /proc) and the RSS per idle topic against the 0-topic run. ``--no-split``
    repeats the largest count with ``enableSplitRegistration=false`` (one request).
-2. SYSTEM_BUSY flood (``--flood-seconds``, default 5): a SYNC_FLUSH broker whose every commitlog
-   flush is made slow (``ROCKETPY_STORE_FAULTS=flush_delay_ms=...``, default 100) and
-   ``--senders`` concurrent senders without back-off. Reported: sends accepted / answered
-   SYSTEM_BUSY / other, and p50/p99/max of the accepted ones. ``--flood-compare`` runs the same
-   flood with ``waitTimeMillsInSendQueue`` at its maximum (flow control off) as the A/B.
+2. SYSTEM_BUSY flood (``--flood-seconds``, default 5): a SYNC_FLUSH broker whose disk is made slow
+   (``ROCKETPY_STORE_FAULTS=flush_mib_per_s=2;flush_delay_ms=5``: every flush sleeps as long as
+   writing its bytes at 2 MiB/s takes) and an open-loop flood of ``--flood-rate`` (4,000) sends/s of
+   1 KiB, twice what that disk writes. Reported: sends accepted / answered SYSTEM_BUSY / other,
+   and p50/p99/max of the accepted ones. ``--flood-compare`` runs the same flood with
+   ``waitTimeMillsInSendQueue`` at its maximum (flow control off) as the A/B.
 
 Print ``uptime`` with the figures: the machine may be shared. Quick: ``--topics 0,10000 --flood-seconds 3``.
 """
@@ -120,45 +121,60 @@ async def registration(tmp: Path, n: int, split: bool) -> dict[str, float]:
         shutil.rmtree(store, ignore_errors=True)
 
 
-async def flood(
-    tmp: Path, seconds: float, senders: int, delay_ms: int, flow_control: bool
-) -> dict[str, float]:
+async def flood(tmp: Path, args: argparse.Namespace, flow_control: bool) -> dict[str, float]:
+    """An open-loop flood (``--flood-rate`` sends/s whatever the answers) at a disk that writes
+    ``--disk-mib-per-s`` (+ ``--flush-delay-ms`` per flush): it outruns the disk by design."""
     ns = start_namesrv(tmp)
-    os.environ["ROCKETPY_STORE_FAULTS"] = f"flush_delay_ms={delay_ms}"
+    os.environ["ROCKETPY_STORE_FAULTS"] = (
+        f"flush_delay_ms={args.flush_delay_ms};flush_mib_per_s={args.disk_mib_per_s}"
+    )
     try:
         wait_ms = 200 if flow_control else 2**31 - 1
         b = start_broker(tmp, ns.addr, flushDiskType="SYNC_FLUSH", waitTimeMillsInSendQueue=wait_ms,
-                         sendThreadPoolQueueCapacity=1 << 30, syncFlushTimeout=30_000)  # fmt: skip
+                         sendThreadPoolQueueCapacity=1 << 30, syncFlushTimeout=60_000)  # fmt: skip
     finally:
         del os.environ["ROCKETPY_STORE_FAULTS"]
     client = RemotingClient()
     accepted: list[float] = []
     counts = {"ok": 0, "busy": 0, "other": 0}
+    body = b"x" * args.body_bytes
 
-    async def sender(k: int, until: float) -> None:
-        i = 0
-        while time.monotonic() < until:
-            t0 = time.perf_counter()
-            r = await send(client, b.addr, "FloodBench", b"x" * 512, queue_id=k % 8, timeout_s=60)
-            if r.code == ResponseCode.SUCCESS:
-                counts["ok"] += 1
-                accepted.append((time.perf_counter() - t0) * 1000)
-            elif r.code == ResponseCode.SYSTEM_BUSY:
-                counts["busy"] += 1
-            else:
-                counts["other"] += 1
-            i += 1
+    async def one(k: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            r = await send(client, b.addr, "FloodBench", body, queue_id=k % 4, timeout_s=120)
+        except Exception:  # a timeout counts as "other"
+            counts["other"] += 1
+            return
+        if r.code == ResponseCode.SUCCESS:
+            counts["ok"] += 1
+            accepted.append((time.perf_counter() - t0) * 1000)
+        elif r.code == ResponseCode.SYSTEM_BUSY:
+            counts["busy"] += 1
+        else:
+            counts["other"] += 1
 
+    tasks: set[asyncio.Task[None]] = set()
     try:
         await send(client, b.addr, "FloodBench", b"warm", queue_id=0, timeout_s=30)
-        until = time.monotonic() + seconds
-        await asyncio.gather(*(sender(k, until) for k in range(senders)))
+        per_tick = max(1, int(args.flood_rate / 100))
+        until = time.monotonic() + args.flood_seconds
+        k = 0
+        while time.monotonic() < until:
+            for _ in range(per_tick):
+                task = asyncio.ensure_future(one(k))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                k += 1
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*tasks)
     finally:
         await client.close()
         b.terminate()
         ns.terminate()
     return {
-        "flow_control": flow_control, **counts, "accepted_per_s": counts["ok"] / seconds,
+        "flow_control": flow_control, **counts, "sent": k,
+        "accepted_per_s": counts["ok"] / args.flood_seconds,
         "p50_ms": pct(accepted, 0.5), "p99_ms": pct(accepted, 0.99), "max_ms": max(accepted, default=0.0),
     }  # fmt: skip
 
@@ -188,12 +204,13 @@ async def main(args: argparse.Namespace) -> None:
         if args.flood_seconds > 0:
             modes = [True, False] if args.flood_compare else [True]
             for fc in modes:
-                f = await flood(tmp, args.flood_seconds, args.senders, args.flush_delay_ms, fc)
+                f = await flood(tmp, args, fc)
                 print(
-                    f"flood {args.flood_seconds:g}s, {args.senders} senders, flush +{args.flush_delay_ms} ms,"
-                    f" flow control {'on ' if fc else 'off'}: accepted={f['ok']}"
-                    f" ({f['accepted_per_s']:.0f}/s) "
-                    f"SYSTEM_BUSY={f['busy']} other={f['other']} accepted p50/p99/max="
+                    f"flood {args.flood_seconds:g}s at {args.flood_rate}/s of {args.body_bytes} B, disk "
+                    f"{args.disk_mib_per_s} MiB/s +{args.flush_delay_ms} ms/flush, flow control "
+                    f"{'on ' if fc else 'off'}: sent={f['sent']} accepted={f['ok']}"
+                    f" ({f['accepted_per_s']:.0f}/s)"
+                    f" SYSTEM_BUSY={f['busy']} other={f['other']} accepted p50/p99/max="
                     f"{f['p50_ms']:.0f}/{f['p99_ms']:.0f}/{f['max_ms']:.0f} ms",
                     flush=True,
                 )
@@ -207,7 +224,9 @@ if __name__ == "__main__":
     ap.add_argument("--topics", default="0,10000,100000", help="comma-separated topic counts")
     ap.add_argument("--no-split", action="store_true", help="also register the largest count in one request")
     ap.add_argument("--flood-seconds", type=float, default=5.0)
-    ap.add_argument("--senders", type=int, default=64)
-    ap.add_argument("--flush-delay-ms", type=int, default=100)
+    ap.add_argument("--flood-rate", type=int, default=4000, help="sends per second, open loop")
+    ap.add_argument("--body-bytes", type=int, default=1024)
+    ap.add_argument("--disk-mib-per-s", type=float, default=2.0, help="injected disk write rate")
+    ap.add_argument("--flush-delay-ms", type=int, default=5, help="injected delay per flush")
     ap.add_argument("--flood-compare", action="store_true", help="also flood with flow control off")
     uvloop.run(main(ap.parse_args()))

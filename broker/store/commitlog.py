@@ -253,9 +253,10 @@ class CommitLog:
             return self.flushed_offset
         self.flush_started = time.monotonic()
         try:
+            flushed = self.flushed_offset
             for mf in list(self.files):
-                if mf.end_offset > self.flushed_offset and mf.base_offset < target:
-                    self.faults.on_flush(mf.path)
+                if mf.end_offset > flushed and mf.base_offset < target:
+                    self.faults.on_flush(mf.path, min(target, mf.end_offset) - max(flushed, mf.base_offset))
                     mf.flush()
         except OSError as e:
             self.flush_error = e

@@ -3,8 +3,8 @@
 Owns ``DiskFaults``: the store's flush (commitlog msync/fdatasync) and file creation ask it before
 touching the disk, so a test can make them slow or fail with a chosen errno without a broken disk.
 A daemon takes its faults from ``ROCKETPY_STORE_FAULTS`` (never set in production), e.g.
-``flush_delay_ms=50;flush_error=EIO;flush_fail_after=3;create_error=ENOSPC``. Unit tests change
-the attributes of ``MessageStore.faults`` directly. Every hook runs in a store thread.
+``flush_delay_ms=50;flush_mib_per_s=2;flush_error=EIO;flush_fail_after=3;create_error=ENOSPC``.
+Unit tests change the attributes of ``MessageStore.faults`` directly. Every hook runs in a store thread.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 ENV_VAR = "ROCKETPY_STORE_FAULTS"
-_KEYS = ("flush_delay_ms", "flush_error", "flush_fail_after", "create_error")
+_KEYS = ("flush_delay_ms", "flush_mib_per_s", "flush_error", "flush_fail_after", "create_error")
 
 
 def _errno(name: str) -> int:
@@ -31,12 +31,14 @@ class DiskFaults:
 
     Attributes:
         flush_delay_s: every commitlog flush first sleeps this long (a slow disk).
+        flush_bytes_per_s: and as long as writing its dirty bytes at this rate takes (0: no limit).
         flush_errno: commitlog flushes fail with this errno (0: never) ...
         flush_fail_after: ... once this many flushes succeeded.
         create_errno: store file creations fail with this errno (0: never).
     """
 
     flush_delay_s: float = 0.0
+    flush_bytes_per_s: float = 0.0
     flush_errno: int = 0
     flush_fail_after: int = 0
     create_errno: int = 0
@@ -58,6 +60,8 @@ class DiskFaults:
             try:
                 if key == "flush_delay_ms":
                     faults.flush_delay_s = float(value) / 1000
+                elif key == "flush_mib_per_s":
+                    faults.flush_bytes_per_s = float(value) * (1 << 20)
                 elif key == "flush_error":
                     faults.flush_errno = _errno(value)
                 elif key == "flush_fail_after":
@@ -77,14 +81,15 @@ class DiskFaults:
         """The faults named by ``ROCKETPY_STORE_FAULTS`` (none when unset)."""
         return cls.parse(os.environ.get(ENV_VAR))
 
-    def on_flush(self, path: str) -> None:
-        """Before a commitlog file is flushed (flush thread): delay, then maybe fail.
+    def on_flush(self, path: str, nbytes: int) -> None:
+        """Before ``nbytes`` of a commitlog file are flushed (flush thread): delay, then maybe fail.
 
         Raises:
             OSError: the injected flush error.
         """
-        if self.flush_delay_s:
-            time.sleep(self.flush_delay_s)
+        delay_s = self.flush_delay_s + (nbytes / self.flush_bytes_per_s if self.flush_bytes_per_s else 0.0)
+        if delay_s:
+            time.sleep(delay_s)
         if self.flush_errno:
             if self._flushes >= self.flush_fail_after:
                 raise OSError(self.flush_errno, f"msync of {path} failed: {os.strerror(self.flush_errno)}")

@@ -22,9 +22,11 @@ from tests.waiting import wait_until_async
 
 
 def test_faults_parse() -> None:
-    f = DiskFaults.parse("flush_delay_ms=50; flush_error=EIO; flush_fail_after=3; create_error=enospc")
-    assert (f.flush_delay_s, f.flush_errno, f.flush_fail_after, f.create_errno) == (
-        0.05, errno.EIO, 3, errno.ENOSPC,
+    f = DiskFaults.parse(
+        "flush_delay_ms=50; flush_mib_per_s=2; flush_error=EIO; flush_fail_after=3; create_error=enospc"
+    )
+    assert (f.flush_delay_s, f.flush_bytes_per_s, f.flush_errno, f.flush_fail_after, f.create_errno) == (
+        0.05, 2 << 20, errno.EIO, 3, errno.ENOSPC,
     )  # fmt: skip
     assert DiskFaults.parse(None) == DiskFaults()
     with pytest.raises(ValueError, match="unknown fault 'flush'"):
