@@ -1,5 +1,6 @@
-"""A broker with many topics registers in parts; the NameServer routes all of them, keeps answering
-route queries meanwhile, and drops a deleted topic at the next full registration.
+"""A broker with many topics registers in parts (or in one body the NameServer merges in steps);
+the NameServer routes all of them, keeps answering route queries meanwhile, and drops a deleted
+topic at the next full registration.
 
 100,000 topics are measured by scripts/bench_scale.py; here 4,000 topics in parts of 500 keep it short.
 """
@@ -10,6 +11,8 @@ import asyncio
 import json
 import time
 from pathlib import Path
+
+import pytest
 
 from rocketpy import Admin
 from rocketpy.remoting.client import RemotingClient
@@ -34,7 +37,8 @@ async def _routed(client: RemotingClient, ns: str, topic: str) -> bool:
     return r.code == ResponseCode.SUCCESS
 
 
-async def test_many_topics_register_in_parts(daemons: DaemonPool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", [True, False], ids=["split-by-broker", "one-body-merged-in-steps"])
+async def test_many_topics_register_in_parts(daemons: DaemonPool, tmp_path: Path, split: bool) -> None:
     ns = daemons.namesrv()
     store = tmp_path / "many-store"
     write_topics(store, TOPICS)
