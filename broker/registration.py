@@ -23,6 +23,9 @@ from rocketpy.remoting.command import RemotingCommand
 
 log = logging.getLogger("rocketpy.broker.registration")
 
+#: Parts of a split registration in flight to one NameServer at once.
+SPLIT_WINDOW = 8
+
 
 @dataclass(slots=True)
 class BrokerIdentity:
@@ -122,9 +125,19 @@ class BrokerRegistrar:
         version already, else every part in order (a failed part stops; the next round resends)."""
         if not await self._version_changed(addr, ext, version):
             return await self._call(addr, RequestCode.REGISTER_BROKER, ext, b"")
-        for i, body in enumerate(bodies):
-            part = {**ext, "splitIndex": i, "splitTotal": len(bodies)}
-            if not await self._call(addr, RequestCode.REGISTER_BROKER, part, body):
+        # A few parts in flight: one connection carries them in order and the NameServer answers
+        # them in order, so a window keeps the order and saves a round trip per part.
+        for start in range(0, len(bodies), SPLIT_WINDOW):
+            window = [
+                self._call(
+                    addr,
+                    RequestCode.REGISTER_BROKER,
+                    {**ext, "splitIndex": i, "splitTotal": len(bodies)},
+                    body,
+                )
+                for i, body in enumerate(bodies[start : start + SPLIT_WINDOW], start)
+            ]
+            if not all(await asyncio.gather(*window)):
                 return False
         return True
 
