@@ -23,8 +23,9 @@ from rocketpy.remoting.command import RemotingCommand
 
 log = logging.getLogger("rocketpy.broker.registration")
 
-#: Parts of a split registration in flight to one NameServer at once.
-SPLIT_WINDOW = 8
+#: Parts of a split registration in flight to one NameServer at once: each is some tens of ms of
+#: the NameServer's loop, and parts that arrive together may be handled in one turn of it.
+SPLIT_WINDOW = 2
 
 
 @dataclass(slots=True)
