@@ -141,6 +141,10 @@ class SendMessageProcessor:
         """Check the request and store it; answers inline unless the store had to wait."""
         busy = self.send_queue.refusal()
         if busy is not None:  # nothing is stored: the producer may retry on another broker
+            if self.store.read_only_remark:  # puts stuck behind a failed flush: say why, not "busy"
+                return RemotingCommand.response(
+                    request, ResponseCode.SERVICE_NOT_AVAILABLE, self.store.read_only_remark
+                )
             return RemotingCommand.response(request, ResponseCode.SYSTEM_BUSY, busy)
         header = SendMessageRequestHeader.from_ext(request.ext, v2=request.code != RequestCode.SEND_MESSAGE)
         # RocketMQ's C++ client sends a batch as SEND_MESSAGE with the header's batch flag.

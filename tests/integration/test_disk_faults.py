@@ -120,8 +120,9 @@ async def test_full_disk_turns_the_broker_read_only_until_space_is_freed(
     b = daemons.broker(namesrv.addr, **store_props(store, **full))
     assert (await send(client, b.addr, "Full", b"first")).code == ResponseCode.SUCCESS
     filler = small_tmpfs / "filler"
-    # leave less room than one commitlog file: the file after the next one cannot be created
-    await asyncio.to_thread(fill, filler, free_bytes(small_tmpfs) - 2 * MIB)
+    # leave less room than one commitlog file (4 MiB): the file after the next one cannot be
+    # created; 3 MiB keep usage under 95 %, where forced cleanup would delete the oldest file
+    await asyncio.to_thread(fill, filler, free_bytes(small_tmpfs) - 3 * MIB)
     stored = [b"first"]
     body = b"z" * (100 * 1024)
     r = None
