@@ -193,6 +193,7 @@ class BrokerController:
             bc.register_broker_timeout_mills,
             self.replication.on_registered,
             bc.split_registration_size if bc.enable_split_registration else 0,
+            lambda: (len(self.topic_config.table), dict(self.topic_config.data_version)),
         )
         self.topic_config.add_change_listener(self._register_wanted.set)
         await self.registrar.register_all()

@@ -58,6 +58,7 @@ class BrokerRegistrar:
         on_answer: called with each successful REGISTER_BROKER answer's ext (``masterAddr``,
             ``haServerAddr``: how a slave finds its master).
         split_size: topics per REGISTER_BROKER request (0: the whole table in one request).
+        table_info: the table's size and DataVersion, cheaply (default: from ``topic_wrapper``).
 
     A table larger than ``split_size`` travels in parts (RocketMQ 5's split registration: one
     request for 100,000 topics passes the 16 MiB frame limit and stalls the NameServer for
@@ -76,9 +77,11 @@ class BrokerRegistrar:
         timeout_ms: int,
         on_answer: Callable[[dict[str, Any]], None] | None = None,
         split_size: int = 0,
+        table_info: Callable[[], tuple[int, dict[str, int]]] | None = None,
     ) -> None:
         self._client = client
         self.split_size = split_size
+        self._table_info = table_info or self._info_from_wrapper
         self.namesrv_addrs = list(namesrv_addrs)
         self.identity = identity
         self._topic_wrapper = topic_wrapper
@@ -86,6 +89,10 @@ class BrokerRegistrar:
         self.registered: set[str] = set()
         self._on_answer = on_answer
         self._lock = asyncio.Lock()
+
+    def _info_from_wrapper(self) -> tuple[int, dict[str, int]]:
+        wrapper = self._topic_wrapper()
+        return len(wrapper["topicConfigTable"]), wrapper["dataVersion"]
 
     def _ext(self) -> dict[str, Any]:
         i = self.identity
@@ -100,32 +107,40 @@ class BrokerRegistrar:
     async def register_all(self) -> list[str]:
         """Register with every NameServer concurrently; returns the addresses that accepted."""
         async with self._lock:
-            wrapper = self._topic_wrapper()
             ext = self._ext()
-            table = wrapper["topicConfigTable"]
-            if self.split_size and len(table) > self.split_size:
-                bodies = split_bodies(wrapper, self.split_size)
-                calls = [
-                    self._register_split(addr, ext, wrapper["dataVersion"], bodies)
-                    for addr in self.namesrv_addrs
-                ]
+            count, version = self._table_info()
+            if self.split_size and count > self.split_size:
+                results = await self._register_large(ext, version)
             else:
-                body = _pack_body(wrapper)
-                calls = [
-                    self._call(addr, RequestCode.REGISTER_BROKER, ext, body) for addr in self.namesrv_addrs
-                ]
-            results = await asyncio.gather(*calls)
+                body = _pack_body(self._topic_wrapper())
+                results = await asyncio.gather(
+                    *(self._call(addr, RequestCode.REGISTER_BROKER, ext, body) for addr in self.namesrv_addrs)
+                )
             ok = [addr for addr, good in zip(self.namesrv_addrs, results, strict=True) if good]
             self.registered = set(ok)
             return ok
 
-    async def _register_split(
-        self, addr: str, ext: dict[str, Any], version: dict[str, int], bodies: list[bytes]
-    ) -> bool:
-        """Register a large table with one NameServer: nothing but liveness when it holds our
-        version already, else every part in order (a failed part stops; the next round resends)."""
-        if not await self._version_changed(addr, ext, version):
-            return await self._call(addr, RequestCode.REGISTER_BROKER, ext, b"")
+    async def _register_large(self, ext: dict[str, Any], version: dict[str, int]) -> list[bool]:
+        """A table past ``split_size``: liveness only to NameServers holding ``version``; the parts
+        (packed in a thread, once) to the others. One result per NameServer, in order."""
+        addrs = self.namesrv_addrs
+        changed = await asyncio.gather(*(self._version_changed(addr, ext, version) for addr in addrs))
+        bodies: list[bytes] = []
+        if any(changed):
+            bodies = await asyncio.to_thread(split_bodies, self._topic_wrapper(), self.split_size)
+        return list(
+            await asyncio.gather(
+                *(
+                    self._register_split(addr, ext, bodies)
+                    if need
+                    else self._call(addr, RequestCode.REGISTER_BROKER, ext, b"")
+                    for addr, need in zip(addrs, changed, strict=True)
+                )
+            )
+        )
+
+    async def _register_split(self, addr: str, ext: dict[str, Any], bodies: list[bytes]) -> bool:
+        """Every part to one NameServer, in order (a failed part stops; the next round resends)."""
         # A few parts in flight: one connection carries them in order and the NameServer answers
         # them in order, so a window keeps the order and saves a round trip per part.
         for start in range(0, len(bodies), SPLIT_WINDOW):
