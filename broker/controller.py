@@ -15,6 +15,7 @@ file), persist offsets, topics and groups.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -39,8 +40,10 @@ from rocketpy.broker.processors.send_back import SendBackProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
+from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.service import TransactionService
@@ -71,15 +74,23 @@ def _expand_store_paths(store_config: StoreConfig) -> StoreConfig:
     return store_config.model_copy(update=update)
 
 
+def _loop_info() -> dict[str, str]:
+    """The event loop's task count, for GET_BROKER_RUNTIME_INFO (a leak shows as steady growth)."""
+    return {"asyncioTaskCount": str(len(asyncio.all_tasks()))}
+
+
 class BrokerController:
     """One broker: store, managers, processors, server and background routines.
 
     Args:
         broker_config: broker settings (may be changed live by UPDATE_BROKER_CONFIG).
         store_config: store settings.
+        faults: injected disk faults (tests; ``ROCKETPY_STORE_FAULTS``).
     """
 
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(
+        self, broker_config: BrokerConfig, store_config: StoreConfig, faults: DiskFaults | None = None
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config = _expand_store_paths(store_config)
         bc = broker_config
@@ -93,7 +104,9 @@ class BrokerController:
         self.queue_locks = RebalanceLockManager()
         self.stats = BrokerStats()
         # the listen port until the server is bound (records are written only after that)
-        self.store = MessageStore(store_config, store_host=(self.advertised_ip(), bc.listen_port))
+        self.store = MessageStore(
+            store_config, store_host=(self.advertised_ip(), bc.listen_port), faults=faults
+        )
         # built here, not in processor_table: the controller wires its held pulls to the store's
         # dispatch, to connection closes and to shutdown
         self.pull_processor = PullMessageProcessor(
@@ -107,6 +120,8 @@ class BrokerController:
             self.stats,
         )
         self.long_polling = self.pull_processor.holds
+        # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
+        self.send_queue = SendQueue(bc, store_config, lambda: self.store.commitlog.flush_started)
         self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
@@ -155,6 +170,9 @@ class BrokerController:
             await asyncio.to_thread(self._load_tables)
         except (ValueError, KeyError, TypeError) as e:
             raise RocketpyError(f"cannot load the broker's config tables: {e}") from e
+        # The loaded tables live as long as the broker; a full GC pass over 100,000 topics' objects
+        # would stall the loop for most of a second each time, so they leave the GC's view.
+        gc.freeze()
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
         if self.replication.is_slave:  # a slave writes only what it replicates; it keeps the progress
@@ -196,6 +214,8 @@ class BrokerController:
             self.registration_wrapper,
             bc.register_broker_timeout_mills,
             self.replication.on_registered,
+            bc.split_registration_size if bc.enable_split_registration else 0,
+            lambda: (len(self.topic_config.table), dict(self.topic_config.data_version)),
         )
         self.topic_config.add_change_listener(self._register_wanted.set)
         await self.registrar.register_all()
@@ -219,7 +239,9 @@ class BrokerController:
         """Request code -> handler: every code this broker serves, in one table."""
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
-        send = SendMessageProcessor(bc, sc, topics, store, self.delivery, self.stats, self.transactions)
+        send = SendMessageProcessor(
+            bc, sc, topics, store, self.delivery, self.stats, self.transactions, self.send_queue
+        )
         self.send_processor = send  # also takes the sends of one read together (start)
         end_transaction = EndTransactionProcessor(self.transactions)
         send_back = SendBackProcessor(bc, sc, topics, groups, store, self.delivery, self.stats)
@@ -234,6 +256,8 @@ class BrokerController:
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
         stats.runtime_extras.append(self.replication.runtime_info)
+        stats.runtime_extras.append(self.send_queue.runtime_info)
+        stats.runtime_extras.append(_loop_info)
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
         table: dict[RequestCode, Handler] = {

@@ -23,6 +23,10 @@ from rocketpy.remoting.command import RemotingCommand
 
 log = logging.getLogger("rocketpy.broker.registration")
 
+#: Parts of a split registration in flight to one NameServer at once: each is some tens of ms of
+#: the NameServer's loop, and parts that arrive together may be handled in one turn of it.
+SPLIT_WINDOW = 2
+
 
 @dataclass(slots=True)
 class BrokerIdentity:
@@ -53,6 +57,15 @@ class BrokerRegistrar:
         timeout_ms: per-call timeout.
         on_answer: called with each successful REGISTER_BROKER answer's ext (``masterAddr``,
             ``haServerAddr``: how a slave finds its master).
+        split_size: topics per REGISTER_BROKER request (0: the whole table in one request).
+        table_info: the table's size and DataVersion, cheaply (default: from ``topic_wrapper``).
+
+    A table larger than ``split_size`` travels in parts (RocketMQ 5's split registration: one
+    request for 100,000 topics passes the 16 MiB frame limit and stalls the NameServer for
+    seconds): REGISTER_BROKER with ext ``splitIndex`` / ``splitTotal``, one NameServer's parts in
+    order, each with the same DataVersion; the NameServer applies the topic set when the last part
+    arrives. Such a broker first asks QUERY_DATA_VERSION and, when the NameServer already holds
+    its version, registers without a body (liveness only) instead of sending every topic again.
     """
 
     def __init__(
@@ -63,8 +76,12 @@ class BrokerRegistrar:
         topic_wrapper: Callable[[], dict[str, Any]],
         timeout_ms: int,
         on_answer: Callable[[dict[str, Any]], None] | None = None,
+        split_size: int = 0,
+        table_info: Callable[[], tuple[int, dict[str, int]]] | None = None,
     ) -> None:
         self._client = client
+        self.split_size = split_size
+        self._table_info = table_info or self._info_from_wrapper
         self.namesrv_addrs = list(namesrv_addrs)
         self.identity = identity
         self._topic_wrapper = topic_wrapper
@@ -72,6 +89,10 @@ class BrokerRegistrar:
         self.registered: set[str] = set()
         self._on_answer = on_answer
         self._lock = asyncio.Lock()
+
+    def _info_from_wrapper(self) -> tuple[int, dict[str, int]]:
+        wrapper = self._topic_wrapper()
+        return len(wrapper["topicConfigTable"]), wrapper["dataVersion"]
 
     def _ext(self) -> dict[str, Any]:
         i = self.identity
@@ -86,17 +107,66 @@ class BrokerRegistrar:
     async def register_all(self) -> list[str]:
         """Register with every NameServer concurrently; returns the addresses that accepted."""
         async with self._lock:
-            body = msgpack.packb(
-                {"topicConfigSerializeWrapper": self._topic_wrapper(), "filterServerList": []},
-                use_bin_type=True,
-            )
             ext = self._ext()
-            results = await asyncio.gather(
-                *(self._call(addr, RequestCode.REGISTER_BROKER, ext, body) for addr in self.namesrv_addrs)
-            )
+            count, version = self._table_info()
+            if self.split_size and count > self.split_size:
+                results = await self._register_large(ext, version)
+            else:
+                body = _pack_body(self._topic_wrapper())
+                results = await asyncio.gather(
+                    *(self._call(addr, RequestCode.REGISTER_BROKER, ext, body) for addr in self.namesrv_addrs)
+                )
             ok = [addr for addr, good in zip(self.namesrv_addrs, results, strict=True) if good]
             self.registered = set(ok)
             return ok
+
+    async def _register_large(self, ext: dict[str, Any], version: dict[str, int]) -> list[bool]:
+        """A table past ``split_size``: liveness only to NameServers holding ``version``; the parts
+        (packed in a thread, once) to the others. One result per NameServer, in order."""
+        addrs = self.namesrv_addrs
+        changed = await asyncio.gather(*(self._version_changed(addr, ext, version) for addr in addrs))
+        bodies: list[bytes] = []
+        if any(changed):
+            bodies = await asyncio.to_thread(split_bodies, self._topic_wrapper(), self.split_size)
+        return list(
+            await asyncio.gather(
+                *(
+                    self._register_split(addr, ext, bodies)
+                    if need
+                    else self._call(addr, RequestCode.REGISTER_BROKER, ext, b"")
+                    for addr, need in zip(addrs, changed, strict=True)
+                )
+            )
+        )
+
+    async def _register_split(self, addr: str, ext: dict[str, Any], bodies: list[bytes]) -> bool:
+        """Every part to one NameServer, in order (a failed part stops; the next round resends)."""
+        # A few parts in flight: one connection carries them in order and the NameServer answers
+        # them in order, so a window keeps the order and saves a round trip per part.
+        for start in range(0, len(bodies), SPLIT_WINDOW):
+            window = [
+                self._call(
+                    addr,
+                    RequestCode.REGISTER_BROKER,
+                    {**ext, "splitIndex": i, "splitTotal": len(bodies)},
+                    body,
+                )
+                for i, body in enumerate(bodies[start : start + SPLIT_WINDOW], start)
+            ]
+            if not all(await asyncio.gather(*window)):
+                return False
+        return True
+
+    async def _version_changed(self, addr: str, ext: dict[str, Any], version: dict[str, int]) -> bool:
+        """QUERY_DATA_VERSION: False when the NameServer holds ``version`` (True on any doubt)."""
+        request = RemotingCommand.request(
+            RequestCode.QUERY_DATA_VERSION, ext=dict(ext), body=msgpack.packb(version, use_bin_type=True)
+        )
+        try:
+            response = await self._client.invoke(addr, request, self.timeout_s)
+        except (RemotingTimeoutError, RemotingConnectError):
+            return True
+        return response.code != ResponseCode.SUCCESS or bool((response.ext or {}).get("changed", True))
 
     async def unregister_all(self) -> list[str]:
         """Unregister from every NameServer concurrently; returns the addresses that answered."""
@@ -125,3 +195,17 @@ class BrokerRegistrar:
         if code == RequestCode.REGISTER_BROKER and self._on_answer is not None:
             self._on_answer(response.ext or {})
         return True
+
+
+def _pack_body(wrapper: dict[str, Any]) -> bytes:
+    return msgpack.packb({"topicConfigSerializeWrapper": wrapper, "filterServerList": []}, use_bin_type=True)
+
+
+def split_bodies(wrapper: dict[str, Any], split_size: int) -> list[bytes]:
+    """REGISTER_BROKER bodies of at most ``split_size`` topics each, all with the table's version."""
+    items = list(wrapper["topicConfigTable"].items())
+    version = wrapper["dataVersion"]
+    return [
+        _pack_body({"topicConfigTable": dict(items[i : i + split_size]), "dataVersion": version})
+        for i in range(0, len(items), split_size)
+    ]

@@ -18,6 +18,7 @@ import sys
 import uvloop
 
 from rocketpy.broker.controller import BrokerController
+from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.errors import RocketpyError
 from rocketpy.logsetup import remove_pid_file, write_pid_file
@@ -60,7 +61,12 @@ async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    controller = BrokerController(broker_config, store_config)
+    try:
+        faults = DiskFaults.from_env()  # a test hook; unset in production
+    except ValueError as e:
+        print(f"error: the broker cannot start: {e}", file=sys.stderr, flush=True)
+        return 2
+    controller = BrokerController(broker_config, store_config, faults)
     try:
         addr = await controller.start()
     except (RocketpyError, OSError) as e:

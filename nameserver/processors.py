@@ -7,6 +7,8 @@ never touch files or sockets: KV persistence happens inside ``KVConfigManager`` 
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -14,13 +16,14 @@ from pydantic import BaseModel, ValidationError
 
 from rocketpy.config import NamesrvConfig
 from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager
+from rocketpy.nameserver.register_steps import register_parts
 from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_str, ext_str
+from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_opt_str, ext_str
 from rocketpy.remoting.server import Channel, RemotingServer
-from rocketpy.route import DataVersion, RegisterBrokerBody
+from rocketpy.route import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 
 #: KV namespace holding per-topic order configuration (RocketMQ's NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG).
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
@@ -45,6 +48,26 @@ def _decode_body(request: RemotingCommand, model: type[_M]) -> _M | None:
         raise HeaderError(f"request body is not a valid {model.__name__}: {first}") from e
 
 
+def _split_part(ext: dict[str, Any] | None) -> tuple[int, int] | None:
+    """``(splitIndex, splitTotal)`` of a split REGISTER_BROKER, None for a whole table."""
+    total = ext_opt_int(ext, "splitTotal")
+    if total is None:
+        return None
+    index = ext_int(ext, "splitIndex")
+    if not 0 <= index < total:
+        raise HeaderError(f"splitIndex {index} is outside 0..{total - 1} (splitTotal {total})")
+    return index, total
+
+
+#: A registration of at least this many topics (whole or split) freezes the GC's view of the heap.
+GC_FREEZE_MIN_TOPICS = 5_000
+
+
+#: A whole-table REGISTER_BROKER body this large is decoded and merged in steps of this many topics.
+LARGE_REGISTER_BODY_BYTES = 256 * 1024
+REGISTER_STEP_TOPICS = 500
+
+
 class NamesrvProcessors:
     """The handlers of every NameServer request code, over one route table and one KV store.
 
@@ -58,6 +81,7 @@ class NamesrvProcessors:
         self.route_info = route_info
         self.kv = kv
         self.config = config
+        self._register_locks: dict[str, asyncio.Lock] = {}  # broker addr -> its stepwise registration
 
     def table(self) -> dict[int, Callable[[Channel, RemotingCommand], Any]]:
         """Request code -> handler, for ``RemotingServer.register_processor``."""
@@ -84,25 +108,71 @@ class NamesrvProcessors:
 
     # ---------------------------------------------------------------- brokers
 
-    def register_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """REGISTER_BROKER: record the broker; a slave learns its master's addresses."""
+    def register_broker(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """REGISTER_BROKER: record the broker; a slave learns its master's addresses.
+
+        A whole table in one large msgpack body is merged in steps (``_register_in_steps``).
+        """
         ext = request.ext
+        split = _split_part(ext)
+        if split is None and len(request.body) >= LARGE_REGISTER_BODY_BYTES:
+            if request.serialize_type == SERIALIZE_MSGPACK:
+                return self._register_in_steps(channel, request)
         body = _decode_body(request, RegisterBrokerBody)
+        topics = body.topic_config_serialize_wrapper if body is not None else None
+        return self._register(channel, request, topics, split)
+
+    def _register(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        topics: TopicConfigSerializeWrapper | None,
+        split: tuple[int, int] | None,
+    ) -> RemotingCommand:
+        ext = request.ext
         result = self.route_info.register_broker(
             cluster=ext_str(ext, "clusterName"),
             broker_addr=ext_str(ext, "brokerAddr"),
             broker_name=ext_str(ext, "brokerName"),
             broker_id=ext_int(ext, "brokerId"),
             ha_server_addr=ext_str(ext, "haServerAddr", ""),
-            topics=body.topic_config_serialize_wrapper if body is not None else None,
+            topics=topics,
             channel=channel,
+            split=split,
         )
+        if (
+            topics is not None
+            and len(topics.topic_config_table) * (split[1] if split else 1) >= GC_FREEZE_MIN_TOPICS
+        ):
+            # A full GC pass walks every object: with 100,000 topics' route entries it stalls the
+            # loop for most of a second, over and over. The tables are long-lived and free of
+            # cycles (replaced entries go by reference counting), so they leave the GC's view.
+            gc.freeze()
         out: dict[str, Any] = {}
         if result.master_addr:
             out["masterAddr"] = result.master_addr
         if result.ha_server_addr:
             out["haServerAddr"] = result.ha_server_addr
         return RemotingCommand.response(request, ext=out or None)
+
+    async def _register_in_steps(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """A large whole-table registration as parts of ``REGISTER_STEP_TOPICS``, the loop free between
+        them; one at a time per broker address (so two rounds' parts never interleave)."""
+        addr = ext_str(request.ext, "brokerAddr")
+        lock = self._register_locks.setdefault(addr, asyncio.Lock())
+        try:
+            async with lock:
+                answer = None
+                for index, total, part in register_parts(request.body, REGISTER_STEP_TOPICS):
+                    answer = self._register(channel, request, part, (index, total) if total > 1 else None)
+                    await asyncio.sleep(0)
+                assert answer is not None
+                return answer
+        finally:
+            if not lock.locked():
+                self._register_locks.pop(addr, None)
 
     def unregister_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UNREGISTER_BROKER: forget a broker that is shutting down."""

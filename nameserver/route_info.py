@@ -17,7 +17,7 @@ Everything runs on the event loop thread, so no locks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from rocketpy.perm import PERM_WRITE
@@ -73,6 +73,11 @@ class RouteInfoManager:
         self.registrations_total = 0  # REGISTER_BROKER calls recorded
         self.expired_total = 0  # addresses evicted for silence
         self.closed_total = 0  # addresses evicted because their connection closed
+        # broker name -> the topics it holds queues for (so a re-registration finds what it dropped
+        # without walking every topic: 100,000 of them take a NameServer's loop for a while)
+        self._broker_topics: dict[str, set[str]] = {}
+        # broker addr -> (version, topic names so far) of a split registration in progress
+        self._split_seen: dict[str, tuple[DataVersion, set[str]]] = {}
 
     # ---------------------------------------------------------------- registration
 
@@ -85,6 +90,7 @@ class RouteInfoManager:
         ha_server_addr: str,
         topics: TopicConfigSerializeWrapper | None,
         channel: object,
+        split: tuple[int, int] | None = None,
     ) -> RegisterResult:
         """Record (or refresh) a broker and, for a master, its topics.
 
@@ -96,6 +102,7 @@ class RouteInfoManager:
             ha_server_addr: where slaves replicate from ("" when none).
             topics: the broker's topic table and its DataVersion (None: keep what is known).
             channel: the connection it registered on; closing it evicts the broker.
+            split: ``(index, total)`` when ``topics`` is one part of a split registration.
 
         Returns:
             The master and HA addresses for a slave whose master is registered.
@@ -116,10 +123,14 @@ class RouteInfoManager:
             del data.broker_addrs[other_id]  # same ip:port switching role: one record per address
         first = data.broker_addrs.get(broker_id) != broker_addr
         data.broker_addrs[broker_id] = broker_addr
-        version = topics.data_version if topics is not None else DataVersion()
+        known = prev.data_version if prev is not None else DataVersion()
+        version = topics.data_version if topics is not None else known  # no body: liveness only
         changed = prev is None or not prev.data_version.same_as(version)
-        if topics is not None and broker_id == MASTER_ID and (changed or first):
-            self._replace_topics(broker_name, topics.topic_config_table)
+        if topics is not None and broker_id == MASTER_ID:
+            if split is not None:
+                version = self._apply_part(broker_addr, broker_name, topics, split, changed or first, known)
+            elif changed or first:
+                self._replace_topics(broker_name, topics.topic_config_table)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
             broker_addr, cluster, broker_name, broker_id, self._clock_ms(), version, channel, ha_server_addr
         )
@@ -136,7 +147,46 @@ class RouteInfoManager:
             return RegisterResult()
         return RegisterResult(master_addr=master_addr, ha_server_addr=master.ha_server_addr or None)
 
+    def _apply_part(
+        self,
+        broker_addr: str,
+        broker_name: str,
+        topics: TopicConfigSerializeWrapper,
+        split: tuple[int, int],
+        changed: bool,
+        known: DataVersion,
+    ) -> DataVersion:
+        """Merge one part of a split registration; returns the version the broker is known at.
+
+        Part 0 of a changed table starts collecting names; every part's topics are merged at once
+        (routes appear part by part); the last part drops the broker's topics no part named and
+        only then records the new version, so a sequence cut short is sent again in full.
+        """
+        index, total = split
+        version = topics.data_version
+        if index == 0:
+            self._split_seen.pop(broker_addr, None)
+            if changed:
+                self._split_seen[broker_addr] = (version, set())
+        pending = self._split_seen.get(broker_addr)
+        if pending is None or not pending[0].same_as(version):
+            if changed:  # a part out of sequence (e.g. this NameServer restarted): merge, keep nothing
+                self._merge_topics(broker_name, topics.topic_config_table)
+            return known
+        pending[1].update(topics.topic_config_table)
+        self._merge_topics(broker_name, topics.topic_config_table)
+        if index + 1 < total:
+            return known
+        del self._split_seen[broker_addr]
+        self._drop_topics_not_in(broker_name, pending[1])
+        return version
+
     def _replace_topics(self, broker_name: str, table: dict[str, TopicConfig]) -> None:
+        self._merge_topics(broker_name, table)
+        self._drop_topics_not_in(broker_name, table)
+
+    def _merge_topics(self, broker_name: str, table: dict[str, TopicConfig]) -> None:
+        self._broker_topics.setdefault(broker_name, set()).update(table)
         for name, tc in table.items():
             self.topic_queue_table.setdefault(name, {})[broker_name] = QueueData(
                 broker_name=broker_name,
@@ -145,8 +195,10 @@ class RouteInfoManager:
                 perm=tc.perm,
                 topic_sys_flag=tc.topic_sys_flag,
             )
-        gone = [t for t, queues in self.topic_queue_table.items() if broker_name in queues and t not in table]
-        for topic in gone:
+
+    def _drop_topics_not_in(self, broker_name: str, names: Collection[str]) -> None:
+        held = self._broker_topics.get(broker_name, set())
+        for topic in held.difference(names):
             self._remove_queue_data(topic, broker_name)
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> bool:
@@ -200,6 +252,7 @@ class RouteInfoManager:
 
     def _remove_addr(self, broker_addr: str, broker_name: str | None = None) -> bool:
         info = self.broker_live_table.pop(broker_addr, None)
+        self._split_seen.pop(broker_addr, None)
         removed = info is not None
         name = info.broker_name if info is not None else broker_name
         names = [name] if name in self.broker_addr_table else list(self.broker_addr_table)
@@ -219,15 +272,27 @@ class RouteInfoManager:
             names.discard(broker_name)
             if not names:
                 del self.cluster_addr_table[cluster]
-        for topic in [t for t, queues in self.topic_queue_table.items() if broker_name in queues]:
+        held = list(self._broker_topics.get(broker_name, ()))
+        for topic in held:
             self._remove_queue_data(topic, broker_name)
+        self._broker_topics.pop(broker_name, None)
+        if held:
+            log.info(
+                "broker %s left: its queues of %d topics are gone from the routes", broker_name, len(held)
+            )
 
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
-        queues = self.topic_queue_table[topic]
+        held = self._broker_topics.get(broker_name)
+        if held is not None:
+            held.discard(topic)
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return
         queues.pop(broker_name, None)
         if not queues:
             del self.topic_queue_table[topic]
-            log.info("topic %s has no broker left, removed from routes", topic)
+            # debug: a broker leaving with 100,000 topics must not write 100,000 lines
+            log.debug("topic %s has no broker left, removed from routes", topic)
 
     # ---------------------------------------------------------------- queries
 
@@ -267,7 +332,8 @@ class RouteInfoManager:
         if queues is None:
             return False
         if cluster is None:
-            del self.topic_queue_table[topic]
+            for name in list(queues):
+                self._remove_queue_data(topic, name)
             return True
         names = [n for n in self.cluster_addr_table.get(cluster, ()) if n in queues]
         for n in names:

@@ -232,6 +232,8 @@ class StoreConfig(BaseModel):
     ha_housekeeping_interval: int = Field(20_000, alias="haHousekeepingInterval", gt=0)
     ha_transfer_batch_size: int = Field(32 * 1024, alias="haTransferBatchSize", ge=1024, le=4 << 20)
     ha_max_gap_not_in_sync: int = Field(256 * 1024 * 1024, alias="haMaxGapNotInSync", gt=0)
+    # overload: a commitlog flush running longer than this answers new sends SYSTEM_BUSY (send_queue.py)
+    os_page_cache_busy_timeout_mills: int = Field(1000, alias="osPageCacheBusyTimeOutMills", gt=0)
 
     @field_validator("message_delay_level")
     @classmethod
@@ -285,6 +287,14 @@ class BrokerConfig(ConnectionLimits):
     slave_sync_interval: int = Field(10_000, alias="slaveSyncInterval", gt=0)
     slave_read_enable: bool = Field(False, alias="slaveReadEnable")
     access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
+    # overload (broker/send_queue.py): SYSTEM_BUSY once the oldest waiting put waited this long, or
+    # this many puts wait for the disk (RocketMQ's BrokerFastFailure and send thread-pool queue)
+    wait_time_mills_in_send_queue: int = Field(200, alias="waitTimeMillsInSendQueue", gt=0)
+    send_thread_pool_queue_capacity: int = Field(10_000, alias="sendThreadPoolQueueCapacity", gt=0)
+    # scale (broker/registration.py): the topic table goes to NameServers in requests of this many
+    # topics (RocketMQ 5's split registration; one request would pass the frame limit near 100k)
+    enable_split_registration: bool = Field(True, alias="enableSplitRegistration")
+    split_registration_size: int = Field(800, alias="splitRegistrationSize", gt=0, le=50_000)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
     acl_enable: bool

@@ -48,6 +48,9 @@ LIVE_BROKER_KEYS = {
     "registerBrokerTimeoutMills": "register_broker_timeout_mills",
     "flushConsumerOffsetInterval": "flush_consumer_offset_interval",
     "channelExpiredTimeout": "channel_expired_timeout",
+    # the send queue reads these per send (broker/send_queue.py)
+    "waitTimeMillsInSendQueue": "wait_time_mills_in_send_queue",
+    "sendThreadPoolQueueCapacity": "send_thread_pool_queue_capacity",
 }
 MAX_CONFIG_BODY_BYTES = 64 * 1024
 

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
+from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
@@ -96,6 +97,7 @@ class SendMessageProcessor:
         store: where messages are put.
         stats: counts stored messages and bytes.
         transactions: stores TRAN_MSG sends as half messages.
+        send_queue: the broker's send queue (SYSTEM_BUSY when puts wait too long for the disk).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class SendMessageProcessor:
         delivery: DeliveryTimeService,
         stats: BrokerStats,
         transactions: TransactionService | None = None,
+        send_queue: SendQueue | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -116,6 +119,10 @@ class SendMessageProcessor:
         self.stats = stats
         self.transactions = transactions  # None: TRAN_MSG sends are stored as plain messages
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
+        # puts waiting for the disk and the SYSTEM_BUSY rules (one per broker)
+        self.send_queue = send_queue or SendQueue(
+            broker_config, store_config, lambda: store.commitlog.flush_started
+        )
         #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
         self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
 
@@ -141,6 +148,9 @@ class SendMessageProcessor:
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Check the request and store it; answers inline unless the store had to wait."""
+        busy = self._busy(request)
+        if busy is not None:
+            return busy
         admitted = self._admit(channel, request)
         if isinstance(admitted, RemotingCommand):
             return admitted
@@ -173,7 +183,7 @@ class SendMessageProcessor:
         groups: dict[tuple[str, int, bool], list[int]],
     ) -> None:
         """Answer ``request`` into ``out``, or add it to its queue's open group."""
-        admitted = self._admit(channel, request)
+        admitted = self._busy(request) or self._admit(channel, request)
         if isinstance(admitted, RemotingCommand):
             out.append(admitted)
             return
@@ -225,10 +235,18 @@ class SendMessageProcessor:
                 )
             return
         # the SYNC_FLUSH wait (or next file) of the whole group, awaited by each member's task
-        shared = asyncio.ensure_future(_group_results(put, len(members)))
+        shared = asyncio.ensure_future(self._group_results(put, len(members)))
         shared.add_done_callback(_retrieve)  # its members may all be cancelled (connection closed)
         for n, i in enumerate(members):
             out[i] = self._member_later(shared, n, *out[i])
+
+    async def _group_results(self, put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:
+        """The per-record results of a group put that suspended (holding one place in the send queue)."""
+        ticket = self.send_queue.enter()
+        try:
+            return _per_record(await put, n)
+        finally:
+            self.send_queue.leave(ticket)
 
     async def _member_later(
         self,
@@ -244,6 +262,18 @@ class SendMessageProcessor:
         return self._response(
             request, result, queue_id, unique_key_of(properties), 1, len(request.body), msg.topic
         )
+
+    def _busy(self, request: RemotingCommand) -> RemotingCommand | None:
+        """SYSTEM_BUSY (or the read-only remark) when the send queue refuses new sends; nothing is
+        stored, so the producer may retry on another broker."""
+        busy = self.send_queue.refusal()
+        if busy is None:
+            return None
+        if self.store.read_only_remark:  # puts stuck behind a failed flush: say why, not "busy"
+            return RemotingCommand.response(
+                request, ResponseCode.SERVICE_NOT_AVAILABLE, self.store.read_only_remark
+            )
+        return RemotingCommand.response(request, ResponseCode.SYSTEM_BUSY, busy)
 
     def _admit(
         self, channel: Channel, request: RemotingCommand
@@ -412,9 +442,13 @@ class SendMessageProcessor:
         topic: str,
     ) -> RemotingCommand:
         """The rest of a send whose put suspended (SYNC_FLUSH wait, next file) or waits for a slave."""
-        result = put if isinstance(put, PutMessageResult) else await put
-        if self.replica_wait is not None:
-            await self.replica_wait(result, wait)
+        ticket = self.send_queue.enter()
+        try:
+            result = put if isinstance(put, PutMessageResult) else await put
+            if self.replica_wait is not None:
+                await self.replica_wait(result, wait)
+        finally:
+            self.send_queue.leave(ticket)
         uniq = unique_key_of(properties)
         return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
 
@@ -441,9 +475,13 @@ class SendMessageProcessor:
                 return self._error(request, ResponseCode.MESSAGE_ILLEGAL, _TIMED_BATCH)
             msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
-        result = await self.store.put_messages(msgs)
-        if self.replica_wait is not None:
-            await self.replica_wait(result, msgs[0].wait_store_msg_ok)
+        ticket = self.send_queue.enter()
+        try:
+            result = await self.store.put_messages(msgs)
+            if self.replica_wait is not None:
+                await self.replica_wait(result, msgs[0].wait_store_msg_ok)
+        finally:
+            self.send_queue.leave(ticket)
         return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body), topic)
 
     def _response(
@@ -461,7 +499,14 @@ class SendMessageProcessor:
         if result.status is not PutMessageStatus.PUT_OK:  # PUT_OK is the fast path
             code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
             if result.status not in STORED_STATUSES:
-                log.warning("put refused: %s", remark)
+                # a store that refuses every put (disk full, read-only) logged why once already:
+                # a line per refused put would flood the log exactly when the disk is short
+                level = (
+                    logging.DEBUG
+                    if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+                    else logging.WARNING
+                )
+                log.log(level, "put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
         self.stats.on_put(topic, msg_num, size_bytes)
         if uniq:
@@ -482,10 +527,6 @@ def _failed(exc: Exception) -> asyncio.Future[Any]:
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     fut.set_exception(exc)
     return fut
-
-
-async def _group_results(put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:
-    return _per_record(await put, n)
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Callable
 
+from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.store.mapped_file import MappedFile
 
 log = logging.getLogger("rocketpy.store")
@@ -28,10 +29,21 @@ class AllocateService:
     Args:
         loop: the loop that receives the results.
         name: the worker thread's name.
+        faults: injected creation errors (tests).
+        on_result: told (in the worker thread) of each file's directory and creation error (None:
+            created), before the file's own callback; the store turns read-only on errors.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str = "store-allocate") -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        name: str = "store-allocate",
+        faults: DiskFaults | None = None,
+        on_result: Callable[[str, OSError | None], None] | None = None,
+    ) -> None:
         self._loop = loop
+        self._faults = faults or DiskFaults()
+        self._on_result = on_result
         self._requests: queue.Queue[tuple[str, int, int, Callback, int, bool] | Callable[[], None] | None] = (
             queue.Queue(MAX_PENDING_REQUESTS)
         )
@@ -88,8 +100,9 @@ class AllocateService:
                 continue
             path, base, size, callback, prefault, keep_fd = req
             mf: MappedFile | None = None
-            err: BaseException | None = None
+            err: OSError | None = None
             try:
+                self._faults.on_create(path)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 mf = MappedFile.open(path, base, size, keep_fd)
                 if prefault and not self._stopped:  # stopping: skip the warm-up, just create
@@ -97,6 +110,8 @@ class AllocateService:
             except OSError as e:
                 log.error("cannot create store file %s: %s", path, e)
                 err = e
+            if self._on_result is not None:
+                self._on_result(os.path.dirname(path), err)
             try:
                 self._loop.call_soon_threadsafe(callback, mf, err)
             except RuntimeError:  # loop closed during shutdown: nobody wants the file any more

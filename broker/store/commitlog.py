@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from mmap import mmap
 
 from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.consume_queue import ConsumeQueue
+from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
@@ -104,6 +106,14 @@ class CommitLog:
         # (written back once; under SYNC_FLUSH that slows every group-commit fsync). Otherwise only
         # the head is faulted in, which takes the costly first write fault off the event loop.
         self.warm_files = False
+        self.faults = DiskFaults()
+        #: the first failed flush: the log is not flushed again (see ``flush``)
+        self.flush_error: OSError | None = None
+        #: told of a failed flush (flush thread): the store turns read-only
+        self.on_flush_error: Callable[[OSError], None] | None = None
+        #: when the running flush began (``time.monotonic()``; 0.0: none runs); read by the broker's
+        #: send queue as RocketMQ reads the commitlog lock time (osPageCacheBusyTimeOutMills)
+        self.flush_started = 0.0
 
     # -- positions ---------------------------------------------------------------------------
     @property
@@ -192,6 +202,10 @@ class CommitLog:
             return False
         return self._next_error is None
 
+    def retry_next(self) -> None:
+        """Ask again for the next file after its creation failed (on the loop)."""
+        self._request_next()
+
     def take_error(self) -> BaseException | None:
         """The last allocation error (cleared)."""
         err, self._next_error = self._next_error, None
@@ -233,11 +247,24 @@ class CommitLog:
             The new flushed offset.
         """
         target = self.max_offset
-        if target <= self.flushed_offset:
+        if target <= self.flushed_offset or self.flush_error is not None:
+            # After a failed msync/fdatasync the kernel may have dropped the dirty pages and a retry
+            # would "succeed" without them: nothing past the flushed offset is reported durable again.
             return self.flushed_offset
-        for mf in list(self.files):
-            if mf.end_offset > self.flushed_offset and mf.base_offset < target:
-                mf.flush()
+        self.flush_started = time.monotonic()
+        try:
+            flushed = self.flushed_offset
+            for mf in list(self.files):
+                if mf.end_offset > flushed and mf.base_offset < target:
+                    self.faults.on_flush(mf.path, min(target, mf.end_offset) - max(flushed, mf.base_offset))
+                    mf.flush()
+        except OSError as e:
+            self.flush_error = e
+            if self.on_flush_error is not None:
+                self.on_flush_error(e)
+            raise
+        finally:
+            self.flush_started = 0.0
         self.flushed_offset = target
         return target
 

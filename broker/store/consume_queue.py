@@ -145,10 +145,14 @@ class ConsumeQueue:
         self._requested = True
         self._allocator.request(path, base, self.file_size, self._on_file, PREFAULT_BYTES, keep_fd=False)
 
+    def retry_file(self) -> None:
+        """Ask again for the file waiting units go to, after its creation failed (on the loop)."""
+        self._request_file()
+
     def _on_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
         self._requested = False
-        if mf is None:
-            raise RuntimeError(f"cannot create consume queue file in {self.directory}: {err}")
+        if mf is None:  # reported by the allocator (the store turns read-only); ``retry_file`` asks again
+            return
         if self.deleted:  # the topic was deleted meanwhile; its files are removed by the allocate thread
             mf.close()
             return

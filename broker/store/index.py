@@ -260,6 +260,11 @@ class IndexService:
             self._pending.append((h, phys, store_ts))
         self._request_file()
 
+    def retry_file(self) -> None:
+        """Ask again for a file for the waiting entries, after its creation failed (on the loop)."""
+        if self._pending:
+            self._request_file()
+
     def _request_file(self) -> None:
         if self._requested:
             return
@@ -279,8 +284,8 @@ class IndexService:
 
     def _on_file(self, mf: MappedFile | None, err: BaseException | None) -> None:
         self._requested = False
-        if mf is None:
-            raise RuntimeError(f"cannot create index file in {self.directory}: {err}")
+        if mf is None:  # reported by the allocator (the store turns read-only); ``retry_file`` asks again
+            return
         self.files.append(IndexFile(mf, self.slots, self.max_index))
         pending, self._pending = self._pending, []
         for h, phys, ts in pending:

@@ -11,7 +11,9 @@ A file whose views are still held cannot be unmapped: ``destroy`` reports that s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -58,6 +60,24 @@ def list_offset_files(directory: str) -> list[tuple[int, str]]:
     return out
 
 
+def reserve_blocks(fd: int, size: int) -> None:
+    """Allocate a new file's disk blocks now (blocking: store threads).
+
+    A write into a mapped page whose block cannot be allocated is not an error the writer can
+    catch: the kernel sends SIGBUS and the broker dies. Reserving the blocks when the file is
+    created turns a full disk into ENOSPC here, in the allocating thread, where the store reports
+    it and stops taking writes. A file system that cannot reserve (EOPNOTSUPP) keeps the file sparse.
+
+    Raises:
+        OSError: ENOSPC (or another error) reserving the blocks.
+    """
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+
+
 class MappedFile:
     """A fixed-size file mapped read/write.
 
@@ -86,13 +106,18 @@ class MappedFile:
     def open(cls, path: str, base_offset: int, size: int, keep_fd: bool = True) -> MappedFile:
         """Open (creating if needed) and map ``size`` bytes of ``path``; extends a short file (blocking)."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        actual = -1
         try:
             actual = os.fstat(fd).st_size
             if actual < size:
                 os.ftruncate(fd, size)
+                reserve_blocks(fd, size)
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
+            if actual == 0:  # not left behind as a sparse file a later start would write into
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             raise
         if not keep_fd:  # the mmap holds its own descriptor; thousands of queues need few fds
             os.close(fd)

@@ -25,7 +25,9 @@ from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.cleanup import CleanupService, delete_queue_files
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
+from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.store.flush import FlushService
+from rocketpy.broker.store.health import StoreHealth
 from rocketpy.broker.store.index import IndexService, index_file_size
 from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
 from rocketpy.broker.store.message import BrokerMessage
@@ -67,6 +69,7 @@ class MessageStore:
         store_host: ``(ip, port)`` written into records (settable until the first put).
         clock: seconds clock (store timestamps, index names, file expiry).
         disk_usage: returns the used fraction (0..1) of the disk holding a path.
+        faults: injected disk faults (tests; default none).
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class MessageStore:
         store_host: tuple[str, int] = ("127.0.0.1", 0),
         clock: Callable[[], float] = time.time,
         disk_usage: Callable[[str], float] | None = None,
+        faults: DiskFaults | None = None,
     ) -> None:
         self.config = config
         self.root = config.store_path_root_dir
@@ -83,6 +87,7 @@ class MessageStore:
         self.clock = clock
         self.disk_usage = disk_usage or default_disk_usage
         self.commitlog = CommitLog(config.commit_log_dir(), config.mapped_file_size_commit_log)
+        self.faults = self.commitlog.faults = faults or DiskFaults()
         index = None
         if config.message_index_enable:
             index = IndexService(
@@ -106,6 +111,9 @@ class MessageStore:
             allocating=self._allocations_in_flight,
         )
         self._put.store_host8 = pack_host(store_host)
+        self.health = StoreHealth(self._refuse_writes_read_only)
+        self.commitlog.on_flush_error = self.health.on_flush_error
+        self._retry_timer: asyncio.TimerHandle | None = None
         self._lock = StoreLock(self.root)
         self._allocator: AllocateService | None = None  # commitlog + index files
         self._cq_allocator: AllocateService | None = None  # consume-queue files (never delays a roll)
@@ -128,6 +136,14 @@ class MessageStore:
 
     def _refuse_writes(self, remark: str) -> None:
         self._put.disk_full_remark = remark
+
+    def _refuse_writes_read_only(self, remark: str) -> None:
+        self._put.read_only_remark = remark
+
+    @property
+    def read_only_remark(self) -> str:
+        """Why writes are refused after a disk error ("" when they are accepted); see health.py."""
+        return self._put.read_only_remark
 
     def _allocations_in_flight(self) -> bool:
         """True while a file creation's callback has not run yet."""
@@ -159,9 +175,10 @@ class MessageStore:
             await asyncio.to_thread(self._lock.release)
             raise
         loop = asyncio.get_running_loop()
-        self._allocator = AllocateService(loop, "store-allocate")
+        on_result = self.health.on_create_result
+        self._allocator = AllocateService(loop, "store-allocate", self.faults, on_result)
         self._allocator.start()
-        self._cq_allocator = AllocateService(loop, "store-allocate-cq")
+        self._cq_allocator = AllocateService(loop, "store-allocate-cq", self.faults, on_result)
         self._cq_allocator.start()
         self.commitlog.attach_allocator(self._allocator)
         self.dispatcher.allocator = self._cq_allocator  # type: ignore[assignment]
@@ -192,7 +209,15 @@ class MessageStore:
         )
         self.cleanup.start()
         self._stats_timer = loop.call_later(STATS_SAMPLE_S, self._sample_stats)
+        self._retry_timer = loop.call_later(c.clean_resource_interval / 1000, self._retry_creates)
         self._put.running = True
+
+    def _retry_creates(self) -> None:
+        """Every cleanResourceInterval: ask again for files whose creation failed (health.py)."""
+        self.health.retry(self.commitlog, self.dispatcher)
+        self._retry_timer = asyncio.get_running_loop().call_later(
+            self.config.clean_resource_interval / 1000, self._retry_creates
+        )
 
     def _sample_stats(self) -> None:
         self.stats.sample()
@@ -234,7 +259,8 @@ class MessageStore:
         for allocator in (self._allocator, self._cq_allocator):
             if allocator is not None:
                 await asyncio.to_thread(allocator.shutdown)
-        await asyncio.to_thread(self._close_files)
+        # after a failed flush the abort marker stays: the next start re-checks every record
+        await asyncio.to_thread(self._close_files, self.health.flush_error is None)
 
     async def terminate(self) -> None:
         """Stop without the clean-stop steps: no final flush, abort marker kept (as after a crash).
@@ -255,9 +281,10 @@ class MessageStore:
 
     def _stop_accepting(self) -> None:
         self._put.running = False
-        if self._stats_timer is not None:
-            self._stats_timer.cancel()
-            self._stats_timer = None
+        for timer in (self._stats_timer, self._retry_timer):
+            if timer is not None:
+                timer.cancel()
+        self._stats_timer = self._retry_timer = None
 
     def _close_files(self, clean: bool = True) -> None:
         self.commitlog.close()
@@ -413,6 +440,7 @@ class MessageStore:
             "consumeQueueCount": str(len(self.dispatcher.cqs)),
             "commitLogDiskRatio": f"{self.cleanup.disk_ratio if self.cleanup else 0.0:.4f}",
             "diskFullRemark": self.disk_full_remark,
+            "readOnlyRemark": self.read_only_remark,
             "storeRootDir": self.root,
         }
         tps = self.stats.tps()

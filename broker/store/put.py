@@ -44,6 +44,7 @@ class PutService:
     Attributes:
         running: puts are accepted (set by the store's lifecycle).
         disk_full_remark: why puts are refused for disk space ("" when not; set by cleanup).
+        read_only_remark: why puts are refused after a disk error ("" when not; set by health.py).
         store_host8: packed store host written into records.
         flush: the flush service to wait on under SYNC_FLUSH (None: ASYNC_FLUSH).
     """
@@ -70,6 +71,7 @@ class PutService:
         self._puts_since_yield = 0
         self.running = False
         self.disk_full_remark = ""
+        self.read_only_remark = ""
         self.store_host8 = b""
         self.flush: FlushService | None = None
 
@@ -117,7 +119,7 @@ class PutService:
         Checks the store state once and each message's fields; nothing is written. One combined
         test per message on the hot path; ``_refusal`` says which check failed.
         """
-        if not msgs or not self.running or self.disk_full_remark:
+        if not msgs or not self.running or self.disk_full_remark or self.read_only_remark:
             return self._state_refusal(msgs)
         first = msgs[0]
         topic, queue_id, max_body = first.topic, first.queue_id, self._max_body_bytes
@@ -151,7 +153,7 @@ class PutService:
             return PutMessageResult(_BAD.MESSAGE_ILLEGAL, "empty batch")
         if not self.running:
             return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, "the message store is not running")
-        return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, self.disk_full_remark)
+        return PutMessageResult(_BAD.SERVICE_NOT_AVAILABLE, self.read_only_remark or self.disk_full_remark)
 
     def _topic_part(self, topic: str) -> bytes | PutMessageResult:
         """TOPICLEN + TOPIC of a topic not cached yet (cached now), or why the name is refused."""

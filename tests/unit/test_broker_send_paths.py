@@ -8,8 +8,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
+from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
@@ -40,6 +42,8 @@ def _processor(store: FakeStore) -> SendMessageProcessor:
         store,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]  # no delayed messages in these tests
         BrokerStats(),
+        None,
+        SendQueue(BrokerConfig(brokerName="b"), StoreConfig(), lambda: 0.0),
     )
 
 
@@ -83,8 +87,10 @@ async def test_put_that_suspends_is_answered_by_the_awaitable() -> None:
     task = asyncio.ensure_future(pending)
     await asyncio.sleep(0)
     assert not task.done() and p.stats.put_msgs_total == 0
+    assert p.send_queue.in_flight == 1  # waits in the broker's send queue until answered
     store.gate.set_result(None)
     _check(await task, store, p)
+    assert p.send_queue.in_flight == 0
 
 
 def _handle(p: SendMessageProcessor, **ext: Any) -> Any:

@@ -216,3 +216,48 @@ def test_broker_address_moving_to_another_name_drops_the_old_one() -> None:
     rim.register_broker("C1", "10.0.0.1:10911", "broker-z", 0, "", topics("T9"), CH_A)
     assert sorted(rim.broker_addr_table) == ["broker-z"]
     assert rim.topic_list() == ["T9"]
+
+
+def _part(rim: RouteInfoManager, names: tuple[str, ...], index: int, total: int, version: int) -> None:
+    rim.register_broker(
+        "C1", "10.0.0.1:10911", "broker-a", 0, "", topics(*names, version=version), CH_A, split=(index, total)
+    )
+
+
+def test_split_registration_merges_parts_and_drops_old_topics_after_the_last() -> None:
+    rim, _ = manager()
+    rim.register_broker("C1", "10.0.0.1:10911", "broker-a", 0, "", topics("Old", "T1"), CH_A)
+    _part(rim, ("T1", "T2"), 0, 3, version=2)
+    assert rim.topic_list() == ["Old", "T1", "T2"]  # routes appear part by part, nothing dropped yet
+    assert not rim.broker_live_table["10.0.0.1:10911"].data_version.same_as(
+        DataVersion(timestamp=1, counter=2)
+    )
+    _part(rim, ("T3",), 1, 3, version=2)
+    _part(rim, ("T4",), 2, 3, version=2)
+    assert rim.topic_list() == ["T1", "T2", "T3", "T4"]
+    assert rim.query_data_version("10.0.0.1:10911", DataVersion(timestamp=1, counter=2)) == (
+        False, DataVersion(timestamp=1, counter=2),
+    )  # fmt: skip
+    # the same version again (periodic re-registration) changes nothing
+    _part(rim, ("T1",), 0, 2, version=2)
+    _part(rim, ("T9",), 1, 2, version=2)
+    assert rim.topic_list() == ["T1", "T2", "T3", "T4"]
+
+
+def test_split_registration_cut_short_is_not_taken_as_complete() -> None:
+    rim, _ = manager()
+    rim.register_broker("C1", "10.0.0.1:10911", "broker-a", 0, "", topics("Old"), CH_A)
+    _part(rim, ("T1",), 0, 2, version=2)  # the broker dies before part 1
+    changed, _ = rim.query_data_version("10.0.0.1:10911", DataVersion(timestamp=1, counter=2))
+    assert changed and "Old" in rim.topic_list()  # the next registration sends everything again
+    _part(rim, ("T1",), 0, 2, version=2)
+    _part(rim, ("T2",), 1, 2, version=2)
+    assert rim.topic_list() == ["T1", "T2"]
+
+
+def test_registration_without_a_body_keeps_the_known_version() -> None:
+    rim, _ = manager()
+    rim.register_broker("C1", "10.0.0.1:10911", "broker-a", 0, "", topics("T1", version=7), CH_A)
+    rim.register_broker("C1", "10.0.0.1:10911", "broker-a", 0, "", None, CH_A)
+    assert rim.query_data_version("10.0.0.1:10911", DataVersion(timestamp=1, counter=7))[0] is False
+    assert rim.topic_list() == ["T1"]
