@@ -74,7 +74,13 @@ class Daemon:
     """
 
     def __init__(
-        self, kind: str, args: list[str], workdir: Path, env: dict[str, str], config_file: Path
+        self,
+        kind: str,
+        args: list[str],
+        workdir: Path,
+        env: dict[str, str],
+        config_file: Path,
+        netns: str | None = None,
     ) -> None:
         self.kind = kind
         self.workdir = workdir
@@ -88,8 +94,10 @@ class Daemon:
         self._lock = threading.Lock()
         self._booted = threading.Event()
         self._boot_re: re.Pattern[str] | None = None
+        # ``ip netns exec`` execs the daemon: the pid stays the daemon's own
+        prefix = ["ip", "netns", "exec", netns] if netns else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rocketpy.cli", *args],
+            [*prefix, sys.executable, "-m", "rocketpy.cli", *args],
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -209,17 +217,27 @@ class Daemon:
         return f"Daemon({self.kind}, addr={self.addr!r}, pid={self.pid}, rc={self.returncode})"
 
 
-def start_namesrv(tmp_path: Path, *, boot_timeout: float = 20.0, **props: Any) -> Daemon:
-    """Start a NameServer on a free loopback port; ``props`` are extra/overriding RocketMQ keys."""
+def start_namesrv(
+    tmp_path: Path, *, boot_timeout: float = 20.0, netns: str | None = None, **props: Any
+) -> Daemon:
+    """Start a NameServer on a free loopback port; ``props`` are extra/overriding RocketMQ keys.
+
+    ``netns``: run it in that network namespace (``ip netns exec``; pass its ``bindAddress``).
+    """
     workdir, _ = _unique_dir(tmp_path, "namesrv")
     conf = {"listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": workdir / "kvConfig.json", **props}
     path = write_properties(workdir / "namesrv.properties", conf)
-    daemon = Daemon("namesrv", ["namesrv", "-c", str(path)], workdir, daemon_env(tmp_path, workdir), path)
+    env = daemon_env(tmp_path, workdir)
+    daemon = Daemon("namesrv", ["namesrv", "-c", str(path)], workdir, env, path, netns)
     return daemon.wait_boot(NAMESRV_BOOT, boot_timeout)
 
 
-def start_broker(tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.0, **props: Any) -> Daemon:
+def start_broker(
+    tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.0, netns: str | None = None, **props: Any
+) -> Daemon:
     """Start a Broker on a free loopback port registered with ``namesrv_addr``.
+
+    ``netns``: run it in that network namespace (``ip netns exec``; pass its ``bindAddress``).
 
     Defaults: brokerName ``broker-a``, ``broker-b``, ... (one per broker started in ``tmp_path``),
     brokerId 0, cluster DefaultCluster, store under its own directory; ``props`` override them.
@@ -238,5 +256,6 @@ def start_broker(tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.
         **props,
     }
     path = write_properties(workdir / "broker.properties", conf)
-    daemon = Daemon("broker", ["broker", "-c", str(path)], workdir, daemon_env(tmp_path, workdir), path)
+    env = daemon_env(tmp_path, workdir)
+    daemon = Daemon("broker", ["broker", "-c", str(path)], workdir, env, path, netns)
     return daemon.wait_boot(BROKER_BOOT, boot_timeout)
