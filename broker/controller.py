@@ -5,7 +5,8 @@ lifecycle. Each processor gets the managers it uses, not the controller; ``proce
 the one place that says which handler serves which request code (RocketMQ's registerProcessor
 calls). Start: load config tables (thread), start the store, bind the server, register with
 every NameServer, then run the background routines (periodic registration, offset persistence,
-client expiry, stats sampling) as tracked tasks. Graceful shutdown, in order: answer held pulls,
+client expiry, stats sampling) as tracked tasks, and serve ``/metrics`` when ``metricsPort`` is
+set. Graceful shutdown, in order: answer held pulls,
 unregister from the NameServers (routes vanish at once), stop the routines, stop the server
 (finish in-flight requests, close connections), shut the store down (flush, remove the abort
 file), persist offsets, topics and groups.
@@ -20,8 +21,11 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from rocketpy.acl.guard import AclGuard
+from rocketpy.acl.signing import RequestSigner
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.ha.role import Replication
+from rocketpy.broker.metrics import BrokerCollector
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
@@ -42,6 +46,7 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
+from rocketpy.metrics import MetricsServer
 from rocketpy.perm import PERM_RW
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import RequestCode
@@ -109,7 +114,14 @@ class BrokerController:
         self.transactions = TransactionService(
             bc, self.store, self.delivery, self.topic_config, self.consumer_manager, config_dir
         )
-        self.client = RemotingClient()
+        # signed with the broker's own account when the NameServers (or a slave's master) check ACL
+        signer = (
+            RequestSigner(bc.acl_access_key, bc.acl_secret_key)
+            if bc.acl_access_key and bc.acl_secret_key
+            else None
+        )
+        self.client = RemotingClient(signer=signer)
+        self.acl: AclGuard | None = None
         # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/)
         self.replication = Replication(
             bc, store_config, self.store, self.client,
@@ -117,6 +129,7 @@ class BrokerController:
         )  # fmt: skip
         self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
         self.server: RemotingServer | None = None
+        self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -158,12 +171,16 @@ class BrokerController:
         )
         for code, handler in self.processor_table().items():
             self.server.register_processor(code, handler)
+        self.acl = await AclGuard.install(bc, self.server, None, f"broker {bc.broker_name}")
         self.server.add_close_listener(self._on_channel_close)
         _, port = await self.server.start()
         ip = self.advertised_ip()
         self.store.store_host = (ip, port)
         self.broker_addr = f"{ip}:{port}"
         ha_addr = await self.replication.start(bc.bind_address, ip, port)
+        if bc.metrics_port:
+            self.metrics = self._metrics_server(self.server)
+            await self.metrics.start()
         identity = BrokerIdentity(
             bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr, ha_addr
         )
@@ -182,6 +199,16 @@ class BrokerController:
             self._spawn(routine)
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
+
+    def _metrics_server(self, server: RemotingServer) -> MetricsServer:
+        bc = self.broker_config
+        collector = BrokerCollector(
+            bc, self.store_config, server, self.stats, self.store,
+            self.topic_config, self.offsets, self.long_polling, self.replication,
+        )  # fmt: skip
+        return MetricsServer.for_daemon(
+            collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"
+        )
 
     def processor_table(self) -> dict[RequestCode, Handler]:
         """Request code -> handler: every code this broker serves, in one table."""
@@ -345,6 +372,10 @@ class BrokerController:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.metrics is not None:
+            await self.metrics.shutdown()
+        if self.acl is not None:
+            await self.acl.stop()
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
         await self.replication.shutdown()

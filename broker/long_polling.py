@@ -74,6 +74,7 @@ class PullRequestHoldService:
         self._by_channel: dict[Channel, set[HeldPull]] = {}
         self._count = 0
         self._closed = False
+        self.held_total = 0  # pulls ever held
         self.woken_count = 0
         self.expired_count = 0
 
@@ -112,6 +113,7 @@ class PullRequestHoldService:
             per_channel = self._by_channel[channel] = set()
         per_channel.add(held)
         self._count += 1
+        self.held_total += 1
         return None
 
     def _remove(self, held: HeldPull) -> None:
@@ -166,6 +168,7 @@ class PullRequestHoldService:
                 log.exception("re-running a held pull failed; the client will retry after its timeout")
                 continue
             if response is not None:
+                h.channel.count_response(h.request, response)
                 h.channel.send(response)
 
     def on_channel_close(self, channel: Channel) -> None:

@@ -3,7 +3,8 @@
 Owns the process lifecycle around ``BrokerController``: uvloop, SIGTERM/SIGINT -> graceful stop,
 the pid file (for ``mqshutdown broker``) and the boot line, printed to stdout (flushed) once the
 listener accepts connections and the first registration with every reachable NameServer is done:
-``The broker[NAME, HOST:PORT] boot success. serializeType=MSGPACK and name server is ADDR``.
+``The broker[NAME, HOST:PORT] boot success. serializeType=MSGPACK and name server is ADDR``, after
+``The broker[NAME] serves metrics at http://HOST:PORT/metrics`` when ``metricsPort`` is set.
 """
 
 from __future__ import annotations
@@ -73,9 +74,12 @@ async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
         print(str(e), file=sys.stderr, flush=True)
         await controller.shutdown()
         return 1
-    line = boot_line(broker_config.broker_name, addr, broker_config.namesrv_addr)
-    log.info(line)
-    print(line, flush=True)
+    lines = [boot_line(broker_config.broker_name, addr, broker_config.namesrv_addr)]
+    if controller.metrics is not None:
+        lines.insert(0, f"The broker[{broker_config.broker_name}] serves metrics at {controller.metrics.url}")
+    for line in lines:
+        log.info(line)
+        print(line, flush=True)
     try:
         await stop.wait()
         log.info("broker %s: stop requested", broker_config.broker_name)

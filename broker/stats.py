@@ -1,8 +1,11 @@
 """Broker statistics: message counters and TPS for GET_BROKER_RUNTIME_INFO and consume stats.
 
-Owns monotonically growing counters (put messages/bytes, got messages/bytes, per-group gets) and a
-ring of one-second samples (bounded: ``SAMPLE_SLOTS``) from which TPS over a window is computed.
-``sample()`` is called once per second by the controller; counting is plain integer adds.
+Owns monotonically growing counters (put messages/bytes in total and per topic, got messages/bytes
+in total, per group and per (group, topic)) and a ring of one-second samples (bounded:
+``SAMPLE_SLOTS``) from which TPS over a window is computed. ``sample()`` is called once per second
+by the controller; counting is plain integer adds (a per-key ``[messages, bytes]`` pair, created
+once per key up to ``MAX_KEYED_COUNTERS`` keys; past that only the totals count). The metrics
+endpoint reads these tables at scrape time.
 """
 
 from __future__ import annotations
@@ -10,9 +13,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TypeVar
+
+K = TypeVar("K")
 
 SAMPLE_SLOTS = 62
 MAX_GROUP_COUNTERS = 100_000
+#: Bound on the per-topic and per-(group, topic) counter tables (names come from clients).
+MAX_KEYED_COUNTERS = 100_000
 
 
 class BrokerStats:
@@ -29,22 +37,33 @@ class BrokerStats:
         self.get_msgs_total = 0
         self.get_bytes_total = 0
         self.group_get_msgs: dict[str, int] = {}
+        #: topic -> [messages, bytes] stored
+        self.topic_puts: dict[str, list[int]] = {}
+        #: (group, topic) -> [messages, bytes] handed out
+        self.group_topic_gets: dict[tuple[str, str], list[int]] = {}
         self.boot_timestamp_ms = int(time.time() * 1000)
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=SAMPLE_SLOTS)
         self._group_samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=SAMPLE_SLOTS)
         self.sample()
 
-    def on_put(self, msgs: int, size_bytes: int) -> None:
-        """Count stored messages."""
+    def on_put(self, topic: str, msgs: int, size_bytes: int) -> None:
+        """Count messages stored to ``topic``."""
         self.put_msgs_total += msgs
         self.put_bytes_total += size_bytes
+        pair = self.topic_puts.get(topic) or _new_pair(self.topic_puts, topic)
+        pair[0] += msgs
+        pair[1] += size_bytes
 
-    def on_get(self, group: str, msgs: int, size_bytes: int) -> None:
-        """Count messages handed to a consumer group."""
+    def on_get(self, group: str, topic: str, msgs: int, size_bytes: int) -> None:
+        """Count messages of ``topic`` handed to a consumer group."""
         self.get_msgs_total += msgs
         self.get_bytes_total += size_bytes
         if group in self.group_get_msgs or len(self.group_get_msgs) < MAX_GROUP_COUNTERS:
             self.group_get_msgs[group] = self.group_get_msgs.get(group, 0) + msgs
+        key = (group, topic)
+        pair = self.group_topic_gets.get(key) or _new_pair(self.group_topic_gets, key)
+        pair[0] += msgs
+        pair[1] += size_bytes
 
     def sample(self) -> None:
         """Record a sample of the totals (call about once a second)."""
@@ -83,3 +102,14 @@ class BrokerStats:
                 elapsed = max(now - ts, 1e-3)
                 return (self.group_get_msgs.get(group, 0) - counts.get(group, 0)) / elapsed
         return 0.0
+
+
+_DISCARDED = [0, 0]  # counts past the table bound land here (and are never read)
+
+
+def _new_pair(table: dict[K, list[int]], key: K) -> list[int]:
+    """A new zeroed ``[messages, bytes]`` pair in ``table``, or a discarded one past the bound."""
+    if len(table) >= MAX_KEYED_COUNTERS:
+        return _DISCARDED
+    pair = table[key] = [0, 0]
+    return pair

@@ -23,7 +23,7 @@ from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.perm import PERM_RW
 from rocketpy.record import decode_record, decode_records
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import SERIALIZE_TYPES, RemotingCommand
+from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import MASTER_ID, ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
@@ -37,14 +37,31 @@ class Admin:
         namesrv_addr: ``"host:port"`` or several separated by ``;`` (default: env NAMESRV_ADDR).
         timeout: seconds for each request.
         instance_name: part of the client id.
+        access_key: ACL account to sign every request with (admin codes need an ``admin: true`` one).
+        secret_key: that account's secret key.
+        serialize_type: the wire encoding, ``"msgpack"`` (rocketpy's) or ``"json"`` (RocketMQ's JSON
+            remoting, as RocketMQ's own clients speak it); None: ``$ROCKETPY_SERIALIZE_TYPE``, else msgpack.
     """
 
     def __init__(
-        self, namesrv_addr: str | None = None, *, timeout: float = 5.0, instance_name: str = "DEFAULT"
+        self,
+        namesrv_addr: str | None = None,
+        *,
+        timeout: float = 5.0,
+        instance_name: str = "DEFAULT",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        serialize_type: str | None = None,
     ) -> None:
         self.namesrv_addr = namesrv_addr
         self.timeout = timeout
-        self.settings = ClientSettings(instance_name=instance_name, mq_client_api_timeout=timeout)
+        self.settings = ClientSettings(
+            instance_name=instance_name,
+            mq_client_api_timeout=timeout,
+            access_key=access_key,
+            secret_key=secret_key,
+            serialize_type=serialize_type,
+        )
         self._instance: MQClientInstance | None = None
 
     async def start(self) -> None:
@@ -245,6 +262,40 @@ class Admin:
                 )
         return sorted(rows, key=lambda r: r["mq"])
 
+    async def consumer_groups(self) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG of every broker: group name -> its config (wire names),
+        sorted by name (a group configured on several brokers appears once)."""
+        info = await self.cluster_info()
+        addrs = {a for bd in info.broker_addr_table.values() if (a := _reader_addr(bd.broker_addrs))}
+        groups: dict[str, dict[str, Any]] = {}
+        for addr in sorted(addrs):
+            body = unpack_body(await self._invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)) or {}
+            for name, cfg in (body.get("subscriptionGroupTable") or {}).items():
+                groups.setdefault(str(name), dict(cfg))
+        return dict(sorted(groups.items()))
+
+    async def consumer_connections(self, group: str) -> list[dict[str, Any]]:
+        """GET_CONSUMER_CONNECTION_LIST of every broker: the group's live clients, one entry per client
+        id (``clientId``, ``clientAddr``, ``language``, ``brokers``: where it is registered), sorted."""
+        info = await self.cluster_info()
+        clients: dict[str, dict[str, Any]] = {}
+        for name, bd in sorted(info.broker_addr_table.items()):
+            addr = _reader_addr(bd.broker_addrs)
+            if not addr:
+                continue
+            resp = await self.instance.remoting.invoke(
+                addr,
+                RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}),
+                self.timeout,
+            )
+            if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                continue
+            body = unpack_body(check(resp, addr)) or {}
+            for c in body.get("connectionSet") or []:
+                entry = clients.setdefault(str(c["clientId"]), {**c, "brokers": []})
+                entry["brokers"].append(name)
+        return [clients[k] for k in sorted(clients)]
+
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int
     ) -> list[tuple[MessageQueue, int]]:
@@ -286,7 +337,7 @@ class Admin:
                 addr,
                 RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                 None,
-                pack_body(body, SERIALIZE_TYPES[self.settings.serialize_type]),
+                pack_body(body, self.settings.serialize_code),
             )
         return addrs
 

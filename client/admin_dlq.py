@@ -77,7 +77,14 @@ async def resend_dlq(admin: Admin, group: str, msg_id: str | None = None) -> lis
         raise MQClientError(f"group {group!r} has no dead letters ({topic} does not exist)") from e
     await admin.topic_route(retry_topic(group))
     resent: list[dict[str, Any]] = []
-    producer = Producer("TOOLS_RESEND_DLQ_PRODUCER", ";".join(admin.instance.namesrv_addrs))
+    settings = admin.settings  # the admin's account and encoding, so resends are signed alike
+    producer = Producer(
+        "TOOLS_RESEND_DLQ_PRODUCER",
+        ";".join(admin.instance.namesrv_addrs),
+        access_key=settings.access_key,
+        secret_key=settings.secret_key,
+        serialize_type=settings.serialize_type,
+    )
     await producer.start()
     try:
         for mq in subscribe_queues(topic, route):

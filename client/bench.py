@@ -123,12 +123,21 @@ async def run_producer(
     count: int,
     mode: str,
     interval_s: float = 1.0,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
 ) -> dict[str, float]:
     """Send until ``duration_s`` passes or ``count`` messages are sent; print interval and summary lines."""
     from rocketpy.client.producer import Producer
     from rocketpy.message import Message
 
-    producer = Producer("benchmark_producer", namesrv, max_async_pending=max(65_536, concurrency * 2))
+    producer = Producer(
+        "benchmark_producer",
+        namesrv,
+        max_async_pending=max(65_536, concurrency * 2),
+        access_key=access_key,
+        secret_key=secret_key,
+    )
     await producer.start()
     body = b"x" * body_size
     stats = Stats()
@@ -219,6 +228,9 @@ async def run_consumer(
     count: int,
     from_first: bool,
     interval_s: float = 1.0,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
 ) -> dict[str, float]:
     """Consume with a PushConsumer until ``duration_s`` passes or ``count`` messages arrived."""
     from rocketpy.client.push_consumer import PushConsumer
@@ -237,7 +249,9 @@ async def run_consumer(
         return ConsumeStatus.CONSUME_SUCCESS
 
     where = "CONSUME_FROM_FIRST_OFFSET" if from_first else "CONSUME_FROM_LAST_OFFSET"
-    consumer = PushConsumer(group, namesrv, consume_from_where=where)
+    consumer = PushConsumer(
+        group, namesrv, consume_from_where=where, access_key=access_key, secret_key=secret_key
+    )
     consumer.subscribe(topic, "*")
     consumer.register_listener(listener)
     await consumer.start()
@@ -283,6 +297,20 @@ _DURATION = click.option(
 _COUNT = click.option(
     "-q", "--count", type=int, default=0, show_default=True, help="Messages (0 = no limit)."
 )
+_ACCESS_KEY = click.option(
+    "--access-key", envvar="ROCKETPY_ACCESS_KEY", metavar="KEY", help="ACL account (env ROCKETPY_ACCESS_KEY)."
+)
+_SECRET_KEY = click.option(
+    "--secret-key",
+    envvar="ROCKETPY_SECRET_KEY",
+    metavar="SECRET",
+    help="Its secret (env ROCKETPY_SECRET_KEY).",
+)
+
+
+def _check_credentials(access_key: str | None, secret_key: str | None) -> None:
+    if (access_key is None) != (secret_key is None):
+        raise click.BadParameter("--access-key and --secret-key go together: pass both or neither")
 
 
 @bench.command("producer", context_settings=_CONTEXT)
@@ -298,6 +326,8 @@ _COUNT = click.option(
 )
 @_DURATION
 @_COUNT
+@_ACCESS_KEY
+@_SECRET_KEY
 def producer_cmd(
     namesrv: str,
     topic: str,
@@ -307,13 +337,21 @@ def producer_cmd(
     mode: str,
     duration: float,
     count: int,
+    access_key: str | None,
+    secret_key: str | None,
 ) -> None:
     """Send messages as fast as the window allows and report TPS / RT every second."""
     if body_size <= 0 or concurrency <= 0 or batch <= 0:
         raise click.BadParameter("body size, concurrency and batch size must be positive")
     if not duration and not count:
         raise click.BadParameter("give --duration or --count (a run must end)")
-    _run(run_producer(namesrv, topic, body_size, concurrency, batch, duration, count, mode))
+    _check_credentials(access_key, secret_key)
+    _run(
+        run_producer(
+            namesrv, topic, body_size, concurrency, batch, duration, count, mode,
+            access_key=access_key, secret_key=secret_key,
+        )
+    )  # fmt: skip
 
 
 @bench.command("consumer", context_settings=_CONTEXT)
@@ -323,11 +361,27 @@ def producer_cmd(
 @click.option("--from-first", is_flag=True, help="Start a new group at the first offset (consume a backlog).")
 @_DURATION
 @_COUNT
-def consumer_cmd(namesrv: str, topic: str, group: str, from_first: bool, duration: float, count: int) -> None:
+@_ACCESS_KEY
+@_SECRET_KEY
+def consumer_cmd(
+    namesrv: str,
+    topic: str,
+    group: str,
+    from_first: bool,
+    duration: float,
+    count: int,
+    access_key: str | None,
+    secret_key: str | None,
+) -> None:
     """Consume with a push consumer and report TPS and born/store-to-consume latency every second."""
     if not duration and not count:
         raise click.BadParameter("give --duration or --count (a run must end)")
-    _run(run_consumer(namesrv, topic, group, duration, count, from_first))
+    _check_credentials(access_key, secret_key)
+    _run(
+        run_consumer(
+            namesrv, topic, group, duration, count, from_first, access_key=access_key, secret_key=secret_key
+        )
+    )
 
 
 if __name__ == "__main__":

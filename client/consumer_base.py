@@ -65,6 +65,9 @@ class ConsumerBase:
         heartbeat_broker_interval: float = 30.0,
         persist_consumer_offset_interval: float = 5.0,
         rebalance_interval: float = 20.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        serialize_type: str | None = None,
     ) -> None:
         if not isinstance(group, str) or not group.strip():
             raise MQClientError(f"consumer group must be a non-empty string, got {group!r}")
@@ -81,6 +84,9 @@ class ConsumerBase:
             heartbeat_broker_interval=heartbeat_broker_interval,
             persist_consumer_offset_interval=persist_consumer_offset_interval,
             rebalance_interval=rebalance_interval,
+            access_key=access_key,
+            secret_key=secret_key,
+            serialize_type=serialize_type,
         )
         self.settings.check()
         self.client_id = new_client_id(instance_name)

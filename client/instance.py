@@ -23,6 +23,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketpy.acl.signing import RequestSigner
 from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
 from rocketpy.client.heartbeat import ConsumerLike, heartbeat_datas, send_heartbeats
 from rocketpy.client.pull_node import PullNodeTable
@@ -66,7 +67,9 @@ class ClientSettings:
         mq_client_api_timeout: timeout of control calls (routes, heartbeats, offsets).
         connect_timeout: TCP connect timeout.
         serialize_type: the wire encoding, ``"msgpack"`` (rocketpy's) or ``"json"`` (RocketMQ's own
-            clients' JSON remoting); defaults to ``$ROCKETPY_SERIALIZE_TYPE`` or msgpack.
+            clients' JSON remoting); None: ``$ROCKETPY_SERIALIZE_TYPE``, else msgpack.
+        access_key: the ACL account every request is signed with (``rocketpy.acl``); None: unsigned.
+        secret_key: that account's secret (never in ``repr`` or logs); set with ``access_key``.
     """
 
     instance_name: str = "DEFAULT"
@@ -76,7 +79,18 @@ class ClientSettings:
     rebalance_interval: float = 20.0
     mq_client_api_timeout: float = 3.0
     connect_timeout: float = 3.0
-    serialize_type: str = field(default_factory=lambda: os.environ.get("ROCKETPY_SERIALIZE_TYPE", "msgpack"))
+    serialize_type: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.serialize_type is None:  # resolved once, so equal settings share one instance
+            object.__setattr__(self, "serialize_type", os.environ.get("ROCKETPY_SERIALIZE_TYPE", "msgpack"))
+
+    @property
+    def serialize_code(self) -> int:
+        """The serialize type's code on the wire (the frame's high byte)."""
+        return SERIALIZE_TYPES[str(self.serialize_type)]
 
     def check(self) -> None:
         """Raise MQClientError on a non-positive timer or an unknown encoding (says which option to fix)."""
@@ -97,6 +111,14 @@ class ClientSettings:
                 raise MQClientError(
                     f"{name}={value!r} is not a positive number of seconds; pass e.g. {name}=30.0"
                 )
+        if (self.access_key is None) != (self.secret_key is None):
+            raise MQClientError(
+                "access_key and secret_key go together: pass both (an ACL account) or neither"
+            )
+        for name in ("access_key", "secret_key"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise MQClientError(f"{name} must be a non-empty string, got {type(value).__name__}")
         if not self.instance_name or "@" in self.instance_name:
             raise MQClientError(f"instance_name={self.instance_name!r} must be non-empty and contain no '@'")
 
@@ -111,8 +133,13 @@ class MQClientInstance:
     def __init__(self, namesrv_addrs: list[str], settings: ClientSettings) -> None:
         self.settings = settings
         self.namesrv_addrs = namesrv_addrs
+        signer = None
+        if settings.access_key is not None and settings.secret_key is not None:
+            signer = RequestSigner(settings.access_key, settings.secret_key)
         self.remoting = RemotingClient(
-            connect_timeout=settings.connect_timeout, serialize_type=SERIALIZE_TYPES[settings.serialize_type]
+            connect_timeout=settings.connect_timeout,
+            serialize_type=settings.serialize_code,
+            signer=signer,
         )
         self.api = MQClientAPI(self.remoting, namesrv_addrs)
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)

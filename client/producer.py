@@ -62,6 +62,10 @@ class Producer:
         retry_another_broker_when_not_store_ok: send again to another broker when a broker answers
             FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (stored, not fully
             durable); off (RocketMQ's default): that status is returned to the caller.
+        access_key: ACL account to sign every request with (brokers with ``aclEnable=true``).
+        secret_key: that account's secret key.
+        serialize_type: the wire encoding, ``"msgpack"`` (rocketpy's) or ``"json"`` (RocketMQ's JSON
+            remoting, as RocketMQ's own clients speak it); None: ``$ROCKETPY_SERIALIZE_TYPE``, else msgpack.
     """
 
     def __init__(
@@ -81,6 +85,9 @@ class Producer:
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
         retry_another_broker_when_not_store_ok: bool = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        serialize_type: str | None = None,
     ) -> None:
         if not isinstance(group, str) or not group.strip():
             raise MQClientError(f"producer group must be a non-empty string, got {group!r}")
@@ -107,6 +114,9 @@ class Producer:
             instance_name=instance_name,
             poll_name_server_interval=poll_name_server_interval,
             heartbeat_broker_interval=heartbeat_broker_interval,
+            access_key=access_key,
+            secret_key=secret_key,
+            serialize_type=serialize_type,
         )
         self.client_id = new_client_id(instance_name)
         self.fault = LatencyFaultTolerance(enabled=send_latency_fault_enable)

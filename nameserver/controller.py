@@ -1,7 +1,8 @@
 """NamesrvController: builds the NameServer (route table, KV store, RPC server) and runs its routines.
 
 Lifecycle: ``start()`` loads the KV file (in a thread), registers the processors, binds the
-server and starts the liveness scan; ``shutdown(timeout)`` stops the scan and the server.
+server (and the ``/metrics`` endpoint when ``metricsPort`` is set) and starts the liveness scan;
+``shutdown(timeout)`` stops the scan, the metrics endpoint and the server.
 Liveness: every registration refreshes a broker; the scan runs every
 ``scanNotActiveBrokerInterval`` ms and evicts brokers silent for ``brokerChannelExpiredTime`` ms
 (closing their connection); a broker whose connection closes is evicted at once.
@@ -13,8 +14,12 @@ import asyncio
 import logging
 import time
 
+from rocketpy.acl.guard import AclGuard
+from rocketpy.acl.resources import NAMESRV_CHECKED_CODES
 from rocketpy.config import NamesrvConfig, advertised_host
+from rocketpy.metrics import MetricsServer
 from rocketpy.nameserver.kv_config import KVConfigManager
+from rocketpy.nameserver.metrics import NamesrvCollector
 from rocketpy.nameserver.processors import NamesrvProcessors
 from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.remoting.server import Channel, RemotingServer
@@ -46,6 +51,13 @@ class NamesrvController:
             config.bind_address, config.listen_port, name="namesrv", max_frame_bytes=config.max_frame_bytes
         )
         self._scan_task: asyncio.Task[None] | None = None
+        self.metrics: MetricsServer | None = None
+        if config.metrics_port:
+            collector = NamesrvCollector(self.route_info, self.server)
+            self.metrics = MetricsServer.for_daemon(
+                collector, config.bind_address, config.metrics_port, "namesrv"
+            )
+        self.acl: AclGuard | None = None
 
     async def start(self) -> tuple[str, int]:
         """Load state, bind and start serving.
@@ -56,11 +68,15 @@ class NamesrvController:
         Raises:
             KVConfigError: the KV file is unreadable.
             RemotingBindError: the port cannot be bound.
+            AclFileError: ``aclEnable`` and the ACL file is missing or malformed.
         """
+        self.acl = await AclGuard.install(self.config, self.server, NAMESRV_CHECKED_CODES, "namesrv")
         await self.kv.load()
         NamesrvProcessors(self.route_info, self.kv, self.config).register_all(self.server)
         self.server.add_close_listener(self._on_channel_closed)
         host, port = await self.server.start()
+        if self.metrics is not None:
+            await self.metrics.start()
         self._scan_task = asyncio.create_task(self._scan_routine(), name="namesrv-scan-not-active-broker")
         self._scan_task.add_done_callback(self._scan_done)
         return advertised_host(host), port
@@ -71,6 +87,10 @@ class NamesrvController:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
+        if self.metrics is not None:
+            await self.metrics.shutdown()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.server.shutdown(timeout)
 
     def _on_channel_closed(self, channel: Channel) -> None:

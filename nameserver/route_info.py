@@ -70,6 +70,9 @@ class RouteInfoManager:
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self.registrations_total = 0  # REGISTER_BROKER calls recorded
+        self.expired_total = 0  # addresses evicted for silence
+        self.closed_total = 0  # addresses evicted because their connection closed
 
     # ---------------------------------------------------------------- registration
 
@@ -97,6 +100,7 @@ class RouteInfoManager:
         Returns:
             The master and HA addresses for a slave whose master is registered.
         """
+        self.registrations_total += 1
         prev = self.broker_live_table.get(broker_addr)
         if prev is not None and (prev.broker_name, prev.cluster) != (broker_name, cluster):
             log.info("broker %s moved from %s/%s to %s/%s", broker_addr, prev.cluster, prev.broker_name,
@@ -182,6 +186,7 @@ class RouteInfoManager:
             log.warning("broker %s (%s) silent for %d ms, evicted", info.broker_addr, info.broker_name,
                         now - info.last_update_ms)  # fmt: skip
             self._remove_addr(info.broker_addr)
+        self.expired_total += len(stale)
         return stale
 
     def on_channel_closed(self, channel: object) -> list[str]:
@@ -190,6 +195,7 @@ class RouteInfoManager:
         for addr in addrs:
             log.info("connection of broker %s closed, evicted", addr)
             self._remove_addr(addr)
+        self.closed_total += len(addrs)
         return addrs
 
     def _remove_addr(self, broker_addr: str, broker_name: str | None = None) -> bool:

@@ -1,7 +1,8 @@
 """Runs a NameServer in the foreground under uvloop until SIGTERM or SIGINT.
 
 Prints ``The Name Server boot success. listen=HOST:PORT`` on stdout (flushed) once the listener
-accepts connections, writes the pid file ``namesrv-PORT.pid`` (used by ``mqshutdown namesrv``) and
+accepts connections (after ``The Name Server serves metrics at URL`` when ``metricsPort`` is set),
+writes the pid file ``namesrv-PORT.pid`` (used by ``mqshutdown namesrv``) and
 removes it on the way out. Logging is set up by the caller (``rocketpy.cli``).
 """
 
@@ -18,6 +19,7 @@ import uvloop
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import RemotingBindError, RocketpyError
 from rocketpy.logsetup import remove_pid_file, stderr_after_boot, write_pid_file
+from rocketpy.metrics import MetricsBindError
 from rocketpy.nameserver.controller import NamesrvController
 from rocketpy.nameserver.kv_config import KVConfigError
 
@@ -41,6 +43,9 @@ async def _serve(config: NamesrvConfig) -> int:
     try:
         host, port = await controller.start()
         pid_path = await asyncio.to_thread(write_pid_file, "namesrv", port)
+    except MetricsBindError as e:
+        await controller.shutdown(1.0)
+        return _fail(str(e))
     except RemotingBindError as e:
         await controller.shutdown(1.0)
         return _fail(_bind_error_text(config, e))
@@ -51,9 +56,12 @@ async def _serve(config: NamesrvConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    boot = f"The Name Server boot success. listen={host}:{port}"
-    log.info(boot)
-    print(boot, flush=True)
+    lines = [f"The Name Server boot success. listen={host}:{port}"]
+    if controller.metrics is not None:
+        lines.insert(0, f"The Name Server serves metrics at {controller.metrics.url}")
+    for line in lines:
+        log.info(line)
+        print(line, flush=True)
     stderr_after_boot()
     try:
         await stop.wait()

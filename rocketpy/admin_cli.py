@@ -64,7 +64,9 @@ def _admin_command(name: str) -> Callable[[Callable[..., Coroutine[Any, Any, Non
     def wrap(fn: Callable[..., Coroutine[Any, Any, None]]) -> click.Command:
         @functools.wraps(fn)
         def run(namesrv_addr: str, as_json: bool, **opts: Any) -> None:
-            asyncio.run(_with_admin(fn, namesrv_addr, as_json, opts))
+            # the ACL account given before the command ('mqadmin -a KEY -s SECRET cmd', rocketpy.cli)
+            credentials = click.get_current_context().find_root().obj or {}
+            asyncio.run(_with_admin(fn, namesrv_addr, as_json, opts, credentials))
 
         run = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(run)
         run = click.option(
@@ -81,11 +83,15 @@ def _admin_command(name: str) -> Callable[[Callable[..., Coroutine[Any, Any, Non
 
 
 async def _with_admin(
-    fn: Callable[..., Coroutine[Any, Any, None]], addr: str, as_json: bool, opts: Any
+    fn: Callable[..., Coroutine[Any, Any, None]],
+    addr: str,
+    as_json: bool,
+    opts: Any,
+    credentials: dict[str, str | None],
 ) -> None:
     from rocketpy.client.admin import Admin
 
-    admin = Admin(addr)
+    admin = Admin(addr, access_key=credentials.get("access_key"), secret_key=credentials.get("secret_key"))
     await admin.start()
     try:
         await fn(admin, as_json, **opts)

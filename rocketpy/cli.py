@@ -23,7 +23,7 @@ from typing import NoReturn
 
 import click
 
-from rocketpy.config import config_lines, load_broker_config, load_namesrv_config
+from rocketpy.config import AclKeys, config_lines, load_broker_config, load_namesrv_config
 from rocketpy.errors import ConfigError, RocketpyError
 from rocketpy.logsetup import pid_files, read_pid_file, setup_logging
 
@@ -44,6 +44,7 @@ def namesrv_cmd(config_file: str | None, print_config: bool) -> int:
     if print_config:
         click.echo("\n".join(config_lines(config)))
         return 0
+    _check_acl_file(config)
     setup_logging("namesrv")
     from rocketpy.nameserver.startup import run
 
@@ -61,10 +62,19 @@ def broker_cmd(config_file: str | None, namesrv_addr: str | None, print_config: 
     if print_config:
         click.echo("\n".join(config_lines(broker_config, store_config)))
         return 0
+    _check_acl_file(broker_config)
     from rocketpy.broker.startup import run
 
     setup_logging("broker")
     return run(broker_config, store_config)
+
+
+def _check_acl_file(config: AclKeys) -> None:
+    """With ``aclEnable``, refuse to start on a missing or malformed ACL file (exit 2, FILE:LINE)."""
+    if config.acl_enable and config.acl_file:
+        from rocketpy.acl.rules import load_acl_file
+
+        load_acl_file(config.acl_file)
 
 
 class _LazyGroup(click.Group):
@@ -109,9 +119,29 @@ class _BenchGroup(_LazyGroup):
 
 
 @cli.group("admin", cls=_AdminGroup, invoke_without_command=True, context_settings=_CONTEXT)
+@click.option(
+    "-a",
+    "--access-key",
+    envvar="ROCKETPY_ACCESS_KEY",
+    metavar="KEY",
+    help="ACL account to sign requests with (env ROCKETPY_ACCESS_KEY).",
+)
+@click.option(
+    "-s",
+    "--secret-key",
+    envvar="ROCKETPY_SECRET_KEY",
+    metavar="SECRET",
+    help="The account's secret key (env ROCKETPY_SECRET_KEY keeps it out of the process list).",
+)
 @click.pass_context
-def admin_group(ctx: click.Context) -> int | None:
-    """RocketMQ's admin commands (updateTopic, topicList, clusterList, ...)."""
+def admin_group(ctx: click.Context, access_key: str | None, secret_key: str | None) -> int | None:
+    """RocketMQ's admin commands (updateTopic, topicList, clusterList, ...).
+
+    With ACL on, pass an account before the command: 'mqadmin -a KEY -s SECRET updateTopic ...'.
+    """
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("-a/--access-key and -s/--secret-key go together: pass both or neither")
+    ctx.ensure_object(dict).update(access_key=access_key, secret_key=secret_key)
     if ctx.invoked_subcommand is not None:
         return None
     click.echo(ctx.get_help())
@@ -190,6 +220,46 @@ def _is_rocketpy(pid: int) -> bool:
     except OSError:
         return True  # no /proc: trust the pid file
     return any(word in cmdline for word in (b"rocketpy", b"mqnamesrv", b"mqbroker"))
+
+
+@cli.command("dashboard", context_settings=_CONTEXT)
+@click.option(
+    "-n",
+    "--namesrv-addr",
+    metavar="ADDR",
+    default=lambda: os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876",
+    show_default="NAMESRV_ADDR or 127.0.0.1:9876",
+    help="NameServer address(es), 'host:port;host:port'.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve the pages on.")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port."
+)
+def dashboard_cmd(namesrv_addr: str, host: str, port: int) -> int:
+    """Serve the web dashboard (cluster, topics, groups, messages, dead letters) until Ctrl-C."""
+    try:
+        import aiohttp  # noqa: F401
+        import jinja2  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(
+            f"error: the dashboard needs the 'dashboard' extra ({e.name} is missing):"
+            " pip install 'rocketpy[dashboard]'"
+        ) from None
+    import uvloop
+
+    from rocketpy.client.api import parse_namesrv_addrs
+    from rocketpy.dashboard.app import serve
+    from rocketpy.errors import MQClientError
+
+    try:
+        parse_namesrv_addrs(namesrv_addr)
+    except MQClientError as e:
+        raise ConfigError(f"error: -n {namesrv_addr!r}: {e}") from None
+    try:
+        uvloop.run(serve(namesrv_addr, host, port))
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 @cli.command("store-dump", context_settings=_CONTEXT)

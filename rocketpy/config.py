@@ -19,7 +19,7 @@ import os
 import re
 import socket
 from enum import Enum, StrEnum
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -31,6 +31,8 @@ from rocketpy.properties import Property, parse_properties, read_properties_file
 
 __all__ = [
     "OLD_KEY_SPELLINGS",
+    "SECRET_KEYS",
+    "AclKeys",
     "BrokerConfig",
     "BrokerRole",
     "ConfigError",
@@ -91,6 +93,31 @@ def _home(*parts: str) -> str:
     return os.path.join(os.path.expanduser("~"), *parts)
 
 
+#: The ACL file's name beside the daemon's properties file (RocketMQ: ``conf/plain_acl.yml``).
+DEFAULT_ACL_FILE_NAME = "plain_acl.yml"
+
+
+class AclKeys(Protocol):
+    """The plain ACL keys shared by the broker and the NameServer (``rocketpy.acl``).
+
+    ``aclFile`` is None until loading resolves it: ``plain_acl.yml`` beside the properties file (the
+    working directory without one); a relative path is taken relative to the properties file.
+    """
+
+    acl_enable: bool
+    acl_file: str | None
+    acl_file_check_interval: int
+
+
+def _acl_fields() -> tuple[Any, Any, Any]:
+    """The ``AclKeys`` fields (one definition, placed last in both daemon models)."""
+    return (
+        Field(False, alias="aclEnable"),
+        Field(None, alias="aclFile"),
+        Field(2000, alias="aclFileCheckInterval", gt=0),
+    )
+
+
 class NamesrvConfig(BaseModel):
     """NameServer settings (RocketMQ's NamesrvConfig + NettyServerConfig keys)."""
 
@@ -103,6 +130,12 @@ class NamesrvConfig(BaseModel):
     kv_config_path: str = Field(_home("namesrv", "kvConfig.json"), alias="kvConfigPath")
     order_message_enable: bool = Field(False, alias="orderMessageEnable")
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
+    # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
+    metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
+    acl_enable: bool
+    acl_file: str | None
+    acl_file_check_interval: int
+    acl_enable, acl_file, acl_file_check_interval = _acl_fields()
 
     @field_validator("kv_config_path")
     @classmethod
@@ -219,6 +252,19 @@ class BrokerConfig(BaseModel):
     slave_sync_interval: int = Field(10_000, alias="slaveSyncInterval", gt=0)
     slave_read_enable: bool = Field(False, alias="slaveReadEnable")
     access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
+    # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
+    metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
+    acl_enable: bool
+    acl_file: str | None
+    acl_file_check_interval: int
+    acl_enable, acl_file, acl_file_check_interval = _acl_fields()
+    # the ACL account the broker signs its own requests with (to NameServers, a slave to its master)
+    acl_access_key: str | None = Field(None, alias="aclAccessKey")
+    acl_secret_key: str | None = Field(None, alias="aclSecretKey")
+
+
+#: Keys whose values are never printed (``-p``, GET_BROKER_CONFIG): shown as ``******``.
+SECRET_KEYS = frozenset({"aclSecretKey"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +291,7 @@ def load_namesrv_config(path: str | None, overrides: dict[str, str]) -> NamesrvC
     """
     (config,) = _load((NamesrvConfig,), _entries(path, overrides))
     assert isinstance(config, NamesrvConfig)
+    _resolve_acl_file(config, path)
     return config
 
 
@@ -264,7 +311,19 @@ def load_broker_config(path: str | None, overrides: dict[str, str]) -> tuple[Bro
     broker, store = _load((BrokerConfig, StoreConfig), entries)
     assert isinstance(broker, BrokerConfig) and isinstance(store, StoreConfig)
     _check_role(broker, store, entries)
+    _resolve_acl_file(broker, path)
+    if (broker.acl_access_key is None) != (broker.acl_secret_key is None):
+        raise ConfigError(
+            "error: aclAccessKey and aclSecretKey go together: set both (an admin account of the "
+            "NameServers' ACL file) or neither"
+        )
     return broker, store
+
+
+def _resolve_acl_file(config: AclKeys, properties_path: str | None) -> None:
+    base = os.path.dirname(os.path.abspath(properties_path)) if properties_path else os.getcwd()
+    name = os.path.expanduser(config.acl_file or DEFAULT_ACL_FILE_NAME)
+    config.acl_file = os.path.join(base, name)
 
 
 def _entries(path: str | None, overrides: dict[str, str]) -> list[_Entry]:
@@ -426,7 +485,8 @@ def config_lines(*configs: BaseModel) -> list[str]:
     lines: list[str] = []
     for config in configs:
         for name, field in type(config).model_fields.items():
-            lines.append(f"{field.alias or name}={_format_value(getattr(config, name))}")
+            key, value = field.alias or name, getattr(config, name)
+            lines.append(f"{key}={'******' if key in SECRET_KEYS and value else _format_value(value)}")
     return lines
 
 

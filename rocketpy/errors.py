@@ -84,9 +84,19 @@ class MQBrokerError(RocketpyError):
             _BY_CODE[int(code)] = cls
 
 
+#: How the remark of an ACL refusal (NO_PERMISSION) starts; it makes the error an ``AccessDeniedError``.
+ACCESS_DENIED_PREFIX = "access denied: "
+
+
 def broker_error(code: int, remark: str | None, addr: str | None = None) -> MQBrokerError:
-    """The ``MQBrokerError`` subclass registered for ``code`` (else ``MQBrokerError``), built."""
-    return _BY_CODE.get(code, MQBrokerError)(code, remark, addr)
+    """The ``MQBrokerError`` subclass registered for ``code`` (else ``MQBrokerError``), built.
+
+    A NO_PERMISSION whose remark starts with ``ACCESS_DENIED_PREFIX`` is an ``AccessDeniedError``.
+    """
+    cls = _BY_CODE.get(code, MQBrokerError)
+    if cls is NoPermissionError and remark and remark.startswith(ACCESS_DENIED_PREFIX):
+        cls = AccessDeniedError
+    return cls(code, remark, addr)
 
 
 def error_class(code: int) -> type[MQBrokerError]:
@@ -162,6 +172,15 @@ class NoPermissionError(MQBrokerError):
     """NO_PERMISSION: the broker or topic refuses writes (or reads); another broker may accept."""
 
     response_code, retriable = _RC.NO_PERMISSION, True
+
+
+class AccessDeniedError(NoPermissionError):
+    """NO_PERMISSION from the ACL: no or unknown account, bad signature, or a missing permission.
+
+    Not retriable: every broker of a cluster shares the rules; fix the credentials or the ACL file.
+    """
+
+    retriable = False
 
 
 class TopicNotExistError(MQBrokerError):

@@ -12,6 +12,10 @@ Broker keys (any key of a broker properties file) come from ``--rocketpy-broker-
 (repeatable) or the ``rocketpy_broker_keys`` ini option (one ``KEY=VALUE`` per line). The daemons'
 stdout and stderr are kept in the temporary directory; a daemon that does not boot within
 ``BOOT_TIMEOUT_S`` fails the fixture with its output.
+
+The launcher under the fixtures is public: ``start_namesrv`` / ``start_broker`` start one daemon in
+a directory and return a ``Daemon`` (address from its boot line, stdout/stderr, ``terminate`` and
+``kill`` by PID). rocketpy's own integration tests start every daemon through it.
 """
 
 from __future__ import annotations
@@ -23,17 +27,20 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
+from rocketpy.errors import RocketpyError
+
 BOOT_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
-_NAMESRV_BOOT = re.compile(r"The Name Server boot success\. listen=(?P<addr>\S+)")
-_BROKER_BOOT = re.compile(r"The broker\[(?P<name>[^,\]]+), (?P<addr>[^\]]+)\] boot success\.")
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. listen=(?P<addr>\S+)")
+BROKER_BOOT = re.compile(r"The broker\[(?P<name>[^,\]]+), (?P<addr>[^\]]+)\] boot success\.")
 _topic_seq = itertools.count()
 
 
@@ -56,76 +63,242 @@ class RocketpyCluster:
     store_dir: Path
 
 
-class _Daemon:
-    """One daemon subprocess: started, awaited until its boot line, stopped by PID."""
+class DaemonStartError(RocketpyError, RuntimeError):
+    """A daemon exited or stayed silent before printing its boot line."""
 
-    def __init__(self, kind: str, workdir: Path, props: dict[str, str], boot: re.Pattern[str]) -> None:
+
+def write_properties(path: Path, props: dict[str, Any]) -> Path:
+    """Write ``props`` as a ``.properties`` file (bools as true/false, paths as text)."""
+    lines = []
+    for key, value in props.items():
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        lines.append(f"{key}={text.replace(chr(92), chr(92) * 2)}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def daemon_env(workdir: Path, run_dir: Path | None = None) -> dict[str, str]:
+    """A daemon's environment: logs under ``workdir``, pid files in ``run_dir`` (default ``workdir/run``)."""
+    env = dict(os.environ)
+    env.pop("NAMESRV_ADDR", None)
+    env["ROCKETPY_LOG_DIR"] = str(workdir / "logs")
+    env["ROCKETPY_RUN_DIR"] = str(run_dir or workdir / "run")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Daemon:
+    """A daemon subprocess (``python -m rocketpy.cli namesrv|broker -c FILE``), stopped by PID.
+
+    stdout is read by a thread (kept in memory; the boot line gives the address); stderr goes to a
+    file in ``workdir``, never a pipe that could fill up and block the daemon.
+
+    Attributes:
+        kind: ``"namesrv"`` or ``"broker"``.
+        addr: ``"127.0.0.1:PORT"`` from the boot line.
+        name: the broker name from a broker's boot line (None for a NameServer).
+        boot_line: the boot line.
+        workdir: its directory (config file, logs, store).
+        config_file: the properties file it was started with.
+        process: the ``subprocess.Popen``.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        config_file: Path,
+        env: dict[str, str],
+        *,
+        cwd: Path | None = None,
+        netns: str | None = None,
+    ) -> None:
         self.kind = kind
-        workdir.mkdir(parents=True, exist_ok=True)
-        config = workdir / f"{kind}.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
-        env = {
-            **os.environ,
-            "ROCKETPY_LOG_DIR": str(workdir / "logs"),
-            "ROCKETPY_RUN_DIR": str(workdir / "run"),
-        }
-        env.pop("NAMESRV_ADDR", None)
-        self._stderr_path = workdir / f"{kind}.stderr"
-        self._stdout_path = workdir / f"{kind}.stdout"
-        self._stderr = open(self._stderr_path, "wb")
+        self.workdir = config_file.parent
+        self.config_file = config_file
+        self.addr = ""
+        self.name: str | None = None
+        self.boot_line = ""
+        self._stderr_path = self.workdir / f"{kind}.stderr"
+        self._stderr = open(self._stderr_path, "wb")  # closed in _finish
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._booted = threading.Event()
+        self._boot_re: re.Pattern[str] | None = None
+        # in a network namespace: ``ip netns exec`` execs the daemon, so the pid stays the daemon's
+        prefix = ["ip", "netns", "exec", netns] if netns else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rocketpy.cli", kind, "-c", str(config)],
+            [*prefix, sys.executable, "-m", "rocketpy.cli", kind, "-c", str(config_file)],
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
         )
-        self.match: re.Match[str] | None = None
-        self._booted = threading.Event()
-        self._reader = threading.Thread(target=self._read, args=(boot,), name=f"rocketpy-{kind}", daemon=True)
-        self._reader.start()
-        if not self._booted.wait(BOOT_TIMEOUT_S) or self.match is None:
-            self.stop()
-            raise RuntimeError(f"rocketpy {kind} did not boot within {BOOT_TIMEOUT_S:g}s\n{self.output()}")
+        self._reader = threading.Thread(target=self._read_stdout, name=f"rocketpy-{kind}", daemon=True)
 
-    def _read(self, boot: re.Pattern[str]) -> None:
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.process.pid
+
+    @property
+    def port(self) -> int:
+        """The listening port from the boot line."""
+        return int(self.addr.rsplit(":", 1)[1])
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self.process.poll()
+
+    def _read_stdout(self) -> None:
         assert self.process.stdout is not None
-        with open(self._stdout_path, "w", encoding="utf-8") as out:
-            for raw in self.process.stdout:
-                line = raw.decode("utf-8", "replace")
-                out.write(line)
-                out.flush()
-                if self.match is None and (m := boot.search(line)):
-                    self.match = m
-                    self._booted.set()
-        self._booted.set()  # exited without booting
+        for raw in self.process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._lock:
+                self._lines.append(line)
+            m = self._boot_re.search(line) if self._boot_re is not None else None
+            if m and not self._booted.is_set():
+                self.addr, self.boot_line = m.group("addr"), line
+                self.name = m.groupdict().get("name")
+                self._booted.set()
 
-    def output(self) -> str:
-        """The daemon's stdout and stderr so far."""
+    def wait_boot(self, boot_re: re.Pattern[str], timeout: float = BOOT_TIMEOUT_S) -> Daemon:
+        """Wait for the boot line; raise ``DaemonStartError`` with the output when it does not come."""
+        self._boot_re = boot_re
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not self._booted.wait(0.02):
+            if self.process.poll() is not None:
+                self._reader.join(2.0)
+                if self._booted.is_set():
+                    break
+                self._finish()
+                raise DaemonStartError(self._describe(f"exited with code {self.process.returncode}"))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise DaemonStartError(self._describe(f"printed no boot line within {timeout:g}s"))
+        return self
 
-        def tail(path: Path) -> str:
-            return path.read_text(encoding="utf-8", errors="replace")[-4000:] if path.exists() else ""
+    def _describe(self, what: str) -> str:
+        return (
+            f"{self.kind} ({self.config_file}) {what}\n--- stdout ---\n{self.stdout_text()}"
+            f"\n--- stderr ---\n{self.stderr_text()[-4000:]}"
+        )
 
-        return f"--- stdout ---\n{tail(self._stdout_path)}\n--- stderr ---\n{tail(self._stderr_path)}"
+    def stdout_text(self) -> str:
+        """Everything the daemon printed on stdout so far."""
+        with self._lock:
+            return "\n".join(self._lines)
 
-    def stop(self) -> None:
-        """SIGTERM by PID, then SIGKILL if it does not exit in time."""
+    def stderr_text(self) -> str:
+        """Everything the daemon printed on stderr so far (its log lines included)."""
+        try:
+            return self._stderr_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def has_traceback(self) -> bool:
+        """True when the daemon printed a Python traceback (a bug, never a user error)."""
+        return "Traceback (most recent call last)" in self.stderr_text()
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the process to exit on its own; return its exit code."""
+        rc = self.process.wait(timeout)
+        self._finish()
+        return rc
+
+    def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM by PID, wait up to ``timeout`` s, then SIGKILL; return the exit code."""
         if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(STOP_TIMEOUT_S)
+                self.process.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.kill()
                 self.process.wait(STOP_TIMEOUT_S)
-        self._reader.join(STOP_TIMEOUT_S)
-        if self.process.stdout is not None:
+        self._finish()
+        return self.process.returncode
+
+    def kill(self) -> int:
+        """SIGKILL (no clean shutdown) and reap; return the exit code."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(STOP_TIMEOUT_S)
+        self._finish()
+        return self.process.returncode
+
+    def _finish(self) -> None:
+        if self._reader.is_alive():
+            self._reader.join(2.0)
+        if self.process.poll() is not None and self.process.stdout is not None:
             self.process.stdout.close()
-        _close(self._stderr)
+        if not self._stderr.closed:
+            self._stderr.close()
+
+    def __enter__(self) -> Daemon:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.terminate()
+
+    def __repr__(self) -> str:
+        return f"Daemon({self.kind}, addr={self.addr!r}, pid={self.pid}, rc={self.returncode})"
 
 
-def _close(f: IO[Any]) -> None:
-    if not f.closed:
-        f.close()
+def start_namesrv(
+    workdir: Path,
+    *,
+    env: dict[str, str] | None = None,
+    boot_timeout: float = BOOT_TIMEOUT_S,
+    cwd: Path | None = None,
+    netns: str | None = None,
+    **props: Any,
+) -> Daemon:
+    """Start a NameServer in ``workdir`` on a free loopback port; ``props`` add or override keys.
+
+    ``env`` defaults to ``daemon_env(workdir)``; ``cwd`` is the daemon's working directory;
+    ``netns`` runs it in that network namespace (``ip netns exec``; give its ``bindAddress``).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    conf = {"listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": workdir / "kvConfig.json", **props}
+    path = write_properties(workdir / "namesrv.properties", conf)
+    daemon = Daemon("namesrv", path, env or daemon_env(workdir), cwd=cwd, netns=netns)
+    return daemon.wait_boot(NAMESRV_BOOT, boot_timeout)
+
+
+def start_broker(
+    workdir: Path,
+    namesrv_addr: str,
+    *,
+    env: dict[str, str] | None = None,
+    boot_timeout: float = BOOT_TIMEOUT_S,
+    cwd: Path | None = None,
+    netns: str | None = None,
+    **props: Any,
+) -> Daemon:
+    """Start a broker in ``workdir`` on a free loopback port, registered with ``namesrv_addr``.
+
+    ``netns`` runs it in that network namespace (``ip netns exec``; give its ``bindAddress``).
+
+    Defaults: brokerName ``broker-a``, cluster DefaultCluster, brokerId 0, the store in
+    ``workdir/store`` with 64 MiB commitlog files (light on disk, still rolls); ``props`` override.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    conf = {
+        "brokerClusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerId": 0,
+        "namesrvAddr": namesrv_addr,
+        "listenPort": 0,
+        "bindAddress": "127.0.0.1",
+        "storePathRootDir": workdir / "store",
+        "mappedFileSizeCommitLog": 64 << 20,
+        **props,
+    }
+    path = write_properties(workdir / "broker.properties", conf)
+    daemon = Daemon("broker", path, env or daemon_env(workdir), cwd=cwd, netns=netns)
+    return daemon.wait_boot(BROKER_BOOT, boot_timeout)
 
 
 def broker_keys(config: pytest.Config) -> dict[str, str]:
@@ -161,33 +334,21 @@ def pytest_configure(config: pytest.Config) -> None:
     broker_keys(config)
 
 
-def start_cluster(root: Path, keys: dict[str, str] | None = None) -> tuple[RocketpyCluster, list[_Daemon]]:
+def start_cluster(root: Path, keys: dict[str, str] | None = None) -> tuple[RocketpyCluster, list[Daemon]]:
     """Start a NameServer and a broker under ``root``; returns the cluster and its daemons (to stop)."""
-    namesrv = _Daemon(
-        "namesrv", root / "namesrv", {"listenPort": "0", "bindAddress": "127.0.0.1",
-                                      "kvConfigPath": str(root / "namesrv" / "kv.json")}, _NAMESRV_BOOT,
-    )  # fmt: skip
-    assert namesrv.match is not None
-    props = {
-        "listenPort": "0",
-        "bindAddress": "127.0.0.1",
-        "brokerIP1": "127.0.0.1",
-        "namesrvAddr": namesrv.match.group("addr"),
-        "storePathRootDir": str(root / "store"),
-        "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
-        **(keys or {}),
-    }
+    props: dict[str, Any] = {"brokerIP1": "127.0.0.1", "storePathRootDir": root / "store", **(keys or {})}
+    namesrv = start_namesrv(root / "namesrv")
     try:
-        broker = _Daemon("broker", root / "broker", props, _BROKER_BOOT)
+        broker = start_broker(root / "broker", namesrv.addr, **props)
     except BaseException:
-        namesrv.stop()
+        namesrv.terminate()
         raise
-    assert broker.match is not None
+    assert broker.name is not None
     cluster = RocketpyCluster(
-        namesrv.match.group("addr"),
-        broker.match.group("addr"),
-        broker.match.group("name"),
-        props.get("brokerClusterName", "DefaultCluster"),
+        namesrv.addr,
+        broker.addr,
+        broker.name,
+        str(props.get("brokerClusterName", "DefaultCluster")),
         Path(props["storePathRootDir"]),
     )
     return cluster, [broker, namesrv]
@@ -203,7 +364,7 @@ def rocketpy_cluster(
         yield cluster
     finally:
         for daemon in daemons:
-            daemon.stop()
+            daemon.terminate()
 
 
 @pytest.fixture

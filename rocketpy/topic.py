@@ -35,6 +35,23 @@ TOPIC_MAX_LENGTH = 127
 #: The characters a topic name may use.
 TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
+#: The topics brokers make and use for themselves (besides ``RMQ_SYS_*`` and cluster/broker names).
+SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        SCHEDULE_TOPIC,
+        BENCHMARK_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+    }
+)
+
+
+def is_system_topic(topic: str) -> bool:
+    """True for the brokers' own topics (``SYSTEM_TOPICS`` and ``RMQ_SYS_*``)."""
+    return topic in SYSTEM_TOPICS or topic.startswith(RMQ_SYS_PREFIX)
+
 
 def retry_topic(group: str) -> str:
     """``%RETRY%{group}``: where the group's failed messages wait for redelivery."""

@@ -242,7 +242,7 @@ class PullMessageProcessor:
                 )
             body = result.join()
             result.release()
-            self.stats.on_get(h.group, result.message_count, len(body))
+            self.stats.on_get(h.group, h.topic, result.message_count, len(body))
             return RemotingCommand.response(request, code, None, ext, body)
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
             held = self._suspend(channel, request, h, message_filter)

@@ -275,8 +275,9 @@ class SendMessageProcessor:
         else:
             put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult) and self.replica_wait is None:
-            return self._response(request, put, queue_id, unique_key_of(h.properties), 1, len(request.body))
-        return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok)
+            uniq = unique_key_of(h.properties)
+            return self._response(request, put, queue_id, uniq, 1, len(request.body), h.topic)
+        return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok, h.topic)
 
     async def _finish_one(
         self,
@@ -285,12 +286,14 @@ class SendMessageProcessor:
         queue_id: int,
         properties: str,
         wait: bool,
+        topic: str,
     ) -> RemotingCommand:
         """The rest of a send whose put suspended (SYNC_FLUSH wait, next file) or waits for a slave."""
         result = put if isinstance(put, PutMessageResult) else await put
         if self.replica_wait is not None:
             await self.replica_wait(result, wait)
-        return self._response(request, result, queue_id, unique_key_of(properties), 1, len(request.body))
+        uniq = unique_key_of(properties)
+        return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
 
     async def _send_batch(
         self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
@@ -318,7 +321,7 @@ class SendMessageProcessor:
         result = await self.store.put_messages(msgs)
         if self.replica_wait is not None:
             await self.replica_wait(result, msgs[0].wait_store_msg_ok)
-        return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body))
+        return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body), topic)
 
     def _response(
         self,
@@ -328,6 +331,7 @@ class SendMessageProcessor:
         uniq: str | None,
         msg_num: int,
         size_bytes: int,
+        topic: str,
     ) -> RemotingCommand:
         code: int = ResponseCode.SUCCESS
         remark: str | None = None
@@ -336,9 +340,7 @@ class SendMessageProcessor:
             if result.status not in STORED_STATUSES:
                 log.warning("put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
-        stats = self.stats
-        stats.put_msgs_total += msg_num  # BrokerStats.on_put, inlined (hot path)
-        stats.put_bytes_total += size_bytes
+        self.stats.on_put(topic, msg_num, size_bytes)
         if uniq:
             ext = {
                 "msgId": result.offset_msg_id,

@@ -35,6 +35,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.route import TopicConfig
 from rocketpy.subscription_group import SubscriptionGroupConfig
+from rocketpy.topic import dlq_topic, retry_topic
 
 log = logging.getLogger("rocketpy.broker.send_back")
 
@@ -94,8 +95,9 @@ class SendBackProcessor:
                 "as received from this broker",
             )
         max_times = h.max_reconsume_times if h.max_reconsume_times >= 0 else group.retry_max_times
+        dead = h.delay_level < 0 or failed.reconsume_times >= max_times
         try:
-            if h.delay_level < 0 or failed.reconsume_times >= max_times:
+            if dead:
                 result = await self._dead_letter(h, failed, max_times)
             else:
                 result = await self._retry(h, group, failed, max_times)
@@ -104,7 +106,8 @@ class SendBackProcessor:
         if isinstance(result, tuple):
             return self._error(request, *result)
         if result.status in STORED_STATUSES:  # stored (a slow flush does not undo it)
-            self.stats.put_msgs_total += 1
+            topic = dlq_topic(h.group) if dead else retry_topic(h.group)
+            self.stats.on_put(topic, 1, len(failed.message.body))
             return RemotingCommand.response(request)
         code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
         return self._error(request, code, remark or result.status.name)

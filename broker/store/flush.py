@@ -18,6 +18,7 @@ from collections.abc import Callable
 from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.dispatch import Dispatcher
+from rocketpy.latency import LatencyHistogram
 
 log = logging.getLogger("rocketpy.store")
 
@@ -76,6 +77,8 @@ class FlushService:
         self._stop = threading.Event()
         self._waiters: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
+        #: how long the commitlog flushes that wrote something took (written by the flush thread)
+        self.flush_latency = LatencyHistogram()
         self._threads = [
             threading.Thread(target=self._commitlog_routine, name="store-flush-commitlog", daemon=True),
             threading.Thread(target=self._cq_routine, name="store-flush-cq", daemon=True),
@@ -144,8 +147,11 @@ class FlushService:
             ts = self._last_store_ts()
             dispatched = self._dispatcher.watermark()
             before = self._commitlog.flushed_offset
+            started = time.monotonic()
             flushed = self._commitlog.flush()
             now = time.monotonic()
+            if flushed != before:
+                self.flush_latency.observe(now - started)
             if flushed != before and now - self._checkpoint_at >= CHECKPOINT_MIN_INTERVAL_S:
                 self._checkpoint.write_physic(ts, flushed, dispatched)  # at most every 200 ms (an fsync)
                 self._checkpoint_at = now

@@ -41,6 +41,7 @@ from rocketpy.broker.store.results import (
 )
 from rocketpy.broker.store.stats import StoreStats
 from rocketpy.config import FlushDiskType, StoreConfig
+from rocketpy.latency import LatencyHistogram
 from rocketpy.record import (
     pack_host,
 )
@@ -360,6 +361,10 @@ class MessageStore:
         cq = self.dispatcher.cqs.get((topic, queue_id))
         return cq.next_offset if cq else 0
 
+    def queue_max_offsets(self) -> list[tuple[str, int, int]]:
+        """``(topic, queue_id, next offset)`` of every consume queue that exists (was ever written)."""
+        return [(cq.topic, cq.queue_id, cq.next_offset) for cq in list(self.dispatcher.cqs.values())]
+
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """The queue's first offset still stored (0 for an unknown queue)."""
         cq = self.dispatcher.cqs.get((topic, queue_id))
@@ -390,6 +395,11 @@ class MessageStore:
         return reads.query_message(
             self.commitlog, self.dispatcher.index, topic, key, max_num, begin_ts, end_ts
         )
+
+    @property
+    def flush_latency(self) -> LatencyHistogram | None:
+        """Durations of the commitlog flushes that wrote something (None before ``start``)."""
+        return self._flush.flush_latency if self._flush is not None else None
 
     def runtime_info(self) -> dict[str, str]:
         """Store figures for GET_BROKER_RUNTIME_INFO (reading them changes nothing)."""

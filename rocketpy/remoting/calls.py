@@ -8,6 +8,7 @@ apart so the connection module stays about receiving, dispatching and closing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
@@ -29,6 +30,7 @@ class CallsMixin:
     _pending: PendingRequests
     _next_opaque: int
     serialize_type: int
+    signer: Callable[[RemotingCommand], None] | None
     _write_paused: bool
     _drain_waiters: list[asyncio.Future[None]]
 
@@ -46,6 +48,8 @@ class CallsMixin:
         cmd.opaque = self._new_opaque()
         cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
         cmd.serialize_type = self.serialize_type
+        if self.signer is not None:
+            self.signer(cmd)
         self.send(cmd)
 
     def invoke_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
@@ -102,6 +106,8 @@ class CallsMixin:
         self._next_opaque = cmd.opaque = opaque
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         cmd.serialize_type = self.serialize_type
+        if self.signer is not None:
+            self.signer(cmd)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self.send(cmd)
         if self.closed:  # the write itself can close the connection (peer not reading)

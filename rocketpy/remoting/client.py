@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.limits import MAX_FRAME_BYTES
@@ -45,6 +46,8 @@ class RemotingClient:
         name: used in remarks and logs.
         serialize_type: the encoding of the requests sent (``SERIALIZE_MSGPACK``, or
             ``SERIALIZE_JSON`` as RocketMQ's own clients speak).
+        signer: called with every request right before it is written (``rocketpy.acl``'s
+            ``RequestSigner`` adds the ACL's AccessKey and Signature), or None.
     """
 
     def __init__(
@@ -54,11 +57,13 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         name: str = "client",
         serialize_type: int = SERIALIZE_MSGPACK,
+        signer: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         if header_codec(serialize_type) is None:
             raise MQClientError(f"serialize type {serialize_type:#x} has no header codec")
         self.connect_timeout = connect_timeout
         self.serialize_type = serialize_type
+        self.signer = signer
         self._max_frame_bytes = max_frame_bytes
         self._processors = ProcessorTable(name)
         self._channels: dict[str, Channel] = {}
@@ -187,6 +192,7 @@ class RemotingClient:
             remote_addr=addr,
         )
         channel.serialize_type = self.serialize_type
+        channel.signer = self.signer
         return channel
 
     def _channel_closed(self, channel: Channel) -> None:

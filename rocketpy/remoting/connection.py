@@ -19,6 +19,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
+from time import perf_counter
 from typing import Any, cast
 
 from rocketpy.errors import RemotingConnectError
@@ -67,7 +68,10 @@ class Channel(CallsMixin, asyncio.Protocol):
         #: The serialize type of the requests this side sends (a server channel takes its peer's).
         self.serialize_type = SERIALIZE_MSGPACK
         self._processors = processors
-        self._handle = processors.handle  # bound once: called for every request
+        self._observe = processors.stats.observe  # counts every response (request metrics)
+        self._handle = processors.dispatch  # bound once: called for every request
+        #: Called with every request this side sends, right before it is written (ACL signing).
+        self.signer: Callable[[RemotingCommand], None] | None = None
         self._decoder = FrameDecoder(max_frame_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
@@ -203,6 +207,10 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._flush_scheduled = True
         self._loop.call_soon(self._scheduled_flush)
 
+    def count_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Count a response sent later with ``send`` (e.g. a held pull's) in the request metrics."""
+        self._processors.stats.count(request.code, response.code)
+
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
         self._flush()
@@ -232,15 +240,17 @@ class Channel(CallsMixin, asyncio.Protocol):
             log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
 
     def _dispatch(self, request: RemotingCommand) -> None:
+        started = perf_counter()
         result = self._handle(self, request)
         if result is None:
             return
         if type(result) is RemotingCommand:  # answered inline: written with this read's batch
-            self._respond(request, result)
+            self._respond(request, result, started)
             return
-        self._start_task(request, result)  # type: ignore[arg-type]
+        self._start_task(request, result, started)  # type: ignore[arg-type]
 
-    def _respond(self, request: RemotingCommand, response: RemotingCommand) -> None:
+    def _respond(self, request: RemotingCommand, response: RemotingCommand, started: float) -> None:
+        self._observe(request.code, response.code, started)
         if request.flag & FLAG_ONEWAY:
             return
         response.opaque = request.opaque
@@ -248,17 +258,19 @@ class Channel(CallsMixin, asyncio.Protocol):
         response.serialize_type = request.serialize_type
         self.send(response)
 
-    def _start_task(self, request: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
+    def _start_task(
+        self, request: RemotingCommand, awaitable: Awaitable[RemotingCommand | None], started: float
+    ) -> None:
         try:
             task = asyncio.ensure_future(awaitable)
         except TypeError as exc:
-            self._respond(request, self._processors.error_response(self, request, exc))
+            self._respond(request, self._processors.error_response(self, request, exc), started)
             return
         self._tasks.add(task)
-        task.add_done_callback(partial(self._task_done, request))
+        task.add_done_callback(partial(self._task_done, request, started))
         self._update_reading()
 
-    def _task_done(self, request: RemotingCommand, task: asyncio.Future[Any]) -> None:
+    def _task_done(self, request: RemotingCommand, started: float, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
         if self.closed:
             if not task.cancelled():
@@ -266,7 +278,7 @@ class Channel(CallsMixin, asyncio.Protocol):
             return
         result = None if task.cancelled() else self._processors.task_response(self, request, task)
         if result is not None:
-            self._respond(request, result)
+            self._respond(request, result, started)
         if self._backlog:
             self._drain_backlog()
         else:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 from rocketpy.remoting.codes import ResponseCode, code_name
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.headers import HeaderError
+from rocketpy.remoting.request_stats import RequestStats
 
 if TYPE_CHECKING:
     from rocketpy.remoting.connection import Channel
@@ -24,6 +25,8 @@ log = logging.getLogger("rocketpy.remoting")
 
 HandlerResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]  # noqa: UP007
 Handler = Callable[["Channel", RemotingCommand], HandlerResult]
+#: A check run before dispatch (e.g. the ACL): a refusal response, or None to go on.
+Guard = Callable[["Channel", RemotingCommand], Union[RemotingCommand, None]]  # noqa: UP007
 
 
 class ProcessorTable:
@@ -33,11 +36,17 @@ class ProcessorTable:
         owner: a name for remarks and logs (e.g. ``"namesrv"``).
     """
 
-    __slots__ = ("_handlers", "owner")
+    __slots__ = ("_guard", "_handlers", "dispatch", "owner", "stats")
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self._handlers: dict[int, Handler] = {}
+        #: responses and latency of the requests served (read by the metrics endpoint)
+        self.stats = RequestStats()
+        self._guard: Guard | None = None
+        #: What a ``Channel`` calls for every request: ``handle``, or the guarded path once a guard
+        #: is installed (no cost at all without one).
+        self.dispatch: Callable[[Channel, RemotingCommand], HandlerResult] = self.handle
 
     def register(self, code: int, handler: Handler) -> None:
         """Register ``handler`` for request ``code``.
@@ -49,6 +58,19 @@ class ProcessorTable:
         if code in self._handlers:
             raise ValueError(f"{self.owner}: a processor for {code_name(code)} is already registered")
         self._handlers[code] = handler
+
+    def set_guard(self, guard: Guard | None) -> None:
+        """Run ``guard`` before every request's handler (install it before connections open)."""
+        self._guard = guard
+        self.dispatch = self.handle if guard is None else self._guarded
+
+    def _guarded(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
+        assert self._guard is not None
+        try:
+            refusal = self._guard(channel, request)
+        except Exception as exc:
+            return self.error_response(channel, request, exc)
+        return refusal if refusal is not None else self.handle(channel, request)
 
     def codes(self) -> list[int]:
         """Return the registered request codes, sorted."""

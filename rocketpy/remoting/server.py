@@ -14,7 +14,8 @@ from collections.abc import Callable
 from rocketpy.errors import RemotingBindError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_INFLIGHT_HANDLERS_PER_CONNECTION, MAX_WRITE_BUFFER_BYTES
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.processor import Handler, ProcessorTable
+from rocketpy.remoting.processor import Guard, Handler, ProcessorTable
+from rocketpy.remoting.request_stats import RequestStats
 
 __all__ = ["Channel", "Handler", "RemotingServer"]
 
@@ -62,6 +63,10 @@ class RemotingServer:
         """Serve request ``code`` with ``handler`` (see ``rocketpy.remoting.processor``)."""
         self._processors.register(code, handler)
 
+    def set_guard(self, guard: Guard | None) -> None:
+        """Check every request with ``guard`` before its handler (e.g. the ACL); call before ``start``."""
+        self._processors.set_guard(guard)
+
     def add_close_listener(self, listener: Callable[[Channel], None]) -> None:
         """Call ``listener(channel)`` once for every connection that closes."""
         self._close_listeners.append(listener)
@@ -72,6 +77,11 @@ class RemotingServer:
         if self._port is None:
             raise RuntimeError(f"{self.name}: server not started")
         return self._port
+
+    @property
+    def request_stats(self) -> RequestStats:
+        """Responses and latency of the requests this server answered (for the metrics endpoint)."""
+        return self._processors.stats
 
     @property
     def channels(self) -> frozenset[Channel]:

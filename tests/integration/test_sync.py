@@ -1,4 +1,8 @@
-"""The blocking twins (rocketpy.sync) against real daemons: same names, blocking methods."""
+"""The blocking twins (rocketpy.sync) against real daemons: same names, blocking methods.
+
+Runs on the session cluster of rocketpy's own pytest plugin (``rocketpy_cluster``, a fresh
+``rocketpy_topic`` with 4 queues): the same fixtures a user's test suite gets.
+"""
 
 from __future__ import annotations
 
@@ -14,20 +18,21 @@ from rocketpy.sync import (
     Producer,
     PushConsumer,
 )
+from rocketpy.testing import RocketpyCluster
 from tests.waiting import wait_until
 
 
-def test_blocking_producer_consumers_and_admin(daemons: Any) -> None:
-    ns = daemons.namesrv()
-    daemons.broker(ns.addr)
-    topic = "SyncTopic"
-    admin = Admin(ns.addr)
+def test_blocking_producer_consumers_and_admin(
+    rocketpy_cluster: RocketpyCluster, rocketpy_topic: str
+) -> None:
+    ns = rocketpy_cluster.namesrv_addr
+    topic = rocketpy_topic
+    admin = Admin(ns)
     admin.start()
-    admin.create_topic(topic, "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
     assert topic in admin.topic_list()
     admin.shutdown()
 
-    with Producer("pg_sync", namesrv_addr=ns.addr) as producer:
+    with Producer("pg_sync", namesrv_addr=ns) as producer:
         results = [producer.send(Message(topic, b"s%d" % i)) for i in range(20)]
         assert all(r.status.name == "SEND_OK" for r in results)
         fut = producer.send_async(Message(topic, b"s20"))
@@ -43,7 +48,7 @@ def test_blocking_producer_consumers_and_admin(daemons: Any) -> None:
 
     consumer = PushConsumer(
         "g_sync",
-        ns.addr,
+        ns,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         rebalance_interval=1.0,
     )
@@ -52,11 +57,11 @@ def test_blocking_producer_consumers_and_admin(daemons: Any) -> None:
     consumer.start()
     try:
         wait_until(lambda: len(got) == 21, 20, message="blocking consumer got everything")
-        assert len(consumer.assigned_queues()) == 2
+        assert len(consumer.assigned_queues()) == 4
     finally:
         consumer.shutdown()
 
-    pull = LitePullConsumer("g_sync_lite", ns.addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    pull = LitePullConsumer("g_sync_lite", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     pull.subscribe(topic, "*")
     pull.start()
     try:

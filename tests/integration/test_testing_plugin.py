@@ -35,7 +35,7 @@ def test_start_cluster_boots_and_stops_by_pid(tmp_path: Path) -> None:
         assert boot_s < 10.0, f"boot took {boot_s:.2f}s"  # about 0.5 s on an idle machine
     finally:
         for d in daemons:
-            d.stop()
+            d.terminate()
     for d in daemons:
         assert d.process.returncode is not None
         with pytest.raises(ProcessLookupError):

@@ -18,6 +18,11 @@ class FakeChannel:
         self.sent: list[Any] = []
         self.event = asyncio.Event()
 
+        self.counted: list[tuple[Any, Any]] = []
+
+    def count_response(self, request: Any, response: Any) -> None:
+        self.counted.append((request, response))
+
     def send(self, cmd: Any) -> None:
         self.sent.append(cmd)
         self.event.set()
@@ -51,6 +56,8 @@ async def test_wake_on_matching_message() -> None:
     await wait_sent(ch)
     assert time.perf_counter() - t0 < 0.05
     assert ch.sent == [("response", "req1")]
+    assert ch.counted == [("req1", ("response", "req1"))]  # in the request metrics
+    assert (svc.held_total, svc.woken_count, svc.expired_count) == (1, 1, 0)
 
 
 async def test_offset_below_hold_does_not_wake() -> None:

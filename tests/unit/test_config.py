@@ -218,6 +218,10 @@ def test_namesrv_config_lines_use_rocketmq_keys() -> None:
         "kvConfigPath",
         "orderMessageEnable",
         "maxFrameBytes",
+        "metricsPort",
+        "aclEnable",
+        "aclFile",
+        "aclFileCheckInterval",
     ]
 
 
@@ -254,3 +258,15 @@ def test_shipped_broker_conf_loads_with_home_expanded(
     _, store = load_broker_config(str(conf), {})
     assert store.store_path_root_dir == str(tmp_path / "store")
     assert "~" not in store.commit_log_dir()
+
+
+def test_metrics_port_off_by_default_and_validated() -> None:
+    assert load_namesrv_config(None, {}).metrics_port == 0
+    assert load_broker_config(None, {})[0].metrics_port == 0
+    assert load_broker_config(None, {"metricsPort": "9100"})[0].metrics_port == 9100
+    with pytest.raises(
+        ConfigError, match="metricsPort='70000' is out of range: use an integer from 0 to 65535"
+    ):
+        load_namesrv_config(None, {"metricsPort": "70000"})
+    with pytest.raises(ConfigError, match="metricsPort='x' is not an integer"):
+        load_broker_config(None, {"metricsPort": "x"})

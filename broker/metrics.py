@@ -1,0 +1,186 @@
+"""The broker's Prometheus collector: reads the broker's counters and tables at scrape time.
+
+Names follow rocketmq-exporter's subjects under ``rocketpy_``: messages and bytes put per topic and
+got per (group, topic), send/pull/flush latency, held pulls, consume-queue max offsets, committed
+offsets and lag per (group, topic, queue), commitlog size, disk ratio, connections, requests by
+code and response code, and replication lag. Nothing here runs on the message path: the hot path
+only bumps counters the broker already keeps (``BrokerStats``, ``RequestStats``,
+``LatencyHistogram``); ``collect`` runs on the loop (the tables are loop-owned) and does no I/O.
+Series per group and queue are bounded by the offset table's own bound (``MAX_OFFSET_KEYS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from rocketpy.broker.ha.role import Replication
+from rocketpy.broker.long_polling import PullRequestHoldService
+from rocketpy.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from rocketpy.broker.processors.admin_stats import VERSION_DESC
+from rocketpy.broker.stats import BrokerStats
+from rocketpy.broker.store import MessageStore
+from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.config import BrokerConfig, StoreConfig
+from rocketpy.latency import LatencyHistogram
+from rocketpy.metrics.families import PREFIX, counter, gauge, histogram, merged, remoting_families
+from rocketpy.remoting.codes import RequestCode
+from rocketpy.remoting.server import RemotingServer
+
+SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
+
+
+class BrokerCollector(Collector):
+    """Collects one broker's metrics (see the module docstring for what)."""
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: StoreConfig,
+        server: RemotingServer,
+        stats: BrokerStats,
+        store: MessageStore,
+        topic_config: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        holds: PullRequestHoldService,
+        replication: Replication,
+    ) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.server = server
+        self.stats = stats
+        self.store = store
+        self.topic_config = topic_config
+        self.offsets = offsets
+        self.holds = holds
+        self.replication = replication
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family, read from the live tables."""
+        yield self._info()
+        yield from self._traffic()
+        yield from self._latency()
+        yield from self._holds()
+        yield from self._queues()
+        yield from self._store()
+        yield from remoting_families(self.server)
+        yield from self._replication()
+
+    def _info(self) -> Metric:
+        bc = self.broker_config
+        info = GaugeMetricFamily(
+            PREFIX + "broker_info",
+            "The broker's identity (always 1).",
+            labels=["cluster", "broker", "broker_id", "role", "version"],
+        )
+        role = self.store_config.broker_role.value
+        info.add_metric([bc.broker_cluster_name, bc.broker_name, str(bc.broker_id), role, VERSION_DESC], 1)
+        return info
+
+    def _traffic(self) -> Iterator[Metric]:
+        s = self.stats
+        put_msgs = CounterMetricFamily(
+            PREFIX + "put_messages",
+            "Messages stored by producers and send-backs, per topic.",
+            labels=["topic"],
+        )
+        put_bytes = CounterMetricFamily(
+            PREFIX + "put_bytes", "Bytes of message bodies stored, per topic.", labels=["topic"]
+        )
+        for topic, (msgs, size) in list(s.topic_puts.items()):
+            put_msgs.add_metric([topic], msgs)
+            put_bytes.add_metric([topic], size)
+        get_msgs = CounterMetricFamily(
+            PREFIX + "get_messages",
+            "Messages handed out by pulls, per group and topic.",
+            labels=["group", "topic"],
+        )
+        get_bytes = CounterMetricFamily(
+            PREFIX + "get_bytes", "Bytes handed out by pulls, per group and topic.", labels=["group", "topic"]
+        )
+        for (group, topic), (msgs, size) in list(s.group_topic_gets.items()):
+            get_msgs.add_metric([group, topic], msgs)
+            get_bytes.add_metric([group, topic], size)
+        yield from (put_msgs, put_bytes, get_msgs, get_bytes)
+
+    def _latency(self) -> Iterator[Metric]:
+        by_code = self.server.request_stats.latency
+        yield histogram("send_latency_seconds", "Send requests, read to response.", [],
+                        [([], merged(by_code, SEND_CODES))])  # fmt: skip
+        yield histogram("pull_latency_seconds", "Pulls answered at once (held pulls excluded).", [],
+                        [([], merged(by_code, PULL_CODES))])  # fmt: skip
+        flush = self.store.flush_latency or LatencyHistogram()
+        yield histogram("flush_latency_seconds", "Commitlog flushes (fdatasync) that wrote data.", [],
+                        [([], flush)])  # fmt: skip
+
+    def _holds(self) -> Iterator[Metric]:
+        h = self.holds
+        yield gauge("pull_holds", "Pulls held (long polling) now.", h.held_count)
+        yield counter("pull_holds_started", "Pulls held since start.", h.held_total)
+        ends = CounterMetricFamily(
+            PREFIX + "pull_hold_ends", "Held pulls answered, by why they ended.", labels=["reason"]
+        )
+        ends.add_metric(["message"], h.woken_count)
+        ends.add_metric(["timeout"], h.expired_count)
+        yield ends
+
+    def _queues(self) -> Iterator[Metric]:
+        store = self.store
+        max_offsets = GaugeMetricFamily(
+            PREFIX + "consume_queue_max_offset",
+            "Next offset of each consume queue (messages ever stored; queues never written are absent).",
+            labels=["topic", "queue_id"],
+        )
+        for topic, qid, next_offset in store.queue_max_offsets():
+            max_offsets.add_metric([topic, str(qid)], next_offset)
+        yield max_offsets
+        committed = GaugeMetricFamily(
+            PREFIX + "consumer_offset",
+            "Committed offset of each group in each queue.",
+            labels=["group", "topic", "queue_id"],
+        )
+        lag = GaugeMetricFamily(
+            PREFIX + "consumer_lag",
+            "Messages not yet consumed: the queue's max offset minus the committed offset.",
+            labels=["group", "topic", "queue_id"],
+        )
+        for key, queues in list(self.offsets.table.items()):
+            topic, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
+            for qid, offset in list(queues.items()):
+                labels = [group, topic, str(qid)]
+                committed.add_metric(labels, offset)
+                lag.add_metric(labels, max(0, store.get_max_offset_in_queue(topic, qid) - offset))
+        yield committed
+        yield lag
+        yield gauge("topics", "Topics in the broker's topic table.", len(self.topic_config.table))
+
+    def _store(self) -> Iterator[Metric]:
+        cl = self.store.commitlog
+        yield gauge("commitlog_max_offset", "Commitlog offset past the last stored message.", cl.max_offset)
+        yield gauge("commitlog_bytes", "Commitlog bytes still stored (max minus min offset).",
+                    cl.max_offset - cl.min_offset)  # fmt: skip
+        cleanup = self.store.cleanup
+        yield gauge("disk_used_ratio", "Used fraction of the commitlog's disk (0..1).",
+                    cleanup.disk_ratio if cleanup is not None else 0.0)  # fmt: skip
+
+    def _replication(self) -> Iterator[Metric]:
+        rep = self.replication
+        if rep.service is not None:  # a master: one row per connected slave
+            behind = GaugeMetricFamily(
+                PREFIX + "ha_slave_lag_bytes",
+                "Commitlog bytes a slave has not acknowledged.",
+                labels=["slave_id", "addr"],
+            )
+            for row in rep.service.status():
+                behind.add_metric([str(row["brokerId"]), str(row["addr"])], row["bytesBehind"])
+            yield behind
+        if rep.client is not None:  # a slave: how far behind its master it is
+            status = rep.client.status()
+            yield gauge(
+                "ha_connected", "1 while the slave is connected to its master.", int(status["connected"])
+            )
+            yield gauge("ha_master_lag_bytes", "Bytes the master has that this slave has not stored.",
+                        max(0, status["masterOffset"] - status["slaveMaxOffset"]))  # fmt: skip

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Send and pull throughput with the plain ACL on vs off, in one run.
+
+Starts two clusters side by side (a NameServer and a broker each): one with ``aclEnable=false``,
+one with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by
+the broker. Then runs the bench client against both, ``--rounds`` times, alternating which side
+goes first: ``bench producer`` (async single sends of ``--body`` bytes, then batch sends of
+``--batch``) and ``bench consumer --from-first`` (a push consumer pulling the whole backlog stored
+so far). Each run prints its TPS and the CPU time per message of the client process plus the
+broker (rusage and /proc; it includes the bench process's start-up, so compare runs of similar
+message counts). Ends with the best TPS of each side, the on/off ratios against the 10 % target
+and the load average (the machine may be shared). Bounded: every run has a duration or a count
+and a timeout; the daemons are stopped.
+
+Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024] [--batch 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rocketpy import Admin  # noqa: E402
+from tests.daemons import Daemon, start_broker, start_namesrv  # noqa: E402
+
+KEYS = ("benchAdmin", "benchSecret01")
+ACL_YML = f"""\
+accounts:
+  - accessKey: {KEYS[0]}
+    secretKey: {KEYS[1]}
+    admin: true
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [BenchmarkTest=PUB|SUB]
+"""
+TOPIC = "BenchmarkTest"
+_SEND = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
+_CONSUME = re.compile(r"\[Complete\] Consume Total: (\d+) \| Consume TPS: (\d+)")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench(kind: str, ns: str, broker: Daemon, acl: bool, *args: str) -> tuple[int, int, float]:
+    """Run one bench subprocess; return (messages, TPS, CPU µs per message of client + broker)."""
+    cmd = [sys.executable, "-m", "rocketpy.client.bench", kind, "-n", ns, "-t", TOPIC, *args]
+    if acl:
+        cmd += ["--access-key", KEYS[0], "--secret-key", KEYS[1]]
+    cpu0 = children_cpu_s() + process_cpu_s(broker.pid)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    cpu = children_cpu_s() + process_cpu_s(broker.pid) - cpu0
+    out = proc.stdout + proc.stderr
+    m = (_SEND if kind == "producer" else _CONSUME).search(out)
+    if proc.returncode != 0 or m is None:
+        raise SystemExit(f"bench {kind} failed ({proc.returncode}):\n{out[-3000:]}")
+    total = int(m.group(1))
+    return total, int(m.group(2)), cpu * 1e6 / max(total, 1)
+
+
+async def create_topic(ns: str, acl: bool) -> None:
+    keys = {"access_key": KEYS[0], "secret_key": KEYS[1]} if acl else {}
+    async with Admin(ns, **keys) as admin:  # type: ignore[arg-type]
+        await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=128)
+    ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=32, help="Messages per batch send.")
+    a = ap.parse_args()
+    runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="rocketpy-bench-acl-") as tmp:
+        tmp_path = Path(tmp)
+        acl_file = tmp_path / "plain_acl.yml"
+        acl_file.write_text(ACL_YML)
+        started: list[Daemon] = []
+        try:
+            clusters: dict[str, tuple[str, Daemon]] = {}
+            for side, props in (("off", {}), ("on", {"aclEnable": True, "aclFile": acl_file})):
+                ns = start_namesrv(tmp_path)
+                broker = start_broker(tmp_path, ns.addr, **props)
+                started += [ns, broker]
+                clusters[side] = (ns.addr, broker)
+                asyncio.run(create_topic(ns.addr, side == "on"))
+            print(f"load average before: {load()}")
+            backlog = {"off": 0, "on": 0}  # messages stored so far: what a new group pulls from the start
+            for side, (ns, broker) in clusters.items():  # warm-up: connections, commitlog pre-allocation
+                warm = ["-s", str(a.body), "-d", "1", "-w", "16"]
+                backlog[side] += bench("producer", ns, broker, side == "on", *warm)[0]
+            send_args = ["-s", str(a.body), "-d", str(a.seconds), "-m", "async", "-w", str(a.concurrency)]
+            batch_args = ["-s", str(a.body), "-d", str(a.seconds), "-b", str(a.batch), "-w", "8"]
+            for r in range(a.rounds):
+                for what in ("send", "batch", "pull"):
+                    # alternate which side runs first: the second run of a pair tends to be slower
+                    sides = list(clusters.items())[:: -1 if r % 2 else 1]
+                    for side, (ns, broker) in sides:
+                        acl_on = side == "on"
+                        if what == "pull":
+                            pull_args = ["-g", f"bench_acl_{r}", "--from-first", "-q", str(backlog[side])]
+                            total, tps, cpu = bench("consumer", ns, broker, acl_on, *pull_args, "-d", "120")
+                        else:
+                            args = send_args if what == "send" else batch_args
+                            total, tps, cpu = bench("producer", ns, broker, acl_on, *args)
+                            backlog[side] += total
+                        runs.setdefault((what, side), []).append((tps, cpu))
+                        print(f"round {r + 1} {what:<5} ACL {side:<3}: {tps:>8,} msgs/s  "
+                              f"{cpu:6.1f} CPU µs/msg  ({total:,} msgs, load {load()})")  # fmt: skip
+        finally:
+            for daemon in reversed(started):
+                daemon.terminate()
+    for what in ("send", "batch", "pull"):
+        off_tps = max(t for t, _ in runs[(what, "off")])
+        on_tps = max(t for t, _ in runs[(what, "on")])
+        off_cpu = sum(c for _, c in runs[(what, "off")]) / a.rounds
+        on_cpu = sum(c for _, c in runs[(what, "on")]) / a.rounds
+        ratio = on_tps / off_tps if off_tps else 0.0
+        print(f"{what}: best TPS off {off_tps:,} on {on_tps:,} (on/off {ratio:.1%}, target >= 90% "
+              f"{'OK' if ratio >= 0.9 else 'BELOW'}); CPU µs/msg off {off_cpu:.1f} on {on_cpu:.1f} "
+              f"(+{(on_cpu / off_cpu - 1) if off_cpu else 0:.1%})")  # fmt: skip
+    print(f"load average after: {load()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Send and pull throughput with the metrics endpoint off and on, in one run (target: within 10 %).
+
+Starts one NameServer and two brokers (1 KiB bodies, ASYNC_FLUSH): one with ``metricsPort`` unset
+(off), one with ``metricsPort`` set and scraped every ``--scrape-interval`` seconds while it is
+measured (Prometheus scrapes every 15 s by default; 0.5 s is 30 times harsher). The phases of
+``bench_broker.py`` (single sends, batch sends, pulls of the backlog) run against each broker in
+turn, alternating ``--rounds`` times so machine load drifts evenly over both; each figure is the
+median of its rounds. The counters behind the metrics are kept whether or not the endpoint is on;
+their hot-path cost per request is measured in-process and printed too.
+
+Usage:  .venv/bin/python scripts/bench_metrics.py [--seconds 2] [--rounds 3] [--scrape-interval 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_broker import QUEUES, _ok, _phase, bench_batches, bench_pulls, bench_sends  # noqa: E402
+
+from rocketpy.broker.stats import BrokerStats  # noqa: E402
+from rocketpy.remoting.client import RemotingClient  # noqa: E402
+from rocketpy.remoting.codes import RequestCode  # noqa: E402
+from rocketpy.remoting.command import RemotingCommand  # noqa: E402
+from rocketpy.remoting.request_stats import RequestStats  # noqa: E402
+from tests.daemons import Daemon, start_broker, start_namesrv  # noqa: E402
+from tests.integration.test_metrics import free_port, http, metrics_url  # noqa: E402
+
+PHASES = (
+    ("single sends, 4 connections x 16 in flight", "send"),
+    ("batch sends of 32, 16 in flight", "batch"),
+    ("pull backlog in batches of 32", "pull"),
+)
+
+
+class Scraper:
+    """Scrapes a URL every ``interval`` seconds while running; keeps the scrape times."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.url = url
+        self.interval = interval
+        self.times_s: list[float] = []
+        self.bytes = 0
+
+    async def run(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            status, body = await http(self.url)
+            if status != 200:
+                raise RuntimeError(f"scrape failed: {status} {body[:200]!r}")
+            self.times_s.append(time.perf_counter() - t0)
+            self.bytes = len(body)
+            await asyncio.sleep(self.interval)
+
+
+async def _create_topics(addr: str) -> None:
+    client = RemotingClient()
+    for topic in ("BenchSend", "BenchBatch"):
+        ext = {"topic": topic, "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
+        await _ok(client, addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext=ext))
+    await client.close()
+
+
+async def _round(broker: Daemon, seconds: float, scraper: Scraper | None) -> dict[str, Any]:
+    task = asyncio.ensure_future(scraper.run()) if scraper is not None else None
+    out: dict[str, Any] = {}
+    try:
+        await _phase(out, "send", broker.pid, bench_sends(broker.addr, "BenchSend", seconds, 4, 16))
+        await _phase(out, "batch", broker.pid, bench_batches(broker.addr, "BenchBatch", seconds, 16))
+        await _phase(out, "pull", broker.pid, bench_pulls(broker.addr, "BenchBatch", seconds))
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return out
+
+
+async def run(off: Daemon, on: Daemon, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Alternate the phases over both brokers ``args.rounds`` times."""
+    await _create_topics(off.addr)
+    await _create_topics(on.addr)
+    scraper = Scraper(metrics_url(on), args.scrape_interval)
+    results: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    for _ in range(args.rounds):
+        results["off"].append(await _round(off, args.seconds, None))
+        results["on"].append(await _round(on, args.seconds, scraper))
+    times = sorted(scraper.times_s)
+    results["scrape"] = [{"n": len(times), "p50_ms": times[len(times) // 2] * 1000, "bytes": scraper.bytes}]
+    return results
+
+
+def hot_path_ns() -> tuple[float, float]:
+    """In-process cost (ns) of one request's counting, and of one put's per-topic counting
+    (best of 5 runs, less the cost of the empty call: the machine's other load only adds)."""
+    stats = RequestStats()
+    started = time.perf_counter()
+    code = int(RequestCode.SEND_MESSAGE_V2)  # as decoded from the wire
+    stats.observe(code, 0, started)
+    broker = BrokerStats()
+
+    def best(fn: Any, n: int = 200_000) -> float:
+        return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e9
+
+    empty = best(lambda: None)
+    per_request = best(lambda: stats.observe(code, 0, started))
+    per_put = best(lambda: broker.on_put("BenchSend", 1, 1024))
+    return per_request - empty, per_put - empty
+
+
+def main() -> None:
+    """Command-line entry."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of each timed phase (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="off/on alternations (default 3)")
+    parser.add_argument("--scrape-interval", type=float, default=0.5, help="seconds between scrapes")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
+        work = Path(tmp)
+        ns = start_namesrv(work)
+        common = {"flushDiskType": "ASYNC_FLUSH", "mappedFileSizeCommitLog": 256 * 1024 * 1024}
+        off = start_broker(work, ns.addr, **common)
+        on = start_broker(work, ns.addr, metricsPort=free_port(), **common)
+        try:
+            results = asyncio.Runner(loop_factory=uvloop.new_event_loop).run(run(off, on, args))
+        finally:
+            on.terminate()
+            off.terminate()
+            ns.terminate()
+    _print(results, load_before, os.getloadavg(), hot_path_ns(), args)
+
+
+def _print(
+    results: dict[str, list[dict[str, Any]]],
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+    hot: tuple[float, float],
+    args: argparse.Namespace,
+) -> None:
+    print(f"{'phase (median of ' + str(args.rounds) + ' rounds)':46} {'off msgs/s':>12} {'on msgs/s':>12} "
+          f"{'on/off':>7} {'cpu us/msg off':>15} {'on':>6}")  # fmt: skip
+    for name, key in PHASES:
+        off = statistics.median(r[key] for r in results["off"])
+        on = statistics.median(r[key] for r in results["on"])
+        cpu_off = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in results["off"])
+        cpu_on = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in results["on"])
+        print(f"{name:46} {off:12,.0f} {on:12,.0f} {on / off:7.1%} {cpu_off:15.2f} {cpu_on:6.2f}")
+    scrape = results["scrape"][0]
+    print(f"scrapes of the 'on' broker: {scrape['n']} every {args.scrape_interval:g} s while measured, "
+          f"p50 {scrape['p50_ms']:.1f} ms, {scrape['bytes']:,} bytes each")  # fmt: skip
+    print(f"hot-path counting (always on): {hot[0]:.0f} ns per request (count + latency bucket), "
+          f"{hot[1]:.0f} ns per put (per-topic counters)")  # fmt: skip
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cpus "
+          "(client and brokers on the same host)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
