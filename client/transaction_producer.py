@@ -26,7 +26,8 @@ import logging
 from typing import Any
 
 from rocketpy.client.producer import Producer
-from rocketpy.client.results import SendStatus
+from rocketpy.client.results import SendResult, SendStatus
+from rocketpy.client.selector import QueueSelector
 from rocketpy.client.send_path import MessageJob
 from rocketpy.client.transaction import (
     ListenerRunner,
@@ -107,6 +108,39 @@ class TransactionProducer(Producer):
             MQClientError: a bad or delayed message, producer not started, or the half send failed.
             MQBrokerError: the broker refused the half message.
         """
+        result = await self.send_half(msg, timeout=timeout)
+        if result.status is SendStatus.SEND_OK:
+            state = await self._runner.run(self.listener.execute_local_transaction, msg, arg)
+        else:
+            state = LocalTransactionState.ROLLBACK_MESSAGE
+        addr = await self.broker_addr_of(result)
+        _, _, commitlog_offset = decode_offset_msg_id(result.offset_msg_id)
+        await self.end_transaction(
+            addr,
+            commitlog_offset,
+            result.queue_offset,
+            state,
+            msg_id=result.msg_id,
+            transaction_id=result.msg_id,
+        )
+        return TransactionSendResult.of(result, state)
+
+    async def send_half(
+        self,
+        msg: Message,
+        *,
+        timeout: float | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """Send ``msg`` as a half message only (invisible until ``end_transaction`` commits it).
+
+        The first half message to a broker makes the instance heartbeat at once, so that broker can
+        check this producer's group. ``selector``/``arg`` pick the queue as for ``Producer.send``.
+
+        Raises:
+            as ``send_in_transaction``.
+        """
         if isinstance(msg, Message) and (msg.delay_level or MessageConst.TIMER_DELIVER_MS in msg.properties
                                          or MessageConst.TIMER_DELAY_SEC in msg.properties):  # fmt: skip
             raise MQClientError(
@@ -120,25 +154,38 @@ class TransactionProducer(Producer):
         prepared.sys_flag |= TRANSACTION_PREPARED_TYPE
         msg.properties[MessageConst.UNIQ_KEY] = prepared.uniq_key
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
-        result = await self._path.run(MessageJob(prepared, self.retry_times, deadline, msg))
-        addr = await self._inst().queue_broker_addr(result.message_queue)
-        await self._announce(addr)
-        if result.status is SendStatus.SEND_OK:
-            state = await self._runner.run(self.listener.execute_local_transaction, msg, arg)
-        else:
-            state = LocalTransactionState.ROLLBACK_MESSAGE
-        _, _, commitlog_offset = decode_offset_msg_id(result.offset_msg_id)
+        result = await self._path.run(MessageJob(prepared, self.retry_times, deadline, msg, selector, arg))
+        await self._announce(await self.broker_addr_of(result))
+        return result
+
+    async def broker_addr_of(self, result: SendResult) -> str:
+        """The address of the broker that stored ``result``'s half message (END_TRANSACTION goes there)."""
+        return await self._inst().queue_broker_addr(result.message_queue)
+
+    async def end_transaction(
+        self,
+        addr: str,
+        commit_log_offset: int,
+        tran_state_table_offset: int,
+        state: LocalTransactionState,
+        *,
+        msg_id: str = "",
+        transaction_id: str = "",
+    ) -> bool:
+        """Commit, roll back or leave open (UNKNOW) the half message at ``commit_log_offset`` of the
+        broker at ``addr`` (its half-queue offset is the send result's ``queue_offset``). Any live
+        producer of the group that sent it may decide. True when the broker applied it (or it was
+        decided so already); a failure or refusal is logged and False (the broker will check)."""
         header = EndTransactionRequestHeader(
             self.group,
-            result.queue_offset,
-            commitlog_offset,
+            tran_state_table_offset,
+            commit_log_offset,
             state.decision,
             False,
-            result.msg_id,
-            result.msg_id,
+            msg_id,
+            transaction_id,
         )
-        await self._end_transaction(addr, header)
-        return TransactionSendResult.of(result, state)
+        return await self._end_transaction(addr, header)
 
     async def _announce(self, addr: str) -> None:
         """Heartbeat at once the first time a half message goes to the broker at ``addr``."""
@@ -147,7 +194,7 @@ class TransactionProducer(Producer):
         self._announced.add(addr)
         await self._inst().send_heartbeat_to_all_brokers()
 
-    async def _end_transaction(self, addr: str, header: EndTransactionRequestHeader) -> None:
+    async def _end_transaction(self, addr: str, header: EndTransactionRequestHeader) -> bool:
         """Send END_TRANSACTION; a failure or refusal is logged (the broker's check follows up)."""
         cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
         try:
@@ -157,12 +204,14 @@ class TransactionProducer(Producer):
                 "END_TRANSACTION (%s) of %s to %s failed: %s; the broker will check the transaction",
                 header.decision.name, header.transaction_id, addr, e,
             )  # fmt: skip
-            return
+            return False
         if resp.code != ResponseCode.SUCCESS:
             log.warning(
                 "END_TRANSACTION (%s) of %s refused by %s: %s",
                 header.decision.name, header.transaction_id, addr, resp.remark,
             )  # fmt: skip
+            return False
+        return True
 
     # ---- checks from brokers ---------------------------------------------------------------------
 

@@ -229,19 +229,78 @@ async def topic_status(admin: Any, as_json: bool, topic: str) -> None:
 
 @_admin_command("clusterList")
 async def cluster_list(admin: Any, as_json: bool) -> None:
-    """List clusters, their brokers and each broker's put/get TPS."""
+    """List clusters and their brokers: role, commitlog max offset, each slave's replication, TPS.
+
+    A slave's row shows its replicated offset, bytes behind and seconds since its last report as its
+    master sees them (``haStatus``); with the master down, as the slave itself last saw them.
+    """
     info = await admin.cluster_info()
     rows, doc = [], []
     for cluster, names in sorted(info.cluster_addr_table.items()):
         for name in sorted(names):
             bd = info.broker_addr_table.get(name)
-            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                rt = await _runtime_or_empty(admin, addr)
-                rows.append([cluster, name, bid, addr, rt.get("putTps"), rt.get("getTransferedTps")])
-                doc.append(
-                    {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr, "runtime": rt}
+            addrs = sorted((bd.broker_addrs if bd else {}).items())
+            runtimes = {bid: await _runtime_or_empty(admin, addr) for bid, addr in addrs}
+            for bid, addr in addrs:
+                rt = runtimes[bid]
+                ha = replication_of(bid, rt, runtimes.get(0, {}))
+                rows.append(
+                    [
+                        cluster,
+                        name,
+                        bid,
+                        addr,
+                        rt.get("brokerRole"),
+                        rt.get("commitLogMaxOffset"),
+                        ha.get("haOffset"),
+                        ha.get("bytesBehind"),
+                        ha.get("secondsSinceReport"),
+                        rt.get("putTps"),
+                        rt.get("getTransferedTps"),
+                    ]
                 )
-    _emit(as_json, {"brokers": doc}, ["Cluster Name", "Broker Name", "BID", "Addr", "InTPS", "OutTPS"], rows)
+                doc.append(
+                    {
+                        "cluster": cluster,
+                        "brokerName": name,
+                        "brokerId": bid,
+                        "addr": addr,
+                        "ha": ha,
+                        "runtime": rt,
+                    }
+                )
+    headers = ["Cluster Name", "Broker Name", "BID", "Addr", "Role", "MaxOffset", "HAOffset", "Behind(B)"]
+    _emit(as_json, {"brokers": doc}, [*headers, "LastReport(s)", "InTPS", "OutTPS"], rows)
+
+
+def replication_of(broker_id: int, runtime: dict[str, str], master_runtime: dict[str, str]) -> dict[str, Any]:
+    """A slave's replication figures (``{}`` for a master): from its master's ``haStatus`` entry for it,
+    else (master down or not connected) from the slave's own ``haStatus``."""
+    if broker_id == 0:
+        return {}
+    try:
+        seen_by_master = json.loads(master_runtime.get("haStatus", "[]"))
+        own = json.loads(runtime.get("haStatus", "{}"))
+    except ValueError:
+        return {}
+    for entry in seen_by_master if isinstance(seen_by_master, list) else []:
+        if entry.get("brokerId") == broker_id:
+            return {
+                "source": "master",
+                "haOffset": entry["ackOffset"],
+                "bytesBehind": entry["bytesBehind"],
+                "secondsSinceReport": entry["secondsSinceReport"],
+            }
+    if not isinstance(own, dict) or "slaveMaxOffset" not in own:
+        return {}
+    behind = own.get("masterOffset")
+    return {
+        "source": "slave",
+        "haOffset": own["slaveMaxOffset"],
+        "bytesBehind": max(0, behind - own["slaveMaxOffset"]) if isinstance(behind, int) else None,
+        "secondsSinceReport": own.get("secondsSinceFrame"),
+        "connected": own.get("connected"),
+    }
 
 
 async def _runtime_or_empty(admin: Any, addr: str) -> dict[str, str]:

@@ -110,6 +110,7 @@ class Daemon:
         env: dict[str, str],
         *,
         cwd: Path | None = None,
+        netns: str | None = None,
     ) -> None:
         self.kind = kind
         self.workdir = config_file.parent
@@ -123,8 +124,10 @@ class Daemon:
         self._lock = threading.Lock()
         self._booted = threading.Event()
         self._boot_re: re.Pattern[str] | None = None
+        # in a network namespace: ``ip netns exec`` execs the daemon, so the pid stays the daemon's
+        prefix = ["ip", "netns", "exec", netns] if netns else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rocketpy.cli", kind, "-c", str(config_file)],
+            [*prefix, sys.executable, "-m", "rocketpy.cli", kind, "-c", str(config_file)],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -249,16 +252,19 @@ def start_namesrv(
     env: dict[str, str] | None = None,
     boot_timeout: float = BOOT_TIMEOUT_S,
     cwd: Path | None = None,
+    netns: str | None = None,
     **props: Any,
 ) -> Daemon:
     """Start a NameServer in ``workdir`` on a free loopback port; ``props`` add or override keys.
 
-    ``env`` defaults to ``daemon_env(workdir)``; ``cwd`` is the daemon's working directory.
+    ``env`` defaults to ``daemon_env(workdir)``; ``cwd`` is the daemon's working directory;
+    ``netns`` runs it in that network namespace (``ip netns exec``; give its ``bindAddress``).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     conf = {"listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": workdir / "kvConfig.json", **props}
     path = write_properties(workdir / "namesrv.properties", conf)
-    return Daemon("namesrv", path, env or daemon_env(workdir), cwd=cwd).wait_boot(NAMESRV_BOOT, boot_timeout)
+    daemon = Daemon("namesrv", path, env or daemon_env(workdir), cwd=cwd, netns=netns)
+    return daemon.wait_boot(NAMESRV_BOOT, boot_timeout)
 
 
 def start_broker(
@@ -268,9 +274,12 @@ def start_broker(
     env: dict[str, str] | None = None,
     boot_timeout: float = BOOT_TIMEOUT_S,
     cwd: Path | None = None,
+    netns: str | None = None,
     **props: Any,
 ) -> Daemon:
     """Start a broker in ``workdir`` on a free loopback port, registered with ``namesrv_addr``.
+
+    ``netns`` runs it in that network namespace (``ip netns exec``; give its ``bindAddress``).
 
     Defaults: brokerName ``broker-a``, cluster DefaultCluster, brokerId 0, the store in
     ``workdir/store`` with 64 MiB commitlog files (light on disk, still rolls); ``props`` override.
@@ -288,7 +297,8 @@ def start_broker(
         **props,
     }
     path = write_properties(workdir / "broker.properties", conf)
-    return Daemon("broker", path, env or daemon_env(workdir), cwd=cwd).wait_boot(BROKER_BOOT, boot_timeout)
+    daemon = Daemon("broker", path, env or daemon_env(workdir), cwd=cwd, netns=netns)
+    return daemon.wait_boot(BROKER_BOOT, boot_timeout)
 
 
 def broker_keys(config: pytest.Config) -> dict[str, str]:

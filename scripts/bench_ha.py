@@ -7,8 +7,12 @@
    from the first send until the master's haStatus shows 0 bytes behind).
 2. sync vs async: ``--count`` 1 KiB single sends with ``--inflight`` in flight, once against an
    ASYNC_MASTER pair and once against a SYNC_MASTER pair; the ratio of the two rates.
-3. lag: ``--rate`` msgs/s for ``--seconds`` s against the ASYNC_MASTER pair; haStatus is sampled
-   every 5 ms and each sample's bytes behind is turned into a time (bytes / byte rate); p50/p99.
+3. lag: ``--rate`` msgs/s for ``--seconds`` s against the ASYNC_MASTER pair; the master's runtime
+   info (commitlog end and the slave's acknowledged offset, read at one instant) is sampled without
+   pause, and each sample's lag is the age of the slave's next missing byte: between the last
+   sample whose log ended at or before the slave's offset and the next one (both bounds printed).
+   ``--only lag`` runs this part alone; ``--set`` / ``--slave-set KEY=VALUE`` for A/B runs (e.g.
+   ``--slave-set messageIndexEnable=false``).
 Figures on a shared machine are noisy: run it more than once.
 """
 
@@ -77,28 +81,62 @@ async def inflight_rate(ns: str, topic: str, count: int, inflight: int) -> float
 
 
 async def lag(ns: str, master: str, rate: int, seconds: float) -> None:
-    samples: list[float] = []
+    """Replication lag as time: for each sample, how long ago the master's log ended where the
+    slave's acknowledged offset is now (sample interval = resolution)."""
+    samples: list[tuple[float, int, int]] = []  # (time, master max offset, slave acked offset)
     async with Admin(ns) as admin, Producer("bench_ha_lag", ns) as p:
         stop = time.monotonic() + seconds
 
         async def sample() -> None:
             while time.monotonic() < stop:
-                samples.append(await _behind(admin, master) / (rate * len(BODY)))
+                info = await admin.broker_runtime_info(master)
+                status = json.loads(info["haStatus"])
+                samples.append(
+                    (time.monotonic(), int(info["commitLogMaxOffset"]), int(status[0]["ackOffset"]))
+                )
                 await asyncio.sleep(0.005)
 
         sampler = asyncio.ensure_future(sample())
         per_tick = max(1, rate // 100)
-        next_t = time.monotonic()
+        next_t, sent, t0 = time.monotonic(), 0, time.monotonic()
         while time.monotonic() < stop:
             await p.send_batch([Message("BenchHa", BODY) for _ in range(per_tick)])
+            sent += per_tick
             next_t += per_tick / rate
             await asyncio.sleep(max(0.0, next_t - time.monotonic()))
         await sampler
-    samples.sort()
-    p50, p99 = samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
+    sent_rate = sent / (time.monotonic() - t0)
+    low, high = _lags(samples)
+    lp50, lp99 = low[len(low) // 2], low[int(len(low) * 0.99)]
+    hp50, hp99 = high[len(high) // 2], high[int(len(high) * 0.99)]
     print(
-        f"lag at {rate:,} msgs/s: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms ({len(samples)} samples)"
+        f"lag at {rate:,} msgs/s target ({sent_rate:,.0f} sent): p50 {lp50 * 1000:.1f}-{hp50 * 1000:.1f} ms, "
+        f"p99 {lp99 * 1000:.1f}-{hp99 * 1000:.1f} ms ({len(samples)} samples in {seconds:g} s; "
+        "each figure is a range: the master wrote the slave's next byte between two samples)"
     )
+
+
+async def _lag_run(ns: str, master: str, rate: int, seconds: float) -> None:
+    async with Admin(ns) as admin:
+        await admin.create_topic("BenchHa", "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
+        await _wait_connected(admin, master)
+    await lag(ns, master, rate, seconds)
+
+
+def _lags(samples: list[tuple[float, int, int]]) -> tuple[list[float], list[float]]:
+    """Per sample: 0 when the slave has all the master has; else the age of the slave's next missing
+    byte, bounded by the two samples between which the master's log passed that offset."""
+    low, high, j = [], [], 0
+    for t, master_max, acked in samples:
+        if acked >= master_max:
+            low.append(0.0)
+            high.append(0.0)
+            continue
+        while samples[j][1] <= acked:  # the first sample whose log is past the slave's offset
+            j += 1
+        low.append(t - samples[j][0])
+        high.append(t - samples[j - 1][0] if j else t - samples[j][0])
+    return sorted(low), sorted(high)
 
 
 def main() -> None:
@@ -109,24 +147,38 @@ def main() -> None:
     ap.add_argument("--sync-count", type=int, default=20_000)
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--only", choices=["keep-up", "lag", "sync"], help="run one part")
+    ap.add_argument("--slave-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker key for the slaves (A/B runs)")  # fmt: skip
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker key for masters and slaves (A/B runs)")  # fmt: skip
     args = ap.parse_args()
+    both = dict(kv.split("=", 1) for kv in args.set)
+    slave_props = {**FAST, **both, **dict(kv.split("=", 1) for kv in args.slave_set)}
+    master_props = {**FAST, **both}
     from tests.daemons import start_broker, start_namesrv
 
     with tempfile.TemporaryDirectory() as tmp:
         ns = start_namesrv(Path(tmp))
         daemons = [ns]
         try:
-            a = start_broker(Path(tmp), ns.addr, brokerName="bench-a", **FAST)
+            a = start_broker(Path(tmp), ns.addr, brokerName="bench-a", **master_props)
             daemons += [a, start_broker(Path(tmp), ns.addr, brokerName="bench-a", brokerId=1,
-                                        brokerRole="SLAVE", **FAST)]  # fmt: skip
-            asyncio.run(keep_up(ns.addr, a.addr, args.count, args.batch))
-            asyncio.run(lag(ns.addr, a.addr, args.rate, args.seconds))
+                                        brokerRole="SLAVE", **slave_props)]  # fmt: skip
+            if args.only in (None, "keep-up"):
+                asyncio.run(keep_up(ns.addr, a.addr, args.count, args.batch))
+            if args.only in (None, "lag"):
+                asyncio.run(_lag_run(ns.addr, a.addr, args.rate, args.seconds))
+            if args.only is not None:
+                return
             async_rate = asyncio.run(inflight_rate(ns.addr, "BenchAsync", args.sync_count, args.inflight))
             for d in daemons[1:]:
                 d.terminate()
-            s = start_broker(Path(tmp), ns.addr, brokerName="bench-s", brokerRole="SYNC_MASTER", **FAST)
+            s = start_broker(
+                Path(tmp), ns.addr, brokerName="bench-s", brokerRole="SYNC_MASTER", **master_props
+            )
             daemons += [s, start_broker(Path(tmp), ns.addr, brokerName="bench-s", brokerId=1,
-                                        brokerRole="SLAVE", **FAST)]  # fmt: skip
+                                        brokerRole="SLAVE", **slave_props)]  # fmt: skip
 
             async def sync_run() -> float:
                 async with Admin(ns.addr) as admin:

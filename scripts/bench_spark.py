@@ -10,7 +10,8 @@
    the other in this process);
 3. Spark: ``spark.read.format("rocketpy").load().count()``; a ``readStream`` with
    ``trigger(availableNow=True)`` and ``maxOffsetsPerTrigger = count / 10`` into the ``noop`` sink;
-   ``df.write.format("rocketpy")`` of ``count`` rows into a second topic.
+   ``df.write.format("rocketpy")`` of ``count`` rows into a second topic, with ``transactional``
+   false (plain batch sends) then true (half messages committed by the driver).
 Session start and worker warm-up are excluded (one small read first). Figures are wall time on a
 shared machine: read them as ranges.
 """
@@ -108,9 +109,13 @@ def spark_runs(spark: Any, ns: str, topic: str, count: int, body_size: int, tmp:
     out = f"{topic}Out"
     asyncio.run(_create(ns, out))
     df = spark.range(count).selectExpr(f"cast(repeat('x', {body_size}) AS binary) AS body")
-    t0 = time.perf_counter()
-    df.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option("topic", out).save()
-    print(f"Spark    : batch write: {_rate(count, time.perf_counter() - t0)}")
+    for transactional in ("false", "true"):  # A/B: plain sends vs all-or-nothing (half messages)
+        t0 = time.perf_counter()
+        df.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option("topic", out).option(
+            "transactional", transactional
+        ).save()
+        took = time.perf_counter() - t0
+        print(f"Spark    : batch write (transactional={transactional}): {_rate(count, took)}")
 
 
 async def _create(ns: str, topic: str) -> None:

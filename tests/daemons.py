@@ -47,16 +47,26 @@ def daemon_env(tmp_path: Path, workdir: Path) -> dict[str, str]:
     return env
 
 
-def start_namesrv(tmp_path: Path, *, boot_timeout: float = 20.0, **props: Any) -> Daemon:
-    """Start a NameServer on a free loopback port; ``props`` are extra/overriding RocketMQ keys."""
+def start_namesrv(
+    tmp_path: Path, *, boot_timeout: float = 20.0, netns: str | None = None, **props: Any
+) -> Daemon:
+    """Start a NameServer on a free loopback port; ``props`` are extra/overriding RocketMQ keys.
+
+    ``netns``: run it in that network namespace (pass its ``bindAddress`` too).
+    """
     workdir, _ = _unique_dir(tmp_path, "namesrv")
+    env = daemon_env(tmp_path, workdir)
     return testing.start_namesrv(
-        workdir, env=daemon_env(tmp_path, workdir), boot_timeout=boot_timeout, cwd=REPO_ROOT, **props
+        workdir, env=env, boot_timeout=boot_timeout, cwd=REPO_ROOT, netns=netns, **props
     )
 
 
-def start_broker(tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.0, **props: Any) -> Daemon:
+def start_broker(
+    tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.0, netns: str | None = None, **props: Any
+) -> Daemon:
     """Start a Broker on a free loopback port registered with ``namesrv_addr``.
+
+    ``netns``: run it in that network namespace (pass its ``bindAddress`` too).
 
     Defaults: brokerName ``broker-a``, ``broker-b``, ... (one per broker started in ``tmp_path``),
     brokerId 0, cluster DefaultCluster, store under its own directory; ``props`` override them.
@@ -65,5 +75,5 @@ def start_broker(tmp_path: Path, namesrv_addr: str, *, boot_timeout: float = 30.
     props = {"brokerName": f"broker-{chr(ord('a') + n % 26)}{n // 26 or ''}", **props}
     return testing.start_broker(
         workdir, namesrv_addr, env=daemon_env(tmp_path, workdir), boot_timeout=boot_timeout, cwd=REPO_ROOT,
-        **props,
+        netns=netns, **props,
     )  # fmt: skip

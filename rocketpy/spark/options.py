@@ -30,8 +30,19 @@ READ_OPTIONS = {
 }  # fmt: skip
 #: Options a write understands; ``checkpointLocation`` belongs to Spark's writeStream.
 WRITE_OPTIONS = {
-    n.lower(): n for n in ("namesrvAddr", "topic", "producerGroup", "requestTimeoutMs", "checkpointLocation")
+    n.lower(): n
+    for n in (
+        "namesrvAddr",
+        "topic",
+        "producerGroup",
+        "requestTimeoutMs",
+        "checkpointLocation",
+        "transactional",
+        "transactionTimeoutMs",
+    )
 }
+#: Default age (ms) before the broker may check an uncommitted half message of a write.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 3_600_000
 
 DEFAULT_PULL_BATCH_SIZE = 32
 MAX_PULL_BATCH_SIZE = 1024
@@ -86,12 +97,17 @@ class WriteOptions:
         topic: the topic of rows without a ``topic`` column value (None: every row must name one).
         producer_group: the producer group of the writers.
         timeout_s: budget of one send (retries included).
+        transactional: rows go out as half messages committed by the driver (``transactional``).
+        transaction_timeout_s: age before the broker checks a write's uncommitted half messages
+            (``transactionTimeoutMs``, sent as CHECK_IMMUNITY_TIME_IN_SECONDS): longer than the job.
     """
 
     namesrv_addr: str
     topic: str | None
     producer_group: str
     timeout_s: float
+    transactional: bool = True
+    transaction_timeout_s: int = DEFAULT_TRANSACTION_TIMEOUT_MS // 1000
 
 
 def check_names(options: Mapping[str, str], known: Mapping[str, str], what: str) -> None:
@@ -212,9 +228,13 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if _get(options, "path"):
         raise SparkOptionError("a rocketpy write takes no path: use .option('topic', ...) and .save()")
     topic = _get(options, "topic")
+    txn_ms = _int(options, "transactionTimeoutMs", DEFAULT_TRANSACTION_TIMEOUT_MS, 1000, 7 * 86_400_000)
+    assert txn_ms is not None
     return WriteOptions(
         namesrv_addr=_namesrv(options),
         topic=_topic_names(topic, "topic")[0] if topic else None,
         producer_group=_get(options, "producerGroup") or "SPARK_WRITER",
         timeout_s=_timeout_s(options),
+        transactional=_bool(options, "transactional", True),
+        transaction_timeout_s=-(-txn_ms // 1000),  # whole seconds, rounded up
     )

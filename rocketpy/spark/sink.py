@@ -1,17 +1,20 @@
 """Writing DataFrames to topics: ``df.write.format("rocketpy")`` and ``writeStream``.
 
 Owns the batch and stream writers and their delivery. Each Spark task converts its rows
-(``rocketpy.spark.rows``) and sends them with the SDK's ``Producer`` on a private event loop:
-rows without routing go out as batch sends of up to ``BATCH_ROWS`` per topic, rows with
-``queue_id`` or ``orderKey`` as single sends to the chosen queue; at most ``MAX_IN_FLIGHT``
-sends are unfinished at a time. A task returns a ``SentPartition`` commit message.
+(``rocketpy.spark.rows``) and sends them with the SDK on a private event loop, at most
+``MAX_IN_FLIGHT`` sends unfinished at a time; it returns a ``SentPartition`` commit message.
 
-Delivery is **at-least-once and not atomic**: rows are visible as soon as their task sends them;
-a failed job or task retry may leave rows of the failed attempt in the topic, and a replayed
-streaming micro-batch is sent again. ``PlainDelivery`` is the one place that decides this: its
-``send_partition`` / ``commit`` / ``abort`` are the hooks a transactional delivery (half
-messages per task, END_TRANSACTION commit or rollback from the driver, keyed on the job id and
-streaming batch id the commit messages already carry) replaces without touching the writers.
+``TransactionalDelivery`` (default, option ``transactional=true``): a task sends every row as a
+transactional **half message** (invisible to consumers) and returns where they are stored; the
+driver's ``commit`` commits all of them (END_TRANSACTION COMMIT), its ``abort`` rolls back those of
+the tasks that had finished, and a failing task attempt rolls back its own before it fails. A
+write is thus all-or-nothing per job (per micro-batch for streams) with two limits: the commit is
+many END_TRANSACTIONs, so rows become visible over the commit's duration, not at one instant; and
+a driver that dies *during* the commit leaves part committed. Half messages whose driver died
+before deciding stay invisible; past ``transactionTimeoutMs`` the broker checks them with a live
+producer of the group (a task of a later write), which rolls back halves of any other write
+(and answers UNKNOW for its own). ``PlainDelivery`` (``transactional=false``): plain (batch)
+sends, visible at once, at-least-once.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from array import array
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvloop
@@ -29,9 +33,13 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from pyspark.sql.types import StructType
 
 from rocketpy.client.producer import Producer
+from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import select_by_hash
+from rocketpy.client.transaction import LocalTransactionState
+from rocketpy.client.transaction_producer import TransactionProducer
 from rocketpy.errors import MQClientError
-from rocketpy.message import Message, MessageQueue
+from rocketpy.message import Message, MessageConst, MessageExt, MessageQueue
+from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.spark.options import WriteOptions, parse_write_options
 from rocketpy.spark.rows import WriteLayout, check_layout, to_message
 
@@ -39,6 +47,11 @@ log = logging.getLogger("rocketpy.spark")
 
 BATCH_ROWS = 256
 MAX_IN_FLIGHT = 64
+#: Property on every half message of a write: its job key (checks tell writes apart by it).
+JOB_PROPERTY = "rocketpySparkJob"
+
+#: Half messages of one task per broker address: flat (commitlog offset, half-queue offset) pairs.
+Halves = dict[str, array]
 
 
 @dataclass
@@ -50,6 +63,7 @@ class SentPartition(WriterCommitMessage):
     attempt: int
     rows: int
     batch_id: int | None = None
+    halves: Halves = field(default_factory=dict)  # TransactionalDelivery: what the driver decides
 
 
 def _select_queue_id(queues: list[MessageQueue], msg: Message, queue_id: Any) -> MessageQueue:
@@ -61,40 +75,167 @@ def _select_queue_id(queues: list[MessageQueue], msg: Message, queue_id: Any) ->
     )
 
 
+class InFlight:
+    """At most ``MAX_IN_FLIGHT`` unfinished awaitables; the first failure is raised (the rest cancelled)."""
+
+    def __init__(self) -> None:
+        self._futs: deque[asyncio.Future[Any]] = deque()
+
+    async def add(self, aw: Awaitable[Any]) -> None:
+        self._futs.append(asyncio.ensure_future(aw))
+        if len(self._futs) >= MAX_IN_FLIGHT:
+            await self._futs.popleft()
+
+    async def drain(self) -> None:
+        while self._futs:
+            await self._futs.popleft()
+
+    async def settle(self) -> None:
+        """Let every unfinished one end (each send is bounded by its timeout); errors are dropped."""
+        await asyncio.gather(*self._futs, return_exceptions=True)
+        self._futs.clear()
+
+    async def cancel(self) -> None:
+        for fut in self._futs:
+            fut.cancel()
+        await asyncio.gather(*self._futs, return_exceptions=True)
+        self._futs.clear()
+
+
 async def _send_rows(opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any]) -> int:
-    """Send every row; returns how many (raises on the first failed send)."""
-    in_flight: deque[asyncio.Future[Any]] = deque()
+    """Send every row as plain messages; returns how many (raises on the first failed send)."""
     buffers: dict[str, list[Message]] = {}
     selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
     count = 0
     async with Producer(opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s) as producer:
-
-        async def launch(fut: asyncio.Future[Any]) -> None:
-            in_flight.append(fut)
-            if len(in_flight) >= MAX_IN_FLIGHT:
-                await in_flight.popleft()
-
+        window = InFlight()
         try:
             for count, row in enumerate(rows, 1):
                 msg, route = to_message(layout, row, count - 1)
                 if route is not None:
-                    await launch(producer.send_async(msg, selector=selector, arg=route))
+                    await window.add(producer.send_async(msg, selector=selector, arg=route))
                     continue
                 buf = buffers.setdefault(msg.topic, [])
                 buf.append(msg)
                 if len(buf) >= BATCH_ROWS:
-                    await launch(asyncio.ensure_future(producer.send_batch(buf)))
+                    await window.add(producer.send_batch(buf))
                     buffers[msg.topic] = []
             for buf in buffers.values():
                 if buf:
-                    await launch(asyncio.ensure_future(producer.send_batch(buf)))
-            while in_flight:
-                await in_flight.popleft()
+                    await window.add(producer.send_batch(buf))
+            await window.drain()
         finally:
-            for fut in in_flight:
-                fut.cancel()
-            await asyncio.gather(*in_flight, return_exceptions=True)
+            await window.cancel()
     return count
+
+
+class JobListener:
+    """The transaction listener of a write's producers (tasks and driver).
+
+    Rows are sent with ``send_half`` and decided by the driver, so only checks come here: a half
+    message of this write is still being decided (UNKNOW); one of another write is past its
+    ``transactionTimeoutMs`` without a decision, so its driver failed or died (ROLLBACK).
+    """
+
+    def __init__(self, job_key: str) -> None:
+        self.job_key = job_key
+
+    async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW  # not called: halves are sent with send_half
+
+    async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        if msg.properties.get(JOB_PROPERTY) == self.job_key:
+            return LocalTransactionState.UNKNOW
+        log.warning(
+            "rolling back an undecided row of rocketpy write %s (its driver never committed it)",
+            msg.properties.get(JOB_PROPERTY, "?"),
+        )
+        return LocalTransactionState.ROLLBACK_MESSAGE
+
+
+def _txn_producer(opts: WriteOptions, job_key: str) -> TransactionProducer:
+    return TransactionProducer(
+        opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s, listener=JobListener(job_key)
+    )
+
+
+async def _send_halves(
+    opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], job_key: str
+) -> tuple[int, Halves]:
+    """Send every row as a half message; returns the count and where they are stored.
+
+    A failure rolls back the halves this attempt stored, then raises (the retry sends its own).
+    """
+    halves: Halves = {}
+    selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
+    immunity = str(opts.transaction_timeout_s)
+    count = 0
+    producer = _txn_producer(opts, job_key)
+    async with producer:
+
+        async def one(msg: Message, route: Any) -> None:
+            r = await producer.send_half(msg, selector=selector if route is not None else None, arg=route)
+            _record(halves, await producer.broker_addr_of(r), r)
+            if r.status is not SendStatus.SEND_OK:
+                raise MQClientError(
+                    f"a row was stored but not durably ({r.status.name}); the write is retried"
+                )
+
+        window = InFlight()
+        try:
+            for count, row in enumerate(rows, 1):
+                msg, route = to_message(layout, row, count - 1)
+                msg.properties[JOB_PROPERTY] = job_key
+                msg.properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = immunity
+                await window.add(one(msg, route))
+            await window.drain()
+        except BaseException:
+            await window.settle()  # not cancelled: a half stored by a cancelled send would be lost
+            await _decide(producer, halves, LocalTransactionState.ROLLBACK_MESSAGE)
+            raise
+    return count, halves
+
+
+def _record(halves: Halves, addr: str, r: SendResult) -> None:
+    _, _, commitlog_offset = decode_offset_msg_id(r.offset_msg_id)
+    halves.setdefault(addr, array("q")).extend((commitlog_offset, r.queue_offset))
+
+
+async def _decide(producer: TransactionProducer, halves: Halves, state: LocalTransactionState) -> int:
+    """END_TRANSACTION ``state`` for every half; returns how many the brokers did not confirm."""
+    failed = 0
+
+    async def one(addr: str, commitlog_offset: int, queue_offset: int) -> None:
+        nonlocal failed
+        ok = await producer.end_transaction(addr, commitlog_offset, queue_offset, state)
+        failed += not ok  # counted after the await: the tasks interleave
+
+    window = InFlight()
+    try:
+        for addr, pairs in halves.items():
+            for i in range(0, len(pairs), 2):
+                await window.add(one(addr, pairs[i], pairs[i + 1]))
+        await window.drain()
+    finally:
+        await window.cancel()
+    return failed
+
+
+def _run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a coroutine on a private uvloop event loop (Spark's Python workers have none running)."""
+
+    async def main() -> Any:
+        return await coro_fn()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main())
+
+
+def _task_ids() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
 
 
 class PlainDelivery:
@@ -104,27 +245,87 @@ class PlainDelivery:
         self, opts: WriteOptions, layout: WriteLayout, job_id: str, rows: Iterator[Any], batch_id: int | None
     ) -> SentPartition:
         """Send one task's rows (in a Spark worker)."""
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition_id, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            sent = runner.run(_send_rows(opts, layout, rows))
+        partition_id, attempt = _task_ids()
+        sent = _run(lambda: _send_rows(opts, layout, rows))
         return SentPartition(job_id, partition_id, attempt, sent, batch_id)
 
-    def commit(self, messages: list[Any], job_id: str) -> None:
+    def commit(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
         """Every task succeeded: the rows are already visible."""
         rows = sum(m.rows for m in messages if isinstance(m, SentPartition))
-        log.info("rocketpy write %s: %d rows sent by %d tasks", job_id, rows, len(messages))
+        log.info("rocketpy write %s: %d rows sent by %d tasks", job_key, rows, len(messages))
 
-    def abort(self, messages: list[Any], job_id: str) -> None:
+    def abort(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
         """The job failed: rows its tasks already sent stay in the topic (at-least-once)."""
         rows = sum(m.rows for m in messages if isinstance(m, SentPartition))
         log.warning(
-            "rocketpy write %s aborted: %d rows already sent stay visible (writes are at-least-once)",
-            job_id,
+            "rocketpy write %s aborted: %d rows already sent stay visible (transactional=false)",
+            job_key,
             rows,
         )
+
+
+class TransactionalDelivery:
+    """All-or-nothing per job: half messages in the tasks, committed or rolled back by the driver."""
+
+    def send_partition(
+        self, opts: WriteOptions, layout: WriteLayout, job_id: str, rows: Iterator[Any], batch_id: int | None
+    ) -> SentPartition:
+        """Send one task's rows as half messages (in a Spark worker)."""
+        partition_id, attempt = _task_ids()
+        key = job_key(job_id, batch_id)
+        sent, halves = _run(lambda: _send_halves(opts, layout, rows, key))
+        return SentPartition(job_id, partition_id, attempt, sent, batch_id, halves)
+
+    def commit(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
+        """Commit every task's half messages.
+
+        Raises:
+            MQClientError: some were not confirmed (those are checked by their broker later).
+        """
+        rows, failed = self._decide(opts, messages, job_key, LocalTransactionState.COMMIT_MESSAGE)
+        if failed:
+            raise MQClientError(
+                f"rocketpy write {job_key}: {failed} of {rows} rows could not be committed (brokers "
+                "unreachable or the rows already rolled back); the others are visible. Rows left "
+                "undecided are rolled back by a later write's check after transactionTimeoutMs"
+            )
+        log.info("rocketpy write %s: %d rows committed (%d tasks)", job_key, rows, len(messages))
+
+    def abort(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
+        """Roll back the half messages of the tasks that finished."""
+        rows, failed = self._decide(opts, messages, job_key, LocalTransactionState.ROLLBACK_MESSAGE)
+        log.warning(
+            "rocketpy write %s aborted: %d rows rolled back (%d not confirmed)", job_key, rows, failed
+        )
+
+    @staticmethod
+    def _decide(
+        opts: WriteOptions, messages: list[Any], key: str, state: LocalTransactionState
+    ) -> tuple[int, int]:
+        halves: Halves = {}
+        for m in messages:
+            if isinstance(m, SentPartition):
+                for addr, pairs in m.halves.items():
+                    halves.setdefault(addr, array("q")).extend(pairs)
+        rows = sum(len(p) // 2 for p in halves.values())
+        if not rows:
+            return 0, 0
+
+        async def go() -> int:
+            producer = _txn_producer(opts, key)
+            async with producer:
+                return await _decide(producer, halves, state)
+
+        return rows, int(_run(go))
+
+
+def job_key(job_id: str, batch_id: int | None) -> str:
+    """What one commit decides: a batch write's job, or one micro-batch of a stream."""
+    return job_id if batch_id is None else f"{job_id}/{batch_id}"
+
+
+def delivery_for(opts: WriteOptions) -> PlainDelivery | TransactionalDelivery:
+    return TransactionalDelivery() if opts.transactional else PlainDelivery()
 
 
 def _layout(schema: StructType, opts: WriteOptions) -> WriteLayout:
@@ -138,7 +339,7 @@ class BatchWriter(DataSourceWriter):
         self.opts = parse_write_options(options)
         self.layout = _layout(schema, self.opts)
         self.job_id = uuid.uuid4().hex  # pickled with the writer: the same in tasks, commit, abort
-        self.delivery = PlainDelivery()
+        self.delivery = delivery_for(self.opts)
 
     def write(self, iterator: Iterator[Any]) -> SentPartition:
         """Send one partition."""
@@ -146,11 +347,11 @@ class BatchWriter(DataSourceWriter):
 
     def commit(self, messages: list[Any]) -> None:
         """All tasks succeeded."""
-        self.delivery.commit(messages, self.job_id)
+        self.delivery.commit(self.opts, messages, self.job_id)
 
     def abort(self, messages: list[Any]) -> None:
         """A task failed for good."""
-        self.delivery.abort(messages, self.job_id)
+        self.delivery.abort(self.opts, messages, self.job_id)
 
 
 class StreamWriter(DataSourceStreamWriter):
@@ -160,7 +361,7 @@ class StreamWriter(DataSourceStreamWriter):
         self.opts = parse_write_options(options)
         self.layout = _layout(schema, self.opts)
         self.job_id = uuid.uuid4().hex
-        self.delivery = PlainDelivery()
+        self.delivery = delivery_for(self.opts)
 
     def write(self, iterator: Iterator[Any]) -> SentPartition:
         """Send one partition of a micro-batch."""
@@ -173,8 +374,8 @@ class StreamWriter(DataSourceStreamWriter):
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         """The micro-batch is done."""
-        self.delivery.commit(messages, f"{self.job_id}/batch {batchId}")
+        self.delivery.commit(self.opts, messages, job_key(self.job_id, batchId))
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         """The micro-batch failed."""
-        self.delivery.abort(messages, f"{self.job_id}/batch {batchId}")
+        self.delivery.abort(self.opts, messages, job_key(self.job_id, batchId))

@@ -131,3 +131,18 @@ def test_batch_and_stream_write(spark: Any, ns: str, tmp_path: Path) -> None:
     assert q.awaitTermination(180)
     copied = _reader(spark, ns, "SparkOut").load().where("tags = 'copied'").collect()  # a new plan
     assert sorted(int(r.body) for r in copied) == list(range(100))
+
+
+def test_failed_batch_write_leaves_nothing_visible(spark: Any, ns: str) -> None:
+    _send(ns, "SparkAtomic", 0)
+    df = spark.range(0, 40, 1, 4).selectExpr(
+        "CASE WHEN id = 35 THEN raise_error('row 35 is bad') ELSE cast(id AS string) END AS body"
+    )  # three tasks succeed, the fourth fails: the job aborts
+    with pytest.raises(Exception, match="row 35 is bad"):
+        df.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option(
+            "topic", "SparkAtomic"
+        ).save()
+    assert _reader(spark, ns, "SparkAtomic").load().count() == 0  # nothing of the failed job is visible
+    ok = spark.range(0, 40, 1, 4).selectExpr("cast(id AS string) AS body")
+    ok.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option("topic", "SparkAtomic").save()
+    assert sorted(int(r.body) for r in _reader(spark, ns, "SparkAtomic").load().collect()) == list(range(40))

@@ -40,6 +40,17 @@ def test_unknown_option_suggests_the_nearest() -> None:
         parse_write_options({"namesrvAddr": NS, "topik": "T"})
 
 
+def test_write_options_transactional_by_default() -> None:
+    o = parse_write_options({"namesrvAddr": NS, "topic": "T"})
+    assert (o.transactional, o.transaction_timeout_s, o.producer_group) == (True, 3600, "SPARK_WRITER")
+    o = parse_write_options({"namesrvAddr": NS, "Transactional": "FALSE", "transactiontimeoutms": "1500"})
+    assert (o.transactional, o.transaction_timeout_s) == (False, 2)  # whole seconds, rounded up
+    with pytest.raises(SparkOptionError, match="transactional='maybe' must be true or false"):
+        parse_write_options({"namesrvAddr": NS, "transactional": "maybe"})
+    with pytest.raises(SparkOptionError, match="transactionTimeoutMs=10 must be between 1000"):
+        parse_write_options({"namesrvAddr": NS, "transactionTimeoutMs": "10"})
+
+
 @pytest.mark.parametrize(
     ("opts", "match"),
     [

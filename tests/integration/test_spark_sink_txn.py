@@ -1,0 +1,130 @@
+"""The Spark sink's transactional delivery against real daemons, without a JVM.
+
+The task side (``send_partition``) and the driver side (``commit`` / ``abort``) are called as
+Spark calls them, in this process: rows are invisible until the commit, an abort or a failed task
+leaves nothing visible, and half messages whose driver died are rolled back by a later write's
+producer when the broker checks them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from rocketpy import Admin
+from rocketpy.errors import MQClientError
+from rocketpy.spark.options import parse_write_options
+from rocketpy.spark.rows import check_layout
+from rocketpy.spark.sink import JobListener, TransactionalDelivery, _txn_producer
+from rocketpy.topic import TRANS_OP_HALF_TOPIC
+from tests.conftest import DaemonPool
+from tests.integration.test_ha import store_of
+from tests.waiting import wait_until, wait_until_async
+
+CHECK = {"transactionCheckInterval": 300, "transactionTimeOut": 500, "transactionCheckMax": 5}
+
+
+def setup(daemons: DaemonPool, topic: str, **broker: Any) -> tuple[str, Any]:
+    ns = daemons.namesrv()
+    b = daemons.broker(ns.addr, **broker)
+
+    async def create() -> None:
+        async with Admin(ns.addr) as admin:
+            await admin.create_topic(topic, "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+
+    asyncio.run(create())
+    return ns.addr, b
+
+
+def visible(ns: str, topic: str) -> int:
+    async def count() -> int:
+        async with Admin(ns) as admin:
+            return sum(r["max_offset"] for r in await admin.topic_status(topic))
+
+    return asyncio.run(count())
+
+
+def decisions(broker: Any) -> int:
+    """Op records (decisions and checks) in the broker's transaction op queue."""
+    root = store_of(broker) / "consumequeue" / TRANS_OP_HALF_TOPIC / "0"
+    if not root.is_dir():
+        return 0
+    data = b"".join(f.read_bytes() for f in sorted(root.iterdir()))
+    return sum(1 for i in range(0, len(data), 20) if data[i : i + 20] != bytes(20))
+
+
+def rows(n: int) -> Iterator[tuple[bytes]]:
+    return ((b"row-%d" % i,) for i in range(n))
+
+
+def writer(ns: str, topic: str, **extra: str) -> tuple[Any, Any]:
+    opts = parse_write_options({"namesrvAddr": ns, "topic": topic, **extra})
+    return opts, check_layout([("body", "binary")], topic)
+
+
+def test_rows_are_invisible_until_the_driver_commits(daemons: DaemonPool) -> None:
+    ns, _ = setup(daemons, "TxnSink")
+    opts, layout = writer(ns, "TxnSink")
+    d = TransactionalDelivery()
+    parts = [d.send_partition(opts, layout, "job-1", rows(40), None) for _ in range(2)]
+    assert [p.rows for p in parts] == [40, 40]
+    assert sum(len(a) // 2 for p in parts for a in p.halves.values()) == 80
+    assert visible(ns, "TxnSink") == 0
+    d.commit(opts, parts, "job-1")
+    assert visible(ns, "TxnSink") == 80
+    d.commit(opts, parts, "job-1")  # a repeated commit changes nothing
+    assert visible(ns, "TxnSink") == 80
+
+
+def test_abort_and_a_failed_task_leave_nothing_visible(daemons: DaemonPool) -> None:
+    ns, broker = setup(daemons, "TxnAbort")
+    opts, layout = writer(ns, "TxnAbort")
+    d = TransactionalDelivery()
+    done = d.send_partition(opts, layout, "job-2", rows(30), None)
+    d.abort(opts, [done, None], "job-2")  # Spark passes None for tasks without a message
+    wait_until(lambda: decisions(broker) == 30, 10.0, message="30 rollbacks recorded")
+    with pytest.raises(MQClientError, match="30 of 30 rows could not be committed"):
+        d.commit(opts, [done], "job-2")  # rolled back for good
+
+    def failing() -> Iterator[tuple[bytes]]:
+        yield from rows(20)
+        raise ValueError("the task's input failed")
+
+    with pytest.raises(ValueError, match="input failed"):
+        d.send_partition(opts, layout, "job-3", failing(), None)
+    wait_until(lambda: decisions(broker) == 50, 10.0, message="the failed attempt rolled back its 20 rows")
+    assert visible(ns, "TxnAbort") == 0
+
+
+def test_halves_of_a_dead_driver_are_rolled_back_by_a_later_write(
+    daemons: DaemonPool, tmp_path: Path
+) -> None:
+    ns, broker = setup(daemons, "TxnOrphan", **CHECK)
+    opts, layout = writer(ns, "TxnOrphan", transactionTimeoutMs="1000")
+    orphan = TransactionalDelivery().send_partition(opts, layout, "job-dead", rows(10), None)
+    assert visible(ns, "TxnOrphan") == 0  # the driver never decides: the halves wait
+
+    async def later_write() -> None:  # a live producer of the group, as a later write's task is
+        producer = _txn_producer(opts, "job-later")
+        assert isinstance(producer.listener, JobListener)
+        async with producer:
+            await producer.send_half(_message("TxnOrphan"))  # registers the group with the broker
+            # a check (op record) and a rollback for each orphan, answered by this producer
+            await wait_until_async(lambda: decisions(broker) >= 10 + 10, 30.0, message="orphans rolled back")
+
+    asyncio.run(later_write())
+    with pytest.raises(MQClientError, match="could not be committed"):
+        TransactionalDelivery().commit(opts, [orphan], "job-dead")
+    assert visible(ns, "TxnOrphan") == 0
+
+
+def _message(topic: str) -> Any:
+    from rocketpy import Message
+
+    return Message(topic, b"probe")
