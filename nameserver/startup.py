@@ -15,6 +15,7 @@ import sys
 
 import uvloop
 
+from rocketpy._accel import LABEL
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import RemotingBindError, RocketpyError
 from rocketpy.logsetup import remove_pid_file, stderr_after_boot, write_pid_file
@@ -51,7 +52,7 @@ async def _serve(config: NamesrvConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    boot = f"The Name Server boot success. listen={host}:{port}"
+    boot = f"The Name Server boot success. listen={host}:{port} ({LABEL})"
     log.info(boot)
     print(boot, flush=True)
     stderr_after_boot()

@@ -163,7 +163,10 @@ def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, que
     cdef int got = 0
     cdef Py_ssize_t total, body_len
     cdef unsigned char* p
-    PyObject_GetBuffer(buf, &out, PyBUF_WRITABLE)
+    try:
+        PyObject_GetBuffer(buf, &out, PyBUF_WRITABLE)
+    except BufferError:  # as struct.pack_into says it
+        raise TypeError(f"argument must be read-write bytes-like object, not {type(buf).__name__}") from None
     try:
         PyObject_GetBuffer(topic_b, &tb, PyBUF_SIMPLE)
         got = 1
