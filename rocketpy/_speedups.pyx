@@ -145,11 +145,10 @@ cdef inline void _put_host(unsigned char* p, const Py_buffer* b) noexcept nogil:
 
 
 # -- the record encoder -------------------------------------------------------------------------
-def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, queue_offset, phys, sys_flag,
-                born_ts, born_host8, store_ts, store_host8, reconsume_times, prepared_offset):
-    """Write one record at ``buf[pos:]``; returns its size (twin of ``rocketpy.record.pack_record``)."""
-    if not _record_bound:
-        _bind_record()
+cdef Py_ssize_t _pack_record(Py_buffer* out, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag,
+                             queue_offset, phys, sys_flag, born_ts, born_host8, store_ts, store_host8,
+                             reconsume_times, prepared_offset) except -1:
+    """``pack_record`` into an acquired writable buffer; the record's size."""
     cdef int32_t c_queue_id = <int32_t>_int(queue_id, -2147483648, 2147483647, "i")
     cdef int32_t c_flag = <int32_t>_int(flag, -2147483648, 2147483647, "i")
     cdef int64_t c_queue_offset = _int(queue_offset, -9223372036854775807 - 1, 9223372036854775807, "q")
@@ -159,14 +158,10 @@ def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, que
     cdef int64_t c_store_ts = _int(store_ts, -9223372036854775807 - 1, 9223372036854775807, "q")
     cdef int32_t c_reconsume = <int32_t>_int(reconsume_times, -2147483648, 2147483647, "i")
     cdef int64_t c_prepared = _int(prepared_offset, -9223372036854775807 - 1, 9223372036854775807, "q")
-    cdef Py_buffer out, tb, pb, bb, bh, sh
+    cdef Py_buffer tb, pb, bb, bh, sh
     cdef int got = 0
     cdef Py_ssize_t total, body_len
     cdef unsigned char* p
-    try:
-        PyObject_GetBuffer(buf, &out, PyBUF_WRITABLE)
-    except BufferError:  # as struct.pack_into says it
-        raise TypeError(f"argument must be read-write bytes-like object, not {type(buf).__name__}") from None
     try:
         PyObject_GetBuffer(topic_b, &tb, PyBUF_SIMPLE)
         got = 1
@@ -221,7 +216,83 @@ def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, que
             PyBuffer_Release(&pb)
         if got >= 1:
             PyBuffer_Release(&tb)
+
+
+cdef int _writable(object buf, Py_buffer* out) except -1:
+    try:
+        PyObject_GetBuffer(buf, out, PyBUF_WRITABLE)
+    except BufferError:  # as struct.pack_into says it
+        raise TypeError(f"argument must be read-write bytes-like object, not {type(buf).__name__}") from None
+    return 0
+
+
+def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, queue_offset, phys, sys_flag,
+                born_ts, born_host8, store_ts, store_host8, reconsume_times, prepared_offset):
+    """Write one record at ``buf[pos:]``; returns its size (twin of ``rocketpy.record.pack_record``)."""
+    if not _record_bound:
+        _bind_record()
+    cdef Py_buffer out
+    _writable(buf, &out)
+    try:
+        return _pack_record(&out, pos, topic_b, props_b, body, queue_id, flag, queue_offset, phys, sys_flag,
+                            born_ts, born_host8, store_ts, store_host8, reconsume_times, prepared_offset)
+    finally:
         PyBuffer_Release(&out)
+
+
+# -- the commitlog's append callback --------------------------------------------------------------
+cdef bint _commitlog_bound = False
+cdef Py_ssize_t END_FILE_MIN_BLANK_BYTES = 0
+cdef object _pack_blank = None
+cdef object _END_OF_FILE = None
+cdef object _PUT_OK = None
+cdef object _PutMessageResult = None
+
+
+cdef int _bind_commitlog() except -1:
+    global _commitlog_bound, END_FILE_MIN_BLANK_BYTES, _pack_blank, _END_OF_FILE, _PUT_OK, _PutMessageResult
+    from rocketpy.broker.store import commitlog
+
+    if not _record_bound:
+        _bind_record()
+    END_FILE_MIN_BLANK_BYTES = commitlog.END_FILE_MIN_BLANK_BYTES
+    _pack_blank = commitlog.pack_blank
+    _END_OF_FILE = commitlog._END_OF_FILE
+    _PUT_OK = commitlog._PUT_OK
+    _PutMessageResult = commitlog.PutMessageResult
+    _commitlog_bound = True
+    return 0
+
+
+def append_records(mm, Py_ssize_t base_offset, Py_ssize_t pos, Py_ssize_t room, batch):
+    """``batch`` as records at ``mm[pos:]`` (twin of ``rocketpy.broker.store.commitlog.append_records``)."""
+    if not _commitlog_bound:
+        _bind_commitlog()
+    msgs, topic_b, props, total, cq, store_ts, host8 = batch
+    if total + END_FILE_MIN_BLANK_BYTES > room:
+        if room >= END_FILE_MIN_BLANK_BYTES:
+            _pack_blank(mm, pos, room)
+        return room, _END_OF_FILE
+    queue_offset = cq.next_offset
+    cdef Py_ssize_t start = pos, size, i = 0
+    cdef list sizes = []
+    cdef Py_buffer out
+    _writable(mm, &out)
+    try:
+        for m in msgs:
+            size = _pack_record(&out, pos, topic_b, props[i], m.body, m.queue_id, m.flag, queue_offset + i,
+                                base_offset + pos, m.sys_flag, m.born_timestamp, m.born_host8, store_ts, host8,
+                                m.reconsume_times, m.prepared_transaction_offset)
+            PyList_Append(sizes, size)
+            pos += size
+            i += 1
+    finally:
+        PyBuffer_Release(&out)
+    if pos - start != total:
+        raise AssertionError("batch size does not match its records")
+    return total, _PutMessageResult(
+        _PUT_OK, "", base_offset + start, total, queue_offset, store_ts, len(sizes), host8, sizes
+    )
 
 
 # -- the record decoder -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from mmap import mmap
 
+from rocketpy._accel import twin
 from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
@@ -49,6 +50,7 @@ _END_OF_FILE = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, "end of file")
 _PUT_OK = PutMessageStatus.PUT_OK
 
 
+@twin
 def append_records(
     mm: mmap, base_offset: int, pos: int, room: int, batch: RecordBatch
 ) -> tuple[int, PutMessageResult]:

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketpy import _accel, record
+from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.message import Message, properties_to_string
 from rocketpy.remoting import codec
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
@@ -36,8 +37,10 @@ except ImportError:  # pragma: no cover - a tree where pip install did not build
 
 needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups is not built")
 PURE = _accel.PURE
-TWINNED = ("pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch", "encode_frame",
-           "split_frames")  # fmt: skip
+TWINNED = (
+    "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
+    "encode_frame", "split_frames",
+)  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 HOST8 = st.binary(min_size=8, max_size=8)
@@ -185,6 +188,45 @@ def test_pack_record_refuses_a_buffer_too_small_without_writing() -> None:
         speedups.pack_record(
             b"read-only", 0, b"\x01T", b"", b"", 0, 0, 0, 0, 0, 0, bytes(8), 0, bytes(8), 0, 0
         )
+
+
+# -- the commitlog's append callback -------------------------------------------------------------
+class _Queue:
+    """What ``append_records`` reads of a consume queue: the next offset to number from."""
+
+    def __init__(self, next_offset: int) -> None:
+        self.next_offset = next_offset
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.lists(st.tuples(st.binary(max_size=200), PROPS, I32, I32), min_size=1, max_size=5),
+    st.integers(0, 1 << 40),
+    st.integers(0, 64),
+    st.integers(-8, 64),
+)
+def test_append_records_same_bytes_and_result(
+    specs: list[tuple[bytes, dict[str, str], int, int]], next_offset: int, pos: int, slack: int
+) -> None:
+    msgs = [
+        BrokerMessage("T", 2, body, properties_to_string(p), flag=f, sys_flag=sf) for body, p, f, sf in specs
+    ]
+    topic_b = record.topic_part("T")
+    props = [m.properties.encode() for m in msgs]
+    total = sum(
+        record.record_size(len(m.body), len(topic_b) - 1, len(pb)) for m, pb in zip(msgs, props, strict=True)
+    )
+    room = total + record.END_FILE_MIN_BLANK_BYTES + slack  # slack < 0: does not fit, the tail is sealed
+    results = []
+    for fn in (PURE["append_records"], speedups.append_records):
+        mm = bytearray(b"\xee" * (pos + room))
+        batch = (msgs, topic_b, props, total, _Queue(next_offset), 1_700_000_000_000, bytes(8))
+        wrote, r = fn(mm, 1 << 30, pos, room, batch)
+        results.append(
+            (mm, wrote, r.status, r.wrote_offset, r.wrote_bytes, r.queue_offset, r.msg_num, r.sizes)
+        )
+    assert results[0] == results[1]
 
 
 # -- the record decoder ---------------------------------------------------------------------------
