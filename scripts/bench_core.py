@@ -53,22 +53,29 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def side_by_side(compiled: list[str], pure: list[str]) -> list[str]:
-    """Each line of ``compiled`` whose words match the same line of ``pure``, with the pure figure beside.
+def _words(line: str) -> str:
+    """The line's text before its first number, spacing ignored (columns shift with the figures)."""
+    return " ".join(_NUMBER.sub("#", line).split("#")[0].split())
 
-    The figure shown is the first number that differs between the two lines; the ratio is
-    compiled / pure (above 1: the compiled core is faster for a rate, slower for a time).
+
+def side_by_side(compiled: list[str], pure: list[str]) -> list[str]:
+    """Each line of ``compiled`` whose words match the same line of ``pure``, with the pure figures beside.
+
+    Beside the compiled line: the pure line's figures in the same order, then compiled / pure of
+    the first figure that differs (above 1: the compiled core is faster for a rate, slower for a
+    time or a CPU cost).
     """
     out = []
     for c, p in zip(compiled, pure, strict=False):
-        if "load average" in c:
+        if "load average" in c or _words(c) != _words(p):
             continue
-        if _NUMBER.sub("#", c).split("#")[0] != _NUMBER.sub("#", p).split("#")[0]:
-            continue
-        for cn, pn in zip(_NUMBER.findall(c), _NUMBER.findall(p), strict=False):
+        c_numbers, p_numbers = _NUMBER.findall(c), _NUMBER.findall(p)
+        for cn, pn in zip(c_numbers, p_numbers, strict=False):
             if cn != pn:
                 ratio = _number(cn) / _number(pn) if _number(pn) else float("inf")
-                out.append(f"{c.rstrip()}   | pure {pn}  compiled/pure {ratio:.2f}x")
+                out.append(
+                    f"{c.rstrip()}   | pure: {' '.join(p_numbers)}  (first figure compiled/pure {ratio:.2f}x)"
+                )
                 break
     return out
 

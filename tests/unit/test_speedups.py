@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from rocketpy import _accel, record
 from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import Message, properties_to_string
 from rocketpy.remoting import codec
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
@@ -39,7 +40,7 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames",
+    "encode_frame", "split_frames", "read_typical_v2",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -346,6 +347,13 @@ def test_encode_batch_sets_unique_keys_and_refuses_oversize_properties() -> None
 
 
 @needs_compiled
+def test_encode_batch_body_whose_len_is_not_its_bytes_is_refused() -> None:
+    body = memoryview(bytearray(64)).cast("I")  # len() 16, 64 bytes
+    with pytest.raises(ValueError, match="does not match"):
+        speedups.encode_batch([Message("T", body)])  # type: ignore[arg-type]
+
+
+@needs_compiled
 @FUZZ
 @given(MESSAGES, st.data())
 def test_decode_batch_hostile_input_same_error(msgs: list[Message], data: st.DataObject) -> None:
@@ -471,3 +479,37 @@ def test_split_frames_bad_headers_same_error() -> None:
         assert split_all(PURE["split_frames"], [data], 1 << 16) == split_all(
             speedups.split_frames, [data], 1 << 16
         )
+
+
+# -- the SEND_MESSAGE_V2 header ---------------------------------------------------------------------
+ANY_VALUE = (
+    st.none() | st.booleans() | st.integers(-(1 << 64), 1 << 64) | I32 | st.text(max_size=8)
+    | st.floats(allow_nan=False) | st.lists(st.integers(), max_size=2)
+)  # fmt: skip
+TYPICAL_V2 = st.fixed_dictionaries(
+    {"a": st.text(max_size=8), "b": st.text(max_size=8), "e": I32},
+    optional={"c": st.text(max_size=8), "d": st.integers(-9, 99), "f": I32, "g": I64, "h": I32,
+              "i": st.text(max_size=20), "j": I32, "k": st.booleans(), "m": st.booleans(), "n": st.text(max_size=8)},
+)  # fmt: skip
+
+
+def header_fields(h: SendMessageRequestHeader) -> tuple[Any, ...]:
+    return tuple(getattr(h, name, "<unset>") for name in SendMessageRequestHeader.__slots__)
+
+
+def read_both(ext: Any) -> list[tuple[str, Any]]:
+    out = []
+    for fn in (PURE["read_typical_v2"], speedups.read_typical_v2):
+        h = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
+        kind, value = outcome(fn, h, ext)
+        out.append((kind, value, header_fields(h)))
+    return out
+
+
+@needs_compiled
+@FUZZ
+@given(TYPICAL_V2, st.dictionaries(st.sampled_from(sorted(V2_NAMES.values())), ANY_VALUE, max_size=3))
+def test_read_typical_v2_same_fields(ext: dict[str, Any], spoil: dict[str, Any]) -> None:
+    plain, spoiled = read_both(ext), read_both({**ext, **spoil})
+    assert plain[0] == plain[1] and plain[0][1] is True
+    assert spoiled[0] == spoiled[1]  # wrong types or out-of-range ints: both False, nothing set
