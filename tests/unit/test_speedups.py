@@ -489,7 +489,8 @@ ANY_VALUE = (
 TYPICAL_V2 = st.fixed_dictionaries(
     {"a": st.text(max_size=8), "b": st.text(max_size=8), "e": I32},
     optional={"c": st.text(max_size=8), "d": st.integers(-9, 99), "f": I32, "g": I64, "h": I32,
-              "i": st.text(max_size=20), "j": I32, "k": st.booleans(), "m": st.booleans(), "n": st.text(max_size=8)},
+              "i": st.text(max_size=20), "j": I32, "k": st.booleans(), "m": st.booleans(),
+              "n": st.text(max_size=8)},
 )  # fmt: skip
 
 
