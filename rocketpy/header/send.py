@@ -41,7 +41,7 @@ INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
 _EMPTY: dict[str, Any] = {}
 _DEFAULT_TOPIC = AUTO_CREATE_TOPIC_KEY_TOPIC
-# The value types of a V2 header read by the flat fast path, in ``_read_typical_v2``'s order.
+# The value types of a V2 header read by the flat fast path, in ``read_typical_v2``'s order.
 _ABSENT: Any = None  # a missing required field: its type fails the check below
 _TYPICAL_V2_TYPES = (str, int, str, int, int, int, int, str, str, int, bool, bool, str)
 
