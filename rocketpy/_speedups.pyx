@@ -17,7 +17,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH, PyUnicode_Substring
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -299,6 +299,50 @@ def append_records(mm, Py_ssize_t base_offset, Py_ssize_t pos, Py_ssize_t room, 
 
 
 # -- the record decoder -------------------------------------------------------------------------
+cdef dict _split_properties(str s):
+    """``string_to_properties``: each ``name\\x01value`` item with a name; later names win."""
+    cdef dict out = {}
+    for item in s.split("\x02"):
+        name, sep, value = item.partition("\x01")
+        if sep and name:
+            out[name] = value
+    return out
+
+
+cdef dict _split_ascii_properties(str s, const unsigned char* p, Py_ssize_t n):
+    """``_split_properties`` of an ASCII ``s`` whose bytes are ``p[:n]``: scanned in C, sliced once."""
+    cdef dict out = {}
+    cdef Py_ssize_t i = 0, start, sep
+    while i < n:
+        start = i
+        sep = -1
+        while i < n and p[i] != 2:
+            if p[i] == 1 and sep < 0:
+                sep = i
+            i += 1
+        if sep > start:  # a separator and a non-empty name
+            out[PyUnicode_Substring(s, start, sep)] = PyUnicode_Substring(s, sep + 1, i)
+        i += 1
+    return out
+
+
+cdef int _fill_properties(object msg, const unsigned char* p, Py_ssize_t n) except -1:
+    """``msg.set_properties_string`` of the UTF-8 bytes ``p[:n]`` (same fields, same errors)."""
+    cdef dict props
+    if n == 0:
+        props = {}
+    else:
+        s = PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+        props = _split_ascii_properties(s, p, n) if PyUnicode_GET_LENGTH(s) == n else _split_properties(s)
+    msg.tags = props.pop("TAGS", None)
+    keys = props.pop("KEYS", None)
+    msg.keys = [] if keys is None else [k for k in keys.split(" ") if k]
+    delay = props.pop("DELAY", None)
+    msg.delay_level = int(delay) if delay and delay.isdigit() else 0
+    msg.properties = props
+    return 0
+
+
 cdef object _decode_one(const unsigned char* base, Py_ssize_t offset, Py_ssize_t end):
     """One record of ``base[offset:end]`` as a ``MessageExt`` (``end`` is within the buffer)."""
     cdef const unsigned char* p
@@ -330,9 +374,7 @@ cdef object _decode_one(const unsigned char* base, Py_ssize_t offset, Py_ssize_t
     msg.topic = PyUnicode_DecodeUTF8(<const char*>(base + pos + 1), topic_len, NULL)
     msg.body = body
     msg.flag = <int32_t>_get_u32(p + 16)
-    msg.set_properties_string(
-        PyUnicode_DecodeUTF8(<const char*>(base + t_end + 2), props_len, NULL) if props_len else ""
-    )
+    _fill_properties(msg, base + t_end + 2, props_len)
     msg._msg_id = None
     msg._offset_msg_id = None
     msg.queue_id = <int32_t>_get_u32(p + 12)

@@ -277,6 +277,21 @@ def test_decode_records_same_messages(recs: list[bytes]) -> None:
     assert pure == decoded(outcome(speedups.decode_records, memoryview(bytearray(data))))
 
 
+PROPERTY_WORDS = st.sampled_from(
+    ["TAGS", "KEYS", "DELAY", "UNIQ_KEY", "a", "", " ", "k1 k2", "3", "²", "é", "日本"]
+)
+RAW_PROPERTIES = st.lists(PROPERTY_WORDS | st.sampled_from(["\x01", "\x02"]), max_size=16).map("".join)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(RAW_PROPERTIES, min_size=1, max_size=4))
+def test_decode_records_any_properties_string_same_fields(props: list[str]) -> None:
+    data = b"".join(record.encode_record(topic="T", body=b"b", properties=p) for p in props)
+    pure = decoded(outcome(PURE["decode_records"], data))
+    assert pure == decoded(outcome(speedups.decode_records, data))
+
+
 @needs_compiled
 @FUZZ
 @given(st.lists(records(), min_size=1, max_size=3), st.data())
