@@ -564,6 +564,7 @@ def split_frames(decoder, src):
     cdef long long unpacked = decoder._unpacked_bytes
     cdef list out = []
     unpacker = decoder._unpacker
+    feed, unpack, tell = unpacker.feed, unpacker.unpack, unpacker.tell  # looked up once per call
     codecs = _CODECS
     PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
     view = memoryview(src)
@@ -583,13 +584,13 @@ def split_frames(decoder, src):
                 break
             header_end = pos + 8 + header_len
             if serialize_type == SERIALIZE_MSGPACK:
-                unpacker.feed(view[pos + 8 : header_end])
+                feed(view[pos + 8 : header_end])
                 unpacked += header_len
                 try:
-                    fields = unpacker.unpack()
+                    fields = unpack()
                 except Exception as exc:  # msgpack raises several types for garbage
                     raise FrameError(f"undecodable msgpack header: {exc!r}") from exc
-                if unpacker.tell() != unpacked:
+                if tell() != unpacked:
                     raise FrameError("msgpack header has trailing bytes")
                 if (type(fields) is list and len(fields) == 5 and type(fields[0]) is int
                         and type(fields[1]) is int and type(fields[2]) is int
