@@ -17,6 +17,7 @@ import sys
 
 import uvloop
 
+from rocketpy._accel import LABEL
 from rocketpy.broker.controller import BrokerController
 from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.config import BrokerConfig, StoreConfig
@@ -48,10 +49,10 @@ def raise_nofile_limit(wanted: int = WANTED_NOFILE) -> int:
 
 
 def boot_line(broker_name: str, addr: str, namesrv_addr: str | None) -> str:
-    """The boot success line tests and scripts wait for."""
+    """The boot success line tests and scripts wait for; it ends with the active core (``_accel``)."""
     return (
         f"The broker[{broker_name}, {addr}] boot success. serializeType=MSGPACK "
-        f"and name server is {namesrv_addr or 'null'}"
+        f"and name server is {namesrv_addr or 'null'} ({LABEL})"
     )
 
 

@@ -16,6 +16,7 @@ import sys
 
 import uvloop
 
+from rocketpy._accel import LABEL
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import RemotingBindError, RocketpyError
 from rocketpy.logsetup import remove_pid_file, stderr_after_boot, write_pid_file
@@ -56,7 +57,7 @@ async def _serve(config: NamesrvConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    lines = [f"The Name Server boot success. listen={host}:{port}"]
+    lines = [f"The Name Server boot success. listen={host}:{port} ({LABEL})"]
     if controller.metrics is not None:
         lines.insert(0, f"The Name Server serves metrics at {controller.metrics.url}")
     for line in lines:

@@ -30,7 +30,27 @@ from rocketpy.logsetup import pid_files, read_pid_file, setup_logging
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the package version and which core runs (``rocketpy._accel``)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from rocketpy._accel import LABEL
+
+    click.echo(f"rocketpy {version('rocketpy')} ({LABEL})")
+    ctx.exit()
+
+
 @click.group(context_settings=_CONTEXT)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and whether the compiled core or pure Python runs, and exit.",
+)
 def cli() -> None:
     """rocketpy: a RocketMQ-style message broker (NameServer, Broker, admin and tools)."""
 

@@ -38,6 +38,7 @@ import zlib
 from collections.abc import Iterable
 from mmap import mmap
 
+from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt
 from rocketpy.msgid import new_unique_id
@@ -131,6 +132,7 @@ _pack_u16 = U16.pack
 _crc32 = zlib.crc32
 
 
+@twin
 def pack_record(
     buf: bytearray | memoryview | mmap,
     pos: int,
@@ -220,9 +222,12 @@ def decode_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> Messa
         RecordError: the bytes are not a complete message record.
     """
     mv = memoryview(buf)
-    return _decode_at(mv, offset, len(mv))
+    if not 0 <= offset <= len(mv):
+        raise RecordError(f"record offset {offset} is outside the {len(mv)}-byte buffer")
+    return decode_at(mv, offset, len(mv))
 
 
+@twin
 def decode_records(buf: bytes | bytearray | memoryview) -> list[MessageExt]:
     """Decode a run of records back to back (a pull response body).
 
@@ -294,11 +299,17 @@ def _decode_at(mv: memoryview, offset: int, end: int) -> MessageExt:
     return msg
 
 
+#: The record decoder ``decode_record`` calls: ``_decode_at`` or its compiled twin. (The pure
+#: ``decode_records`` calls the pure ``_decode_at``, so the pure twin is pure all the way down.)
+decode_at = twin(_decode_at)
+
+
 def _ensure_unique_key(msg: Message) -> None:
     if MessageConst.UNIQ_KEY not in msg.properties:
         msg.properties[MessageConst.UNIQ_KEY] = new_unique_id()
 
 
+@twin
 def encode_batch(messages: Iterable[Message]) -> bytes:
     """RocketMQ's batch wire encoding of ``messages`` (SEND_BATCH_MESSAGE body).
 
@@ -320,6 +331,7 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
     return b"".join(parts)
 
 
+@twin
 def decode_batch(body: bytes | bytearray | memoryview) -> list[tuple[bytes, int, str]]:
     """Split a batch body into ``(body, flag, properties_str)`` per message (broker batch hot path).
 

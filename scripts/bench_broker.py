@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_core  # noqa: E402
+
 from rocketpy.message import Message  # noqa: E402
 from rocketpy.record import encode_batch  # noqa: E402
 from rocketpy.remoting.client import RemotingClient  # noqa: E402
@@ -278,7 +280,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
     parser.add_argument("--json", action="store_true", help="also print one JSON document")
     parser.add_argument("--no-rpc", action="store_true", help="skip the bare-RPC ceiling")
+    bench_core.add_options(parser)
     args = parser.parse_args()
+    bench_core.apply(args)
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as tmp:
         ns, broker = _start(Path(tmp))
         try:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench_core
+
 from rocketpy import Admin, ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
 from tests.waiting import wait_until_async
 
@@ -160,7 +162,9 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=int, default=1000, help="latency test send rate (msgs/s)")
     parser.add_argument("--seconds", type=float, default=10.0, help="latency test duration")
     parser.add_argument("--only", nargs="+", default=["backlog", "latency"], choices=["backlog", "latency"])
+    bench_core.add_options(parser)
     parsed = parser.parse_args()
+    bench_core.apply(parsed)
     if parsed.namesrv:
         asyncio.run(main(parsed))
     else:

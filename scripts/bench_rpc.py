@@ -33,6 +33,8 @@ import uvloop
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import bench_core
+
 from rocketpy.remoting import RemotingClient, RemotingCommand, RemotingServer
 from rocketpy.remoting.codec import encode_frame_bytes
 
@@ -376,10 +378,12 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=64, help="requests in flight when pipelining (64)")
     parser.add_argument("--json", action="store_true", help="also print one JSON document")
     parser.add_argument("--serve", choices=["rpc", "echo"], help=argparse.SUPPRESS)
+    bench_core.add_options(parser)
     args = parser.parse_args()
     if args.serve:
         asyncio.Runner(loop_factory=uvloop.new_event_loop).run(_serve(args.serve))
         return
+    bench_core.apply(args)
     if args.seconds <= 0 or args.inflight <= 0:
         parser.error("--seconds and --inflight must be positive")
     rpc = measure_rpc(args.seconds, args.inflight)

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 
+import bench_core
 import uvloop
 
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageStatus
@@ -201,7 +202,9 @@ if __name__ == "__main__":
     p.add_argument("--dir", default=None, help="parent of the temporary store directory")
     p.add_argument("--only", default="", help="comma-separated subset of: put, many, batch, sync, recovery")
     p.add_argument("--warm", action="store_true", help="warmMapedFileEnable=true")
+    bench_core.add_options(p)
     args = p.parse_args()
+    bench_core.apply(args)
     WARM_FILES = args.warm
     uvloop.install()
     asyncio.run(main(args))

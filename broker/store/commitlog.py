@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from mmap import mmap
 
+from rocketpy._accel import twin
 from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.faults import DiskFaults
@@ -51,6 +52,7 @@ _END_OF_FILE = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, "end of file")
 _PUT_OK = PutMessageStatus.PUT_OK
 
 
+@twin
 def append_records(
     mm: mmap, base_offset: int, pos: int, room: int, batch: RecordBatch
 ) -> tuple[int, PutMessageResult]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rocketpy._accel import twin
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 
@@ -40,7 +41,7 @@ INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
 _EMPTY: dict[str, Any] = {}
 _DEFAULT_TOPIC = AUTO_CREATE_TOPIC_KEY_TOPIC
-# The value types of a V2 header read by the flat fast path, in ``_read_typical_v2``'s order.
+# The value types of a V2 header read by the flat fast path, in ``read_typical_v2``'s order.
 _ABSENT: Any = None  # a missing required field: its type fails the check below
 _TYPICAL_V2_TYPES = (str, int, str, int, int, int, int, str, str, int, bool, bool, str)
 
@@ -152,36 +153,10 @@ class SendMessageRequestHeader:
             HeaderError: a required field (topic, queueId) is missing, or a field has a bad type or range.
         """
         h = cls.__new__(cls)
-        if v2 and ext is not None and h._read_typical_v2(ext):
+        if v2 and ext is not None and read_typical_v2(h, ext):
             return h
         h._read_generic(ext, V2_NAMES if v2 else V1_NAMES)
         return h
-
-    def _read_typical_v2(self, ext: dict[str, Any]) -> bool:
-        """Read a V2 header whose values need no conversion; False (nothing set) for any other."""
-        get = ext.get
-        topic, queue_id, properties = get("b", _ABSENT), get("e", _ABSENT), get("i", "")
-        sys_flag, born, flag, reconsume = get("f", 0), get("g", 0), get("h", 0), get("j", 0)
-        group, default_topic, default_nums = get("a", ""), get("c", _DEFAULT_TOPIC), get("d", 4)
-        unit_mode, batch, broker_name = get("k", False), get("m", False), get("n", "")
-        # One tuple compare checks all 13 wire types (fewer bytecodes than 13 ``is`` tests).
-        if (
-            type(topic), type(queue_id), type(properties), type(sys_flag), type(born), type(flag),
-            type(reconsume), type(group), type(default_topic), type(default_nums), type(unit_mode),
-            type(batch), type(broker_name),
-        ) != _TYPICAL_V2_TYPES or not (
-            INT32_MIN <= queue_id <= INT32_MAX
-            and INT32_MIN <= sys_flag <= INT32_MAX
-            and INT32_MIN <= flag <= INT32_MAX
-            and INT32_MIN <= reconsume <= INT32_MAX
-        ):  # fmt: skip
-            return False
-        self.topic, self.queue_id, self.properties = topic, queue_id, properties
-        self.sys_flag, self.born_timestamp, self.flag, self.reconsume_times = sys_flag, born, flag, reconsume
-        self.producer_group, self.default_topic = group, default_topic
-        self.default_topic_queue_nums = default_nums
-        self.unit_mode, self.batch, self.broker_name = unit_mode, batch, broker_name
-        return True
 
     def _read_generic(self, ext: dict[str, Any] | None, n: dict[str, str]) -> None:
         """Read any header through the converting helpers (V1 names, or a V2 header needing work)."""
@@ -229,3 +204,34 @@ def _int(ext: dict[str, Any] | None, name: str, default: int | None = None) -> i
 def _str(ext: dict[str, Any] | None, name: str, default: str | None = None) -> str:
     value = ext.get(name) if ext else None
     return value if type(value) is str else ext_str(ext, name, default)
+
+
+@twin
+def read_typical_v2(h: SendMessageRequestHeader, ext: dict[str, Any]) -> bool:
+    """Fill ``h`` from a V2 header whose values need no conversion; False (nothing set) for any other.
+
+    ``SendMessageRequestHeader.from_ext``'s fast path, a module function so it has a compiled twin.
+    """
+    get = ext.get
+    topic, queue_id, properties = get("b", _ABSENT), get("e", _ABSENT), get("i", "")
+    sys_flag, born, flag, reconsume = get("f", 0), get("g", 0), get("h", 0), get("j", 0)
+    group, default_topic, default_nums = get("a", ""), get("c", _DEFAULT_TOPIC), get("d", 4)
+    unit_mode, batch, broker_name = get("k", False), get("m", False), get("n", "")
+    # One tuple compare checks all 13 wire types (fewer bytecodes than 13 ``is`` tests).
+    if (
+        type(topic), type(queue_id), type(properties), type(sys_flag), type(born), type(flag),
+        type(reconsume), type(group), type(default_topic), type(default_nums), type(unit_mode),
+        type(batch), type(broker_name),
+    ) != _TYPICAL_V2_TYPES or not (
+        INT32_MIN <= queue_id <= INT32_MAX
+        and INT32_MIN <= sys_flag <= INT32_MAX
+        and INT32_MIN <= flag <= INT32_MAX
+        and INT32_MIN <= reconsume <= INT32_MAX
+    ):  # fmt: skip
+        return False
+    h.topic, h.queue_id, h.properties = topic, queue_id, properties
+    h.sys_flag, h.born_timestamp, h.flag, h.reconsume_times = sys_flag, born, flag, reconsume
+    h.producer_group, h.default_topic = group, default_topic
+    h.default_topic_queue_nums = default_nums
+    h.unit_mode, h.batch, h.broker_name = unit_mode, batch, broker_name
+    return True

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import msgpack
 
+from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
@@ -130,6 +131,7 @@ def header_codec(serialize_type: int) -> HeaderCodec | None:
     return _CODECS.get(serialize_type)
 
 
+@twin
 def encode_frame(cmd: RemotingCommand) -> list[bytes | memoryview]:
     """Encode ``cmd`` as frame parts for ``transport.writelines``.
 
@@ -212,7 +214,7 @@ class FrameDecoder:
         else:
             src = data
         try:
-            out, used = self._split(src, max_frames or _UNLIMITED)
+            out, used = split_frames(self, src, max_frames or _UNLIMITED)
         except FrameError:
             self._failed = True
             raise
@@ -221,76 +223,6 @@ class FrameDecoder:
         elif used < len(src):
             buf += memoryview(src)[used:]
         return out
-
-    def _split(
-        self, src: bytes | bytearray | memoryview, max_frames: int
-    ) -> tuple[list[RemotingCommand], int]:
-        out: list[RemotingCommand] = []
-        end = len(src)
-        pos = 0
-        view = memoryview(src)
-        unpack_from = PREFIX.unpack_from
-        codecs = _CODECS
-        max_length = self.max_frame_bytes
-        unpacker = self._unpacker
-        command_class = RemotingCommand
-        new_command = object.__new__
-        head, self._head = self._head, None
-        try:
-            while end - pos >= PREFIX_BYTES and len(out) < max_frames:
-                length, type_and_len = unpack_from(src, pos)
-                serialize_type = type_and_len >> 24
-                header_len = type_and_len & _HEADER_LENGTH_MASK
-                if length > max_length or header_len > length - 4 or serialize_type not in codecs:
-                    self._check_prefix(length, type_and_len)  # raises the precise FrameError
-                frame_end = pos + LENGTH_BYTES + length
-                header_end = pos + PREFIX_BYTES + header_len
-                if frame_end > end:
-                    if header_end <= end and head is None:
-                        head = self._decode_header(view[pos + PREFIX_BYTES : header_end], serialize_type)
-                    self._head = head
-                    break
-                if head is not None:  # decoded while its body was still arriving
-                    cmd, head = head, None
-                elif serialize_type == SERIALIZE_MSGPACK:
-                    # Inlined _decode_msgpack + command_from_fields (same checks): two calls per
-                    # frame are a measurable share of a no-op round trip.
-                    header = view[pos + PREFIX_BYTES : header_end]
-                    unpacker.feed(header)
-                    self._unpacked_bytes += header_end - pos - PREFIX_BYTES
-                    try:
-                        fields = unpacker.unpack()
-                    except Exception as exc:  # msgpack raises several types for garbage
-                        raise FrameError(f"undecodable msgpack header: {exc!r}") from exc
-                    if unpacker.tell() != self._unpacked_bytes:
-                        raise FrameError("msgpack header has trailing bytes")
-                    if type(fields) is list and len(fields) == 5:
-                        code, opaque, flag, remark, ext = fields
-                        if (
-                            type(code) is int
-                            and type(opaque) is int
-                            and type(flag) is int
-                            and (remark is None or type(remark) is str)
-                            and (ext is None or type(ext) is dict)
-                        ):
-                            cmd = new_command(command_class)
-                            cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext = fields
-                            cmd.body, cmd.serialize_type = b"", SERIALIZE_MSGPACK
-                        else:
-                            cmd = command_from_fields(fields, SERIALIZE_MSGPACK)  # raises the precise error
-                    else:
-                        cmd = command_from_fields(fields, SERIALIZE_MSGPACK)
-                else:
-                    cmd = codecs[serialize_type].decode(view[pos + PREFIX_BYTES : header_end], serialize_type)
-                if header_end < frame_end:
-                    cmd.body = bytes(view[header_end:frame_end])
-                out.append(cmd)
-                pos = frame_end
-            if self._head is None and pos + LENGTH_BYTES <= end:  # a lone length field: reject oversize early
-                self._check_length(int.from_bytes(view[pos : pos + LENGTH_BYTES], "big"))
-        finally:
-            view.release()
-        return out, pos
 
     def _decode_header(self, header: memoryview, serialize_type: int) -> RemotingCommand:
         if serialize_type == SERIALIZE_MSGPACK:
@@ -323,3 +255,83 @@ class FrameDecoder:
         header_len = type_and_len & _HEADER_LENGTH_MASK
         if header_len > length - 4:
             raise FrameError(f"header length {header_len} exceeds frame length {length}")
+
+
+@twin
+def split_frames(
+    decoder: FrameDecoder, src: bytes | bytearray | memoryview, max_frames: int = _UNLIMITED
+) -> tuple[list[RemotingCommand], int]:
+    """The first ``max_frames`` complete frames at the start of ``src`` as commands, and the bytes
+    they used.
+
+    ``FrameDecoder.feed``'s inner loop (a module function so it has a compiled twin); it reads
+    the decoder's limit and its streaming msgpack ``Unpacker`` and raises through its checks. The
+    header of an incomplete frame is decoded as soon as it is whole (kept as ``decoder._head``),
+    so an undecodable header fails the stream without waiting for the body.
+    """
+    out: list[RemotingCommand] = []
+    end = len(src)
+    pos = 0
+    view = memoryview(src)
+    unpack_from = PREFIX.unpack_from
+    codecs = _CODECS
+    max_length = decoder.max_frame_bytes
+    unpacker = decoder._unpacker
+    command_class = RemotingCommand
+    new_command = object.__new__
+    head, decoder._head = decoder._head, None
+    try:
+        while end - pos >= PREFIX_BYTES and len(out) < max_frames:
+            length, type_and_len = unpack_from(src, pos)
+            serialize_type = type_and_len >> 24
+            header_len = type_and_len & _HEADER_LENGTH_MASK
+            if length > max_length or header_len > length - 4 or serialize_type not in codecs:
+                decoder._check_prefix(length, type_and_len)  # raises the precise FrameError
+            frame_end = pos + LENGTH_BYTES + length
+            header_end = pos + PREFIX_BYTES + header_len
+            if frame_end > end:
+                if header_end <= end and head is None:
+                    head = decoder._decode_header(view[pos + PREFIX_BYTES : header_end], serialize_type)
+                break
+            if head is not None:  # decoded while its body was still arriving
+                cmd, head = head, None
+            elif serialize_type == SERIALIZE_MSGPACK:
+                # Inlined _decode_msgpack + command_from_fields (same checks): two calls per
+                # frame are a measurable share of a no-op round trip.
+                header = view[pos + PREFIX_BYTES : header_end]
+                unpacker.feed(header)
+                decoder._unpacked_bytes += header_end - pos - PREFIX_BYTES
+                try:
+                    fields = unpacker.unpack()
+                except Exception as exc:  # msgpack raises several types for garbage
+                    raise FrameError(f"undecodable msgpack header: {exc!r}") from exc
+                if unpacker.tell() != decoder._unpacked_bytes:
+                    raise FrameError("msgpack header has trailing bytes")
+                if type(fields) is list and len(fields) == 5:
+                    code, opaque, flag, remark, ext = fields
+                    if (
+                        type(code) is int
+                        and type(opaque) is int
+                        and type(flag) is int
+                        and (remark is None or type(remark) is str)
+                        and (ext is None or type(ext) is dict)
+                    ):
+                        cmd = new_command(command_class)
+                        cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext = fields
+                        cmd.body, cmd.serialize_type = b"", SERIALIZE_MSGPACK
+                    else:
+                        cmd = command_from_fields(fields, SERIALIZE_MSGPACK)  # raises the precise error
+                else:
+                    cmd = command_from_fields(fields, SERIALIZE_MSGPACK)
+            else:
+                cmd = codecs[serialize_type].decode(view[pos + PREFIX_BYTES : header_end], serialize_type)
+            if header_end < frame_end:
+                cmd.body = bytes(view[header_end:frame_end])
+            out.append(cmd)
+            pos = frame_end
+        decoder._head = head
+        if head is None and pos + LENGTH_BYTES <= end:  # a lone length field: reject oversize early
+            decoder._check_length(int.from_bytes(view[pos : pos + LENGTH_BYTES], "big"))
+    finally:
+        view.release()
+    return out, pos

@@ -75,7 +75,9 @@ def test_quickstart_starts_a_cluster_and_moves_ten_messages(tmp_path: Path) -> N
     out = result.stdout
     assert result.returncode == 0, f"stdout:\n{out}\nstderr:\n{result.stderr}"
     assert len(pids) == 2
-    assert re.search(r"^The Name Server boot success\. listen=127\.0\.0\.1:\d+$", out, re.M)
+    assert re.search(
+        r"^The Name Server boot success\. listen=127\.0\.0\.1:\d+ \((compiled core|pure Python)\)$", out, re.M
+    )
     assert re.search(
         r"^The broker\[broker-a, 127\.0\.0\.1:\d+\] boot success\. serializeType=MSGPACK", out, re.M
     )

@@ -6,7 +6,7 @@ import pytest
 
 from rocketpy.broker.processors.send import PUT_RESPONSES, put_status_to_response, unique_key_of
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
-from rocketpy.header.send import V1_NAMES, V2_NAMES, SendMessageRequestHeader
+from rocketpy.header.send import V1_NAMES, V2_NAMES, SendMessageRequestHeader, read_typical_v2
 from rocketpy.message import properties_to_string
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.headers import HeaderError
@@ -84,7 +84,7 @@ def _generic(ext: dict[str, object], v2: bool = True) -> SendMessageRequestHeade
 )
 def test_typical_v2_header_reads_like_the_generic_path(ext: dict[str, object]) -> None:
     fast = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
-    assert fast._read_typical_v2(ext)
+    assert read_typical_v2(fast, ext)
     assert _fields(fast) == _fields(_generic(ext)) == _fields(SendMessageRequestHeader.from_ext(ext, v2=True))
 
 
@@ -100,7 +100,7 @@ def test_typical_v2_header_reads_like_the_generic_path(ext: dict[str, object]) -
 )
 def test_atypical_v2_header_takes_the_generic_path(ext: dict[str, object]) -> None:
     fast = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
-    assert not fast._read_typical_v2(ext)
+    assert not read_typical_v2(fast, ext)
     try:
         expected: tuple[object, ...] | type[HeaderError] = _fields(_generic(ext))
     except HeaderError:

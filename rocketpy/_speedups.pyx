@@ -1,0 +1,702 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The compiled core: C twins of the byte-layout hot loops (see ``rocketpy/_accel.py``).
+
+Every function here has a pure-Python twin of the same name and signature in ``rocketpy/record.py``
+or ``rocketpy/remoting/codec.py``; ``rocketpy._accel.twin`` picks one at import time. The twins give
+the same bytes out for the same input and raise the same exception types (tests/unit/test_speedups.py
+checks both with the same random and hostile inputs).
+
+The layout constants and error classes are read from the Python modules on first use (``_bind_*``),
+not copied: those modules import this one through ``rocketpy._accel`` while they load. Every buffer
+access is bounds-checked by hand before it happens: no input may crash the process.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH, PyUnicode_Substring
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+
+import struct
+import zlib
+
+from rocketpy.message import MessageExt
+
+
+cdef extern from "zlib.h":
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+
+
+# -- layout bound from the pure modules on first use ----------------------------------------------
+cdef bint _record_bound = False
+cdef object RecordError = None
+cdef uint32_t MESSAGE_MAGIC = 0
+cdef Py_ssize_t HEAD_SIZE = 0
+cdef Py_ssize_t BATCH_HEAD_SIZE = 0
+cdef Py_ssize_t MAX_PROPERTIES_BYTES = 0
+cdef int32_t COMPRESSED_FLAG = 0
+cdef object _ensure_unique_key = None
+
+cdef bint _codec_bound = False
+cdef object FrameError = None
+cdef object RemotingCommand = None
+cdef object _command_from_fields = None
+cdef object _msgpack_pack = None
+cdef object _CODECS = None
+cdef int SERIALIZE_MSGPACK = 0
+cdef Py_ssize_t MAX_HEADER_BYTES = 0
+cdef Py_ssize_t WRITE_JOIN_MAX_BODY_BYTES = 0
+
+cdef object _new_ext = MessageExt.__new__
+cdef object _MessageExt = MessageExt
+cdef object _decompress = zlib.decompress
+cdef object _struct_error = struct.error
+
+
+cdef int _bind_record() except -1:
+    global _record_bound, RecordError, MESSAGE_MAGIC, HEAD_SIZE, BATCH_HEAD_SIZE, MAX_PROPERTIES_BYTES
+    global COMPRESSED_FLAG, _ensure_unique_key
+    from rocketpy import record
+
+    if record.HEAD_SIZE != 88 or record.BATCH_HEAD.size != 20:
+        raise ImportError("rocketpy._speedups was built for another record layout; rebuild it")
+    RecordError = record.RecordError
+    MESSAGE_MAGIC = record.MESSAGE_MAGIC
+    HEAD_SIZE = record.HEAD_SIZE
+    BATCH_HEAD_SIZE = record.BATCH_HEAD.size
+    MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
+    COMPRESSED_FLAG = record.COMPRESSED_FLAG
+    _ensure_unique_key = record._ensure_unique_key
+    _record_bound = True
+    return 0
+
+
+cdef int _bind_codec() except -1:
+    global _codec_bound, FrameError, RemotingCommand, _command_from_fields, _msgpack_pack, _CODECS
+    global SERIALIZE_MSGPACK, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
+    from rocketpy.remoting import codec
+
+    if codec.PREFIX_BYTES != 8 or codec.LENGTH_BYTES != 4:
+        raise ImportError("rocketpy._speedups was built for another frame layout; rebuild it")
+    FrameError = codec.FrameError
+    RemotingCommand = codec.RemotingCommand
+    _command_from_fields = codec.command_from_fields
+    _msgpack_pack = codec._msgpack_pack
+    _CODECS = codec._CODECS
+    SERIALIZE_MSGPACK = codec.SERIALIZE_MSGPACK
+    MAX_HEADER_BYTES = codec.MAX_HEADER_BYTES
+    WRITE_JOIN_MAX_BODY_BYTES = codec.WRITE_JOIN_MAX_BODY_BYTES
+    _codec_bound = True
+    return 0
+
+
+# -- big-endian helpers ------------------------------------------------------------------------
+cdef inline void _put_u32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = <unsigned char>(v >> 24)
+    p[1] = <unsigned char>(v >> 16)
+    p[2] = <unsigned char>(v >> 8)
+    p[3] = <unsigned char>v
+
+
+cdef inline void _put_u64(unsigned char* p, uint64_t v) noexcept nogil:
+    _put_u32(p, <uint32_t>(v >> 32))
+    _put_u32(p + 4, <uint32_t>v)
+
+
+cdef inline uint32_t _get_u32(const unsigned char* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+cdef inline uint64_t _get_u64(const unsigned char* p) noexcept nogil:
+    return (<uint64_t>_get_u32(p) << 32) | <uint64_t>_get_u32(p + 4)
+
+
+cdef inline uint32_t _crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    # zlib's length is an unsigned int: feed it in chunks (a body never reaches 4 GiB, but be exact).
+    cdef unsigned long c = crc32(0, NULL, 0)
+    while n > 0x40000000:
+        c = crc32(c, p, 0x40000000)
+        p += 0x40000000
+        n -= 0x40000000
+    return <uint32_t>crc32(c, p, <unsigned int>n)
+
+
+cdef inline int64_t _int(object v, int64_t lo, int64_t hi, str fmt) except? -1:
+    """``v`` as a C integer within [lo, hi], else ``struct.error`` as ``struct.pack`` raises."""
+    cdef int64_t x
+    if type(v) is not int and not isinstance(v, int):
+        raise _struct_error("required argument is not an integer")
+    try:
+        x = v
+    except OverflowError:
+        raise _struct_error("argument out of range") from None
+    if x < lo or x > hi:
+        raise _struct_error(f"'{fmt}' format requires {lo} <= number <= {hi}")
+    return x
+
+
+cdef inline void _put_host(unsigned char* p, const Py_buffer* b) noexcept nogil:
+    # struct's "8s": copied, truncated or zero-padded to 8 bytes.
+    cdef Py_ssize_t n = b.len if b.len < 8 else 8
+    memcpy(p, b.buf, n)
+    if n < 8:
+        memset(p + n, 0, 8 - n)
+
+
+# -- the record encoder -------------------------------------------------------------------------
+cdef Py_ssize_t _pack_record(Py_buffer* out, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag,
+                             queue_offset, phys, sys_flag, born_ts, born_host8, store_ts, store_host8,
+                             reconsume_times, prepared_offset) except -1:
+    """``pack_record`` into an acquired writable buffer; the record's size."""
+    cdef int32_t c_queue_id = <int32_t>_int(queue_id, -2147483648, 2147483647, "i")
+    cdef int32_t c_flag = <int32_t>_int(flag, -2147483648, 2147483647, "i")
+    cdef int64_t c_queue_offset = _int(queue_offset, -9223372036854775807 - 1, 9223372036854775807, "q")
+    cdef int64_t c_phys = _int(phys, -9223372036854775807 - 1, 9223372036854775807, "q")
+    cdef int32_t c_sys_flag = <int32_t>_int(sys_flag, -2147483648, 2147483647, "i")
+    cdef int64_t c_born_ts = _int(born_ts, -9223372036854775807 - 1, 9223372036854775807, "q")
+    cdef int64_t c_store_ts = _int(store_ts, -9223372036854775807 - 1, 9223372036854775807, "q")
+    cdef int32_t c_reconsume = <int32_t>_int(reconsume_times, -2147483648, 2147483647, "i")
+    cdef int64_t c_prepared = _int(prepared_offset, -9223372036854775807 - 1, 9223372036854775807, "q")
+    cdef Py_buffer tb, pb, bb, bh, sh
+    cdef int got = 0
+    cdef Py_ssize_t total, body_len
+    cdef unsigned char* p
+    try:
+        PyObject_GetBuffer(topic_b, &tb, PyBUF_SIMPLE)
+        got = 1
+        PyObject_GetBuffer(props_b, &pb, PyBUF_SIMPLE)
+        got = 2
+        PyObject_GetBuffer(body, &bb, PyBUF_SIMPLE)
+        got = 3
+        PyObject_GetBuffer(born_host8, &bh, PyBUF_SIMPLE)
+        got = 4
+        PyObject_GetBuffer(store_host8, &sh, PyBUF_SIMPLE)
+        got = 5
+        body_len = bb.len
+        if body_len > 0xFFFFFFFF or pb.len > 0xFFFF:
+            raise _struct_error("body or properties too long for their length fields")
+        total = HEAD_SIZE + body_len + tb.len + 2 + pb.len
+        if pos < 0 or pos > out.len or out.len - pos < total:
+            raise ValueError(f"a record of {total} bytes does not fit at {pos} of a {out.len}-byte buffer")
+        p = <unsigned char*>out.buf + pos
+        with nogil:
+            _put_u32(p, <uint32_t>total)
+            _put_u32(p + 4, MESSAGE_MAGIC)
+            _put_u32(p + 8, _crc32(<const unsigned char*>bb.buf, body_len))
+            _put_u32(p + 12, <uint32_t>c_queue_id)
+            _put_u32(p + 16, <uint32_t>c_flag)
+            _put_u64(p + 20, <uint64_t>c_queue_offset)
+            _put_u64(p + 28, <uint64_t>c_phys)
+            _put_u32(p + 36, <uint32_t>c_sys_flag)
+            _put_u64(p + 40, <uint64_t>c_born_ts)
+            _put_host(p + 48, &bh)
+            _put_u64(p + 56, <uint64_t>c_store_ts)
+            _put_host(p + 64, &sh)
+            _put_u32(p + 72, <uint32_t>c_reconsume)
+            _put_u64(p + 76, <uint64_t>c_prepared)
+            _put_u32(p + 84, <uint32_t>body_len)
+            p += 88
+            memcpy(p, bb.buf, body_len)
+            p += body_len
+            memcpy(p, tb.buf, tb.len)
+            p += tb.len
+            p[0] = <unsigned char>(pb.len >> 8)
+            p[1] = <unsigned char>pb.len
+            memcpy(p + 2, pb.buf, pb.len)
+        return total
+    finally:
+        if got >= 5:
+            PyBuffer_Release(&sh)
+        if got >= 4:
+            PyBuffer_Release(&bh)
+        if got >= 3:
+            PyBuffer_Release(&bb)
+        if got >= 2:
+            PyBuffer_Release(&pb)
+        if got >= 1:
+            PyBuffer_Release(&tb)
+
+
+cdef int _writable(object buf, Py_buffer* out) except -1:
+    try:
+        PyObject_GetBuffer(buf, out, PyBUF_WRITABLE)
+    except BufferError:  # as struct.pack_into says it
+        raise TypeError(f"argument must be read-write bytes-like object, not {type(buf).__name__}") from None
+    return 0
+
+
+def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, queue_offset, phys, sys_flag,
+                born_ts, born_host8, store_ts, store_host8, reconsume_times, prepared_offset):
+    """Write one record at ``buf[pos:]``; returns its size (twin of ``rocketpy.record.pack_record``)."""
+    if not _record_bound:
+        _bind_record()
+    cdef Py_buffer out
+    _writable(buf, &out)
+    try:
+        return _pack_record(&out, pos, topic_b, props_b, body, queue_id, flag, queue_offset, phys, sys_flag,
+                            born_ts, born_host8, store_ts, store_host8, reconsume_times, prepared_offset)
+    finally:
+        PyBuffer_Release(&out)
+
+
+# -- the commitlog's append callback --------------------------------------------------------------
+cdef bint _commitlog_bound = False
+cdef Py_ssize_t END_FILE_MIN_BLANK_BYTES = 0
+cdef object _pack_blank = None
+cdef object _END_OF_FILE = None
+cdef object _PUT_OK = None
+cdef object _PutMessageResult = None
+
+
+cdef int _bind_commitlog() except -1:
+    global _commitlog_bound, END_FILE_MIN_BLANK_BYTES, _pack_blank, _END_OF_FILE, _PUT_OK, _PutMessageResult
+    from rocketpy.broker.store import commitlog
+
+    if not _record_bound:
+        _bind_record()
+    END_FILE_MIN_BLANK_BYTES = commitlog.END_FILE_MIN_BLANK_BYTES
+    _pack_blank = commitlog.pack_blank
+    _END_OF_FILE = commitlog._END_OF_FILE
+    _PUT_OK = commitlog._PUT_OK
+    _PutMessageResult = commitlog.PutMessageResult
+    _commitlog_bound = True
+    return 0
+
+
+def append_records(mm, Py_ssize_t base_offset, Py_ssize_t pos, Py_ssize_t room, batch):
+    """``batch`` as records at ``mm[pos:]`` (twin of ``rocketpy.broker.store.commitlog.append_records``)."""
+    if not _commitlog_bound:
+        _bind_commitlog()
+    msgs, topic_b, props, total, cq, store_ts, host8 = batch
+    if total + END_FILE_MIN_BLANK_BYTES > room:
+        if room >= END_FILE_MIN_BLANK_BYTES:
+            _pack_blank(mm, pos, room)
+        return room, _END_OF_FILE
+    queue_offset = cq.next_offset
+    cdef Py_ssize_t start = pos, size, i = 0
+    cdef list sizes = []
+    cdef Py_buffer out
+    _writable(mm, &out)
+    try:
+        for m in msgs:
+            size = _pack_record(&out, pos, topic_b, props[i], m.body, m.queue_id, m.flag, queue_offset + i,
+                                base_offset + pos, m.sys_flag, m.born_timestamp, m.born_host8, store_ts, host8,
+                                m.reconsume_times, m.prepared_transaction_offset)
+            PyList_Append(sizes, size)
+            pos += size
+            i += 1
+    finally:
+        PyBuffer_Release(&out)
+    if pos - start != total:
+        raise AssertionError("batch size does not match its records")
+    return total, _PutMessageResult(
+        _PUT_OK, "", base_offset + start, total, queue_offset, store_ts, len(sizes), host8, sizes
+    )
+
+
+# -- the record decoder -------------------------------------------------------------------------
+cdef dict _split_properties(str s):
+    """``string_to_properties``: each ``name\\x01value`` item with a name; later names win."""
+    cdef dict out = {}
+    for item in s.split("\x02"):
+        name, sep, value = item.partition("\x01")
+        if sep and name:
+            out[name] = value
+    return out
+
+
+cdef dict _split_ascii_properties(str s, const unsigned char* p, Py_ssize_t n):
+    """``_split_properties`` of an ASCII ``s`` whose bytes are ``p[:n]``: scanned in C, sliced once."""
+    cdef dict out = {}
+    cdef Py_ssize_t i = 0, start, sep
+    while i < n:
+        start = i
+        sep = -1
+        while i < n and p[i] != 2:
+            if p[i] == 1 and sep < 0:
+                sep = i
+            i += 1
+        if sep > start:  # a separator and a non-empty name
+            out[PyUnicode_Substring(s, start, sep)] = PyUnicode_Substring(s, sep + 1, i)
+        i += 1
+    return out
+
+
+cdef int _fill_properties(object msg, const unsigned char* p, Py_ssize_t n) except -1:
+    """``msg.set_properties_string`` of the UTF-8 bytes ``p[:n]`` (same fields, same errors)."""
+    cdef dict props
+    if n == 0:
+        props = {}
+    else:
+        s = PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+        props = _split_ascii_properties(s, p, n) if PyUnicode_GET_LENGTH(s) == n else _split_properties(s)
+    msg.tags = props.pop("TAGS", None)
+    keys = props.pop("KEYS", None)
+    msg.keys = [] if keys is None else [k for k in keys.split(" ") if k]
+    delay = props.pop("DELAY", None)
+    msg.delay_level = int(delay) if delay and delay.isdigit() else 0
+    msg.properties = props
+    return 0
+
+
+cdef object _decode_one(const unsigned char* base, Py_ssize_t offset, Py_ssize_t end):
+    """One record of ``base[offset:end]`` as a ``MessageExt`` (``end`` is within the buffer)."""
+    cdef const unsigned char* p
+    cdef uint32_t total, magic, body_len
+    cdef Py_ssize_t pos, t_end, props_len, topic_len
+    if end - offset < HEAD_SIZE:
+        raise RecordError(f"truncated record at {offset}: {end - offset} bytes left")
+    p = base + offset
+    total = _get_u32(p)
+    magic = _get_u32(p + 4)
+    body_len = _get_u32(p + 84)
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
+    if <Py_ssize_t>total > end - offset or <uint64_t>total < <uint64_t>HEAD_SIZE + body_len + 3:
+        raise RecordError(f"bad total size {total} at {offset}")
+    pos = offset + HEAD_SIZE + body_len
+    topic_len = base[pos]
+    t_end = pos + 1 + topic_len
+    if t_end + 2 > offset + <Py_ssize_t>total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    props_len = (<Py_ssize_t>base[t_end] << 8) | base[t_end + 1]
+    if t_end + 2 + props_len - offset != <Py_ssize_t>total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    cdef int32_t sys_flag = <int32_t>_get_u32(p + 36)
+    body = PyBytes_FromStringAndSize(<const char*>(p + HEAD_SIZE), body_len)
+    if sys_flag & COMPRESSED_FLAG:
+        body = _decompress(body)
+    msg = _new_ext(_MessageExt)
+    msg.topic = PyUnicode_DecodeUTF8(<const char*>(base + pos + 1), topic_len, NULL)
+    msg.body = body
+    msg.flag = <int32_t>_get_u32(p + 16)
+    _fill_properties(msg, base + t_end + 2, props_len)
+    msg._msg_id = None
+    msg._offset_msg_id = None
+    msg.queue_id = <int32_t>_get_u32(p + 12)
+    msg.queue_offset = <int64_t>_get_u64(p + 20)
+    msg.commitlog_offset = <int64_t>_get_u64(p + 28)
+    msg.born_timestamp = <int64_t>_get_u64(p + 40)
+    msg.store_timestamp = <int64_t>_get_u64(p + 56)
+    msg._born_host = None
+    msg._born_host8 = PyBytes_FromStringAndSize(<const char*>(p + 48), 8)
+    msg._store_host = None
+    msg._store_host8 = PyBytes_FromStringAndSize(<const char*>(p + 64), 8)
+    msg.reconsume_times = <int32_t>_get_u32(p + 72)
+    msg.store_size = total
+    msg.body_crc = _get_u32(p + 8)
+    msg.sys_flag = sys_flag
+    msg.prepared_transaction_offset = <int64_t>_get_u64(p + 76)
+    return msg
+
+
+def _decode_at(mv, Py_ssize_t offset, Py_ssize_t end):
+    """One record of ``mv[offset:end]`` (twin of ``rocketpy.record._decode_at``)."""
+    if not _record_bound:
+        _bind_record()
+    cdef Py_buffer b
+    PyObject_GetBuffer(mv, &b, PyBUF_SIMPLE)
+    try:
+        if offset < 0 or end > b.len or offset > end:
+            raise RecordError(f"record at {offset}..{end} lies outside the {b.len}-byte buffer")
+        return _decode_one(<const unsigned char*>b.buf, offset, end)
+    finally:
+        PyBuffer_Release(&b)
+
+
+def decode_records(buf):
+    """Records back to back (twin of ``rocketpy.record.decode_records``)."""
+    if not _record_bound:
+        _bind_record()
+    cdef Py_buffer b
+    cdef Py_ssize_t pos = 0
+    cdef list out = []
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        while pos < b.len:
+            msg = _decode_one(<const unsigned char*>b.buf, pos, b.len)
+            PyList_Append(out, msg)
+            pos += _get_u32(<const unsigned char*>b.buf + pos)  # == msg.store_size, checked to fit
+        return out
+    finally:
+        PyBuffer_Release(&b)
+
+
+# -- the batch wire encoding ----------------------------------------------------------------------
+def encode_batch(messages):
+    """SEND_BATCH_MESSAGE body (twin of ``rocketpy.record.encode_batch``)."""
+    if not _record_bound:
+        _bind_record()
+    cdef list bodies = []
+    cdef list props = []
+    cdef list flags = []
+    cdef Py_ssize_t size = 0, n, i
+    cdef Py_buffer bb
+    cdef unsigned char* p
+    for msg in messages:
+        _ensure_unique_key(msg)
+        props_b = msg.properties_string().encode()
+        if len(props_b) > MAX_PROPERTIES_BYTES:
+            raise ValueError(f"properties are {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
+        body = msg.body
+        flag = <int32_t>_int(msg.flag, -2147483648, 2147483647, "i")
+        size += BATCH_HEAD_SIZE + len(body) + 2 + len(props_b)
+        bodies.append(body)
+        props.append(props_b)
+        flags.append(flag)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    p = <unsigned char*>PyBytes_AS_STRING(out)
+    cdef unsigned char* out_end = p + size
+    n = len(bodies)
+    for i in range(n):
+        props_b = props[i]
+        PyObject_GetBuffer(bodies[i], &bb, PyBUF_SIMPLE)
+        try:
+            if out_end - p < BATCH_HEAD_SIZE + bb.len + 2 + len(props_b):  # a body whose len() is not its bytes
+                raise ValueError(f"message body of {bb.len} bytes does not match its len() {len(bodies[i])}")
+            _put_u32(p, <uint32_t>(BATCH_HEAD_SIZE + bb.len + 2 + len(props_b)))
+            _put_u32(p + 4, MESSAGE_MAGIC)
+            _put_u32(p + 8, _crc32(<const unsigned char*>bb.buf, bb.len))
+            _put_u32(p + 12, <uint32_t><int32_t>flags[i])
+            _put_u32(p + 16, <uint32_t>bb.len)
+            p += BATCH_HEAD_SIZE
+            memcpy(p, bb.buf, bb.len)
+            p += bb.len
+        finally:
+            PyBuffer_Release(&bb)
+        p[0] = <unsigned char>(len(props_b) >> 8)
+        p[1] = <unsigned char>len(props_b)
+        memcpy(p + 2, PyBytes_AS_STRING(props_b), len(props_b))
+        p += 2 + len(props_b)
+    return out
+
+
+def decode_batch(body):
+    """``(body, flag, properties_str)`` per message (twin of ``rocketpy.record.decode_batch``)."""
+    if not _record_bound:
+        _bind_record()
+    cdef Py_buffer b
+    cdef const unsigned char* base
+    cdef Py_ssize_t pos = 0, end, b_start, p_pos, props_end
+    cdef uint32_t total, body_len
+    cdef int32_t flag
+    cdef list out = []
+    PyObject_GetBuffer(body, &b, PyBUF_SIMPLE)
+    try:
+        base = <const unsigned char*>b.buf
+        end = b.len
+        while pos < end:
+            if end - pos < BATCH_HEAD_SIZE + 2:
+                raise RecordError(f"batch truncated at byte {pos}: {end - pos} bytes left")
+            total = _get_u32(base + pos)
+            flag = <int32_t>_get_u32(base + pos + 12)
+            body_len = _get_u32(base + pos + 16)
+            b_start = pos + BATCH_HEAD_SIZE
+            p_pos = b_start + body_len
+            if <Py_ssize_t>total > end - pos or p_pos + 2 > pos + <Py_ssize_t>total:
+                raise RecordError(f"batch message at byte {pos}: size {total} does not fit the batch")
+            props_end = p_pos + 2 + ((<Py_ssize_t>base[p_pos] << 8) | base[p_pos + 1])
+            if props_end != pos + <Py_ssize_t>total:
+                raise RecordError(f"batch message at byte {pos}: field lengths do not add up to {total}")
+            PyList_Append(out, (
+                PyBytes_FromStringAndSize(<const char*>(base + b_start), body_len),
+                flag,
+                PyUnicode_DecodeUTF8(<const char*>(base + p_pos + 2), props_end - p_pos - 2, NULL),
+            ))
+            pos += total
+        return out
+    finally:
+        PyBuffer_Release(&b)
+
+
+# -- frames ---------------------------------------------------------------------------------------
+def encode_frame(cmd):
+    """Frame parts for ``transport.writelines`` (twin of ``rocketpy.remoting.codec.encode_frame``)."""
+    if not _codec_bound:
+        _bind_codec()
+    cdef int serialize_type = cmd.serialize_type
+    cdef Py_ssize_t header_len, body_len
+    cdef Py_buffer hb, bb
+    cdef unsigned char* p
+    if serialize_type == SERIALIZE_MSGPACK:
+        header = _msgpack_pack([cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext])
+    else:
+        codec = _CODECS.get(serialize_type)
+        if codec is None:
+            raise ValueError(f"no header codec registered for serialize type {serialize_type:#x}")
+        header = codec.encode(cmd)
+    header_len = len(header)
+    if header_len > MAX_HEADER_BYTES:
+        raise ValueError(f"encoded header is {header_len} bytes; the limit is {MAX_HEADER_BYTES}")
+    body = cmd.body
+    body_len = len(body)
+    joined = body_len < WRITE_JOIN_MAX_BODY_BYTES
+    out = PyBytes_FromStringAndSize(NULL, 8 + header_len + (body_len if joined else 0))
+    p = <unsigned char*>PyBytes_AS_STRING(out)
+    _put_u32(p, <uint32_t>(4 + header_len + body_len))
+    _put_u32(p + 4, (<uint32_t>serialize_type << 24) | <uint32_t>header_len)
+    PyObject_GetBuffer(header, &hb, PyBUF_SIMPLE)
+    memcpy(p + 8, hb.buf, header_len)
+    PyBuffer_Release(&hb)
+    if body_len == 0:
+        return [out]
+    if joined:
+        PyObject_GetBuffer(body, &bb, PyBUF_SIMPLE)
+        memcpy(p + 8 + header_len, bb.buf, bb.len if bb.len <= body_len else body_len)
+        PyBuffer_Release(&bb)
+        return [out]
+    return [out, body if isinstance(body, (bytes, memoryview)) else memoryview(body)]
+
+
+def split_frames(decoder, src, Py_ssize_t max_frames=1 << 62):
+    """The first ``max_frames`` complete frames of ``src`` and the bytes used (twin of
+    ``rocketpy.remoting.codec.split_frames``)."""
+    if not _codec_bound:
+        _bind_codec()
+    cdef Py_buffer b
+    cdef const unsigned char* base
+    cdef Py_ssize_t end, pos = 0, frame_end, header_end, max_length = decoder.max_frame_bytes
+    cdef uint32_t length, type_and_len, header_len
+    cdef int serialize_type
+    cdef long long unpacked = decoder._unpacked_bytes
+    cdef list out = []
+    unpacker = decoder._unpacker
+    feed, unpack, tell = unpacker.feed, unpacker.unpack, unpacker.tell  # looked up once per call
+    codecs = _CODECS
+    PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
+    view = memoryview(src)
+    head = decoder._head
+    decoder._head = None
+    try:
+        base = <const unsigned char*>b.buf
+        end = b.len
+        while end - pos >= 8 and len(out) < max_frames:
+            length = _get_u32(base + pos)
+            type_and_len = _get_u32(base + pos + 4)
+            serialize_type = type_and_len >> 24
+            header_len = type_and_len & 0xFFFFFF
+            if (<Py_ssize_t>length > max_length or <int64_t>header_len > <int64_t>length - 4
+                    or serialize_type not in codecs):
+                decoder._check_prefix(length, type_and_len)  # raises the precise FrameError
+            frame_end = pos + 4 + length
+            header_end = pos + 8 + header_len
+            if frame_end > end:
+                if header_end <= end and head is None:  # decode the header now (the body is coming)
+                    decoder._unpacked_bytes = unpacked
+                    head = decoder._decode_header(view[pos + 8 : header_end], serialize_type)
+                    unpacked = decoder._unpacked_bytes
+                break
+            if head is not None:  # decoded while its body was still arriving
+                cmd = head
+                head = None
+            elif serialize_type == SERIALIZE_MSGPACK:
+                feed(view[pos + 8 : header_end])
+                unpacked += header_len
+                try:
+                    fields = unpack()
+                except Exception as exc:  # msgpack raises several types for garbage
+                    raise FrameError(f"undecodable msgpack header: {exc!r}") from exc
+                if tell() != unpacked:
+                    raise FrameError("msgpack header has trailing bytes")
+                if (type(fields) is list and len(fields) == 5 and type(fields[0]) is int
+                        and type(fields[1]) is int and type(fields[2]) is int
+                        and (fields[3] is None or type(fields[3]) is str)
+                        and (fields[4] is None or type(fields[4]) is dict)):
+                    cmd = RemotingCommand.__new__(RemotingCommand)
+                    cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext = fields
+                    cmd.body = b""
+                    cmd.serialize_type = SERIALIZE_MSGPACK
+                else:
+                    cmd = _command_from_fields(fields, SERIALIZE_MSGPACK)  # raises the precise error
+            else:
+                cmd = codecs[serialize_type].decode(view[pos + 8 : header_end], serialize_type)
+            if header_end < frame_end:
+                cmd.body = PyBytes_FromStringAndSize(<const char*>(base + header_end), frame_end - header_end)
+            PyList_Append(out, cmd)
+            pos = frame_end
+        decoder._head = head
+        if head is None and pos + 4 <= end:  # a lone length field: reject oversize early
+            decoder._check_length(_get_u32(base + pos))
+    finally:
+        decoder._unpacked_bytes = unpacked
+        view.release()
+        PyBuffer_Release(&b)
+    return out, pos
+
+
+# -- the SEND_MESSAGE_V2 request header ---------------------------------------------------------
+cdef bint _send_bound = False
+cdef object _DEFAULT_TOPIC = None
+cdef object _pure_read_typical_v2 = None
+
+
+cdef int _bind_send() except -1:
+    global _send_bound, _DEFAULT_TOPIC, _pure_read_typical_v2
+    from rocketpy import _accel
+    from rocketpy.header import send
+
+    if send._TYPICAL_V2_TYPES != (str, int, str, int, int, int, int, str, str, int, bool, bool, str):
+        raise ImportError("rocketpy._speedups was built for another send header; rebuild it")
+    _DEFAULT_TOPIC = send._DEFAULT_TOPIC
+    _pure_read_typical_v2 = _accel.PURE["read_typical_v2"]
+    _send_bound = True
+    return 0
+
+
+cdef inline bint _is_int32(object v) except -1:
+    # ``v`` is an exact int here; out of the C range counts as out of the int32 range.
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return overflow == 0 and -2147483648 <= x <= 2147483647
+
+
+cdef inline object _dget(dict d, str key, object default):
+    cdef PyObject* v = PyDict_GetItem(d, key)
+    return default if v == NULL else <object>v
+
+
+def read_typical_v2(h, ext):
+    """Fill ``h`` from a plain V2 header (twin of ``rocketpy.header.send.read_typical_v2``)."""
+    if not _send_bound:
+        _bind_send()
+    if type(ext) is not dict:  # not what a decoder produces: the pure twin handles any mapping
+        return _pure_read_typical_v2(h, ext)
+    cdef dict d = <dict>ext
+    topic = _dget(d, "b", None)
+    queue_id = _dget(d, "e", None)
+    properties = _dget(d, "i", "")
+    sys_flag = _dget(d, "f", 0)
+    born = _dget(d, "g", 0)
+    flag = _dget(d, "h", 0)
+    reconsume = _dget(d, "j", 0)
+    group = _dget(d, "a", "")
+    default_topic = _dget(d, "c", _DEFAULT_TOPIC)
+    default_nums = _dget(d, "d", 4)
+    unit_mode = _dget(d, "k", False)
+    batch = _dget(d, "m", False)
+    broker_name = _dget(d, "n", "")
+    if not (type(topic) is str and type(queue_id) is int and type(properties) is str and type(sys_flag) is int
+            and type(born) is int and type(flag) is int and type(reconsume) is int and type(group) is str
+            and type(default_topic) is str and type(default_nums) is int and type(unit_mode) is bool
+            and type(batch) is bool and type(broker_name) is str):
+        return False
+    if not (_is_int32(queue_id) and _is_int32(sys_flag) and _is_int32(flag) and _is_int32(reconsume)):
+        return False
+    h.topic = topic
+    h.queue_id = queue_id
+    h.properties = properties
+    h.sys_flag = sys_flag
+    h.born_timestamp = born
+    h.flag = flag
+    h.reconsume_times = reconsume
+    h.producer_group = group
+    h.default_topic = default_topic
+    h.default_topic_queue_nums = default_nums
+    h.unit_mode = unit_mode
+    h.batch = batch
+    h.broker_name = broker_name
+    return True

@@ -1,0 +1,531 @@
+"""The compiled core (``rocketpy._speedups``) against its pure-Python twins: same bytes, same errors.
+
+Each compiled function is fed the same input as its pure twin (``rocketpy._accel.PURE``): valid
+input must give the same bytes / the same decoded fields, hostile input (random bytes, lengths past
+the buffer, negative sizes, truncated records, corrupted fields) the same exception type and text.
+These tests import the extension directly, so they compare both in either mode of ``scripts/test``;
+they skip when the extension is not built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from typing import Any
+from unittest import mock
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketpy import _accel, record
+from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
+from rocketpy.message import Message, properties_to_string
+from rocketpy.remoting import codec
+from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
+
+try:
+    speedups: Any = importlib.import_module("rocketpy._speedups")
+except ImportError:  # pragma: no cover - a tree where pip install did not build it
+    speedups = None
+
+needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups is not built")
+PURE = _accel.PURE
+TWINNED = (
+    "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
+    "encode_frame", "split_frames", "read_typical_v2",
+)  # fmt: skip
+I32 = st.integers(-(1 << 31), (1 << 31) - 1)
+I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+HOST8 = st.binary(min_size=8, max_size=8)
+PROPS = st.dictionaries(
+    st.text(
+        st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=8
+    ),
+    st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12),
+    max_size=4,
+)
+TOPIC = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20).filter(
+    lambda t: len(t.encode()) <= record.MAX_TOPIC_BYTES
+)
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def outcome(fn: Any, *args: Any) -> tuple[str, Any]:
+    """What ``fn(*args)`` did: ("ok", value) or ("raise", (exception type, message))."""
+    try:
+        return "ok", fn(*args)
+    except Exception as exc:
+        return "raise", (type(exc), str(exc))
+
+
+EXT_FIELDS = (
+    "topic",
+    "body",
+    "flag",
+    "tags",
+    "keys",
+    "delay_level",
+    "properties",
+    "queue_id",
+    "queue_offset",
+    "commitlog_offset",
+    "born_timestamp",
+    "store_timestamp",
+    "_born_host8",
+    "_store_host8",
+    "reconsume_times",
+    "store_size",
+    "body_crc",
+    "sys_flag",
+    "prepared_transaction_offset",
+    "_msg_id",
+    "_offset_msg_id",
+    "_born_host",
+    "_store_host",
+)
+
+
+def ext_fields(msg: Any) -> tuple[Any, ...]:
+    return tuple(getattr(msg, name) for name in EXT_FIELDS)
+
+
+def decoded(result: tuple[str, Any]) -> tuple[str, Any]:
+    kind, value = result
+    if kind == "ok":
+        return kind, [ext_fields(m) for m in value] if isinstance(value, list) else ext_fields(value)
+    return kind, value
+
+
+# -- which implementation is active ---------------------------------------------------------------
+def test_active_implementation_matches_the_environment() -> None:
+    if _accel.extensions_disabled():
+        assert _accel.ACTIVE == "pure" and _accel.LABEL == "pure Python"
+        assert record.pack_record is PURE["pack_record"]
+        assert codec.split_frames is PURE["split_frames"]
+    elif speedups is not None:
+        assert _accel.ACTIVE == "compiled" and _accel.LABEL == "compiled core", _accel.LOAD_ERROR
+        assert record.pack_record is speedups.pack_record
+        assert codec.encode_frame is speedups.encode_frame
+    assert set(TWINNED) <= set(PURE)
+
+
+@needs_compiled
+def test_every_twin_has_a_compiled_function() -> None:
+    for name in PURE:
+        assert callable(getattr(speedups, name)), name
+
+
+@pytest.mark.parametrize(("env", "label"), [("1", "pure Python"), ("0", "compiled core")])
+def test_version_says_which_core_is_active(env: str, label: str) -> None:
+    if label == "compiled core" and speedups is None:
+        pytest.skip("rocketpy._speedups is not built")
+    out = subprocess.run(
+        [sys.executable, "-m", "rocketpy.cli", "--version"],
+        env={**os.environ, _accel.NO_EXTENSIONS_ENV: env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"({label})" in out
+
+
+# -- the record encoder ---------------------------------------------------------------------------
+RECORD_ARGS = st.tuples(
+    TOPIC.map(record.topic_part), PROPS.map(lambda p: properties_to_string(p).encode()),
+    st.binary(max_size=300), I32, I32, I64, I64, I32, I64, HOST8, I64, HOST8, I32, I64,
+)  # fmt: skip
+
+
+@needs_compiled
+@FUZZ
+@given(RECORD_ARGS, st.integers(0, 16))
+def test_pack_record_same_bytes(args: tuple[Any, ...], pos: int) -> None:
+    size = record.HEAD_SIZE + len(args[2]) + len(args[0]) + 2 + len(args[1])
+    bufs = [bytearray(b"\xee" * (pos + size + 3)) for _ in range(2)]
+    sizes = [
+        fn(buf, pos, *args) for fn, buf in ((PURE["pack_record"], bufs[0]), (speedups.pack_record, bufs[1]))
+    ]
+    assert sizes[0] == sizes[1] == size
+    assert bufs[0] == bufs[1]
+
+
+@needs_compiled
+@FUZZ
+@given(RECORD_ARGS, st.integers(0, 12), st.sampled_from([1 << 31, -(1 << 31) - 1, 1 << 63, -(1 << 64), 1.5]))
+def test_pack_record_out_of_range_fields_raise_struct_error(
+    args: tuple[Any, ...], field: int, bad: Any
+) -> None:
+    args = list(args)
+    int_fields = [3, 4, 5, 6, 7, 8, 10, 12, 13]  # queue_id ... prepared_offset
+    i = int_fields[field % len(int_fields)]
+    if isinstance(bad, int) and abs(bad) < (1 << 63) and i in (5, 6, 8, 10, 13):
+        return  # in range for a 64-bit field
+    args[i] = bad
+    for fn in (PURE["pack_record"], speedups.pack_record):
+        with pytest.raises(struct.error):
+            fn(bytearray(4096), 0, *args)
+
+
+@needs_compiled
+def test_pack_record_refuses_a_buffer_too_small_without_writing() -> None:
+    buf = bytearray(50)
+    with pytest.raises(ValueError, match="does not fit"):
+        speedups.pack_record(buf, 0, b"\x01T", b"", b"x", 0, 0, 0, 0, 0, 0, bytes(8), 0, bytes(8), 0, 0)
+    with pytest.raises(ValueError, match="does not fit"):
+        speedups.pack_record(
+            bytearray(500), -1, b"\x01T", b"", b"x", 0, 0, 0, 0, 0, 0, bytes(8), 0, bytes(8), 0, 0
+        )
+    assert buf == bytearray(50)
+    with pytest.raises(TypeError):
+        speedups.pack_record(
+            b"read-only", 0, b"\x01T", b"", b"", 0, 0, 0, 0, 0, 0, bytes(8), 0, bytes(8), 0, 0
+        )
+
+
+# -- the commitlog's append callback -------------------------------------------------------------
+class _Queue:
+    """What ``append_records`` reads of a consume queue: the next offset to number from."""
+
+    def __init__(self, next_offset: int) -> None:
+        self.next_offset = next_offset
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.lists(st.tuples(st.binary(max_size=200), PROPS, I32, I32), min_size=1, max_size=5),
+    st.integers(0, 1 << 40),
+    st.integers(0, 64),
+    st.integers(-8, 64),
+)
+def test_append_records_same_bytes_and_result(
+    specs: list[tuple[bytes, dict[str, str], int, int]], next_offset: int, pos: int, slack: int
+) -> None:
+    msgs = [
+        BrokerMessage("T", 2, body, properties_to_string(p), flag=f, sys_flag=sf) for body, p, f, sf in specs
+    ]
+    topic_b = record.topic_part("T")
+    props = [m.properties.encode() for m in msgs]
+    total = sum(
+        record.record_size(len(m.body), len(topic_b) - 1, len(pb)) for m, pb in zip(msgs, props, strict=True)
+    )
+    room = total + record.END_FILE_MIN_BLANK_BYTES + slack  # slack < 0: does not fit, the tail is sealed
+    results = []
+    for fn in (PURE["append_records"], speedups.append_records):
+        mm = bytearray(b"\xee" * (pos + room))
+        batch = (msgs, topic_b, props, total, _Queue(next_offset), 1_700_000_000_000, bytes(8))
+        wrote, r = fn(mm, 1 << 30, pos, room, batch)
+        results.append(
+            (mm, wrote, r.status, r.wrote_offset, r.wrote_bytes, r.queue_offset, r.msg_num, r.sizes)
+        )
+    assert results[0] == results[1]
+
+
+# -- the record decoder ---------------------------------------------------------------------------
+@st.composite
+def records(draw: Any) -> bytes:
+    body = draw(st.binary(max_size=200))
+    sys_flag = draw(st.sampled_from([0, 0, record.COMPRESSED_FLAG, 0x4, 0x8]))
+    if sys_flag & record.COMPRESSED_FLAG and draw(st.booleans()):
+        body = zlib.compress(body)
+    props = draw(PROPS)
+    return record.encode_record(
+        topic=draw(TOPIC), body=body, queue_id=draw(I32), flag=draw(I32), queue_offset=draw(I64),
+        physical_offset=draw(I64), sys_flag=sys_flag, born_timestamp=draw(I64),
+        born_host=(draw(st.ip_addresses(v=4)).exploded, draw(st.integers(0, 65535))),
+        store_timestamp=draw(I64), store_host=("10.0.0.1", draw(st.integers(0, 65535))),
+        reconsume_times=draw(I32), prepared_transaction_offset=draw(I64),
+        properties=properties_to_string(props),
+    )  # fmt: skip
+
+
+def mutate(data: bytes, draw: Any) -> bytes:
+    """A hostile variant: truncated, a byte flipped, a length field overwritten, or garbage appended."""
+    b = bytearray(data)
+    how = draw(st.sampled_from(["truncate", "flip", "length", "append", "none"]))
+    if how == "truncate" and b:
+        del b[draw(st.integers(0, len(b) - 1)) :]
+    elif how == "flip" and b:
+        i = draw(st.integers(0, len(b) - 1))
+        b[i] ^= draw(st.integers(1, 255))
+    elif how == "length" and len(b) >= 4:
+        # TOTALSIZE, BODYLEN (84), or a batch's lengths: past the buffer, zero, "negative" (high bit).
+        at = draw(st.sampled_from([0, 16, 84, 12])) if len(b) >= 88 else 0
+        value = draw(st.sampled_from([0, 1, 3, 87, 88, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, len(b) + 1]))
+        struct.pack_into(">I", b, min(at, len(b) - 4), value)
+    elif how == "append":
+        b += draw(st.binary(min_size=1, max_size=100))
+    return bytes(b)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(records(), min_size=1, max_size=4))
+def test_decode_records_same_messages(recs: list[bytes]) -> None:
+    data = b"".join(recs)
+    pure = decoded(outcome(PURE["decode_records"], data))
+    assert pure == decoded(outcome(speedups.decode_records, data))
+    assert pure == decoded(outcome(speedups.decode_records, memoryview(bytearray(data))))
+
+
+PROPERTY_WORDS = st.sampled_from(
+    ["TAGS", "KEYS", "DELAY", "UNIQ_KEY", "a", "", " ", "k1 k2", "3", "²", "é", "日本"]
+)
+RAW_PROPERTIES = st.lists(PROPERTY_WORDS | st.sampled_from(["\x01", "\x02"]), max_size=16).map("".join)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(RAW_PROPERTIES, min_size=1, max_size=4))
+def test_decode_records_any_properties_string_same_fields(props: list[str]) -> None:
+    data = b"".join(record.encode_record(topic="T", body=b"b", properties=p) for p in props)
+    pure = decoded(outcome(PURE["decode_records"], data))
+    assert pure == decoded(outcome(speedups.decode_records, data))
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(records(), min_size=1, max_size=3), st.data())
+def test_decode_records_hostile_input_same_error(recs: list[bytes], data: st.DataObject) -> None:
+    hostile = mutate(b"".join(recs), data.draw)
+    assert decoded(outcome(PURE["decode_records"], hostile)) == decoded(
+        outcome(speedups.decode_records, hostile)
+    )
+
+
+@needs_compiled
+@FUZZ
+@given(st.binary(max_size=400))
+def test_decode_records_random_bytes_same_error(data: bytes) -> None:
+    assert decoded(outcome(PURE["decode_records"], data)) == decoded(outcome(speedups.decode_records, data))
+
+
+@needs_compiled
+@FUZZ
+@given(records(), st.integers(-300, 300), st.integers(-300, 600))
+def test_decode_at_any_offsets_never_crash(rec: bytes, offset: int, end: int) -> None:
+    mv = memoryview(rec)
+    result = outcome(speedups._decode_at, mv, offset, end)
+    if 0 <= offset <= end <= len(rec):
+        assert decoded(result) == decoded(outcome(PURE["_decode_at"], mv, offset, end))
+    else:
+        assert result[0] == "raise" and result[1][0] is record.RecordError
+    # decode_record (not twinned) checks the offset itself: the same error under both.
+    assert result[0] == "ok" or issubclass(result[1][0], Exception)
+    with mock.patch.object(record, "decode_at", PURE["_decode_at"]):
+        pure = decoded(outcome(record.decode_record, rec, offset))
+    with mock.patch.object(record, "decode_at", speedups._decode_at):
+        assert decoded(outcome(record.decode_record, rec, offset)) == pure
+
+
+# -- the batch encoding ---------------------------------------------------------------------------
+MESSAGES = st.lists(
+    st.builds(
+        lambda body, flag, tags, keys, props, uniq: Message(
+            "T", body, tags=tags, keys=keys, properties={**props, "UNIQ_KEY": uniq}, flag=flag
+        ),
+        st.binary(max_size=200), I32, st.none() | st.text("abcXYZ", min_size=1, max_size=5),
+        st.none() | st.lists(st.text("kK0", min_size=1, max_size=4), max_size=3), PROPS,
+        st.text("0123456789ABCDEF", min_size=32, max_size=32),
+    ),
+    max_size=6,
+)  # fmt: skip
+
+
+@needs_compiled
+@FUZZ
+@given(MESSAGES)
+def test_encode_batch_same_bytes_and_round_trip(msgs: list[Message]) -> None:
+    body = PURE["encode_batch"](msgs)
+    assert speedups.encode_batch(msgs) == body
+    assert outcome(PURE["decode_batch"], body) == outcome(speedups.decode_batch, body)
+    assert [(b, f) for b, f, _p in speedups.decode_batch(body)] == [(m.body, m.flag) for m in msgs]
+
+
+@needs_compiled
+def test_encode_batch_sets_unique_keys_and_refuses_oversize_properties() -> None:
+    msgs = [Message("T", b"a"), Message("T", b"b")]
+    speedups.encode_batch(msgs)
+    assert all(m.unique_key for m in msgs)
+    big = [Message("T", b"a", properties={"p": "x" * 40000})]
+    assert outcome(PURE["encode_batch"], big) == outcome(speedups.encode_batch, big)
+    assert outcome(speedups.encode_batch, big)[0] == "raise"
+
+
+@needs_compiled
+def test_encode_batch_body_whose_len_is_not_its_bytes_is_refused() -> None:
+    body = memoryview(bytearray(64)).cast("I")  # len() 16, 64 bytes
+    with pytest.raises(ValueError, match="does not match"):
+        speedups.encode_batch([Message("T", body)])  # type: ignore[arg-type]
+
+
+@needs_compiled
+@FUZZ
+@given(MESSAGES, st.data())
+def test_decode_batch_hostile_input_same_error(msgs: list[Message], data: st.DataObject) -> None:
+    hostile = mutate(PURE["encode_batch"](msgs), data.draw)
+    assert outcome(PURE["decode_batch"], hostile) == outcome(speedups.decode_batch, hostile)
+
+
+@needs_compiled
+@FUZZ
+@given(st.binary(max_size=300))
+def test_decode_batch_random_bytes_same_error(data: bytes) -> None:
+    assert outcome(PURE["decode_batch"], data) == outcome(speedups.decode_batch, data)
+
+
+# -- frames ---------------------------------------------------------------------------------------
+JSONISH = st.none() | st.dictionaries(
+    st.text(max_size=6), st.text(max_size=10) | st.integers(-5, 5), max_size=4
+)
+COMMANDS = st.builds(
+    RemotingCommand,
+    st.integers(-(1 << 31), (1 << 31) - 1),
+    st.integers(0, (1 << 31) - 1),
+    st.integers(0, 3),
+    st.none() | st.text(max_size=20),
+    JSONISH,
+    st.binary(max_size=300) | st.integers(70_000, 70_100).map(lambda n: b"b" * n),  # large: its own part
+    st.sampled_from([SERIALIZE_MSGPACK, SERIALIZE_MSGPACK, SERIALIZE_JSON]),
+)
+
+
+def cmd_fields(cmd: RemotingCommand) -> tuple[Any, ...]:
+    return (cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext, bytes(cmd.body), cmd.serialize_type)
+
+
+@needs_compiled
+@FUZZ
+@given(COMMANDS)
+def test_encode_frame_same_parts(cmd: RemotingCommand) -> None:
+    pure = PURE["encode_frame"](cmd)
+    compiled = speedups.encode_frame(cmd)
+    assert [bytes(p) for p in compiled] == [bytes(p) for p in pure]
+    assert [type(p) for p in compiled] == [type(p) for p in pure]
+
+
+@needs_compiled
+def test_encode_frame_errors_match() -> None:
+    for cmd in (
+        RemotingCommand(1, 1, 0, None, None, b"", 0x42),
+        RemotingCommand(1, 1, 0, "x" * (1 << 24), None),
+    ):
+        assert outcome(PURE["encode_frame"], cmd) == outcome(speedups.encode_frame, cmd)
+
+
+def split_all(split: Any, chunks: list[bytes], max_frame_bytes: int) -> tuple[str, Any]:
+    """Feed ``chunks`` to a fresh decoder whose inner loop is ``split``; every command or the error."""
+    decoder = codec.FrameDecoder(max_frame_bytes)
+    out: list[tuple[Any, ...]] = []
+    with mock.patch.object(codec, "split_frames", split):
+        try:
+            for chunk in chunks:
+                out.extend(cmd_fields(c) for c in decoder.feed(chunk))
+        except Exception as exc:
+            return "raise", (type(exc), str(exc), out)
+    return "ok", (out, decoder.buffered_bytes)
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(points)] or [data]
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(COMMANDS, max_size=4), st.lists(st.integers(0, 1 << 20), max_size=4))
+def test_split_frames_same_commands(cmds: list[RemotingCommand], cuts: list[int]) -> None:
+    data = b"".join(codec.encode_frame_bytes(c) for c in cmds)
+    chunks = chunked(data, cuts)
+    pure = split_all(PURE["split_frames"], chunks, codec.MAX_FRAME_BYTES)
+    assert pure[0] == "ok" and len(pure[1][0]) == len(cmds) and pure[1][1] == 0
+    msgpack_cmds = [
+        (p, cmd_fields(c)) for p, c in zip(pure[1][0], cmds, strict=True) if c.serialize_type == 0x10
+    ]
+    assert all(p == c for p, c in msgpack_cmds)  # (a JSON header turns a nil ext into {})
+    assert split_all(speedups.split_frames, chunks, codec.MAX_FRAME_BYTES) == pure
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(COMMANDS, max_size=3), st.data(), st.sampled_from([4, 64, 1 << 20]))
+def test_split_frames_hostile_input_same_error(
+    cmds: list[RemotingCommand], data: st.DataObject, limit: int
+) -> None:
+    stream = mutate(b"".join(codec.encode_frame_bytes(c) for c in cmds), data.draw)
+    chunks = chunked(stream, data.draw(st.lists(st.integers(0, 1 << 20), max_size=3)))
+    assert split_all(PURE["split_frames"], chunks, limit) == split_all(speedups.split_frames, chunks, limit)
+
+
+@needs_compiled
+@FUZZ
+@given(st.binary(max_size=300))
+def test_split_frames_random_bytes_same_error(data: bytes) -> None:
+    assert split_all(PURE["split_frames"], [data], 1 << 16) == split_all(
+        speedups.split_frames, [data], 1 << 16
+    )
+
+
+@needs_compiled
+def test_split_frames_bad_headers_same_error() -> None:
+    def frame(header: bytes, serialize_type: int = SERIALIZE_MSGPACK) -> bytes:
+        return struct.pack(">II", 4 + len(header), serialize_type << 24 | len(header)) + header
+
+    bad = [
+        frame(msgpack.packb([1, 2, 3])),  # wrong arity
+        frame(msgpack.packb(["1", 2, 0, None, None])),  # code not an int
+        frame(msgpack.packb([1, 2, 0, 5, None])),  # remark not a string
+        frame(msgpack.packb([1, 2, 0, None, None]) + b"\x00"),  # trailing bytes
+        frame(b"\xc1"),  # never-used msgpack byte
+        frame(b"{not json", SERIALIZE_JSON),
+        frame(b"", 0x33),  # unknown serialize type
+        struct.pack(">I", 2),  # shorter than its type field
+    ]
+    for data in bad:
+        assert split_all(PURE["split_frames"], [data], 1 << 16) == split_all(
+            speedups.split_frames, [data], 1 << 16
+        )
+
+
+# -- the SEND_MESSAGE_V2 header ---------------------------------------------------------------------
+ANY_VALUE = (
+    st.none() | st.booleans() | st.integers(-(1 << 64), 1 << 64) | I32 | st.text(max_size=8)
+    | st.floats(allow_nan=False) | st.lists(st.integers(), max_size=2)
+)  # fmt: skip
+TYPICAL_V2 = st.fixed_dictionaries(
+    {"a": st.text(max_size=8), "b": st.text(max_size=8), "e": I32},
+    optional={"c": st.text(max_size=8), "d": st.integers(-9, 99), "f": I32, "g": I64, "h": I32,
+              "i": st.text(max_size=20), "j": I32, "k": st.booleans(), "m": st.booleans(),
+              "n": st.text(max_size=8)},
+)  # fmt: skip
+
+
+def header_fields(h: SendMessageRequestHeader) -> tuple[Any, ...]:
+    return tuple(getattr(h, name, "<unset>") for name in SendMessageRequestHeader.__slots__)
+
+
+def read_both(ext: Any) -> list[tuple[str, Any]]:
+    out = []
+    for fn in (PURE["read_typical_v2"], speedups.read_typical_v2):
+        h = SendMessageRequestHeader.__new__(SendMessageRequestHeader)
+        kind, value = outcome(fn, h, ext)
+        out.append((kind, value, header_fields(h)))
+    return out
+
+
+@needs_compiled
+@FUZZ
+@given(TYPICAL_V2, st.dictionaries(st.sampled_from(sorted(V2_NAMES.values())), ANY_VALUE, max_size=3))
+def test_read_typical_v2_same_fields(ext: dict[str, Any], spoil: dict[str, Any]) -> None:
+    plain, spoiled = read_both(ext), read_both({**ext, **spoil})
+    assert plain[0] == plain[1] and plain[0][1] is True
+    assert spoiled[0] == spoiled[1]  # wrong types or out-of-range ints: both False, nothing set
