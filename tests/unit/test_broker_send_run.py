@@ -14,7 +14,8 @@ import pytest
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
-from rocketpy.config import FlushDiskType
+from rocketpy.broker.send_queue import SendQueue
+from rocketpy.config import BrokerConfig, FlushDiskType, StoreConfig
 from rocketpy.message import properties_to_string
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.record import decode_record
@@ -40,6 +41,10 @@ class CountingStore:
         self.appends.append(len(msgs))
         return self.store.put_messages(msgs)
 
+    @property
+    def read_only_remark(self) -> str:
+        return self.store.read_only_remark
+
 
 def _processor(store: CountingStore) -> SendMessageProcessor:
     return SendMessageProcessor(
@@ -51,6 +56,8 @@ def _processor(store: CountingStore) -> SendMessageProcessor:
         store,  # type: ignore[arg-type]
         SimpleNamespace(put=None),  # type: ignore[arg-type]  # timed messages are not sent here
         BrokerStats(),
+        None,
+        SendQueue(BrokerConfig(brokerName="b"), StoreConfig(), lambda: 0.0),
     )
 
 
