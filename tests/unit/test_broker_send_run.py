@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
-from rocketpy.broker.send_queue import SendQueue
 from rocketpy.config import BrokerConfig, FlushDiskType, StoreConfig
 from rocketpy.message import properties_to_string
 from rocketpy.msgid import decode_offset_msg_id
