@@ -25,7 +25,7 @@ import click
 
 from rocketpy.config import AclKeys, config_lines, load_broker_config, load_namesrv_config
 from rocketpy.errors import ConfigError, RocketpyError
-from rocketpy.logsetup import pid_files, read_pid_file, setup_logging
+from rocketpy.logsetup import pid_files, process_alive, read_pid_file, setup_logging
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -186,7 +186,7 @@ def shutdown_cmd(kind: str, timeout: float) -> int:
     targets: list[tuple[Path, int]] = []
     for path in pid_files(kind):
         pid = read_pid_file(path)
-        if pid is None or not _alive(pid) or not _is_rocketpy(pid):
+        if pid is None or not process_alive(pid) or not _is_rocketpy(pid):
             path.unlink(missing_ok=True)  # stale: the process is gone (or the pid was reused)
             continue
         try:
@@ -203,10 +203,10 @@ def shutdown_cmd(kind: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     failed = False
     for path, pid in targets:
-        while _alive(pid) and time.monotonic() < deadline:
+        while process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         port = path.stem.split("-", 1)[-1]
-        if _alive(pid):
+        if process_alive(pid):
             click.echo(f"error: {kind} pid {pid} (port {port}) is still running after {timeout:g}s", err=True)
             failed = True
         else:
@@ -218,20 +218,6 @@ def _run_dir_text() -> str:
     from rocketpy.logsetup import run_dir
 
     return str(run_dir())
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"  # a zombie has exited
 
 
 def _is_rocketpy(pid: int) -> bool:

@@ -204,6 +204,21 @@ def read_pid_file(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie has exited; another user's process counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def pid_files(kind: str) -> list[Path]:
     """Every ``{kind}-*.pid`` file in the run directory, sorted."""
     d = run_dir()

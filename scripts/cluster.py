@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rocketpy.logsetup import process_alive
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. listen=(\S+)")
@@ -105,24 +107,9 @@ def role_of(props: dict[str, str]) -> str:
 # processes
 
 
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def runs_conf(proc: Proc) -> bool:
     """``proc.pid`` is alive and still the process we started (its command line names our conf)."""
-    if not alive(proc.pid):
+    if not process_alive(proc.pid):
         return False
     try:
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
@@ -171,9 +158,9 @@ def stop_procs(procs: list[Proc], timeout: float) -> list[str]:
     live = [p for p in procs if runs_conf(p)]
     signal_all(live, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while any(alive(p.pid) for p in live) and time.monotonic() < deadline:
+    while any(process_alive(p.pid) for p in live) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-    killed = [p for p in live if alive(p.pid)]
+    killed = [p for p in live if process_alive(p.pid)]
     signal_all(killed, signal.SIGKILL)
     lines = []
     for p in procs:

@@ -20,9 +20,24 @@ from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 Need = tuple[str, str, int]
 
+#: The NameServer checks only these (its reads stay open, as RocketMQ's NameServer has no ACL).
+NAMESRV_CHECKED_CODES = frozenset(
+    int(c)
+    for c in (
+        C.REGISTER_BROKER,
+        C.UNREGISTER_BROKER,
+        C.DELETE_TOPIC_IN_NAMESRV,
+        C.WIPE_WRITE_PERM_OF_BROKER,
+        C.ADD_WRITE_PERM_OF_BROKER,
+        C.PUT_KV_CONFIG,
+        C.DELETE_KV_CONFIG,
+        C.UPDATE_NAMESRV_CONFIG,
+    )
+)
+
 #: Codes that change topics, groups, offsets of others or server config: admin accounts only.
 #: RocketMQ 4.x's ``Permission.ADMIN_CODE`` plus offset resets, file cleaning and NameServer writes.
-ADMIN_CODES = frozenset(
+ADMIN_CODES = NAMESRV_CHECKED_CODES | frozenset(
     int(c)
     for c in (
         C.UPDATE_AND_CREATE_TOPIC,
@@ -37,30 +52,6 @@ ADMIN_CODES = frozenset(
         C.CLEAN_UNUSED_TOPIC,
         C.TRIGGER_DELETE_FILES,
         C.RESUME_CHECK_HALF_MESSAGE,
-        # NameServer writes
-        C.REGISTER_BROKER,
-        C.UNREGISTER_BROKER,
-        C.DELETE_TOPIC_IN_NAMESRV,
-        C.WIPE_WRITE_PERM_OF_BROKER,
-        C.ADD_WRITE_PERM_OF_BROKER,
-        C.PUT_KV_CONFIG,
-        C.DELETE_KV_CONFIG,
-        C.UPDATE_NAMESRV_CONFIG,
-    )
-)
-
-#: The NameServer checks only these (its reads stay open, as RocketMQ's NameServer has no ACL).
-NAMESRV_CHECKED_CODES = frozenset(
-    int(c)
-    for c in (
-        C.REGISTER_BROKER,
-        C.UNREGISTER_BROKER,
-        C.DELETE_TOPIC_IN_NAMESRV,
-        C.WIPE_WRITE_PERM_OF_BROKER,
-        C.ADD_WRITE_PERM_OF_BROKER,
-        C.PUT_KV_CONFIG,
-        C.DELETE_KV_CONFIG,
-        C.UPDATE_NAMESRV_CONFIG,
     )
 )
 
