@@ -63,7 +63,7 @@ async def test_fuzz_keeps_daemons_fair_and_alive(daemons: DaemonPool, tmp_path: 
     await run_fuzz_against(daemons, tmp_path, FUZZ_SECONDS)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(600)
 async def test_long_fuzz_keeps_daemons_fair_and_alive(daemons: DaemonPool, tmp_path: Path) -> None:
     await run_fuzz_against(daemons, tmp_path, 400.0)

@@ -171,6 +171,6 @@ async def test_soak_resources_stay_flat(daemons: DaemonPool, tmp_path: Path) -> 
     await run_soak(daemons, tmp_path, float(os.environ.get("ROCKETPY_SOAK_SECONDS", 180)))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 async def test_soak_resources_stay_flat_30_minutes(daemons: DaemonPool, tmp_path: Path) -> None:
     await run_soak(daemons, tmp_path, 1800.0)
