@@ -282,7 +282,9 @@ def start_broker(
     ``netns`` runs it in that network namespace (``ip netns exec``; give its ``bindAddress``).
 
     Defaults: brokerName ``broker-a``, cluster DefaultCluster, brokerId 0, the store in
-    ``workdir/store`` with 64 MiB commitlog files (light on disk, still rolls); ``props`` override.
+    ``workdir/store`` with 64 MiB commitlog files and 8 MiB index files (a broker reserves its
+    files' blocks, and the production index file is 420 MB: light on disk, still rolls);
+    ``props`` override.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     conf = {
@@ -294,6 +296,8 @@ def start_broker(
         "bindAddress": "127.0.0.1",
         "storePathRootDir": workdir / "store",
         "mappedFileSizeCommitLog": 64 << 20,
+        "maxHashSlotNum": 100_000,
+        "maxIndexNum": 400_000,
         **props,
     }
     path = write_properties(workdir / "broker.properties", conf)

@@ -67,8 +67,9 @@ async def test_a_flood_that_outruns_the_disk_gets_system_busy(
     assert "flow control started: [TIMEOUT_CLEAN_QUEUE]" in b.stderr_text()
 
 
+@pytest.mark.parametrize("auto_batch", [False, True], ids=["one-request-per-send", "coalesced"])
 async def test_the_sdk_sends_busy_answers_again_on_another_broker(
-    daemons: DaemonPool, monkeypatch: pytest.MonkeyPatch
+    daemons: DaemonPool, monkeypatch: pytest.MonkeyPatch, auto_batch: bool
 ) -> None:
     ns = daemons.namesrv()
     monkeypatch.setenv("ROCKETPY_STORE_FAULTS", SLOW_DISK)
@@ -79,13 +80,20 @@ async def test_the_sdk_sends_busy_answers_again_on_another_broker(
         await admin.create_topic("BusyT", "DefaultCluster", read_queue_nums=4, write_queue_nums=4)
         await wait_until_async(lambda: _any(_brokers_in_route(admin, "BusyT", 2)), 10.0)
         acked: set[str] = set()
-        async with Producer("pg", ns.addr, send_timeout=10.0) as p:
-            for rnd in range(6):
-                results = await asyncio.gather(
-                    *(p.send(Message("BusyT", b"r%d-%d" % (rnd, i))) for i in range(40))
-                )
-                assert all(r.status is SendStatus.SEND_OK for r in results)
-                acked |= {r.msg_id for r in results}
+
+        async def sender(n: int, until: float) -> None:
+            i = 0
+            while time.monotonic() < until:
+                r = await p.send(Message("BusyT", b"w%d-%d" % (n, i)))
+                assert r.status is SendStatus.SEND_OK
+                acked.add(r.msg_id)
+                i += 1
+
+        # senders that keep sending while puts wait for the slow flush (not rounds that all arrive
+        # at once): a send reaches the slow broker when its oldest put has waited > 50 ms
+        async with Producer("pg", ns.addr, send_timeout=10.0, auto_batch=auto_batch) as p:
+            until = time.monotonic() + 2.0
+            await asyncio.gather(*(sender(n, until) for n in range(16)))
             msgs = await all_messages(p, "BusyT")
         busy = int((await admin.broker_runtime_info(slow.addr))["sendSystemBusyTotal"])
     assert busy > 0, "the slow broker never answered SYSTEM_BUSY"
