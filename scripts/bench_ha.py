@@ -2,6 +2,10 @@
 
     .venv/bin/python scripts/bench_ha.py      # starts temporary NameServer, master and slave daemons
 
+0. catch-up: ``--count`` 1 KiB messages sent to a master with no slave, then a slave started; the
+   rate at which the slave took the backlog (bytes its acknowledged offset advanced from the first
+   haStatus row until 0 bytes behind, in messages). The slave's own ceiling: keep-up below can go
+   no faster than the producer sends.
 1. keep-up: ``--count`` 1 KiB messages sent in batches of ``--batch`` to an ASYNC_MASTER with a
    connected slave; reports the send rate and the rate at which the slave had every byte (time
    from the first send until the master's haStatus shows 0 bytes behind).
@@ -45,6 +49,30 @@ async def _wait_connected(admin: Admin, master: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the slave did not connect within 30 s")
         await asyncio.sleep(0.05)
+
+
+async def fill(ns: str, count: int, batch: int) -> None:
+    async with Admin(ns) as admin, Producer("bench_ha", ns) as p:
+        await admin.create_topic("BenchHaFill", "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
+        for _ in range(count // batch):
+            await p.send_batch([Message("BenchHaFill", BODY) for _ in range(batch)])
+
+
+async def catch_up(ns: str, master: str, count: int) -> None:
+    async with Admin(ns) as admin:
+        await _wait_connected(admin, master)
+        first = json.loads((await admin.broker_runtime_info(master))["haStatus"])[0]
+        t0 = time.monotonic()
+        total = first["ackOffset"] + first["bytesBehind"]  # the master's log: the backlog only
+        while True:  # polled: the figure is another process's
+            if await _behind(admin, master) == 0:
+                break
+            await asyncio.sleep(0.002)
+        took = time.monotonic() - t0
+    moved = total - first["ackOffset"]
+    msgs = count * moved / total
+    print(f"catch-up: slave started after {count} x 1 KiB: {moved / 2**20:,.0f} MiB in {took:.2f} s, "
+          f"{msgs / took:,.0f} msgs/s ({moved / took / 2**20:,.0f} MiB/s)")  # fmt: skip
 
 
 async def keep_up(ns: str, master: str, count: int, batch: int) -> None:
@@ -147,7 +175,7 @@ def main() -> None:
     ap.add_argument("--sync-count", type=int, default=20_000)
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--only", choices=["keep-up", "lag", "sync"], help="run one part")
+    ap.add_argument("--only", choices=["catch-up", "keep-up", "lag", "sync"], help="run one part")
     ap.add_argument("--slave-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker key for the slaves (A/B runs)")  # fmt: skip
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -163,8 +191,13 @@ def main() -> None:
         daemons = [ns]
         try:
             a = start_broker(Path(tmp), ns.addr, brokerName="bench-a", **master_props)
-            daemons += [a, start_broker(Path(tmp), ns.addr, brokerName="bench-a", brokerId=1,
-                                        brokerRole="SLAVE", **slave_props)]  # fmt: skip
+            daemons.append(a)
+            if args.only in (None, "catch-up"):
+                asyncio.run(fill(ns.addr, args.count, args.batch))
+            daemons.append(start_broker(Path(tmp), ns.addr, brokerName="bench-a", brokerId=1,
+                                        brokerRole="SLAVE", **slave_props))  # fmt: skip
+            if args.only in (None, "catch-up"):
+                asyncio.run(catch_up(ns.addr, a.addr, args.count))
             if args.only in (None, "keep-up"):
                 asyncio.run(keep_up(ns.addr, a.addr, args.count, args.batch))
             if args.only in (None, "lag"):
