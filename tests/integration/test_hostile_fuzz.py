@@ -59,6 +59,7 @@ async def run_fuzz_against(daemons: DaemonPool, tmp_path: Path, seconds: float) 
     assert sum(lines.values()) < MAX_LOG_LINES_PER_SECOND * seconds + 200, report
 
 
+@pytest.mark.slow
 async def test_fuzz_keeps_daemons_fair_and_alive(daemons: DaemonPool, tmp_path: Path) -> None:
     await run_fuzz_against(daemons, tmp_path, FUZZ_SECONDS)
 

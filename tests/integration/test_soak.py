@@ -4,7 +4,8 @@ After a warm-up, the broker's anonymous memory (RssAnon: heap, not the mapped st
 pages count as they fill), its file descriptors other than store files (sockets, pipes), its
 asyncio tasks (``asyncioTaskCount`` in GET_BROKER_RUNTIME_INFO) and its held pulls must stay flat:
 a bounded growth, whatever the run's length. Producers and consumers come and go meanwhile, so
-leaks per connection show. 3 minutes in the default suite, 30 minutes behind ``slow``.
+leaks per connection show. 3 minutes marked ``slow`` (CI runs it), 30 minutes marked ``long``
+(``pytest -m long``).
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ async def run_soak(daemons: DaemonPool, tmp_path: Path, duration_s: float) -> No
     assert max(s.held for s in samples) <= 4 * len(TOPICS) * QUEUES, report
 
 
+@pytest.mark.slow
 async def test_soak_resources_stay_flat(daemons: DaemonPool, tmp_path: Path) -> None:
     await run_soak(daemons, tmp_path, float(os.environ.get("ROCKETPY_SOAK_SECONDS", 180)))
 
