@@ -95,7 +95,6 @@ async def test_cluster_topics_and_hostile_bodies_escaped(web: TestClient[Any, An
         Message("DashT", bytes(range(256)), keys="bin"),
     )
 
-
     async def found_by_key() -> str | None:
         text = await page(web, "/messages?mode=key&topic=DashT&key=evil")
         return text if "1 message(s) found" in text else None
