@@ -328,7 +328,8 @@ class BrokerController:
         while True:
             period_s = self.broker_config.register_name_server_period / 1000.0
             try:
-                await asyncio.wait_for(self._register_wanted.wait(), period_s)
+                async with asyncio.timeout(period_s):
+                    await self._register_wanted.wait()
             except TimeoutError:
                 pass
             self._register_wanted.clear()

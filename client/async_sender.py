@@ -216,7 +216,8 @@ class AsyncSender:
         if self._queue or self._in_flight:
             self._drained = asyncio.Event()
             try:
-                await asyncio.wait_for(self._drained.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._drained.wait()
             except TimeoutError:
                 log.warning(
                     "producer shutdown: %d async sends still unfinished after %.1fs", self.pending, timeout

@@ -276,7 +276,8 @@ async def run_consumer(
     max_rt = [0.0]
     reporter = asyncio.create_task(_reporter(stats, "consume", count, interval_s, max_rt))
     try:
-        await asyncio.wait_for(done.wait(), duration_s or None)
+        async with asyncio.timeout(duration_s or None):
+            await done.wait()
     except TimeoutError:
         pass
     finally:

@@ -131,7 +131,8 @@ class Coalescer:
         item = (size, fut)
         self._room_waiters.append(item)
         try:
-            await asyncio.wait_for(fut, max(deadline - loop.time(), 0.0))
+            async with asyncio.timeout(max(deadline - loop.time(), 0.0)):
+                await fut
         except TimeoutError:
             raise MQClientError(
                 f"send waited its whole timeout for room among {self.held_bytes} bytes of unfinished"

@@ -135,7 +135,8 @@ class OrderlyConsumeService:
         if task is None or task.done():
             return
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(task)
         except TimeoutError:
             task.cancel()
 

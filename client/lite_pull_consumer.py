@@ -174,7 +174,8 @@ class LitePullConsumer(ConsumerBase):
             if remaining <= 0:
                 return []
             try:
-                await asyncio.wait_for(buf.ready.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await buf.ready.wait()
             except TimeoutError:
                 return []
 

@@ -90,7 +90,8 @@ class HAClient:
                 await self._attempt(addr)
             self.wake.clear()
             try:
-                await asyncio.wait_for(self.wake.wait(), retry_s)
+                async with asyncio.timeout(retry_s):
+                    await self.wake.wait()
             except TimeoutError:
                 pass
 
@@ -112,7 +113,8 @@ class HAClient:
 
     async def _session(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection(host, int(port))
         beat: asyncio.Task[None] | None = None
         try:
             start = self.store.max_physical_offset
@@ -133,11 +135,11 @@ class HAClient:
 
     async def _welcome(self, reader: asyncio.StreamReader, addr: str) -> None:
         timeout_s = self.config.ha_housekeeping_interval / 1000.0
-        magic, status, text_len = WELCOME.unpack(
-            await asyncio.wait_for(reader.readexactly(WELCOME.size), timeout_s)
-        )
+        async with asyncio.timeout(timeout_s):
+            magic, status, text_len = WELCOME.unpack(await reader.readexactly(WELCOME.size))
         check_magic(magic, f"{addr} (is it the HA port of this slave's master?)")
-        text = (await asyncio.wait_for(reader.readexactly(text_len), timeout_s)).decode(errors="replace")
+        async with asyncio.timeout(timeout_s):
+            text = (await reader.readexactly(text_len)).decode(errors="replace")
         if status != STATUS_ACCEPTED:
             raise HARefused(f"the master refused this slave: {text}")
 
@@ -145,7 +147,8 @@ class HAClient:
         timeout_s = self.config.ha_housekeeping_interval / 1000.0
         store = self.store
         while True:
-            head = await asyncio.wait_for(reader.readexactly(TRANSFER.size), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                head = await reader.readexactly(TRANSFER.size)
             offset, size = TRANSFER.unpack(head)
             if not 0 <= size <= MAX_TRANSFER_BODY:
                 raise HAProtocolError(f"garbled transfer frame: body size {size}")
@@ -158,7 +161,8 @@ class HAClient:
             self.last_frame_s = time.monotonic()
             if size == 0:
                 continue
-            body = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                body = await reader.readexactly(size)
             new_max = await store.append_replica(offset, body)
             self.master_offset = offset + size
             writer.write(REPORT.pack(new_max))

@@ -90,13 +90,15 @@ class HAConnection:
 
     async def _handshake(self) -> None:
         r, svc = self._reader, self._service
-        fixed = await asyncio.wait_for(r.readexactly(HELLO.size), HANDSHAKE_TIMEOUT_S)
+        async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+            fixed = await r.readexactly(HELLO.size)
         magic, version, broker_id, file_size, name_len = HELLO.unpack(fixed)
         check_magic(magic, f"the peer at {self.remote_addr}")
         if name_len > MAX_NAME_BYTES:
             raise HAProtocolError(f"broker name of {name_len} bytes in HELLO")
-        name = (await asyncio.wait_for(r.readexactly(name_len), HANDSHAKE_TIMEOUT_S)).decode(errors="replace")
-        (offset,) = REPORT.unpack(await asyncio.wait_for(r.readexactly(REPORT.size), HANDSHAKE_TIMEOUT_S))
+        async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+            name = (await r.readexactly(name_len)).decode(errors="replace")
+            (offset,) = REPORT.unpack(await r.readexactly(REPORT.size))
         self.broker_id = broker_id
         if version != VERSION:
             raise HARefused(f"HA protocol version {version}; this master speaks {VERSION}")
@@ -160,7 +162,8 @@ class HAConnection:
         svc = self._service
         timeout_s = svc.config.ha_housekeeping_interval / 1000.0
         while True:
-            raw = await asyncio.wait_for(self._reader.readexactly(REPORT.size), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                raw = await self._reader.readexactly(REPORT.size)
             (offset,) = REPORT.unpack(raw)
             if offset < self.acked_offset or offset > svc.store.max_physical_offset:
                 raise HAProtocolError(f"garbled report: offset {offset} (last {self.acked_offset})")
@@ -188,7 +191,8 @@ class HAConnection:
             if store.max_physical_offset > off:
                 continue
             try:
-                await asyncio.wait_for(self.wake.wait(), heartbeat_s)
+                async with asyncio.timeout(heartbeat_s):
+                    await self.wake.wait()
             except TimeoutError:
                 w.write(TRANSFER.pack(off, 0))
                 await w.drain()
@@ -200,6 +204,7 @@ class HAConnection:
     async def _close(self) -> None:
         self._writer.close()
         try:
-            await asyncio.wait_for(self._writer.wait_closed(), HANDSHAKE_TIMEOUT_S)
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+                await self._writer.wait_closed()
         except (ConnectionError, TimeoutError):
             pass

@@ -114,7 +114,8 @@ class HAService:
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
         try:
-            await asyncio.wait_for(fut, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await fut
         except TimeoutError:
             return False
         return True

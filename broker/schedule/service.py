@@ -89,7 +89,8 @@ class ScheduleMessageService:
             if self._stopping:
                 return
             try:
-                await asyncio.wait_for(ev.wait(), wait_s)
+                async with asyncio.timeout(wait_s):
+                    await ev.wait()
             except TimeoutError:
                 pass
 

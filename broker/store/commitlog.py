@@ -199,7 +199,8 @@ class CommitLog:
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await fut
         except TimeoutError:
             return False
         return self._next_error is None

@@ -227,7 +227,8 @@ class TimerMessageService:
             wake = self._due[0][0] / 1000.0 if self._due else float(int(now) + 1)
             self._tick_wanted.clear()
             try:
-                await asyncio.wait_for(self._tick_wanted.wait(), max(0.0, min(wake, int(now) + 1) - now))
+                async with asyncio.timeout(max(0.0, min(wake, int(now) + 1) - now)):
+                    await self._tick_wanted.wait()
             except TimeoutError:
                 pass
 

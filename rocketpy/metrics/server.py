@@ -183,7 +183,8 @@ class MetricsServer:
     async def _read_head(self, reader: asyncio.StreamReader) -> tuple[str, str, str] | _Response | None:
         """``(method, path, accept)``, an error answer, or None when the client is too slow or gone."""
         try:
-            raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_DEADLINE_S)
+            async with asyncio.timeout(READ_DEADLINE_S):
+                raw = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             return _text(431, f"the request head exceeds {MAX_REQUEST_HEAD_BYTES} bytes")
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
@@ -226,8 +227,10 @@ class MetricsServer:
         if not head_only:
             writer.write(response.body)
         try:
-            await asyncio.wait_for(writer.drain(), WRITE_DEADLINE_S)
+            async with asyncio.timeout(WRITE_DEADLINE_S):
+                await writer.drain()
             writer.close()
-            await asyncio.wait_for(writer.wait_closed(), CLOSE_DEADLINE_S)
+            async with asyncio.timeout(CLOSE_DEADLINE_S):
+                await writer.wait_closed()
         except (TimeoutError, ConnectionError):
             writer.transport.abort()

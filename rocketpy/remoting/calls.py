@@ -131,7 +131,8 @@ class CallsMixin:
             self._drain_waiters.append(waiter)
             left = timeout - (self._loop.time() - start)
             try:
-                await asyncio.wait_for(waiter, max(left, 0))
+                async with asyncio.timeout(max(left, 0)):
+                    await waiter
             except TimeoutError:
                 raise RemotingTimeoutError(
                     f"{code_name(code)} to {self.remote_addr} could not be written within {timeout:.3f}s: "

@@ -149,7 +149,8 @@ class RemotingClient:
             self._connects[addr] = task
             task.add_done_callback(lambda t: self._connect_done(addr, t))
         try:
-            return await asyncio.wait_for(asyncio.shield(task), max(timeout, 0.0))
+            async with asyncio.timeout(max(timeout, 0.0)):
+                return await asyncio.shield(task)
         except TimeoutError:
             raise self._timeout_error(addr, code, "connecting took longer than the call's timeout") from None
 
@@ -163,9 +164,8 @@ class RemotingClient:
         host, port = parse_addr(addr)
         loop = asyncio.get_running_loop()
         try:
-            _, channel = await asyncio.wait_for(
-                loop.create_connection(lambda: self._new_channel(addr), host, port), self.connect_timeout
-            )
+            async with asyncio.timeout(self.connect_timeout):
+                _, channel = await loop.create_connection(lambda: self._new_channel(addr), host, port)
         except TimeoutError:
             raise RemotingConnectError(
                 f"connecting to {addr} timed out after {self.connect_timeout:.1f}s; "

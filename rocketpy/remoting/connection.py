@@ -306,7 +306,8 @@ class Channel(CallsMixin, asyncio.Protocol):
     async def wait_closed(self, timeout: float) -> None:  # noqa: ASYNC109
         """Wait up to ``timeout`` seconds for the transport to finish closing, then abort it."""
         try:
-            await asyncio.wait_for(asyncio.shield(self._lost), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._lost)
         except TimeoutError:
             if self._transport is not None:
                 self._transport.abort()

@@ -175,7 +175,8 @@ class RemotingServer:
         await asyncio.gather(*(channel.wait_closed(left) for channel in channels))
         if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), max(deadline - loop.time(), 0.1))
+                async with asyncio.timeout(max(deadline - loop.time(), 0.1)):
+                    await self._server.wait_closed()
             except TimeoutError:
                 log.warning("%s: listener did not close within %.1fs", self.name, timeout)
             self._server = None

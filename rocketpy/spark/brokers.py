@@ -65,7 +65,8 @@ class BrokerSession:
 
         async def bounded() -> T:
             try:
-                return await asyncio.wait_for(make(), budget)
+                async with asyncio.timeout(budget):
+                    return await make()
             except TimeoutError:
                 raise MQClientError(
                     f"no answer from the brokers within {budget:.1f} s: are the NameServer"
