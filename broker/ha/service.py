@@ -20,6 +20,7 @@ from typing import Any
 from rocketpy.broker.ha.connection import HAConnection
 from rocketpy.broker.store import MessageStore
 from rocketpy.config import StoreConfig
+from rocketpy.waits import wait_done
 
 log = logging.getLogger("rocketpy.broker.ha")
 
@@ -113,12 +114,7 @@ class HAService:
             heapq.heapify(self._waiters)
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
-        try:
-            async with asyncio.timeout(timeout_s):
-                await fut
-        except TimeoutError:
-            return False
-        return True
+        return await wait_done(fut, timeout_s)  # on the send path, outside a task (eager)
 
     # -- status and lifecycle ---------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
 from rocketpy.record import END_FILE_MIN_BLANK_BYTES, pack_blank, pack_record
+from rocketpy.waits import wait_done
 
 # Bytes of a new file faulted in by the allocator thread when the whole file is not warmed: the
 # first write fault into a new file is the costly one (block allocation, inode update).
@@ -198,10 +199,7 @@ class CommitLog:
         self._request_next()
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await fut
-        except TimeoutError:
+        if not await wait_done(fut, timeout_s):  # on the put path, outside a task (eager)
             return False
         return self._next_error is None
 
