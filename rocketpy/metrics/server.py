@@ -164,7 +164,8 @@ class MetricsServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._writers) >= MAX_CONNECTIONS:
-            await self._send(writer, _text(503, "too many metrics connections; retry later"), head_only=False)
+            busy = _text(503, "too many metrics connections; retry later")
+            await self._send(writer, busy, head_only=False, unread=reader)
             return
         self._writers.add(writer)
         try:
@@ -173,7 +174,7 @@ class MetricsServer:
                 writer.transport.abort()
                 return
             if isinstance(head, _Response):
-                await self._send(writer, head, head_only=False)
+                await self._send(writer, head, head_only=False, unread=reader)
                 return
             method, response = head[0], await self._answer(*head)
             await self._send(writer, response, head_only=method == "HEAD")
@@ -214,7 +215,18 @@ class MetricsServer:
             return _text(500, "collecting metrics failed; see the daemon's log")
         return _Response(200, body, content_type)
 
-    async def _send(self, writer: asyncio.StreamWriter, response: _Response, *, head_only: bool) -> None:
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        response: _Response,
+        *,
+        head_only: bool,
+        unread: asyncio.StreamReader | None = None,
+    ) -> None:
+        """Write ``response`` and close. ``unread``: the request was not read to its end; closing a
+        socket with unread input sends RST, which can destroy the answer before the client reads
+        it, so the write side is shut first and the rest of the input discarded until the client
+        closes (a lingering close, bounded by ``CLOSE_DEADLINE_S``)."""
         headers = {
             "Content-Type": response.content_type,
             "Content-Length": str(len(response.body)),
@@ -229,6 +241,11 @@ class MetricsServer:
         try:
             async with asyncio.timeout(WRITE_DEADLINE_S):
                 await writer.drain()
+            if unread is not None and writer.can_write_eof():
+                writer.write_eof()
+                async with asyncio.timeout(CLOSE_DEADLINE_S):
+                    while await unread.read(1 << 16):
+                        pass
             writer.close()
             async with asyncio.timeout(CLOSE_DEADLINE_S):
                 await writer.wait_closed()
