@@ -192,6 +192,44 @@ class MQClientAPI:
             raise first
         return out
 
+    async def put_kv_config(self, namespace: str, key: str, value: str, timeout: float = 3.0) -> None:
+        """PUT_KV_CONFIG to every NameServer (as ``mqadmin updateKvConfig``).
+
+        Raises:
+            MQClientError / MQBrokerError: no NameServer stored it.
+        """
+        ext = {"namespace": namespace, "key": key, "value": value}
+        await self.invoke_all_namesrv(RequestCode.PUT_KV_CONFIG, ext, timeout)
+
+    async def get_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> list[str]:
+        """GET_KV_CONFIG from every NameServer: the values found (none when no NameServer has one).
+
+        Every NameServer is asked because a put may have missed one that was down then.
+
+        Raises:
+            MQClientError: no NameServer answered.
+        """
+        values: list[str] = []
+        answered = 0
+        errors: list[str] = []
+        ext = {"namespace": namespace, "key": key}
+        for addr in self.namesrv_addrs:
+            cmd = RemotingCommand.request(RequestCode.GET_KV_CONFIG, ext)
+            try:
+                resp = await self.remoting.invoke(addr, cmd, timeout)
+            except (RemotingConnectError, RemotingTimeoutError) as e:
+                errors.append(str(e))
+                continue
+            answered += 1
+            if resp.code != ResponseCode.QUERY_NOT_FOUND:
+                values.append(str((check(resp, addr).ext or {}).get("value", "")))
+        if not answered:
+            raise MQClientError(
+                f"no NameServer reachable at {';'.join(self.namesrv_addrs)} ({'; '.join(errors)}):"
+                " start one with `mqnamesrv` or fix namesrv_addr / NAMESRV_ADDR"
+            )
+        return values
+
     # ---- Broker: pull and offsets ----------------------------------------------------------------
 
     async def pull_message(

@@ -24,26 +24,31 @@ import logging
 import uuid
 from array import array
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import uvloop
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import select_by_hash
 from rocketpy.client.transaction import LocalTransactionState
 from rocketpy.client.transaction_producer import TransactionProducer
-from rocketpy.errors import MQClientError
+from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.remoting.client import RemotingClient
+from rocketpy.spark.brokers import BrokerSession
+from rocketpy.spark.ledger import Decisions, parse_job_key, read_decisions, stream_job_key, write_decisions
 from rocketpy.spark.options import WriteOptions, parse_write_options
 from rocketpy.spark.rows import WriteLayout, check_layout, to_message
 
 log = logging.getLogger("rocketpy.spark")
+T = TypeVar("T")
 
 BATCH_ROWS = 256
 MAX_IN_FLIGHT = 64
@@ -54,6 +59,40 @@ JOB_PROPERTY = "rocketpySparkJob"
 Halves = dict[str, array]
 
 
+@dataclass(frozen=True)
+class StreamBatch:
+    """A micro-batch as one run of a streaming query executes it (the ledger's key)."""
+
+    query_id: str
+    batch_id: int
+    run_id: str
+
+    @property
+    def key(self) -> str:
+        """The job key of its half messages and producers."""
+        return stream_job_key(self.query_id, self.batch_id, self.run_id)
+
+    @classmethod
+    def of_task(cls) -> StreamBatch | None:
+        """The micro-batch of the running Spark task (None outside a streaming query).
+
+        Spark sets the query id (kept in the checkpoint), the batch id and the run id (new at each
+        start of the query, as the job group) as local properties of every task of a micro-batch.
+        """
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            return None
+        query, batch, run = (
+            ctx.getLocalProperty(name)
+            for name in ("sql.streaming.queryId", "streaming.sql.batchId", "spark.jobGroup.id")
+        )
+        if not (query and run and batch and batch.isdigit()):
+            return None
+        return cls(query, int(batch), run)
+
+
 @dataclass
 class SentPartition(WriterCommitMessage):
     """What one task sent (travels from the task to the driver's commit or abort)."""
@@ -62,8 +101,9 @@ class SentPartition(WriterCommitMessage):
     partition_id: int
     attempt: int
     rows: int
-    batch_id: int | None = None
+    stream: StreamBatch | None = None
     halves: Halves = field(default_factory=dict)  # TransactionalDelivery: what the driver decides
+    replay: bool = False  # the micro-batch was already decided: nothing was sent
 
 
 def _select_queue_id(queues: list[MessageQueue], msg: Message, queue_id: Any) -> MessageQueue:
@@ -132,30 +172,55 @@ async def _send_rows(opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any
 class JobListener:
     """The transaction listener of a write's producers (tasks and driver).
 
-    Rows are sent with ``send_half`` and decided by the driver, so only checks come here: a half
-    message of this write is still being decided (UNKNOW); one of another write is past its
-    ``transactionTimeoutMs`` without a decision, so its driver failed or died (ROLLBACK).
+    Rows are sent with ``send_half`` and decided by the driver, so only checks come here, for half
+    messages past their ``transactionTimeoutMs``: one of this write is still being decided
+    (UNKNOW). One of another write was left by a driver that failed or died: a micro-batch that
+    the ledger says its run decided is committed (the driver died during the commit), anything
+    else is rolled back. When the ledger cannot be read the answer is UNKNOW (asked again later).
     """
 
-    def __init__(self, job_key: str) -> None:
+    def __init__(self, job_key: str, namesrv_addr: str, timeout_s: float) -> None:
         self.job_key = job_key
+        self.namesrv_addrs = parse_namesrv_addrs(namesrv_addr)
+        self.timeout_s = timeout_s
 
     async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
         return LocalTransactionState.UNKNOW  # not called: halves are sent with send_half
 
     async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        if msg.properties.get(JOB_PROPERTY) == self.job_key:
+        key = msg.properties.get(JOB_PROPERTY, "?")
+        if key == self.job_key:
             return LocalTransactionState.UNKNOW
-        log.warning(
-            "rolling back an undecided row of rocketpy write %s (its driver never committed it)",
-            msg.properties.get(JOB_PROPERTY, "?"),
-        )
+        stream = parse_job_key(key)
+        if stream is not None:
+            query_id, batch_id, run_id = stream
+            try:
+                decisions = await self._decisions(query_id)
+            except RocketpyError as e:
+                log.warning(
+                    "cannot read the sink ledger to check a row of %s (%s); the broker asks again", key, e
+                )
+                return LocalTransactionState.UNKNOW
+            if decisions.committed(batch_id, run_id):
+                log.warning(
+                    "committing an undecided row of micro-batch %s (its driver died during the commit)", key
+                )
+                return LocalTransactionState.COMMIT_MESSAGE
+        log.warning("rolling back an undecided row of rocketpy write %s (its driver never committed it)", key)
         return LocalTransactionState.ROLLBACK_MESSAGE
+
+    async def _decisions(self, query_id: str) -> Decisions:
+        remoting = RemotingClient(connect_timeout=self.timeout_s, name="rocketpy-spark-check")
+        try:
+            return await read_decisions(MQClientAPI(remoting, self.namesrv_addrs), query_id, self.timeout_s)
+        finally:
+            await remoting.close()
 
 
 def _txn_producer(opts: WriteOptions, job_key: str) -> TransactionProducer:
+    listener = JobListener(job_key, opts.namesrv_addr, opts.timeout_s)
     return TransactionProducer(
-        opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s, listener=JobListener(job_key)
+        opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s, listener=listener
     )
 
 
@@ -238,65 +303,158 @@ def _task_ids() -> tuple[int, int]:
     return (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
 
 
+def _ledger(opts: WriteOptions, call: Callable[[MQClientAPI], Coroutine[Any, Any, T]]) -> T:
+    """Run one ledger step with a short-lived session (tasks and commits are plain threads)."""
+    with BrokerSession(opts.namesrv_addr, opts.timeout_s) as session:
+        return session.run(lambda: call(session.api))
+
+
+def _already_decided(opts: WriteOptions, stream: StreamBatch) -> bool:
+    """True when ``stream``'s micro-batch was decided before (this task is part of a replay)."""
+
+    async def check(api: MQClientAPI) -> bool:
+        return (await read_decisions(api, stream.query_id, opts.timeout_s)).is_replay(stream.batch_id)
+
+    if not _ledger(opts, check):
+        return False
+    log.info(
+        "micro-batch %d of query %s was already written: this replay sends nothing",
+        stream.batch_id,
+        stream.query_id,
+    )
+    return True
+
+
+def _record_or_drop(opts: WriteOptions, messages: list[Any]) -> bool:
+    """Driver side of a micro-batch's commit: record it in the ledger, or say it is a replay.
+
+    Returns True when the micro-batch was decided before (its rows must not be written again);
+    else the decision is stored before anything is committed. Messages without a micro-batch
+    (a batch write, or a Spark that sets no query id) are not in the ledger: False.
+    """
+    stream = next((m.stream for m in messages if isinstance(m, SentPartition) and m.stream), None)
+    if stream is None:
+        return False
+
+    async def decide(api: MQClientAPI) -> bool:
+        decisions = await read_decisions(api, stream.query_id, opts.timeout_s)
+        if decisions.is_replay(stream.batch_id):
+            return True
+        await write_decisions(
+            api, stream.query_id, decisions.with_decision(stream.batch_id, stream.run_id), opts.timeout_s
+        )
+        return False
+
+    return _ledger(opts, decide)
+
+
+def _job_key(job_id: str, messages: list[Any]) -> str:
+    """The key a commit or abort decides: the micro-batch's (as its tasks sent), else the job's."""
+    stream = next((m.stream for m in messages if isinstance(m, SentPartition) and m.stream), None)
+    return stream.key if stream is not None else job_id
+
+
+def _rows(messages: list[Any]) -> int:
+    return sum(m.rows for m in messages if isinstance(m, SentPartition))
+
+
 class PlainDelivery:
-    """At-least-once delivery: plain sends in the tasks; commit and abort only report."""
+    """At-least-once delivery: plain sends in the tasks; commit and abort only report.
+
+    In a stream, a micro-batch is recorded in the ledger at its commit, so a replay of it after a
+    restart sends nothing; a driver that dies before that record leaves its rows visible and the
+    replay sends them again (at-least-once).
+    """
 
     def send_partition(
-        self, opts: WriteOptions, layout: WriteLayout, job_id: str, rows: Iterator[Any], batch_id: int | None
+        self,
+        opts: WriteOptions,
+        layout: WriteLayout,
+        job_id: str,
+        rows: Iterator[Any],
+        stream: StreamBatch | None,
     ) -> SentPartition:
         """Send one task's rows (in a Spark worker)."""
         partition_id, attempt = _task_ids()
+        if stream is not None and _already_decided(opts, stream):
+            return SentPartition(job_id, partition_id, attempt, 0, stream, replay=True)
         sent = _run(lambda: _send_rows(opts, layout, rows))
-        return SentPartition(job_id, partition_id, attempt, sent, batch_id)
+        return SentPartition(job_id, partition_id, attempt, sent, stream)
 
-    def commit(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
+    def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Every task succeeded: the rows are already visible."""
-        rows = sum(m.rows for m in messages if isinstance(m, SentPartition))
-        log.info("rocketpy write %s: %d rows sent by %d tasks", job_key, rows, len(messages))
+        key = _job_key(job_id, messages)
+        if _record_or_drop(opts, messages) and _rows(messages):
+            log.warning(
+                "rocketpy write %s: %d rows of a replayed micro-batch were sent again", key, _rows(messages)
+            )
+        log.info("rocketpy write %s: %d rows sent by %d tasks", key, _rows(messages), len(messages))
 
-    def abort(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
+    def abort(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """The job failed: rows its tasks already sent stay in the topic (at-least-once)."""
-        rows = sum(m.rows for m in messages if isinstance(m, SentPartition))
         log.warning(
             "rocketpy write %s aborted: %d rows already sent stay visible (transactional=false)",
-            job_key,
-            rows,
+            _job_key(job_id, messages),
+            _rows(messages),
         )
 
 
 class TransactionalDelivery:
-    """All-or-nothing per job: half messages in the tasks, committed or rolled back by the driver."""
+    """All-or-nothing per job: half messages in the tasks, committed or rolled back by the driver.
+
+    In a stream, exactly once: a replayed micro-batch's tasks send nothing, or (when they ran
+    before the original's commit was recorded) its driver rolls back what they sent.
+    """
 
     def send_partition(
-        self, opts: WriteOptions, layout: WriteLayout, job_id: str, rows: Iterator[Any], batch_id: int | None
+        self,
+        opts: WriteOptions,
+        layout: WriteLayout,
+        job_id: str,
+        rows: Iterator[Any],
+        stream: StreamBatch | None,
     ) -> SentPartition:
         """Send one task's rows as half messages (in a Spark worker)."""
         partition_id, attempt = _task_ids()
-        key = job_key(job_id, batch_id)
+        if stream is not None and _already_decided(opts, stream):
+            return SentPartition(job_id, partition_id, attempt, 0, stream, replay=True)
+        key = stream.key if stream is not None else job_id
         sent, halves = _run(lambda: _send_halves(opts, layout, rows, key))
-        return SentPartition(job_id, partition_id, attempt, sent, batch_id, halves)
+        return SentPartition(job_id, partition_id, attempt, sent, stream, halves)
 
-    def commit(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
-        """Commit every task's half messages.
+    def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
+        """Commit every task's half messages (roll them back when the micro-batch is a replay).
 
         Raises:
             MQClientError: some were not confirmed (those are checked by their broker later).
         """
-        rows, failed = self._decide(opts, messages, job_key, LocalTransactionState.COMMIT_MESSAGE)
+        key = _job_key(job_id, messages)
+        if _record_or_drop(opts, messages):
+            rows, failed = self._decide(opts, messages, key, LocalTransactionState.ROLLBACK_MESSAGE)
+            log.info(
+                "rocketpy write %s is a replay of a written micro-batch: dropped (%d rows rolled back)",
+                key,
+                rows,
+            )
+            if failed:
+                raise MQClientError(
+                    f"rocketpy write {key}: {failed} rows of a replayed micro-batch could not be rolled back"
+                )
+            return
+        rows, failed = self._decide(opts, messages, key, LocalTransactionState.COMMIT_MESSAGE)
         if failed:
             raise MQClientError(
-                f"rocketpy write {job_key}: {failed} of {rows} rows could not be committed (brokers "
+                f"rocketpy write {key}: {failed} of {rows} rows could not be committed (brokers "
                 "unreachable or the rows already rolled back); the others are visible. Rows left "
                 "undecided are rolled back by a later write's check after transactionTimeoutMs"
             )
-        log.info("rocketpy write %s: %d rows committed (%d tasks)", job_key, rows, len(messages))
+        log.info("rocketpy write %s: %d rows committed (%d tasks)", key, rows, len(messages))
 
-    def abort(self, opts: WriteOptions, messages: list[Any], job_key: str) -> None:
+    def abort(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Roll back the half messages of the tasks that finished."""
-        rows, failed = self._decide(opts, messages, job_key, LocalTransactionState.ROLLBACK_MESSAGE)
-        log.warning(
-            "rocketpy write %s aborted: %d rows rolled back (%d not confirmed)", job_key, rows, failed
-        )
+        key = _job_key(job_id, messages)
+        rows, failed = self._decide(opts, messages, key, LocalTransactionState.ROLLBACK_MESSAGE)
+        log.warning("rocketpy write %s aborted: %d rows rolled back (%d not confirmed)", key, rows, failed)
 
     @staticmethod
     def _decide(
@@ -317,11 +475,6 @@ class TransactionalDelivery:
                 return await _decide(producer, halves, state)
 
         return rows, int(_run(go))
-
-
-def job_key(job_id: str, batch_id: int | None) -> str:
-    """What one commit decides: a batch write's job, or one micro-batch of a stream."""
-    return job_id if batch_id is None else f"{job_id}/{batch_id}"
 
 
 def delivery_for(opts: WriteOptions) -> PlainDelivery | TransactionalDelivery:
@@ -355,7 +508,11 @@ class BatchWriter(DataSourceWriter):
 
 
 class StreamWriter(DataSourceStreamWriter):
-    """``writeStream.format("rocketpy")``: each micro-batch's tasks send their rows."""
+    """``writeStream.format("rocketpy")``: each micro-batch's tasks send their rows.
+
+    Spark makes a new writer for every micro-batch and for every commit (in another process), so
+    everything a commit needs travels in the tasks' ``SentPartition``s.
+    """
 
     def __init__(self, schema: StructType, options: Any) -> None:
         self.opts = parse_write_options(options)
@@ -365,17 +522,15 @@ class StreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> SentPartition:
         """Send one partition of a micro-batch."""
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
-        batch_id = int(raw) if raw is not None else None
-        return self.delivery.send_partition(self.opts, self.layout, self.job_id, iterator, batch_id)
+        stream = StreamBatch.of_task()
+        if stream is None:
+            log.warning("no streaming query id in this task: a replayed micro-batch would be written again")
+        return self.delivery.send_partition(self.opts, self.layout, self.job_id, iterator, stream)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         """The micro-batch is done."""
-        self.delivery.commit(self.opts, messages, job_key(self.job_id, batchId))
+        self.delivery.commit(self.opts, messages, f"{self.job_id}/{batchId}")
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         """The micro-batch failed."""
-        self.delivery.abort(self.opts, messages, job_key(self.job_id, batchId))
+        self.delivery.abort(self.opts, messages, f"{self.job_id}/{batchId}")

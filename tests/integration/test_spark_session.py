@@ -133,6 +133,33 @@ def test_batch_and_stream_write(spark: Any, ns: str, tmp_path: Path) -> None:
     assert sorted(int(r.body) for r in copied) == list(range(100))
 
 
+@pytest.mark.parametrize("transactional", ["true", "false"])
+def test_a_replayed_micro_batch_is_written_once(spark: Any, ns: str, tmp_path: Path, transactional: str) -> None:
+    src, dst = f"SparkReplay{transactional}", f"SparkReplayOut{transactional}"
+    _send(ns, src, 60)
+    _send(ns, dst, 0)
+    checkpoint = tmp_path / "cp"
+
+    def run() -> list[Any]:
+        q = (
+            spark.readStream.format("rocketpy").option("namesrvAddr", ns).option("topic", src)
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 20).load()
+            .select("body").writeStream.format("rocketpy").option("namesrvAddr", ns).option("topic", dst)
+            .option("transactional", transactional).option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        assert q.awaitTermination(180), "the availableNow query did not finish"
+        return [p["batchId"] for p in q.recentProgress if p["numInputRows"] > 0]
+
+    assert run() == [0, 1, 2]
+    # the driver "died" after the sink's commit of batch 2, before Spark's commit log recorded it
+    (checkpoint / "commits" / "2").unlink()
+    (checkpoint / "commits" / ".2.crc").unlink(missing_ok=True)
+    assert run() == [2]  # Spark replays batch 2 in a new run
+    rows = _reader(spark, ns, dst).load().collect()
+    assert sorted(int(r.body) for r in rows) == list(range(60))  # each row once
+
+
 def test_failed_batch_write_leaves_nothing_visible(spark: Any, ns: str) -> None:
     _send(ns, "SparkAtomic", 0)
     df = spark.range(0, 40, 1, 4).selectExpr(

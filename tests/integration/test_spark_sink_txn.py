@@ -21,7 +21,14 @@ from rocketpy import Admin
 from rocketpy.errors import MQClientError
 from rocketpy.spark.options import parse_write_options
 from rocketpy.spark.rows import check_layout
-from rocketpy.spark.sink import JobListener, TransactionalDelivery, _txn_producer
+from rocketpy.spark.sink import (
+    JobListener,
+    PlainDelivery,
+    StreamBatch,
+    TransactionalDelivery,
+    _record_or_drop,
+    _txn_producer,
+)
 from rocketpy.topic import TRANS_OP_HALF_TOPIC
 from tests.conftest import DaemonPool
 from tests.integration.test_ha import store_of
@@ -42,12 +49,13 @@ def setup(daemons: DaemonPool, topic: str, **broker: Any) -> tuple[str, Any]:
     return ns.addr, b
 
 
-def visible(ns: str, topic: str) -> int:
-    async def count() -> int:
-        async with Admin(ns) as admin:
-            return sum(r["max_offset"] for r in await admin.topic_status(topic))
+async def visible_async(ns: str, topic: str) -> int:
+    async with Admin(ns) as admin:
+        return sum(r["max_offset"] for r in await admin.topic_status(topic))
 
-    return asyncio.run(count())
+
+def visible(ns: str, topic: str) -> int:
+    return asyncio.run(visible_async(ns, topic))
 
 
 def decisions(broker: Any) -> int:
@@ -122,6 +130,63 @@ def test_halves_of_a_dead_driver_are_rolled_back_by_a_later_write(
     with pytest.raises(MQClientError, match="could not be committed"):
         TransactionalDelivery().commit(opts, [orphan], "job-dead")
     assert visible(ns, "TxnOrphan") == 0
+
+
+def test_a_replayed_micro_batch_is_not_written_twice(daemons: DaemonPool) -> None:
+    ns, broker = setup(daemons, "TxnReplay")
+    opts, layout = writer(ns, "TxnReplay")
+    d = TransactionalDelivery()
+    first = StreamBatch("query-1", 0, "run-1")
+    parts = [d.send_partition(opts, layout, "w1", rows(20), first) for _ in range(2)]
+    d.commit(opts, parts, "w1/0")
+    assert visible(ns, "TxnReplay") == 40
+
+    # the driver died before Spark's commit log: the restarted query (a new run) replays batch 0
+    replay = StreamBatch("query-1", 0, "run-2")
+    again = d.send_partition(opts, layout, "w2", rows(20), replay)
+    assert again.replay and again.rows == 0 and not again.halves  # the task sends nothing
+    d.commit(opts, [again], "w2/0")
+
+    # tasks that ran before the original's commit was recorded: their driver rolls them back
+    early = StreamBatch("query-1", 1, "run-3")
+    late_parts = [d.send_partition(opts, layout, "w3", rows(15), early)]
+    d.commit(opts, [d.send_partition(opts, layout, "w2", rows(15), StreamBatch("query-1", 1, "run-2"))], "w2/1")
+    d.commit(opts, late_parts, "w3/1")
+    wait_until(lambda: decisions(broker) == 40 + 15 + 15, 10.0, message="commits and rollbacks recorded")
+    assert visible(ns, "TxnReplay") == 40 + 15
+
+    plain = PlainDelivery()
+    p_opts, _ = writer(ns, "TxnReplay", transactional="false")
+    sent = plain.send_partition(p_opts, layout, "w4", rows(5), StreamBatch("query-2", 0, "run-1"))
+    plain.commit(p_opts, [sent], "w4/0")
+    replayed = plain.send_partition(p_opts, layout, "w5", rows(5), StreamBatch("query-2", 0, "run-2"))
+    assert replayed.replay and replayed.rows == 0
+    assert visible(ns, "TxnReplay") == 40 + 15 + 5
+
+
+def test_rows_of_a_driver_that_died_during_the_commit_are_committed_by_the_check(daemons: DaemonPool) -> None:
+    ns, broker = setup(daemons, "TxnHalfDone", **CHECK)
+    opts, layout = writer(ns, "TxnHalfDone", transactionTimeoutMs="1000")
+    d = TransactionalDelivery()
+    decided = StreamBatch("query-9", 0, "run-1")
+    parts = [d.send_partition(opts, layout, "w", rows(10), decided)]
+    assert not _record_or_drop(opts, parts)  # the driver recorded batch 0 ... and died before committing
+    undecided = StreamBatch("query-9", 1, "run-1")
+    d.send_partition(opts, layout, "w", rows(7), undecided)  # batch 1: its driver never got that far
+    assert visible(ns, "TxnHalfDone") == 0
+
+    async def later_write() -> None:  # the restarted query's producer answers the broker's checks
+        async with _txn_producer(opts, StreamBatch("query-9", 1, "run-2").key) as producer:
+            await producer.send_half(_message("TxnHalfDone"))  # registers the group with the broker
+            async def batch_0_visible() -> bool:
+                return await visible_async(ns, "TxnHalfDone") == 10
+
+            await wait_until_async(batch_0_visible, 30.0, interval=0.2, message="batch 0 committed")
+            # each orphan: a check and a decision (batch 1's rows rolled back)
+            await wait_until_async(lambda: decisions(broker) >= 2 * 17, 30.0, message="all decided")
+
+    asyncio.run(later_write())
+    assert visible(ns, "TxnHalfDone") == 10  # batch 1's rows were rolled back, batch 0's committed
 
 
 def _message(topic: str) -> Any:
