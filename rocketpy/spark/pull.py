@@ -4,7 +4,7 @@ Owns the read loop of a Spark task. Without a tag filter, offsets of a queue are
 range is cut into windows of ``pullBatchSize`` offsets and up to ``PIPELINE_DEPTH`` pulls are in
 flight on one connection; a window answered short (the broker's per-pull count or byte cap) is
 completed by a pull of its rest before anything later is handed on, and the window shrinks to
-what the broker answers. With a tag filter the broker skips offsets, so pulls are sequential
+the most the broker answered at once (its per-pull cap). With a tag filter the broker skips offsets, so pulls are sequential
 from each answer's ``nextBeginOffset``; tags are checked again here (the broker filters by hash).
 Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a larger min offset) fail the
 read with ``DataLossError`` naming the queue and offsets, or are skipped and logged.
@@ -61,6 +61,7 @@ class RangeReader:
         self.filtered = opts.tags.strip() not in ("", "*")
         self.sub = SubscriptionData.of_tags(r.topic, opts.tags, 0) if self.filtered else None
         self.window = opts.pull_batch_size
+        self._largest = 0  # most offsets one answer covered
         self.group = opts.consumer_group or TOOLS_CONSUMER
         self._pending: deque[_Window] = deque()
 
@@ -114,8 +115,12 @@ class RangeReader:
         reached = min(result.next_begin_offset, limit)
         if reached <= w.start:
             raise MQClientError(f"{queue_name(self.range.queue)}: the broker made no progress at {w.start}")
+        got = reached - w.start
+        self._largest = max(self._largest, got)
         if not self.filtered and result.messages and reached < w.stop:
-            self.window = max(1, min(self.window, reached - w.start))
+            # the broker caps a pull's count (or cut it at a commitlog file's end): windows shrink
+            # to the most it ever answered at once, not to this answer, so one cut is not forever
+            self.window = max(1, min(self.window, self._largest))
         return msgs, reached
 
     async def chunks(self) -> AsyncGenerator[list[MessageExt], None]:
