@@ -33,7 +33,7 @@ def to_record_batch(msgs: Sequence[MessageExt], broker_name: str) -> pa.RecordBa
         pa.array([m.keys for m in msgs], _KEYS),
         pa.array([m.tags for m in msgs], _STRING),
         pa.array([m.body for m in msgs], pa.binary()),
-        pa.array([list(m.properties.items()) for m in msgs], PROPERTIES),
+        pa.array([m.properties for m in msgs], PROPERTIES),  # dicts: no per-row list of pairs
         pa.array([m.born_timestamp * 1000 for m in msgs], TIMESTAMP),
         pa.array([m.store_timestamp * 1000 for m in msgs], TIMESTAMP),
         pa.array([m.reconsume_times for m in msgs], pa.int32()),

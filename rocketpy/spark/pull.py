@@ -4,8 +4,9 @@ Owns the read loop of a Spark task. Without a tag filter, offsets of a queue are
 range is cut into windows of ``pullBatchSize`` offsets and up to ``PIPELINE_DEPTH`` pulls are in
 flight on one connection; a window answered short (the broker's per-pull count or byte cap) is
 completed by a pull of its rest before anything later is handed on, and the window shrinks to
-the most the broker answered at once (its per-pull cap). With a tag filter the broker skips offsets, so pulls are sequential
-from each answer's ``nextBeginOffset``; tags are checked again here (the broker filters by hash).
+the most the broker answered at once (its per-pull cap). With a tag filter the broker skips
+offsets, so pulls are sequential from each answer's ``nextBeginOffset``; tags are checked again
+here (the broker filters by hash).
 Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a larger min offset) fail the
 read with ``DataLossError`` naming the queue and offsets, or are skipped and logged.
 """

@@ -134,7 +134,9 @@ def test_batch_and_stream_write(spark: Any, ns: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("transactional", ["true", "false"])
-def test_a_replayed_micro_batch_is_written_once(spark: Any, ns: str, tmp_path: Path, transactional: str) -> None:
+def test_a_replayed_micro_batch_is_written_once(
+    spark: Any, ns: str, tmp_path: Path, transactional: str
+) -> None:
     src, dst = f"SparkReplay{transactional}", f"SparkReplayOut{transactional}"
     _send(ns, src, 60)
     _send(ns, dst, 0)

@@ -148,10 +148,10 @@ def test_a_replayed_micro_batch_is_not_written_twice(daemons: DaemonPool) -> Non
     d.commit(opts, [again], "w2/0")
 
     # tasks that ran before the original's commit was recorded: their driver rolls them back
-    early = StreamBatch("query-1", 1, "run-3")
-    late_parts = [d.send_partition(opts, layout, "w3", rows(15), early)]
-    d.commit(opts, [d.send_partition(opts, layout, "w2", rows(15), StreamBatch("query-1", 1, "run-2"))], "w2/1")
-    d.commit(opts, late_parts, "w3/1")
+    early = [d.send_partition(opts, layout, "w3", rows(15), StreamBatch("query-1", 1, "run-3"))]
+    on_time = [d.send_partition(opts, layout, "w2", rows(15), StreamBatch("query-1", 1, "run-2"))]
+    d.commit(opts, on_time, "w2/1")
+    d.commit(opts, early, "w3/1")
     wait_until(lambda: decisions(broker) == 40 + 15 + 15, 10.0, message="commits and rollbacks recorded")
     assert visible(ns, "TxnReplay") == 40 + 15
 
@@ -178,6 +178,7 @@ def test_rows_of_a_driver_that_died_during_the_commit_are_committed_by_the_check
     async def later_write() -> None:  # the restarted query's producer answers the broker's checks
         async with _txn_producer(opts, StreamBatch("query-9", 1, "run-2").key) as producer:
             await producer.send_half(_message("TxnHalfDone"))  # registers the group with the broker
+
             async def batch_0_visible() -> bool:
                 return await visible_async(ns, "TxnHalfDone") == 10
 

@@ -23,7 +23,13 @@ def test_a_decided_batch_and_every_earlier_one_are_replays() -> None:
 
 def test_a_run_commits_only_the_batches_it_decided() -> None:
     # run r1 decided 0..3 and died during 3's commit; r2 replayed 3 (dropped) and decided 4..5
-    d = Decisions().with_decision(0, "r1").with_decision(3, "r1").with_decision(4, "r2").with_decision(5, "r2")
+    d = (
+        Decisions()
+        .with_decision(0, "r1")
+        .with_decision(3, "r1")
+        .with_decision(4, "r2")
+        .with_decision(5, "r2")
+    )
     assert d.committed(3, "r1")  # left undecided by r1's death: commit
     assert not d.committed(3, "r2")  # r2's replay of 3 was dropped
     assert not d.committed(6, "r2")  # not decided yet
