@@ -382,6 +382,18 @@ class Admin:
         )
         return {a: int(v.get("addTopicCount", 0)) for a, v in out.items() if isinstance(v, dict)}
 
+    async def update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """Set ``namespace``/``key`` in every NameServer's KV table (PUT_KV_CONFIG)."""
+        await self.instance.api.put_kv_config(namespace, key, value, self.timeout)
+
+    async def get_kv_config(self, namespace: str, key: str) -> dict[str, str | None]:
+        """``namespace``/``key`` of every NameServer that answers: address -> value (None: unset)."""
+        return await self.instance.api.get_kv_config(namespace, key, self.timeout)
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """Remove ``namespace``/``key`` from every NameServer's KV table (DELETE_KV_CONFIG)."""
+        await self.instance.api.delete_kv_config(namespace, key, self.timeout)
+
     # ---- messages ----------------------------------------------------------------------------------
 
     async def query_msg_by_id(self, offset_msg_id: str, broker_addr: str | None = None) -> MessageExt:

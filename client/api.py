@@ -201,16 +201,24 @@ class MQClientAPI:
         ext = {"namespace": namespace, "key": key, "value": value}
         await self.invoke_all_namesrv(RequestCode.PUT_KV_CONFIG, ext, timeout)
 
-    async def get_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> list[str]:
-        """GET_KV_CONFIG from every NameServer: the values found (none when no NameServer has one).
+    async def delete_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> None:
+        """DELETE_KV_CONFIG on every NameServer (absent is fine).
 
-        Every NameServer is asked because a put may have missed one that was down then.
+        Raises:
+            MQClientError / MQBrokerError: no NameServer deleted it.
+        """
+        await self.invoke_all_namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key}, timeout)
+
+    async def get_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> dict[str, str | None]:
+        """GET_KV_CONFIG from every NameServer: address -> value (None: not set there).
+
+        Every NameServer is asked because a put may have missed one that was down then; those that
+        do not answer are left out.
 
         Raises:
             MQClientError: no NameServer answered.
         """
-        values: list[str] = []
-        answered = 0
+        out: dict[str, str | None] = {}
         errors: list[str] = []
         ext = {"namespace": namespace, "key": key}
         for addr in self.namesrv_addrs:
@@ -220,15 +228,14 @@ class MQClientAPI:
             except (RemotingConnectError, RemotingTimeoutError) as e:
                 errors.append(str(e))
                 continue
-            answered += 1
-            if resp.code != ResponseCode.QUERY_NOT_FOUND:
-                values.append(str((check(resp, addr).ext or {}).get("value", "")))
-        if not answered:
+            found = resp.code != ResponseCode.QUERY_NOT_FOUND
+            out[addr] = str((check(resp, addr).ext or {}).get("value", "")) if found else None
+        if not out:
             raise MQClientError(
                 f"no NameServer reachable at {';'.join(self.namesrv_addrs)} ({'; '.join(errors)}):"
                 " start one with `mqnamesrv` or fix namesrv_addr / NAMESRV_ADDR"
             )
-        return values
+        return out
 
     # ---- Broker: pull and offsets ----------------------------------------------------------------
 

@@ -361,6 +361,43 @@ async def wipe_write_perm(admin: Any, as_json: bool, broker_name: str) -> None:
             click.echo(f"wipe write perm of broker[{broker_name}] in name server[{ns}] OK, {n}")
 
 
+# ---- NameServer KV table -----------------------------------------------------------------------------------
+
+
+@click.option("-s", "--namespace", required=True, help="KV namespace (e.g. ROCKETPY_SPARK_SINK).")
+@click.option("-k", "--key", required=True)
+@click.option("-v", "--value", required=True)
+@_admin_command("updateKvConfig")
+async def update_kv_config(admin: Any, as_json: bool, namespace: str, key: str, value: str) -> None:
+    """Set a key of the NameServers' KV table (on every NameServer)."""
+    await admin.update_kv_config(namespace, key, value)
+    if as_json:
+        _emit(True, {"namespace": namespace, "key": key, "value": value})
+    else:
+        click.echo(f"update kv config success, {namespace} {key}")
+
+
+@click.option("-s", "--namespace", required=True, help="KV namespace (e.g. ROCKETPY_SPARK_SINK).")
+@click.option("-k", "--key", required=True)
+@_admin_command("getKvConfig")
+async def get_kv_config(admin: Any, as_json: bool, namespace: str, key: str) -> None:
+    """Print a key of the NameServers' KV table, per NameServer (rocketpy; RocketMQ has no such command)."""
+    doc = await admin.get_kv_config(namespace, key)
+    _emit(as_json, doc, ["NameServer", "Value"], [[a, v] for a, v in sorted(doc.items())])
+
+
+@click.option("-s", "--namespace", required=True, help="KV namespace (e.g. ROCKETPY_SPARK_SINK).")
+@click.option("-k", "--key", required=True)
+@_admin_command("deleteKvConfig")
+async def delete_kv_config(admin: Any, as_json: bool, namespace: str, key: str) -> None:
+    """Remove a key from the NameServers' KV table (on every NameServer)."""
+    await admin.delete_kv_config(namespace, key)
+    if as_json:
+        _emit(True, {"namespace": namespace, "key": key, "deleted": True})
+    else:
+        click.echo(f"delete kv config success, {namespace} {key}")
+
+
 # ---- groups and offsets ----------------------------------------------------------------------------------
 
 

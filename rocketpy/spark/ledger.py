@@ -17,7 +17,8 @@ query). The sink keys its work on all three (``stream_job_key``):
 The ledger lives in the NameServers' KV table: namespace ``LEDGER_NAMESPACE``, key = query id,
 value = JSON ``{"runs": {run id: [first, last]}}`` for the last ``MAX_RUNS`` runs. It is written to
 every NameServer and read from all, ranges merged, so a NameServer that was down at a put does not
-bring a batch back. Only the query's one driver writes it. One entry per query that ever wrote.
+bring a batch back. Only the query's one driver writes it. One entry per query that ever wrote
+(``mqadmin getKvConfig -s ROCKETPY_SPARK_SINK -k QUERY_ID`` shows one, ``deleteKvConfig`` removes it).
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ async def read_decisions(api: MQClientAPI, query_id: str, timeout_s: float) -> D
         MQClientError: no NameServer answered (the caller must not guess).
     """
     out = Decisions()
-    for text in await api.get_kv_config(LEDGER_NAMESPACE, query_id, timeout_s):
-        out = out.merged(Decisions.from_json(text))
+    for text in (await api.get_kv_config(LEDGER_NAMESPACE, query_id, timeout_s)).values():
+        if text is not None:
+            out = out.merged(Decisions.from_json(text))
     return out
 
 

@@ -137,6 +137,16 @@ def test_broker_config_and_wipe_perm(cluster: dict[str, str]) -> None:
     assert perm & 2 == 0
 
 
+def test_kv_config_commands(cluster: dict[str, str]) -> None:
+    ns = cluster["ns"]
+    assert run_json(ns, "getKvConfig", "-s", "NS_T", "-k", "k1") == {ns: None}
+    run(ns, "updateKvConfig", "-s", "NS_T", "-k", "k1", "-v", "v1")
+    assert run_json(ns, "getKvConfig", "-s", "NS_T", "-k", "k1") == {ns: "v1"}
+    assert "v1" in run(ns, "getKvConfig", "-s", "NS_T", "-k", "k1")
+    run(ns, "deleteKvConfig", "-s", "NS_T", "-k", "k1")
+    assert run_json(ns, "getKvConfig", "-s", "NS_T", "-k", "k1") == {ns: None}
+
+
 async def test_admin_api_errors(cluster: dict[str, str]) -> None:
     async with Admin(cluster["ns"]) as admin:
         with pytest.raises(MQClientError, match="does not exist: create it"):
