@@ -207,7 +207,9 @@ class MQClientAPI:
         Raises:
             MQClientError / MQBrokerError: no NameServer deleted it.
         """
-        await self.invoke_all_namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key}, timeout)
+        await self.invoke_all_namesrv(
+            RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key}, timeout
+        )
 
     async def get_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> dict[str, str | None]:
         """GET_KV_CONFIG from every NameServer: address -> value (None: not set there).
@@ -240,23 +242,27 @@ class MQClientAPI:
     # ---- Broker: pull and offsets ----------------------------------------------------------------
 
     async def pull_message(
-        self, addr: str, ext: dict[str, Any], timeout: float, *, lite: bool = False
+        self, addr: str, ext: dict[str, Any], timeout: float, *, lite: bool = False, raw: bool = False
     ) -> PullResult:
-        """PULL_MESSAGE (or LITE_PULL_MESSAGE) with the docs/wire.md header fields in ``ext``."""
+        """PULL_MESSAGE (or LITE_PULL_MESSAGE) with the docs/wire.md header fields in ``ext``.
+
+        ``raw``: leave the records undecoded in ``PullResult.body`` (a columnar reader decodes them).
+        """
         code = RequestCode.LITE_PULL_MESSAGE if lite else RequestCode.PULL_MESSAGE
         resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
         status = PULL_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise broker_error(resp.code, resp.remark, addr)
         rext = resp.ext or {}
-        msgs = decode_records(resp.body) if status is PullStatus.FOUND and resp.body else []
+        found = status is PullStatus.FOUND and resp.body
         return PullResult(
             status,
             ext_int(rext, "nextBeginOffset"),
             ext_int(rext, "minOffset"),
             ext_int(rext, "maxOffset"),
-            msgs,
+            decode_records(resp.body) if found and not raw else [],
             ext_int(rext, "suggestWhichBrokerId"),
+            bytes(resp.body) if found and raw else b"",
         )
 
     async def query_consumer_offset(

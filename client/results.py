@@ -123,9 +123,13 @@ PULL_STATUS_BY_CODE = {
 
 
 class PullResult:
-    """One pull's outcome; ``messages`` is decoded (and decompressed) only when FOUND."""
+    """One pull's outcome; ``messages`` is decoded (and decompressed) only when FOUND.
+
+    ``body`` is the answer's records undecoded when the pull asked for them raw (else empty).
+    """
 
     __slots__ = (
+        "body",
         "max_offset",
         "messages",
         "min_offset",
@@ -142,7 +146,9 @@ class PullResult:
         max_offset: int,
         messages: list[MessageExt],
         suggest_which_broker_id: int = 0,
+        body: bytes = b"",
     ) -> None:
+        self.body = body
         self.status = status
         self.next_begin_offset = next_begin_offset
         self.min_offset = min_offset

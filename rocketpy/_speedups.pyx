@@ -19,7 +19,8 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH, PyUnicode_Substring
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcmp, memcpy, memset
 
 import struct
 import zlib
@@ -700,3 +701,298 @@ def read_typical_v2(h, ext):
     h.batch = batch
     h.broker_name = broker_name
     return True
+
+
+# -- records -> column buffers (twin of rocketpy.record_columns.decode_columns) -------------------
+cdef bint _columns_bound = False
+cdef object _ColumnBuffers = None
+cdef object _offset_msg_id_from_packed = None
+
+
+cdef int _bind_columns() except -1:
+    global _columns_bound, _ColumnBuffers, _offset_msg_id_from_packed
+    from rocketpy import msgid, record_columns
+
+    _ColumnBuffers = record_columns.ColumnBuffers
+    _offset_msg_id_from_packed = msgid.offset_msg_id_from_packed
+    _columns_bound = True
+    return 0
+
+
+cdef struct _Buf:
+    char* p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int _grow(_Buf* b, Py_ssize_t k) except -1:
+    cdef Py_ssize_t cap = b.cap * 2
+    cdef char* q
+    if cap < b.n + k:
+        cap = b.n + k
+    if cap < 256:
+        cap = 256
+    q = <char*>PyMem_Realloc(b.p, cap)
+    if q == NULL:
+        raise MemoryError()
+    b.p = q
+    b.cap = cap
+    return 0
+
+
+cdef inline int _put(_Buf* b, const void* src, Py_ssize_t k) except -1:
+    if b.n + k > b.cap:
+        _grow(b, k)
+    memcpy(b.p + b.n, src, k)
+    b.n += k
+    return 0
+
+
+cdef inline int _put_i32(_Buf* b, Py_ssize_t v) except -1:
+    cdef int32_t x
+    if v > 0x7FFFFFFF:
+        raise OverflowError("a column of one decode exceeds 2 GiB: decode fewer records at once")
+    x = <int32_t>v
+    return _put(b, &x, 4)
+
+
+cdef inline int _put_i64(_Buf* b, int64_t v) except -1:
+    return _put(b, &v, 8)
+
+
+cdef inline int _put_str(_Buf* data, _Buf* offsets, const unsigned char* p, Py_ssize_t n) except -1:
+    """One string (or binary) value: its bytes, then the offset of its end."""
+    _put(data, p, n)
+    return _put_i32(offsets, data.n)
+
+
+cdef inline bint _ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            return False
+    return True
+
+
+cdef inline bint _is(const unsigned char* p, Py_ssize_t n, const char* word, Py_ssize_t w) noexcept nogil:
+    return n == w and memcmp(p, word, w) == 0
+
+
+# One property item of a record: name and value spans into the record's bytes.
+cdef struct _Prop:
+    const unsigned char* name
+    Py_ssize_t name_len
+    const unsigned char* value
+    Py_ssize_t value_len
+
+
+cdef enum:
+    B_QID = 0
+    B_QOFF = 1
+    B_BORN = 2
+    B_STORE = 3
+    B_RECONSUME = 4
+    B_TOPIC_OFF = 5
+    B_TOPIC = 6
+    B_MSGID_OFF = 7
+    B_MSGID = 8
+    B_TAGS_VALID = 9
+    B_TAGS_OFF = 10
+    B_TAGS = 11
+    B_BODY_OFF = 12
+    B_BODY = 13
+    B_KEYS_OFF = 14
+    B_KEY_OFF = 15
+    B_KEY = 16
+    B_PROPS_OFF = 17
+    B_NAME_OFF = 18
+    B_NAME = 19
+    B_VALUE_OFF = 20
+    B_VALUE = 21
+    _BUFS = 22
+
+
+cdef int _column_props(_Buf* bufs, const unsigned char* p, Py_ssize_t n, Py_ssize_t row,
+                       Py_ssize_t* n_keys, Py_ssize_t* n_props, const unsigned char** uniq,
+                       Py_ssize_t* uniq_len, _Prop* items) except -1:
+    """Split one record's properties ``p[:n]`` into the tags, keys and properties columns."""
+    cdef Py_ssize_t i = 0, start, sep, j, count = 0, k
+    cdef const unsigned char* tags = NULL
+    cdef Py_ssize_t tags_len = 0
+    cdef const unsigned char* keys = NULL
+    cdef Py_ssize_t keys_len = -1
+    cdef const unsigned char* delay = NULL
+    cdef Py_ssize_t delay_len = -1
+    cdef const unsigned char* name
+    cdef const unsigned char* value
+    cdef Py_ssize_t name_len, value_len
+    cdef unsigned char bit
+    while i < n:
+        start = i
+        sep = -1
+        while i < n and p[i] != 2:
+            if p[i] == 1 and sep < 0:
+                sep = i
+            i += 1
+        if sep > start:  # a separator and a non-empty name (string_to_properties)
+            name, name_len = p + start, sep - start
+            value, value_len = p + sep + 1, i - sep - 1
+            if _is(name, name_len, "TAGS", 4):
+                tags, tags_len = value, value_len
+            elif _is(name, name_len, "KEYS", 4):
+                keys, keys_len = value, value_len
+            elif _is(name, name_len, "DELAY", 5):
+                delay, delay_len = value, value_len
+            else:
+                for j in range(count):  # a later value of a name wins, in the first one's place
+                    if items[j].name_len == name_len and memcmp(items[j].name, name, name_len) == 0:
+                        items[j].value, items[j].value_len = value, value_len
+                        break
+                else:
+                    items[count].name, items[count].name_len = name, name_len
+                    items[count].value, items[count].value_len = value, value_len
+                    count += 1
+        i += 1
+    if delay_len > 0 and not _ascii(delay, delay_len):  # MessageExt reads DELAY with int(): same error
+        d = PyUnicode_DecodeUTF8(<const char*>delay, delay_len, NULL)
+        if d.isdigit():
+            int(d)
+    if tags != NULL:
+        bit = <unsigned char>(1 << (row & 7))
+        bufs[B_TAGS_VALID].p[row >> 3] |= bit
+        _put_str(&bufs[B_TAGS], &bufs[B_TAGS_OFF], tags, tags_len)
+    else:
+        _put_i32(&bufs[B_TAGS_OFF], bufs[B_TAGS].n)
+    if keys_len > 0:  # KEYS split on single spaces, empty pieces dropped
+        j = 0
+        while j <= keys_len:
+            k = j
+            while k < keys_len and keys[k] != 32:
+                k += 1
+            if k > j:
+                _put_str(&bufs[B_KEY], &bufs[B_KEY_OFF], keys + j, k - j)
+                n_keys[0] += 1
+            j = k + 1
+    _put_i32(&bufs[B_KEYS_OFF], n_keys[0])
+    uniq[0] = NULL
+    uniq_len[0] = 0
+    for j in range(count):
+        _put_str(&bufs[B_NAME], &bufs[B_NAME_OFF], items[j].name, items[j].name_len)
+        _put_str(&bufs[B_VALUE], &bufs[B_VALUE_OFF], items[j].value, items[j].value_len)
+        if _is(items[j].name, items[j].name_len, "UNIQ_KEY", 8):
+            uniq[0], uniq_len[0] = items[j].value, items[j].value_len
+    n_props[0] += count
+    _put_i32(&bufs[B_PROPS_OFF], n_props[0])
+    return 0
+
+
+cdef inline void _hex_upper(char* out, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef const char* digits = "0123456789ABCDEF"
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[2 * i] = digits[p[i] >> 4]
+        out[2 * i + 1] = digits[p[i] & 15]
+
+
+cdef int _column_record(_Buf* bufs, const unsigned char* base, Py_ssize_t offset, Py_ssize_t end,
+                        Py_ssize_t row, Py_ssize_t* n_keys, Py_ssize_t* n_props, _Prop** items,
+                        Py_ssize_t* items_cap, Py_ssize_t* negative) except -1:
+    """Check one record of ``base[offset:end]`` as ``_decode_one`` does and append its columns."""
+    cdef const unsigned char* p
+    cdef uint32_t total, magic, body_len
+    cdef Py_ssize_t pos, t_end, props_len, topic_len, uniq_len
+    cdef const unsigned char* uniq
+    cdef const unsigned char* body_p
+    cdef Py_ssize_t body_n
+    cdef char hexbuf[32]
+    cdef _Prop* grown
+    if end - offset < HEAD_SIZE:
+        raise RecordError(f"truncated record at {offset}: {end - offset} bytes left")
+    p = base + offset
+    total = _get_u32(p)
+    magic = _get_u32(p + 4)
+    body_len = _get_u32(p + 84)
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
+    if <Py_ssize_t>total > end - offset or <uint64_t>total < <uint64_t>HEAD_SIZE + body_len + 3:
+        raise RecordError(f"bad total size {total} at {offset}")
+    pos = offset + HEAD_SIZE + body_len
+    topic_len = base[pos]
+    t_end = pos + 1 + topic_len
+    if t_end + 2 > offset + <Py_ssize_t>total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    props_len = (<Py_ssize_t>base[t_end] << 8) | base[t_end + 1]
+    if t_end + 2 + props_len - offset != <Py_ssize_t>total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    cdef int32_t sys_flag = <int32_t>_get_u32(p + 36)
+    body_p, body_n = p + HEAD_SIZE, body_len
+    unpacked = None
+    if sys_flag & COMPRESSED_FLAG:
+        unpacked = _decompress(PyBytes_FromStringAndSize(<const char*>body_p, body_n))
+        body_p, body_n = <const unsigned char*>PyBytes_AS_STRING(unpacked), len(unpacked)
+    if not _ascii(base + pos + 1, topic_len):  # the UTF-8 checks MessageExt's decode makes
+        PyUnicode_DecodeUTF8(<const char*>(base + pos + 1), topic_len, NULL)
+    if not _ascii(base + t_end + 2, props_len):
+        PyUnicode_DecodeUTF8(<const char*>(base + t_end + 2), props_len, NULL)
+    if props_len // 2 + 1 > items_cap[0]:  # an item takes at least 2 bytes
+        grown = <_Prop*>PyMem_Realloc(items[0], (props_len // 2 + 1) * sizeof(_Prop))
+        if grown == NULL:
+            raise MemoryError()
+        items[0], items_cap[0] = grown, props_len // 2 + 1
+    cdef int32_t i32
+    i32 = <int32_t>_get_u32(p + 12)
+    _put(&bufs[B_QID], &i32, 4)
+    _put_i64(&bufs[B_QOFF], <int64_t>_get_u64(p + 20))
+    _put_i64(&bufs[B_BORN], <int64_t>_get_u64(p + 40))
+    _put_i64(&bufs[B_STORE], <int64_t>_get_u64(p + 56))
+    i32 = <int32_t>_get_u32(p + 72)
+    _put(&bufs[B_RECONSUME], &i32, 4)
+    _put_str(&bufs[B_TOPIC], &bufs[B_TOPIC_OFF], base + pos + 1, topic_len)
+    _put_str(&bufs[B_BODY], &bufs[B_BODY_OFF], body_p, body_n)
+    _column_props(bufs, base + t_end + 2, props_len, row, n_keys, n_props, &uniq, &uniq_len, items[0])
+    if uniq_len > 0:
+        _put_str(&bufs[B_MSGID], &bufs[B_MSGID_OFF], uniq, uniq_len)
+    else:  # the offset msg id: store host (8 bytes) + commitlog offset, uppercase hex
+        if p[28] & 0x80 and negative[0] < 0:  # msgid refuses a negative offset: raised at the end
+            negative[0] = offset
+        _hex_upper(hexbuf, p + 64, 8)
+        _hex_upper(hexbuf + 16, p + 28, 8)
+        _put_str(&bufs[B_MSGID], &bufs[B_MSGID_OFF], <const unsigned char*>hexbuf, 32)
+    return 0
+
+
+def decode_columns(buf):
+    """Records back to back as column buffers (twin of ``rocketpy.record_columns.decode_columns``)."""
+    if not _record_bound:
+        _bind_record()
+    if not _columns_bound:
+        _bind_columns()
+    cdef Py_buffer b
+    cdef _Buf bufs[_BUFS]
+    cdef Py_ssize_t pos = 0, row = 0, n_keys = 0, n_props = 0, i, items_cap = 0, negative = -1
+    cdef _Prop* items = NULL
+    cdef const unsigned char* base
+    memset(bufs, 0, sizeof(bufs))
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        base = <const unsigned char*>b.buf
+        for i in (B_TOPIC_OFF, B_MSGID_OFF, B_TAGS_OFF, B_BODY_OFF, B_KEYS_OFF, B_KEY_OFF, B_PROPS_OFF,
+                  B_NAME_OFF, B_VALUE_OFF):
+            _put_i32(&bufs[i], 0)
+        while pos < b.len:
+            if (row >> 3) >= bufs[B_TAGS_VALID].n:  # one more validity byte every 8 rows
+                _put(&bufs[B_TAGS_VALID], b"\0", 1)
+            _column_record(bufs, base, pos, b.len, row, &n_keys, &n_props, &items, &items_cap, &negative)
+            pos += _get_u32(base + pos)  # the record's total size, checked to fit
+            row += 1
+        if negative >= 0:  # as the pure twin: every record decoded first, then msgid's error
+            _offset_msg_id_from_packed(
+                PyBytes_FromStringAndSize(<const char*>(base + negative + 64), 8),
+                <int64_t>_get_u64(base + negative + 28),
+            )
+        return _ColumnBuffers(row, *[PyBytes_FromStringAndSize(bufs[i].p, bufs[i].n) for i in range(_BUFS)])
+    finally:
+        PyBuffer_Release(&b)
+        PyMem_Free(items)
+        for i in range(_BUFS):
+            PyMem_Free(bufs[i].p)

@@ -29,6 +29,17 @@ MASTER_ID = 0
 MAX_CONCURRENT_CALLS = 64
 
 
+def run_on(runner: asyncio.Runner, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on ``runner``'s loop.
+
+    Not ``Runner.run``: on Python 3.11, in the main thread, it checks its SIGINT handler with
+    ``signal.getsignal``, whose failed enum lookup formats the handler's repr, i.e. the finished
+    task with its result. For a read chunk (megabytes of records) that took 14 ms a call, more than
+    decoding the chunk. Spark's workers do not need Ctrl-C handling here.
+    """
+    return runner.get_loop().run_until_complete(coro)
+
+
 class BrokerSession:
     """A synchronous face over the SDK's async client, for one planning step or one task.
 
@@ -73,13 +84,13 @@ class BrokerSession:
                     f" ({';'.join(self._addrs)}) and brokers running? (option requestTimeoutMs)"
                 ) from None
 
-        return self._runner.run(bounded())
+        return run_on(self._runner, bounded())
 
     def close(self) -> None:
         """Close the connections and the loop (idempotent)."""
         if self._remoting is not None:
             remoting, self._remoting, self._api = self._remoting, None, None
-            self._runner.run(remoting.close())
+            run_on(self._runner, remoting.close())
         self._runner.close()
 
     # ---- planning ------------------------------------------------------------------------------

@@ -5,10 +5,12 @@ range is cut into windows of ``pullBatchSize`` offsets and up to ``PIPELINE_DEPT
 flight on one connection; a window answered short (the broker's per-pull count or byte cap) is
 completed by a pull of its rest before anything later is handed on, and the window shrinks to
 the most the broker answered at once (its per-pull cap). With a tag filter the broker skips
-offsets, so pulls are sequential from each answer's ``nextBeginOffset``; tags are checked again
-here (the broker filters by hash).
-Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a larger min offset) fail the
-read with ``DataLossError`` naming the queue and offsets, or are skipped and logged.
+offsets, so pulls are sequential from each answer's ``nextBeginOffset`` (the exact tag check is
+the caller's, on the decoded columns: the broker filters by hash). Answers stay undecoded: the
+records of several pulls are handed on joined, for one columnar decode
+(``rocketpy.spark.convert``). Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a
+larger min offset) fail the read with ``DataLossError`` naming the queue and offsets, or are
+skipped and logged.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import AsyncGenerator
 from rocketpy.client.api import MQClientAPI, PullResult, PullStatus
 from rocketpy.errors import MQClientError
 from rocketpy.header.pull import PullMessageRequestHeader
-from rocketpy.message import MessageExt
+from rocketpy.record import POS_QUEUE_OFFSET, Q64, U32
 from rocketpy.spark.offsets import QueueRange, queue_name
 from rocketpy.spark.options import ReadOptions
 from rocketpy.subscription import SubscriptionData
@@ -31,8 +33,9 @@ from rocketpy.sysflag import FLAG_SUBSCRIPTION
 log = logging.getLogger("rocketpy.spark")
 
 PIPELINE_DEPTH = 8
-#: Rows handed on at once (one Arrow batch).
+#: Rows handed on at once (one Arrow batch), and a bound on their bytes.
 CHUNK_ROWS = 4096
+CHUNK_BYTES = 64 << 20
 
 
 class DataLossError(MQClientError):
@@ -60,7 +63,9 @@ class RangeReader:
     def __init__(self, api: MQClientAPI, addr: str, r: QueueRange, opts: ReadOptions) -> None:
         self.api, self.addr, self.range, self.opts = api, addr, r, opts
         self.filtered = opts.tags.strip() not in ("", "*")
-        self.sub = SubscriptionData.of_tags(r.topic, opts.tags, 0) if self.filtered else None
+        sub = SubscriptionData.of_tags(r.topic, opts.tags, 0) if self.filtered else None
+        #: The tags a row must have (the broker's filter is by hash); None: every row.
+        self.tags: frozenset[str] | None = sub.tags_set if sub is not None and sub.tags_set else None
         self.window = opts.pull_batch_size
         self._largest = 0  # most offsets one answer covered
         self.group = opts.consumer_group or TOOLS_CONSUMER
@@ -71,7 +76,9 @@ class RangeReader:
             self.group, self.range.topic, self.range.queue_id, start, stop - start,
             sys_flag=FLAG_SUBSCRIPTION, subscription=self.opts.tags if self.filtered else "*",
         )  # fmt: skip
-        fut = asyncio.ensure_future(self.api.pull_message(self.addr, header.to_ext(), self.opts.timeout_s))
+        fut = asyncio.ensure_future(
+            self.api.pull_message(self.addr, header.to_ext(), self.opts.timeout_s, raw=True)
+        )
         return _Window(start, stop, fut)
 
     def _fill(self, next_start: int) -> int:
@@ -100,51 +107,75 @@ class RangeReader:
         log.warning("%s: skipping offsets [%d, %d) removed by cleanup", q, w.start, lost_to)
         return lost_to
 
-    def _accept(self, w: _Window, result: PullResult) -> tuple[list[MessageExt], int]:
-        """The rows of ``w`` in ``result`` and the offset read up to."""
+    def _accept(self, w: _Window, result: PullResult) -> tuple[bytes, int, int]:
+        """The records of ``w`` in ``result`` (undecoded), how many, and the offset read up to."""
         if result.status is PullStatus.OFFSET_ILLEGAL:
-            return [], self._lost(w, result)
+            return b"", 0, self._lost(w, result)
         if result.status is PullStatus.NO_NEW_MSG:
             raise DataLossError(
                 f"{queue_name(self.range.queue)}: no message at offset {w.start}, below the planned end"
                 f" {self.range.end} (queue max offset {result.max_offset})"
             )
         limit = min(w.stop, self.range.end)
-        msgs = [m for m in result.messages if m.queue_offset < limit]
-        if self.sub is not None:
-            msgs = [m for m in msgs if self.sub.matches_tag(m.tags)]
         reached = min(result.next_begin_offset, limit)
+        if self.filtered or result.next_begin_offset > limit:  # offsets may run past the range
+            body, count = records_before(result.body, limit)
+        else:  # dense offsets, all below the limit: one record per offset
+            body, count = result.body, (reached - w.start if result.body else 0)
         if reached <= w.start:
             raise MQClientError(f"{queue_name(self.range.queue)}: the broker made no progress at {w.start}")
         got = reached - w.start
         self._largest = max(self._largest, got)
-        if not self.filtered and result.messages and reached < w.stop:
+        if not self.filtered and count and reached < w.stop:
             # the broker caps a pull's count (or cut it at a commitlog file's end): windows shrink
             # to the most it ever answered at once, not to this answer, so one cut is not forever
             self.window = max(1, min(self.window, self._largest))
-        return msgs, reached
+        return body, count, reached
 
-    async def chunks(self) -> AsyncGenerator[list[MessageExt], None]:
-        """The range's messages in offset order, ``CHUNK_ROWS`` at a time."""
-        out: list[MessageExt] = []
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The range's records in offset order, back to back, about ``CHUNK_ROWS`` at a time."""
+        out: list[bytes] = []
+        rows = size = 0
         next_start = self._fill(self.range.start)
         try:
             while self._pending:
                 w = self._pending.popleft()
-                msgs, reached = self._accept(w, await w.future)
-                out += msgs
+                body, count, reached = self._accept(w, await w.future)
+                out.append(body)
+                rows, size = rows + count, size + len(body)
                 if reached < w.stop and reached < self.range.end and not self.filtered:
                     self._pending.appendleft(self._launch(reached, w.stop))
                 elif self.filtered:
                     next_start = reached
                 next_start = self._fill(next_start)
-                if len(out) >= CHUNK_ROWS:
-                    yield out
-                    out = []
-            if out:
-                yield out
+                if rows >= CHUNK_ROWS or size >= CHUNK_BYTES:
+                    yield b"".join(out)
+                    out, rows, size = [], 0, 0
+            if rows:
+                yield b"".join(out)
         finally:
             for w in self._pending:
                 w.future.cancel()
             await asyncio.gather(*(w.future for w in self._pending), return_exceptions=True)
             self._pending.clear()
+
+
+def records_before(body: bytes, limit: int) -> tuple[bytes, int]:
+    """The leading records of ``body`` whose queue offset is below ``limit``, and how many.
+
+    Reads only each record's size and queue offset; a malformed record ends the scan there and is
+    kept, so the decoder reports it.
+    """
+    pos = count = 0
+    end = len(body)
+    while pos + POS_QUEUE_OFFSET + 8 <= end:
+        if Q64.unpack_from(body, pos + POS_QUEUE_OFFSET)[0] >= limit:
+            return body[:pos], count
+        size = U32.unpack_from(body, pos)[0]
+        if size <= 0:
+            break
+        pos += size
+        count += 1
+    if pos < end:  # a truncated or malformed tail: keep it for the decoder's error
+        return body, count + 1
+    return body, count

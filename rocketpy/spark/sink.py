@@ -42,7 +42,7 @@ from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.spark.brokers import BrokerSession
+from rocketpy.spark.brokers import BrokerSession, run_on
 from rocketpy.spark.ledger import Decisions, parse_job_key, read_decisions, stream_job_key, write_decisions
 from rocketpy.spark.options import WriteOptions, parse_write_options
 from rocketpy.spark.rows import WriteLayout, check_layout, to_message
@@ -293,7 +293,7 @@ def _run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
         return await coro_fn()
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main())
+        return run_on(runner, main())
 
 
 def _task_ids() -> tuple[int, int]:

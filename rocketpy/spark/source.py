@@ -3,8 +3,9 @@
 Owns ``RocketpyDataSource`` (Spark's entry point: options in, readers and writers out),
 ``BatchReader`` (plans queue ranges on the driver) and ``read_range``, which both batch and
 stream readers run in Spark's Python workers: one ``BrokerSession`` per task, pipelined pulls,
-one ``pyarrow.RecordBatch`` per chunk. Readers and partitions hold plain values only: Spark
-pickles them to other processes; connections are made inside ``read``.
+one ``pyarrow.RecordBatch`` per chunk (decoded column-wise; tags re-checked exactly). Readers
+and partitions hold plain values only: Spark pickles them to other processes; connections are
+made inside ``read``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from rocketpy.errors import MQClientError
-from rocketpy.message import MessageExt
 from rocketpy.spark.brokers import BrokerSession
-from rocketpy.spark.convert import to_record_batch
+from rocketpy.spark.convert import keep_tags, to_record_batch
 from rocketpy.spark.offsets import QueueRange, queue_name
 from rocketpy.spark.options import ReadOptions, SparkOptionError, parse_read_options
 from rocketpy.spark.plan import plan_batch
@@ -71,15 +71,20 @@ def read_range(opts: ReadOptions, r: QueueRange) -> Iterator[pa.RecordBatch]:
             if e.retriable:
                 raise
             raise BrokerUnavailableError(f"cannot read {queue_name(r.queue)}: {e}") from e
-        chunks = RangeReader(session.api, addr, r, opts).chunks()
+        reader = RangeReader(session.api, addr, r, opts)
+        chunks = reader.chunks()
 
-        async def next_chunk() -> list[MessageExt] | None:
+        async def next_chunk() -> bytes | None:
             return await anext(chunks, None)
 
         budget = opts.timeout_s * CHUNK_BUDGET_CALLS
         try:
-            while (msgs := session.run(next_chunk, budget)) is not None:
-                yield to_record_batch(msgs, r.broker_name)
+            while (body := session.run(next_chunk, budget)) is not None:
+                batch = to_record_batch(body, r.broker_name)
+                if reader.tags is not None:
+                    batch = keep_tags(batch, reader.tags)
+                if batch.num_rows:
+                    yield batch
         finally:
             session.run(chunks.aclose)
     finally:

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketpy import _accel, record
+from rocketpy import _accel, record, record_columns
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import Message, properties_to_string
@@ -40,7 +40,7 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames", "read_typical_v2",
+    "encode_frame", "split_frames", "read_typical_v2", "decode_columns",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -307,6 +307,54 @@ def test_decode_records_hostile_input_same_error(recs: list[bytes], data: st.Dat
 @given(st.binary(max_size=400))
 def test_decode_records_random_bytes_same_error(data: bytes) -> None:
     assert decoded(outcome(PURE["decode_records"], data)) == decoded(outcome(speedups.decode_records, data))
+
+
+# -- the columnar decoder (Spark reads) -----------------------------------------------------------
+@needs_compiled
+@FUZZ
+@given(st.lists(records(), min_size=1, max_size=4))
+def test_decode_columns_same_buffers(recs: list[bytes]) -> None:
+    data = b"".join(recs)
+    pure = outcome(PURE["decode_columns"], data)
+    assert pure == outcome(speedups.decode_columns, data)
+    assert pure == outcome(speedups.decode_columns, memoryview(bytearray(data)))
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(RAW_PROPERTIES, min_size=1, max_size=4))
+def test_decode_columns_any_properties_string_same_buffers(props: list[str]) -> None:
+    data = b"".join(record.encode_record(topic="T", body=b"b", properties=p) for p in props)
+    assert outcome(PURE["decode_columns"], data) == outcome(speedups.decode_columns, data)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(records(), min_size=1, max_size=3), st.data())
+def test_decode_columns_hostile_input_same_error(recs: list[bytes], data: st.DataObject) -> None:
+    hostile = mutate(b"".join(recs), data.draw)
+    assert outcome(PURE["decode_columns"], hostile) == outcome(speedups.decode_columns, hostile)
+
+
+@needs_compiled
+@FUZZ
+@given(st.binary(max_size=400))
+def test_decode_columns_random_bytes_same_error(data: bytes) -> None:
+    assert outcome(PURE["decode_columns"], data) == outcome(speedups.decode_columns, data)
+
+
+def test_decode_columns_reads_what_decode_records_reads() -> None:
+    props = "TAGS\x01t\x02KEYS\x01 k1  k2\x02UNIQ_KEY\x01U1\x02a\x011\x02a\x012\x02DELAY\x013"
+    data = record.encode_record(topic="T", body=b"x" * 3, properties=props) + record.encode_record(
+        topic="T2", body=b"", properties="", store_host=("10.0.0.2", 7), physical_offset=99
+    )
+    cols = record_columns.decode_columns(data)
+    assert cols.rows == 2
+    assert cols.topic_data == b"TT2" and cols.body_data == b"xxx"
+    assert cols.tags_validity == b"\x01" and cols.tags_data == b"t"
+    assert cols.key_data == b"k1k2" and cols.name_data == b"UNIQ_KEYa" and cols.value_data == b"U12"
+    offset_id = record.decode_records(data)[1].offset_msg_id
+    assert cols.msg_id_data == b"U1" + offset_id.encode()
 
 
 @needs_compiled
