@@ -269,6 +269,7 @@ class BrokerController:
             RequestCode.PULL_MESSAGE: pull.handle,
             RequestCode.LITE_PULL_MESSAGE: pull.handle,
             RequestCode.END_TRANSACTION: end_transaction.handle,
+            RequestCode.END_TRANSACTION_BATCH: end_transaction.handle_batch,
             # queue offsets and message queries
             RequestCode.GET_MAX_OFFSET: query.get_max_offset,
             RequestCode.GET_MIN_OFFSET: query.get_min_offset,

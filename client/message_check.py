@@ -202,11 +202,11 @@ class PreparedMessage:
         )  # fmt: skip
 
 
-def batch_ext(group: str, topic: str, queue_nums: int, mq: MessageQueue) -> dict[str, Any]:
+def batch_ext(group: str, topic: str, queue_nums: int, mq: MessageQueue, sys_flag: int = 0) -> dict[str, Any]:
     """The SEND_BATCH_MESSAGE header (V2 names, docs/wire.md) for sending a batch to ``mq``."""
     return send_ext_v2(
-        group, topic, AUTO_CREATE_TOPIC_KEY_TOPIC, queue_nums, mq.queue_id, 0, int(time.time() * 1000), 0, "",
-        0, False, True, mq.broker_name,
+        group, topic, AUTO_CREATE_TOPIC_KEY_TOPIC, queue_nums, mq.queue_id, sys_flag, int(time.time() * 1000),
+        0, "", 0, False, True, mq.broker_name,
     )  # fmt: skip
 
 

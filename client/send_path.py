@@ -168,7 +168,7 @@ class MessageJob(SendJob):
 class BatchJob(SendJob):
     """One batch request (SEND_BATCH_MESSAGE); its result is one SendResult per message, in order."""
 
-    __slots__ = ("body", "queue_nums", "uniq_keys")
+    __slots__ = ("body", "queue_nums", "sys_flag", "uniq_keys")
 
     def __init__(
         self,
@@ -178,12 +178,13 @@ class BatchJob(SendJob):
         queue_nums: int,
         retry_times: int,
         deadline: float,
+        sys_flag: int = 0,
     ) -> None:
         SendJob.__init__(self, topic, retry_times, deadline)
-        self.body, self.uniq_keys, self.queue_nums = body, uniq_keys, queue_nums
+        self.body, self.uniq_keys, self.queue_nums, self.sys_flag = body, uniq_keys, queue_nums, sys_flag
 
     def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
-        ext = batch_ext(group, self.topic, self.queue_nums, mq)
+        ext = batch_ext(group, self.topic, self.queue_nums, mq, self.sys_flag)
         return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, self.body)
 
     def results(self, resp: RemotingCommand, addr: str, mq: MessageQueue) -> list[SendResult]:

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
+from rocketpy.client.message_check import check_batch, split_batch
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import QueueSelector
-from rocketpy.client.send_path import MessageJob
+from rocketpy.client.send_path import BatchJob, MessageJob
 from rocketpy.client.transaction import (
     ListenerRunner,
     LocalTransactionState,
@@ -36,7 +38,12 @@ from rocketpy.client.transaction import (
     check_listener,
 )
 from rocketpy.errors import MQClientError, RocketpyError
-from rocketpy.header.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketpy.header.transaction import (
+    MAX_BATCH_DECISIONS,
+    CheckTransactionStateRequestHeader,
+    EndTransactionBatch,
+    EndTransactionRequestHeader,
+)
 from rocketpy.message import Message, MessageConst, MessageExt
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.record import TRANSACTION_PREPARED_TYPE
@@ -158,6 +165,34 @@ class TransactionProducer(Producer):
         await self._announce(await self.broker_addr_of(result))
         return result
 
+    async def send_half_batch(
+        self, msgs: Sequence[Message], *, timeout: float | None = None
+    ) -> list[SendResult]:
+        """Send messages of one topic as half messages in batch requests (a rocketpy extension:
+        RocketMQ's brokers refuse transactional batches). One SendResult per message, in order;
+        each is decided by ``end_transaction`` like a ``send_half`` result.
+
+        Raises:
+            as ``Producer.send_batch``, and MQClientError for a message with a delivery time.
+        """
+        self._inst()
+        check_batch(msgs, self.max_message_bytes)
+        for m in msgs:
+            m.properties[MessageConst.TRAN_MSG] = "true"
+            m.properties[MessageConst.PGROUP] = self.group
+        loop = asyncio.get_running_loop()
+        topic, queue_nums = msgs[0].topic, self.default_topic_queue_nums
+        results: list[SendResult] = []
+        for body, uniq_keys in split_batch(msgs, self.max_message_bytes):
+            deadline = loop.time() + (timeout or self.send_timeout)
+            job = BatchJob(
+                topic, body, uniq_keys, queue_nums, self.retry_times, deadline, TRANSACTION_PREPARED_TYPE
+            )
+            stored = await self._path.run(job)
+            await self._announce(await self.broker_addr_of(stored[0]))
+            results.extend(stored)
+        return results
+
     async def broker_addr_of(self, result: SendResult) -> str:
         """The address of the broker that stored ``result``'s half message (END_TRANSACTION goes there)."""
         return await self._inst().queue_broker_addr(result.message_queue)
@@ -186,6 +221,36 @@ class TransactionProducer(Producer):
             transaction_id,
         )
         return await self._end_transaction(addr, header)
+
+    async def end_transactions(
+        self, addr: str, pairs: Sequence[tuple[int, int]], state: LocalTransactionState
+    ) -> int:
+        """``end_transaction`` for many half messages of the broker at ``addr``, given as
+        (commitlog offset, half-queue offset) pairs, in END_TRANSACTION_BATCH requests of at most
+        ``MAX_BATCH_DECISIONS`` (a rocketpy extension). Returns how many were not applied (a failed
+        request counts all of its pairs; refusals are logged, the broker checks those later)."""
+        failed = 0
+        for start in range(0, len(pairs), MAX_BATCH_DECISIONS):
+            part = list(pairs[start : start + MAX_BATCH_DECISIONS])
+            batch = EndTransactionBatch(self.group, state.decision, part)
+            cmd = RemotingCommand.request(RequestCode.END_TRANSACTION_BATCH, batch.to_ext(), batch.to_body())
+            try:
+                resp = await self._inst().remoting.invoke(addr, cmd, self.send_timeout)
+            except RocketpyError as e:
+                log.warning("END_TRANSACTION_BATCH (%s) of %d to %s failed: %s; the broker will check them",
+                            state.name, len(part), addr, e)  # fmt: skip
+                failed += len(part)
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                log.warning("END_TRANSACTION_BATCH (%s) of %d refused by %s: %s",
+                            state.name, len(part), addr, resp.remark)  # fmt: skip
+                failed += len(part)
+                continue
+            refused = int((resp.ext or {}).get("failed", 0))
+            if refused:
+                log.warning("END_TRANSACTION_BATCH (%s) to %s: %s", state.name, addr, resp.remark)
+            failed += refused
+        return failed
 
     async def _announce(self, addr: str) -> None:
         """Heartbeat at once the first time a half message goes to the broker at ``addr``."""

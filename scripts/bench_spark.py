@@ -9,7 +9,8 @@
    own pull + Arrow path outside Spark (``rocketpy.spark.source.read_range``, one queue after
    the other in this process);
 3. Spark: ``spark.read.format("rocketpy").load().count()``; a ``readStream`` with
-   ``trigger(availableNow=True)`` and ``maxOffsetsPerTrigger = count / 10`` into the ``noop`` sink;
+   ``trigger(availableNow=True)`` and ``maxOffsetsPerTrigger = count / 10`` into the ``noop`` sink,
+   then the same without a limit (one micro-batch);
    ``df.write.format("rocketpy")`` of ``count`` rows into a second topic, with ``transactional``
    false (plain batch sends) then true (half messages committed by the driver).
 Session start and worker warm-up are excluded (one small read first). Figures are wall time on a
@@ -94,17 +95,23 @@ def spark_runs(spark: Any, ns: str, topic: str, count: int, body_size: int, tmp:
         best = min(best, time.perf_counter() - t0)
     print(f"Spark    : batch read count() (best of 2): {_rate(count, best)}")
 
-    t0 = time.perf_counter()
-    q = (
-        spark.readStream.format("rocketpy").option("namesrvAddr", ns).option("topic", topic)
-        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max(1, count // 10)).load()
-        .writeStream.format("noop").option("checkpointLocation", f"{tmp}/cp")
-        .trigger(availableNow=True).start()
-    )  # fmt: skip
-    q.awaitTermination(1800)
-    rows = sum(p["numInputRows"] for p in q.recentProgress)
-    batches = sum(1 for p in q.recentProgress if p["numInputRows"])
-    print(f"Spark    : stream availableNow, {batches} micro-batches: {_rate(rows, time.perf_counter() - t0)}")
+    for limit in (max(1, count // 10), None):  # the limit spread over 10 micro-batches, then none
+        stream = (
+            spark.readStream.format("rocketpy").option("namesrvAddr", ns).option("topic", topic)
+            .option("startingOffsets", "earliest")
+        )  # fmt: skip
+        if limit:
+            stream = stream.option("maxOffsetsPerTrigger", limit)
+        t0 = time.perf_counter()
+        q = (
+            stream.load().writeStream.format("noop").option("checkpointLocation", f"{tmp}/cp-{limit}")
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        q.awaitTermination(1800)
+        rows = sum(p["numInputRows"] for p in q.recentProgress)
+        batches = sum(1 for p in q.recentProgress if p["numInputRows"])
+        took = time.perf_counter() - t0
+        print(f"Spark    : stream availableNow, {batches} micro-batch(es): {_rate(rows, took)}")
 
     out = f"{topic}Out"
     asyncio.run(_create(ns, out))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from rocketpy.broker.transaction.service import TransactionService
-from rocketpy.header.transaction import EndTransactionRequestHeader
+from rocketpy.header.transaction import EndTransactionBatch, EndTransactionRequestHeader
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
@@ -36,3 +36,15 @@ class EndTransactionProcessor:
         if code != ResponseCode.SUCCESS:
             log.info("END_TRANSACTION from %s refused: %s", channel.remote_addr, remark)
         return RemotingCommand.response(request, code, remark)
+
+    async def handle_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """END_TRANSACTION_BATCH: apply one decision to each half message of the body; the answer
+        counts the refused ones (``failed``) and its remark says why the first was refused."""
+        batch = EndTransactionBatch.from_request(request.ext, request.body)
+        answers = await self.transactions.end_transactions(batch.producer_group, batch.decision, batch.pairs)
+        refused = [remark for code, remark in answers if code != ResponseCode.SUCCESS]
+        if refused:
+            log.info("END_TRANSACTION_BATCH from %s: %d of %d refused, first: %s",
+                     channel.remote_addr, len(refused), len(answers), refused[0])  # fmt: skip
+        remark = f"{len(refused)} of {len(answers)} refused; the first: {refused[0]}" if refused else None
+        return RemotingCommand.response(request, ResponseCode.SUCCESS, remark, {"failed": len(refused)})

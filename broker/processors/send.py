@@ -36,7 +36,13 @@ from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.header.send import SendMessageRequestHeader
 from rocketpy.message import MessageConst
 from rocketpy.perm import PERM_WRITE, is_writeable
-from rocketpy.record import MAX_PROPERTIES_BYTES, RecordError, decode_batch
+from rocketpy.record import (
+    MAX_PROPERTIES_BYTES,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
+    RecordError,
+    decode_batch,
+)
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 from rocketpy.remoting.connection import Channel
@@ -475,9 +481,18 @@ class SendMessageProcessor:
                 return self._error(request, ResponseCode.MESSAGE_ILLEGAL, _TIMED_BATCH)
             msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
             uniqs.append(unique_key_of(props) or "")
+        # half messages in a batch (rocketpy's extension; RocketMQ refuses them): all or none
+        halves = self.transactions is not None and (
+            h.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
+            or any(is_half_message(props) for _, _, props in items)
+        )
         ticket = self.send_queue.enter()
         try:
-            result = await self.store.put_messages(msgs)
+            if halves:
+                assert self.transactions is not None
+                result = await self.transactions.put_halves(msgs, h.producer_group)
+            else:
+                result = await self.store.put_messages(msgs)
             if self.replica_wait is not None:
                 await self.replica_wait(result, msgs[0].wait_store_msg_ok)
         finally:

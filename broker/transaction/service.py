@@ -40,6 +40,8 @@ from rocketpy.topic import TRANS_HALF_TOPIC
 log = logging.getLogger("rocketpy.broker.transaction")
 
 PERSIST_INTERVAL_S = 1.0
+#: Messages per append when many decisions are written at once (``end_transactions``).
+PUT_BATCH = 256
 _OUTCOME_OF = {TransactionDecision.COMMIT: Outcome.COMMIT, TransactionDecision.ROLLBACK: Outcome.ROLLBACK}
 #: The answer to a decision on a half message already resolved otherwise.
 _CONFLICT_CODE = {
@@ -121,34 +123,69 @@ class TransactionService:
         """Store ``msg`` as a half message of ``producer_group`` (await it)."""
         return self.store.put_message(to_half(msg, producer_group))
 
+    def put_halves(
+        self, msgs: list[BrokerMessage], producer_group: str
+    ) -> Coroutine[Any, Any, PutMessageResult]:
+        """Store a batch's messages as half messages of ``producer_group``, with one append (await it)."""
+        return self.store.put_messages([to_half(m, producer_group) for m in msgs])
+
     async def end_transaction(self, h: EndTransactionRequestHeader) -> Answer:
         """Apply a producer's decision; the answer says what was done or why nothing was."""
         if h.decision is TransactionDecision.UNKNOW:
             return ResponseCode.SUCCESS, None  # left to the check service
-        record = self.store.lookup_message_by_offset(h.commit_log_offset)
+        half = self._half_of(h.producer_group, h.commit_log_offset, h.tran_state_table_offset)
+        if not isinstance(half, HalfRecord):
+            return half
+        return await self.decide(half, _OUTCOME_OF[h.decision])
+
+    async def end_transactions(
+        self, producer_group: str, decision: TransactionDecision, pairs: list[tuple[int, int]]
+    ) -> list[Answer]:
+        """END_TRANSACTION_BATCH: one decision on many half messages, given as (commitlog offset,
+        half-queue offset) pairs, each checked as ``end_transaction`` checks it. The committed
+        messages go out with one append per queue and the op records with one: that, not the
+        request, is what a batch saves. Answers in the order of ``pairs``."""
+        if decision is TransactionDecision.UNKNOW:
+            return [(ResponseCode.SUCCESS, None)] * len(pairs)
+        answers: list[Answer] = []
+        halves: list[HalfRecord] = []
+        where: list[int] = []
+        for i, (commit_log_offset, half_offset) in enumerate(pairs):
+            half = self._half_of(producer_group, commit_log_offset, half_offset)
+            answers.append((ResponseCode.SUCCESS, None) if isinstance(half, HalfRecord) else half)
+            if isinstance(half, HalfRecord):
+                halves.append(half)
+                where.append(i)
+        for i, answer in zip(where, await self.decide_many(halves, _OUTCOME_OF[decision]), strict=True):
+            answers[i] = answer
+        return answers
+
+    def _half_of(self, producer_group: str, commit_log_offset: int, half_offset: int) -> HalfRecord | Answer:
+        """The half message a decision names, or the answer refusing it."""
+        record = self.store.lookup_message_by_offset(commit_log_offset)
         if record is None:
             return ResponseCode.INVALID_PARAMETER, (
-                f"no message is stored at commitlog offset {h.commit_log_offset}: pass the half "
+                f"no message is stored at commitlog offset {commit_log_offset}: pass the half "
                 "message's commitLogOffset (from the send result's offset msg id)"
             )
         try:
             half = HalfRecord(record)
         except ValueError as e:
             return ResponseCode.INVALID_PARAMETER, (
-                f"the message at commitlog offset {h.commit_log_offset} is not a half message ({e}); "
+                f"the message at commitlog offset {commit_log_offset} is not a half message ({e}); "
                 "only messages sent in a transaction can be committed or rolled back"
             )
-        if half.queue_offset != h.tran_state_table_offset:
+        if half.queue_offset != half_offset:
             return ResponseCode.INVALID_PARAMETER, (
-                f"the half message at commitlog offset {h.commit_log_offset} has half-queue offset "
-                f"{half.queue_offset}, not tranStateTableOffset {h.tran_state_table_offset}"
+                f"the half message at commitlog offset {commit_log_offset} has half-queue offset "
+                f"{half.queue_offset}, not tranStateTableOffset {half_offset}"
             )
-        if half.producer_group != h.producer_group:
+        if half.producer_group != producer_group:
             return ResponseCode.TRANSACTION_STATE_GROUP_WRONG, (
-                f"producer group {h.producer_group!r} did not send the half message at half offset "
+                f"producer group {producer_group!r} did not send the half message at half offset "
                 f"{half.queue_offset}; its group is {half.producer_group!r}"
             )
-        return await self.decide(half, _OUTCOME_OF[h.decision])
+        return half
 
     async def decide(self, half: HalfRecord, outcome: Outcome) -> Answer:
         """Commit or roll back ``half`` unless it is resolved already (then nothing is written)."""
@@ -170,6 +207,85 @@ class TransactionService:
         except BaseException:
             self.window.release(offset)
             raise
+
+    async def decide_many(self, halves: list[HalfRecord], outcome: Outcome) -> list[Answer]:
+        """``decide`` for many half messages (see ``end_transactions``); answers in order."""
+        answers: list[Answer] = [(ResponseCode.SUCCESS, None)] * len(halves)
+        op_next = op_next_offset(self.store)
+        claimed: list[int] = []
+        for i, half in enumerate(halves):
+            if self.window.claim(half.queue_offset, outcome, op_next):
+                claimed.append(i)
+            else:
+                answers[i] = self._already(half.queue_offset, outcome)
+        try:
+            if outcome is Outcome.COMMIT:
+                claimed = await self._put_committed(halves, claimed, answers)
+            await self._write_decisions([halves[i].queue_offset for i in claimed], outcome, claimed, answers)
+        except BaseException:
+            for i in claimed:
+                self.window.release(halves[i].queue_offset)
+            raise
+        return answers
+
+    async def _put_committed(
+        self, halves: list[HalfRecord], claimed: list[int], answers: list[Answer]
+    ) -> list[int]:
+        """Put the committed copies of ``halves[claimed]``, one append per queue (timed ones alone);
+        returns the indexes stored. A failed append releases its halves and answers why."""
+        groups: dict[tuple[str, int], list[tuple[int, BrokerMessage]]] = {}
+        stored: list[int] = []
+        for i in claimed:
+            committed = halves[i].committed()
+            if may_be_timed(committed.properties):  # a foreign client's DELAY applies now
+                result = await self.delivery.put(committed)
+                self._note_put(result, halves[i], i, stored, answers)
+            else:
+                groups.setdefault((committed.topic, committed.queue_id), []).append((i, committed))
+        for members in groups.values():
+            for start in range(0, len(members), PUT_BATCH):
+                part = members[start : start + PUT_BATCH]
+                result = await self.store.put_messages([m for _, m in part])
+                for i, _ in part:
+                    self._note_put(result, halves[i], i, stored, answers)
+        return sorted(stored)
+
+    def _note_put(
+        self, result: PutMessageResult, half: HalfRecord, i: int, stored: list[int], answers: list[Answer]
+    ) -> None:
+        if result.ok:
+            stored.append(i)
+            return
+        self.window.release(half.queue_offset)
+        answers[i] = (
+            ResponseCode.SYSTEM_ERROR,
+            (
+                f"the committed message could not be stored ({result.status.name} {result.remark}); "
+                "the transaction stays open and will be checked"
+            ),
+        )
+
+    async def _write_decisions(
+        self, offsets: list[int], outcome: Outcome, where: list[int], answers: list[Answer]
+    ) -> None:
+        """The op records of claimed decisions, one append per ``PUT_BATCH``, then applied."""
+        now = int(self.store.clock() * 1000)
+        host = self.store.store_host
+        for start in range(0, len(offsets), PUT_BATCH):
+            part = offsets[start : start + PUT_BATCH]
+            result = await self.store.put_messages([op_message(o, outcome, host, now) for o in part])
+            for k, offset in enumerate(part):
+                if result.ok:
+                    self.window.apply(offset, outcome, result.queue_offset + k)
+                    continue
+                self.window.release(offset)
+                answers[where[start + k]] = (
+                    ResponseCode.SYSTEM_ERROR,
+                    (
+                        f"the decision on half offset {offset} could not be recorded ({result.status.name}); "
+                        "the transaction stays open and will be checked"
+                    ),
+                )
 
     async def write_decision(self, offset: int, outcome: Outcome) -> Answer:
         """Write the op record of a claimed decision and apply it."""

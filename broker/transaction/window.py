@@ -18,6 +18,7 @@ released after, so two decisions racing for one half message cannot both write.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from enum import Enum
 
 #: Resolved offsets behind ``progress`` whose outcome is remembered for remarks.
@@ -61,7 +62,9 @@ class HalfWindow:
     def __init__(self, progress: int = 0) -> None:
         self.progress = progress
         self.entries: dict[int, Entry] = {}
-        self.recent: dict[int, Outcome] = {}
+        # an OrderedDict: dropping the oldest of a plain dict (``del d[next(iter(d))]``) scans the
+        # holes its earlier deletions left, ~19 µs a decision once full; popitem(last=False) is O(1)
+        self.recent: OrderedDict[int, Outcome] = OrderedDict()
 
     def outcome(self, offset: int) -> Outcome | None:
         """How ``offset`` was resolved, None while undecided (or too old to remember)."""
@@ -141,7 +144,7 @@ class HalfWindow:
     def _remember(self, offset: int, outcome: Outcome) -> None:
         recent = self.recent
         if offset not in recent and len(recent) >= RECENT_MAX:
-            del recent[next(iter(recent))]
+            recent.popitem(last=False)
         recent[offset] = outcome
 
     def skip_to(self, offset: int) -> None:

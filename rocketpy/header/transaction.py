@@ -7,6 +7,7 @@ which checks the offsets and the decision value).
 
 from __future__ import annotations
 
+import struct
 from enum import IntEnum
 from typing import Any
 
@@ -20,6 +21,17 @@ class TransactionDecision(IntEnum):
     UNKNOW = TRANSACTION_NOT_TYPE
     COMMIT = TRANSACTION_COMMIT_TYPE
     ROLLBACK = TRANSACTION_ROLLBACK_TYPE
+
+
+def _decision(ext: dict[str, Any] | None) -> TransactionDecision:
+    raw = ext_int(ext, "commitOrRollback")
+    try:
+        return TransactionDecision(raw)
+    except ValueError:
+        raise HeaderError(
+            f"request header field 'commitOrRollback' must be 8 (commit), 12 (rollback) or 0 "
+            f"(unknown), got {raw}"
+        ) from None
 
 
 def _offset(ext: dict[str, Any] | None, name: str) -> int:
@@ -89,19 +101,11 @@ class EndTransactionRequestHeader:
         Raises:
             HeaderError: a missing or malformed field, a negative offset, an unknown decision.
         """
-        raw = ext_int(ext, "commitOrRollback")
-        try:
-            decision = TransactionDecision(raw)
-        except ValueError:
-            raise HeaderError(
-                f"request header field 'commitOrRollback' must be 8 (commit), 12 (rollback) or 0 "
-                f"(unknown), got {raw}"
-            ) from None
         return cls(
             ext_str(ext, "producerGroup"),
             _offset(ext, "tranStateTableOffset"),
             _offset(ext, "commitLogOffset"),
-            decision,
+            _decision(ext),
             ext_bool(ext, "fromTransactionCheck", False),
             ext_opt_str(ext, "msgId") or "",
             ext_opt_str(ext, "transactionId") or "",
@@ -171,3 +175,54 @@ class CheckTransactionStateRequestHeader:
             ext_opt_str(ext, "transactionId") or "",
             ext_opt_str(ext, "offsetMsgId") or "",
         )
+
+
+#: Decisions one END_TRANSACTION_BATCH request may carry.
+MAX_BATCH_DECISIONS = 1024
+#: A decision in END_TRANSACTION_BATCH's body: commitlog offset, half-queue offset (big-endian).
+_PAIR = struct.Struct(">qq")
+
+
+class EndTransactionBatch:
+    """END_TRANSACTION_BATCH (a rocketpy extension): one decision on many half messages of a group.
+
+    Header ``producerGroup`` and ``commitOrRollback`` as END_TRANSACTION's; the body packs each
+    half message as (commitlog offset, half-queue offset), 16 bytes big-endian. The answer's
+    ``failed`` ext field counts the refused ones, its remark says why the first was.
+    """
+
+    __slots__ = ("decision", "pairs", "producer_group")
+
+    def __init__(
+        self, producer_group: str, decision: TransactionDecision, pairs: list[tuple[int, int]]
+    ) -> None:
+        self.producer_group, self.decision, self.pairs = producer_group, decision, pairs
+
+    def to_ext(self) -> dict[str, Any]:
+        return {"producerGroup": self.producer_group, "commitOrRollback": int(self.decision)}
+
+    def to_body(self) -> bytes:
+        return b"".join(_PAIR.pack(c, h) for c, h in self.pairs)
+
+    @classmethod
+    def from_request(
+        cls, ext: dict[str, Any] | None, body: bytes | bytearray | memoryview
+    ) -> EndTransactionBatch:
+        """Read the request.
+
+        Raises:
+            HeaderError: a malformed header, a body that is not whole pairs, too many, a negative offset.
+        """
+        group, decision = ext_str(ext, "producerGroup"), _decision(ext)
+        if len(body) % _PAIR.size or not body:
+            raise HeaderError(
+                "the body must be 16-byte (commitLogOffset, tranStateTableOffset) pairs, "
+                f"got {len(body)} bytes"
+            )
+        count = len(body) // _PAIR.size
+        if count > MAX_BATCH_DECISIONS:
+            raise HeaderError(f"at most {MAX_BATCH_DECISIONS} decisions per request, got {count}")
+        pairs = list(_PAIR.iter_unpack(body))
+        if any(c < 0 or h < 0 for c, h in pairs):
+            raise HeaderError("offsets in the body must be >= 0")
+        return cls(group, decision, pairs)

@@ -100,6 +100,8 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     LITE_PULL_MESSAGE = 361
     BROKER_HEARTBEAT = 904
+    #: rocketpy's extension: END_TRANSACTION for many half messages (``EndTransactionBatch``)
+    END_TRANSACTION_BATCH = 10037
 
 
 class ResponseCode(IntEnum):

@@ -90,7 +90,14 @@ def to_message(layout: WriteLayout, row: Any, position: int) -> tuple[Message, A
         bytes(body),
         tags=values.get("tags") or None,
         keys=values.get("keys") or None,
-        properties={str(k): str(v) for k, v in (values.get("properties") or {}).items()},
+        properties={str(k): str(v) for k, v in _pairs(values.get("properties"))},
     )
     route = values.get(layout.routing) if layout.routing else None
     return msg, route
+
+
+def _pairs(properties: Any) -> Any:
+    """A map value's ``(key, value)`` pairs: Arrow gives a list of pairs, a ``Row`` a dict."""
+    if not properties:
+        return ()
+    return properties.items() if isinstance(properties, dict) else properties

@@ -28,8 +28,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import pyarrow as pa
 import uvloop
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
@@ -39,6 +40,7 @@ from rocketpy.client.selector import select_by_hash
 from rocketpy.client.transaction import LocalTransactionState
 from rocketpy.client.transaction_producer import TransactionProducer
 from rocketpy.errors import MQClientError, RocketpyError
+from rocketpy.header.transaction import MAX_BATCH_DECISIONS
 from rocketpy.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.remoting.client import RemotingClient
@@ -52,6 +54,8 @@ T = TypeVar("T")
 
 BATCH_ROWS = 256
 MAX_IN_FLIGHT = 64
+#: END_TRANSACTION_BATCH requests of a commit or abort in flight at once.
+DECIDE_IN_FLIGHT = 4
 #: Property on every half message of a write: its job key (checks tell writes apart by it).
 JOB_PROPERTY = "rocketpySparkJob"
 
@@ -116,14 +120,15 @@ def _select_queue_id(queues: list[MessageQueue], msg: Message, queue_id: Any) ->
 
 
 class InFlight:
-    """At most ``MAX_IN_FLIGHT`` unfinished awaitables; the first failure is raised (the rest cancelled)."""
+    """At most ``limit`` unfinished awaitables; the first failure is raised (the rest cancelled)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_IN_FLIGHT) -> None:
+        self.limit = limit
         self._futs: deque[asyncio.Future[Any]] = deque()
 
     async def add(self, aw: Awaitable[Any]) -> None:
         self._futs.append(asyncio.ensure_future(aw))
-        if len(self._futs) >= MAX_IN_FLIGHT:
+        if len(self._futs) >= self.limit:
             await self._futs.popleft()
 
     async def drain(self) -> None:
@@ -142,31 +147,52 @@ class InFlight:
         self._futs.clear()
 
 
+async def _dispatch_rows(
+    layout: WriteLayout,
+    rows: Iterator[Any],
+    window: InFlight,
+    single: Callable[[Message, Any], Awaitable[Any]],
+    batch: Callable[[list[Message]], Awaitable[Any]],
+    mark: Callable[[Message], None] | None = None,
+) -> int:
+    """Convert every row and send it through ``window``: a routed row (``queue_id``/``orderKey``)
+    with ``single(msg, route)``, the others per topic in batches of ``BATCH_ROWS`` with
+    ``batch(msgs)``. ``mark`` may add properties first. Returns the row count; raises the first
+    failed send."""
+    buffers: dict[str, list[Message]] = {}
+    count = 0
+    for count, row in enumerate(rows, 1):
+        msg, route = to_message(layout, row, count - 1)
+        if mark is not None:
+            mark(msg)
+        if route is not None:
+            await window.add(single(msg, route))
+            continue
+        buf = buffers.setdefault(msg.topic, [])
+        buf.append(msg)
+        if len(buf) >= BATCH_ROWS:
+            await window.add(batch(buf))
+            buffers[msg.topic] = []
+    for buf in buffers.values():
+        if buf:
+            await window.add(batch(buf))
+    await window.drain()
+    return count
+
+
 async def _send_rows(opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any]) -> int:
     """Send every row as plain messages; returns how many (raises on the first failed send)."""
-    buffers: dict[str, list[Message]] = {}
     selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
-    count = 0
     async with Producer(opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s) as producer:
         window = InFlight()
         try:
-            for count, row in enumerate(rows, 1):
-                msg, route = to_message(layout, row, count - 1)
-                if route is not None:
-                    await window.add(producer.send_async(msg, selector=selector, arg=route))
-                    continue
-                buf = buffers.setdefault(msg.topic, [])
-                buf.append(msg)
-                if len(buf) >= BATCH_ROWS:
-                    await window.add(producer.send_batch(buf))
-                    buffers[msg.topic] = []
-            for buf in buffers.values():
-                if buf:
-                    await window.add(producer.send_batch(buf))
-            await window.drain()
+            return await _dispatch_rows(
+                layout, rows, window,
+                lambda msg, route: producer.send_async(msg, selector=selector, arg=route),
+                producer.send_batch,
+            )  # fmt: skip
         finally:
             await window.cancel()
-    return count
 
 
 class JobListener:
@@ -227,33 +253,40 @@ def _txn_producer(opts: WriteOptions, job_key: str) -> TransactionProducer:
 async def _send_halves(
     opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], job_key: str
 ) -> tuple[int, Halves]:
-    """Send every row as a half message; returns the count and where they are stored.
+    """Send every row as a half message (batches of ``BATCH_ROWS`` per topic, one by one for
+    routed rows); returns the count and where they are stored.
 
     A failure rolls back the halves this attempt stored, then raises (the retry sends its own).
     """
     halves: Halves = {}
+    addrs: dict[MessageQueue, str] = {}
     selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
     immunity = str(opts.transaction_timeout_s)
-    count = 0
     producer = _txn_producer(opts, job_key)
     async with producer:
 
-        async def one(msg: Message, route: Any) -> None:
-            r = await producer.send_half(msg, selector=selector if route is not None else None, arg=route)
-            _record(halves, await producer.broker_addr_of(r), r)
-            if r.status is not SendStatus.SEND_OK:
-                raise MQClientError(
-                    f"a row was stored but not durably ({r.status.name}); the write is retried"
-                )
+        async def stored(results: list[SendResult]) -> None:
+            for r in results:
+                addr = addrs.get(r.message_queue)
+                if addr is None:
+                    addr = addrs[r.message_queue] = await producer.broker_addr_of(r)
+                _record(halves, addr, r)
+            if any(r.status is not SendStatus.SEND_OK for r in results):
+                raise MQClientError("a row was stored but not durably; the write is retried")
+
+        async def single(msg: Message, route: Any) -> None:
+            await stored([await producer.send_half(msg, selector=selector, arg=route)])
+
+        async def batch(msgs: list[Message]) -> None:
+            await stored(await producer.send_half_batch(msgs))
+
+        def mark(msg: Message) -> None:
+            msg.properties[JOB_PROPERTY] = job_key
+            msg.properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = immunity
 
         window = InFlight()
         try:
-            for count, row in enumerate(rows, 1):
-                msg, route = to_message(layout, row, count - 1)
-                msg.properties[JOB_PROPERTY] = job_key
-                msg.properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = immunity
-                await window.add(one(msg, route))
-            await window.drain()
+            count = await _dispatch_rows(layout, rows, window, single, batch, mark)
         except BaseException:
             await window.settle()  # not cancelled: a half stored by a cancelled send would be lost
             await _decide(producer, halves, LocalTransactionState.ROLLBACK_MESSAGE)
@@ -267,23 +300,23 @@ def _record(halves: Halves, addr: str, r: SendResult) -> None:
 
 
 async def _decide(producer: TransactionProducer, halves: Halves, state: LocalTransactionState) -> int:
-    """END_TRANSACTION ``state`` for every half; returns how many the brokers did not confirm."""
-    failed = 0
+    """Decide every half (END_TRANSACTION_BATCH, ``DECIDE_IN_FLIGHT`` requests at a time); returns
+    how many the brokers did not confirm."""
+    window = InFlight(DECIDE_IN_FLIGHT)
+    counts: list[int] = []
 
-    async def one(addr: str, commitlog_offset: int, queue_offset: int) -> None:
-        nonlocal failed
-        ok = await producer.end_transaction(addr, commitlog_offset, queue_offset, state)
-        failed += not ok  # counted after the await: the tasks interleave
+    async def part(addr: str, pairs: list[tuple[int, int]]) -> None:
+        counts.append(await producer.end_transactions(addr, pairs, state))
 
-    window = InFlight()
     try:
-        for addr, pairs in halves.items():
-            for i in range(0, len(pairs), 2):
-                await window.add(one(addr, pairs[i], pairs[i + 1]))
+        for addr, flat in halves.items():
+            pairs = list(zip(flat[0::2], flat[1::2], strict=True))
+            for start in range(0, len(pairs), MAX_BATCH_DECISIONS):
+                await window.add(part(addr, pairs[start : start + MAX_BATCH_DECISIONS]))
         await window.drain()
     finally:
         await window.cancel()
-    return failed
+    return sum(counts)
 
 
 def _run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -485,7 +518,17 @@ def _layout(schema: StructType, opts: WriteOptions) -> WriteLayout:
     return check_layout([(f.name, f.dataType.simpleString()) for f in schema.fields], opts.topic)
 
 
-class BatchWriter(DataSourceWriter):
+def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The rows of Spark's Arrow batches as tuples in column order (what ``to_message`` reads).
+
+    The writers take Arrow (``DataSourceArrowWriter``): Spark hands the worker Arrow batches in
+    any case, and building a ``Row`` per row with per-value converters cost more than sending it.
+    """
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+
+class BatchWriter(DataSourceArrowWriter):
     """``df.write.format("rocketpy").mode("append")``: each task sends its rows."""
 
     def __init__(self, schema: StructType, options: Any) -> None:
@@ -494,9 +537,9 @@ class BatchWriter(DataSourceWriter):
         self.job_id = uuid.uuid4().hex  # pickled with the writer: the same in tasks, commit, abort
         self.delivery = delivery_for(self.opts)
 
-    def write(self, iterator: Iterator[Any]) -> SentPartition:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentPartition:
         """Send one partition."""
-        return self.delivery.send_partition(self.opts, self.layout, self.job_id, iterator, None)
+        return self.delivery.send_partition(self.opts, self.layout, self.job_id, rows_of(iterator), None)
 
     def commit(self, messages: list[Any]) -> None:
         """All tasks succeeded."""
@@ -507,7 +550,7 @@ class BatchWriter(DataSourceWriter):
         self.delivery.abort(self.opts, messages, self.job_id)
 
 
-class StreamWriter(DataSourceStreamWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("rocketpy")``: each micro-batch's tasks send their rows.
 
     Spark makes a new writer for every micro-batch and for every commit (in another process), so
@@ -520,12 +563,12 @@ class StreamWriter(DataSourceStreamWriter):
         self.job_id = uuid.uuid4().hex
         self.delivery = delivery_for(self.opts)
 
-    def write(self, iterator: Iterator[Any]) -> SentPartition:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentPartition:
         """Send one partition of a micro-batch."""
         stream = StreamBatch.of_task()
         if stream is None:
             log.warning("no streaming query id in this task: a replayed micro-batch would be written again")
-        return self.delivery.send_partition(self.opts, self.layout, self.job_id, iterator, stream)
+        return self.delivery.send_partition(self.opts, self.layout, self.job_id, rows_of(iterator), stream)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         """The micro-batch is done."""

@@ -22,6 +22,7 @@ from rocketpy.errors import MQClientError
 from rocketpy.spark.options import parse_write_options
 from rocketpy.spark.rows import check_layout
 from rocketpy.spark.sink import (
+    BATCH_ROWS,
     JobListener,
     PlainDelivery,
     StreamBatch,
@@ -101,12 +102,14 @@ def test_abort_and_a_failed_task_leave_nothing_visible(daemons: DaemonPool) -> N
         d.commit(opts, [done], "job-2")  # rolled back for good
 
     def failing() -> Iterator[tuple[bytes]]:
-        yield from rows(20)
+        yield from rows(BATCH_ROWS + 20)  # one batch is sent, the rest still buffered
         raise ValueError("the task's input failed")
 
     with pytest.raises(ValueError, match="input failed"):
         d.send_partition(opts, layout, "job-3", failing(), None)
-    wait_until(lambda: decisions(broker) == 50, 10.0, message="the failed attempt rolled back its 20 rows")
+    wait_until(
+        lambda: decisions(broker) == 30 + BATCH_ROWS, 10.0, message="the failed attempt rolled back its batch"
+    )
     assert visible(ns, "TxnAbort") == 0
 
 

@@ -231,6 +231,57 @@ async def test_end_transaction_bad_input(daemons: Any, ns: str, client: Remoting
     assert await bodies(ns) == [b"plain"]
 
 
+async def test_half_batches_are_invisible_until_each_is_decided(daemons: Any, ns: str) -> None:
+    daemons.broker(ns, **CHECK)
+    await make_topic(ns)
+    async with TransactionProducer("pg_batch", ns, listener=Listener({}, {}), **FAST) as p:
+        msgs = [Message(TOPIC, b"b%d" % i, tags="t", properties={"k": str(i)}) for i in range(5)]
+        results = await p.send_half_batch(msgs)
+        assert [r.queue_offset for r in results] == [results[0].queue_offset + i for i in range(5)]
+        assert len({r.offset_msg_id for r in results}) == 5 and all(r.msg_id for r in results)
+        assert await bodies(ns) == []  # half messages: nothing visible yet
+        addr = await p.broker_addr_of(results[0])
+        for i, r in enumerate(results):
+            state = S.ROLLBACK_MESSAGE if i == 2 else S.COMMIT_MESSAGE
+            assert await p.end_transaction(
+                addr, decode_offset_msg_id(r.offset_msg_id)[2], r.queue_offset, state
+            )
+    assert await bodies(ns) == [b"b0", b"b1", b"b3", b"b4"]
+    async with Admin(ns) as admin:
+        msgs_back, _, _ = await admin.pull(MessageQueue(TOPIC, "broker-a", 0), 0, 8)
+    assert [(m.tags, m.properties.get("k")) for m in msgs_back] == [
+        ("t", "0"),
+        ("t", "1"),
+        ("t", "3"),
+        ("t", "4"),
+    ]
+    assert all("TRAN_MSG" not in m.properties and "REAL_TOPIC" not in m.properties for m in msgs_back)
+
+
+async def test_end_transaction_batch_decides_many_and_counts_refusals(
+    daemons: Any, ns: str, client: RemotingClient
+) -> None:
+    broker = daemons.broker(ns, **CHECK)
+    await make_topic(ns)
+    async with TransactionProducer("pg_many", ns, listener=Listener({}, {}), **FAST) as p:
+        results = await p.send_half_batch([Message(TOPIC, b"m%d" % i) for i in range(6)])
+        pairs = [(decode_offset_msg_id(r.offset_msg_id)[2], r.queue_offset) for r in results]
+        assert await p.end_transactions(broker.addr, pairs[:2], S.ROLLBACK_MESSAGE) == 0
+        # two already rolled back (refused), one that names no half message, three committed
+        wrong = [(pairs[0][0], pairs[0][1] + 1)]
+        assert await p.end_transactions(broker.addr, pairs[:2] + wrong + pairs[2:5], S.COMMIT_MESSAGE) == 3
+        assert await p.end_transactions(broker.addr, pairs[2:5], S.COMMIT_MESSAGE) == 0  # again: no-op
+    assert await bodies(ns) == [b"m2", b"m3", b"m4"]
+    bad = RemotingCommand.request(
+        RequestCode.END_TRANSACTION_BATCH, {"producerGroup": "pg_many", "commitOrRollback": 8}, b"x" * 15
+    )
+    resp = await client.invoke(broker.addr, bad, 5.0)
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "16-byte" in resp.remark
+    async with TransactionProducer("pg_many", ns, listener=Listener({}, {}), **FAST) as p:  # m5 stays open
+        assert await p.end_transactions(broker.addr, pairs[5:], S.COMMIT_MESSAGE) == 0
+    assert await bodies(ns) == [b"m2", b"m3", b"m4", b"m5"]
+
+
 def test_blocking_twin_commits(daemons: Any, ns: str) -> None:
     from rocketpy import sync
 

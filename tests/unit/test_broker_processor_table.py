@@ -32,7 +32,8 @@ SERVED_BEFORE = {
 }  # fmt: skip
 #: Codes served since the table was introduced.
 ADDED_SINCE = {
-    C.END_TRANSACTION,  # EndTransactionProcessor
+    C.END_TRANSACTION,
+    C.END_TRANSACTION_BATCH,  # EndTransactionProcessor
     C.CONSUMER_SEND_MSG_BACK,  # SendBackProcessor
 }
 
