@@ -241,8 +241,18 @@ class Producer:
         job = MessageJob(self._prepare(msg), 0, 0.0, msg, selector, arg)
         await self._path.oneway(job, self.send_timeout)
 
-    async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
+    async def send_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        timeout: float | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> list[SendResult]:
         """Send messages of one topic as batch requests of at most ``max_message_bytes`` each.
+
+        ``selector``/``arg`` pick the queue as for ``send`` (called with the first message; no
+        retry on another queue, as for any selector send); else round robin with failover.
 
         Returns:
             One SendResult per message, in order.
@@ -250,6 +260,17 @@ class Producer:
         Raises:
             MQClientError: empty list, mixed topics, a delay level, or a bad message.
         """
+        return await self._send_batches(msgs, timeout, 0, selector, arg)
+
+    async def _send_batches(
+        self,
+        msgs: Sequence[Message],
+        timeout: float | None,
+        sys_flag: int,
+        selector: QueueSelector | None,
+        arg: Any,
+    ) -> list[SendResult]:
+        """``send_batch`` with a sys flag for every request (the one batch path)."""
         self._inst()
         check_batch(msgs, self.max_message_bytes)
         loop = asyncio.get_running_loop()
@@ -257,7 +278,18 @@ class Producer:
         results: list[SendResult] = []
         for body, uniq_keys in split_batch(msgs, self.max_message_bytes):
             deadline = loop.time() + (timeout or self.send_timeout)
-            job = BatchJob(topic, body, uniq_keys, queue_nums, self.retry_times, deadline)
+            job = BatchJob(
+                topic,
+                body,
+                uniq_keys,
+                queue_nums,
+                self.retry_times,
+                deadline,
+                sys_flag,
+                msgs[0],
+                selector,
+                arg,
+            )
             results.extend(await self._path.run(job))
         return results
 

@@ -179,8 +179,11 @@ class BatchJob(SendJob):
         retry_times: int,
         deadline: float,
         sys_flag: int = 0,
+        first: Message | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
     ) -> None:
-        SendJob.__init__(self, topic, retry_times, deadline)
+        SendJob.__init__(self, topic, retry_times, deadline, first, selector, arg)
         self.body, self.uniq_keys, self.queue_nums, self.sys_flag = body, uniq_keys, queue_nums, sys_flag
 
     def request(self, group: str, mq: MessageQueue) -> RemotingCommand:

@@ -26,11 +26,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from rocketpy.client.message_check import check_batch, split_batch
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import QueueSelector
-from rocketpy.client.send_path import BatchJob, MessageJob
+from rocketpy.client.send_path import MessageJob
 from rocketpy.client.transaction import (
     ListenerRunner,
     LocalTransactionState,
@@ -166,31 +165,28 @@ class TransactionProducer(Producer):
         return result
 
     async def send_half_batch(
-        self, msgs: Sequence[Message], *, timeout: float | None = None
+        self,
+        msgs: Sequence[Message],
+        *,
+        timeout: float | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
     ) -> list[SendResult]:
         """Send messages of one topic as half messages in batch requests (a rocketpy extension:
         RocketMQ's brokers refuse transactional batches). One SendResult per message, in order;
-        each is decided by ``end_transaction`` like a ``send_half`` result.
+        each is decided by ``end_transaction`` like a ``send_half`` result. ``selector``/``arg`` as
+        for ``send_batch``.
 
         Raises:
-            as ``Producer.send_batch``, and MQClientError for a message with a delivery time.
+            as ``Producer.send_batch``.
         """
-        self._inst()
-        check_batch(msgs, self.max_message_bytes)
-        for m in msgs:
-            m.properties[MessageConst.TRAN_MSG] = "true"
-            m.properties[MessageConst.PGROUP] = self.group
-        loop = asyncio.get_running_loop()
-        topic, queue_nums = msgs[0].topic, self.default_topic_queue_nums
-        results: list[SendResult] = []
-        for body, uniq_keys in split_batch(msgs, self.max_message_bytes):
-            deadline = loop.time() + (timeout or self.send_timeout)
-            job = BatchJob(
-                topic, body, uniq_keys, queue_nums, self.retry_times, deadline, TRANSACTION_PREPARED_TYPE
-            )
-            stored = await self._path.run(job)
-            await self._announce(await self.broker_addr_of(stored[0]))
-            results.extend(stored)
+        for m in msgs if isinstance(msgs, Sequence) else ():
+            if isinstance(m, Message):
+                m.properties[MessageConst.TRAN_MSG] = "true"
+                m.properties[MessageConst.PGROUP] = self.group
+        results = await self._send_batches(msgs, timeout, TRANSACTION_PREPARED_TYPE, selector, arg)
+        for mq in {r.message_queue for r in results}:  # each broker hears of this group at once
+            await self._announce(await self._inst().queue_broker_addr(mq))
         return results
 
     async def broker_addr_of(self, result: SendResult) -> str:

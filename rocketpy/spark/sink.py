@@ -147,50 +147,62 @@ class InFlight:
         self._futs.clear()
 
 
+#: Sends a batch of one topic: to the given queue, or round robin (None).
+SendBatch = Callable[[list[Message], MessageQueue | None], Awaitable[Any]]
+
+
+def _chosen(queues: list[MessageQueue], msg: Message, mq: MessageQueue) -> MessageQueue:
+    """The selector of a batch whose queue was chosen per row already (``_dispatch_rows``)."""
+    return mq
+
+
 async def _dispatch_rows(
     layout: WriteLayout,
     rows: Iterator[Any],
     window: InFlight,
-    single: Callable[[Message, Any], Awaitable[Any]],
-    batch: Callable[[list[Message]], Awaitable[Any]],
+    queues_of: Callable[[str], Awaitable[list[MessageQueue]]],
+    send: SendBatch,
     mark: Callable[[Message], None] | None = None,
 ) -> int:
-    """Convert every row and send it through ``window``: a routed row (``queue_id``/``orderKey``)
-    with ``single(msg, route)``, the others per topic in batches of ``BATCH_ROWS`` with
-    ``batch(msgs)``. ``mark`` may add properties first. Returns the row count; raises the first
-    failed send."""
-    buffers: dict[str, list[Message]] = {}
+    """Convert every row and send them through ``window`` in batches of ``BATCH_ROWS``: a routed
+    row (``queue_id``/``orderKey``) to the queue its selector picks among ``queues_of(topic)``
+    (rows of a queue keep their order), the others per topic round robin. ``mark`` may add
+    properties first. Returns the row count; raises the first failed send."""
+    selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
+    queues: dict[str, list[MessageQueue]] = {}
+    buffers: dict[tuple[str, MessageQueue | None], list[Message]] = {}
     count = 0
     for count, row in enumerate(rows, 1):
         msg, route = to_message(layout, row, count - 1)
         if mark is not None:
             mark(msg)
+        mq = None
         if route is not None:
-            await window.add(single(msg, route))
-            continue
-        buf = buffers.setdefault(msg.topic, [])
+            if msg.topic not in queues:
+                queues[msg.topic] = await queues_of(msg.topic)
+            mq = selector(queues[msg.topic], msg, route)
+        buf = buffers.setdefault((msg.topic, mq), [])
         buf.append(msg)
         if len(buf) >= BATCH_ROWS:
-            await window.add(batch(buf))
-            buffers[msg.topic] = []
-    for buf in buffers.values():
+            await window.add(send(buf, mq))
+            buffers[(msg.topic, mq)] = []
+    for (_, mq), buf in buffers.items():
         if buf:
-            await window.add(batch(buf))
+            await window.add(send(buf, mq))
     await window.drain()
     return count
 
 
 async def _send_rows(opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any]) -> int:
     """Send every row as plain messages; returns how many (raises on the first failed send)."""
-    selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
     async with Producer(opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s) as producer:
+
+        def send(msgs: list[Message], mq: MessageQueue | None) -> Awaitable[Any]:
+            return producer.send_batch(msgs, selector=_chosen if mq else None, arg=mq)
+
         window = InFlight()
         try:
-            return await _dispatch_rows(
-                layout, rows, window,
-                lambda msg, route: producer.send_async(msg, selector=selector, arg=route),
-                producer.send_batch,
-            )  # fmt: skip
+            return await _dispatch_rows(layout, rows, window, producer.fetch_publish_message_queues, send)
         finally:
             await window.cancel()
 
@@ -253,19 +265,19 @@ def _txn_producer(opts: WriteOptions, job_key: str) -> TransactionProducer:
 async def _send_halves(
     opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], job_key: str
 ) -> tuple[int, Halves]:
-    """Send every row as a half message (batches of ``BATCH_ROWS`` per topic, one by one for
-    routed rows); returns the count and where they are stored.
+    """Send every row as a half message (batches of ``BATCH_ROWS`` per topic or routed queue);
+    returns the count and where they are stored.
 
     A failure rolls back the halves this attempt stored, then raises (the retry sends its own).
     """
     halves: Halves = {}
     addrs: dict[MessageQueue, str] = {}
-    selector = _select_queue_id if layout.routing == "queue_id" else select_by_hash
     immunity = str(opts.transaction_timeout_s)
     producer = _txn_producer(opts, job_key)
     async with producer:
 
-        async def stored(results: list[SendResult]) -> None:
+        async def send(msgs: list[Message], mq: MessageQueue | None) -> None:
+            results = await producer.send_half_batch(msgs, selector=_chosen if mq else None, arg=mq)
             for r in results:
                 addr = addrs.get(r.message_queue)
                 if addr is None:
@@ -274,19 +286,15 @@ async def _send_halves(
             if any(r.status is not SendStatus.SEND_OK for r in results):
                 raise MQClientError("a row was stored but not durably; the write is retried")
 
-        async def single(msg: Message, route: Any) -> None:
-            await stored([await producer.send_half(msg, selector=selector, arg=route)])
-
-        async def batch(msgs: list[Message]) -> None:
-            await stored(await producer.send_half_batch(msgs))
-
         def mark(msg: Message) -> None:
             msg.properties[JOB_PROPERTY] = job_key
             msg.properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = immunity
 
         window = InFlight()
         try:
-            count = await _dispatch_rows(layout, rows, window, single, batch, mark)
+            count = await _dispatch_rows(
+                layout, rows, window, producer.fetch_publish_message_queues, send, mark
+            )
         except BaseException:
             await window.settle()  # not cancelled: a half stored by a cancelled send would be lost
             await _decide(producer, halves, LocalTransactionState.ROLLBACK_MESSAGE)

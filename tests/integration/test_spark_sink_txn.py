@@ -19,6 +19,7 @@ pytest.importorskip("pyspark")
 
 from rocketpy import Admin
 from rocketpy.errors import MQClientError
+from rocketpy.message import MessageQueue
 from rocketpy.spark.options import parse_write_options
 from rocketpy.spark.rows import check_layout
 from rocketpy.spark.sink import (
@@ -133,6 +134,37 @@ def test_halves_of_a_dead_driver_are_rolled_back_by_a_later_write(
     with pytest.raises(MQClientError, match="could not be committed"):
         TransactionalDelivery().commit(opts, [orphan], "job-dead")
     assert visible(ns, "TxnOrphan") == 0
+
+
+@pytest.mark.parametrize("transactional", ["true", "false"])
+def test_routed_rows_keep_their_queue_and_order(daemons: DaemonPool, transactional: str) -> None:
+    ns, _ = setup(daemons, f"TxnRouted{transactional}")
+    topic = f"TxnRouted{transactional}"
+    opts = parse_write_options({"namesrvAddr": ns, "topic": topic, "transactional": transactional})
+    layout = check_layout([("body", "binary"), ("orderKey", "string")], topic)
+    d = TransactionalDelivery() if transactional == "true" else PlainDelivery()
+    keyed = [(b"%s-%d" % (k.encode(), i), k) for i in range(300) for k in ("a", "b", "c")]
+    d.commit(opts, [d.send_partition(opts, layout, "w", iter(keyed), None)], "w")
+
+    async def read_back() -> dict[int, list[bytes]]:
+        async with Admin(ns) as admin:
+            out: dict[int, list[bytes]] = {}
+            for q in (0, 1):
+                offset = 0
+                while True:
+                    msgs, offset, _ = await admin.pull(MessageQueue(topic, "broker-a", q), offset, 32)
+                    if not msgs:
+                        break
+                    out.setdefault(q, []).extend(m.body for m in msgs)
+            return out
+
+    by_queue = asyncio.run(read_back())
+    assert sum(len(v) for v in by_queue.values()) == 900
+    for key in (b"a", b"b", b"c"):
+        holders = [q for q, bodies in by_queue.items() if any(b.startswith(key + b"-") for b in bodies)]
+        assert len(holders) == 1, key  # one key, one queue
+        mine = [b for b in by_queue[holders[0]] if b.startswith(key + b"-")]
+        assert mine == [b"%s-%d" % (key, i) for i in range(300)]  # in order
 
 
 def test_a_replayed_micro_batch_is_not_written_twice(daemons: DaemonPool) -> None:
