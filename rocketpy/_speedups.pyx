@@ -310,17 +310,24 @@ cdef dict _split_properties(str s):
     return out
 
 
+cdef inline Py_ssize_t _item_end(const unsigned char* p, Py_ssize_t n, Py_ssize_t i, Py_ssize_t* sep) noexcept nogil:
+    """Where the property item at ``p[i]`` ends (its ``\\x02``, or ``n``); ``sep`` gets its first
+    ``\\x01`` (-1: none)."""
+    sep[0] = -1
+    while i < n and p[i] != 2:
+        if p[i] == 1 and sep[0] < 0:
+            sep[0] = i
+        i += 1
+    return i
+
+
 cdef dict _split_ascii_properties(str s, const unsigned char* p, Py_ssize_t n):
     """``_split_properties`` of an ASCII ``s`` whose bytes are ``p[:n]``: scanned in C, sliced once."""
     cdef dict out = {}
     cdef Py_ssize_t i = 0, start, sep
     while i < n:
         start = i
-        sep = -1
-        while i < n and p[i] != 2:
-            if p[i] == 1 and sep < 0:
-                sep = i
-            i += 1
+        i = _item_end(p, n, i, &sep)
         if sep > start:  # a separator and a non-empty name
             out[PyUnicode_Substring(s, start, sep)] = PyUnicode_Substring(s, sep + 1, i)
         i += 1
@@ -344,11 +351,12 @@ cdef int _fill_properties(object msg, const unsigned char* p, Py_ssize_t n) exce
     return 0
 
 
-cdef object _decode_one(const unsigned char* base, Py_ssize_t offset, Py_ssize_t end):
-    """One record of ``base[offset:end]`` as a ``MessageExt`` (``end`` is within the buffer)."""
+cdef int _check_record(const unsigned char* base, Py_ssize_t offset, Py_ssize_t end,
+                       Py_ssize_t* pos, Py_ssize_t* t_end, Py_ssize_t* props_len) except -1:
+    """Check that ``base[offset:end]`` starts with a whole record (the pure ``_decode_at``'s checks
+    and errors); set where its topic (``pos``: the length byte), properties and their length are."""
     cdef const unsigned char* p
     cdef uint32_t total, magic, body_len
-    cdef Py_ssize_t pos, t_end, props_len, topic_len
     if end - offset < HEAD_SIZE:
         raise RecordError(f"truncated record at {offset}: {end - offset} bytes left")
     p = base + offset
@@ -359,14 +367,24 @@ cdef object _decode_one(const unsigned char* base, Py_ssize_t offset, Py_ssize_t
         raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
     if <Py_ssize_t>total > end - offset or <uint64_t>total < <uint64_t>HEAD_SIZE + body_len + 3:
         raise RecordError(f"bad total size {total} at {offset}")
-    pos = offset + HEAD_SIZE + body_len
+    pos[0] = offset + HEAD_SIZE + body_len
+    t_end[0] = pos[0] + 1 + base[pos[0]]
+    if t_end[0] + 2 > offset + <Py_ssize_t>total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    props_len[0] = (<Py_ssize_t>base[t_end[0]] << 8) | base[t_end[0] + 1]
+    if t_end[0] + 2 + props_len[0] - offset != <Py_ssize_t>total:
+        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
+    return 0
+
+
+cdef object _decode_one(const unsigned char* base, Py_ssize_t offset, Py_ssize_t end):
+    """One record of ``base[offset:end]`` as a ``MessageExt`` (``end`` is within the buffer)."""
+    cdef const unsigned char* p = base + offset
+    cdef uint32_t total, body_len
+    cdef Py_ssize_t pos, t_end, props_len, topic_len
+    _check_record(base, offset, end, &pos, &t_end, &props_len)  # before any read of the record
+    total, body_len = _get_u32(p), _get_u32(p + 84)
     topic_len = base[pos]
-    t_end = pos + 1 + topic_len
-    if t_end + 2 > offset + <Py_ssize_t>total:
-        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
-    props_len = (<Py_ssize_t>base[t_end] << 8) | base[t_end + 1]
-    if t_end + 2 + props_len - offset != <Py_ssize_t>total:
-        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
     cdef int32_t sys_flag = <int32_t>_get_u32(p + 36)
     body = PyBytes_FromStringAndSize(<const char*>(p + HEAD_SIZE), body_len)
     if sys_flag & COMPRESSED_FLAG:
@@ -829,11 +847,7 @@ cdef int _column_props(_Buf* bufs, const unsigned char* p, Py_ssize_t n, Py_ssiz
     cdef unsigned char bit
     while i < n:
         start = i
-        sep = -1
-        while i < n and p[i] != 2:
-            if p[i] == 1 and sep < 0:
-                sep = i
-            i += 1
+        i = _item_end(p, n, i, &sep)
         if sep > start:  # a separator and a non-empty name (string_to_properties)
             name, name_len = p + start, sep - start
             value, value_len = p + sep + 1, i - sep - 1
@@ -898,34 +912,17 @@ cdef int _column_record(_Buf* bufs, const unsigned char* base, Py_ssize_t offset
                         Py_ssize_t row, Py_ssize_t* n_keys, Py_ssize_t* n_props, _Prop** items,
                         Py_ssize_t* items_cap, Py_ssize_t* negative) except -1:
     """Check one record of ``base[offset:end]`` as ``_decode_one`` does and append its columns."""
-    cdef const unsigned char* p
-    cdef uint32_t total, magic, body_len
+    cdef const unsigned char* p = base + offset
     cdef Py_ssize_t pos, t_end, props_len, topic_len, uniq_len
     cdef const unsigned char* uniq
     cdef const unsigned char* body_p
     cdef Py_ssize_t body_n
     cdef char hexbuf[32]
     cdef _Prop* grown
-    if end - offset < HEAD_SIZE:
-        raise RecordError(f"truncated record at {offset}: {end - offset} bytes left")
-    p = base + offset
-    total = _get_u32(p)
-    magic = _get_u32(p + 4)
-    body_len = _get_u32(p + 84)
-    if magic != MESSAGE_MAGIC:
-        raise RecordError(f"bad magic 0x{magic:08x} at {offset}")
-    if <Py_ssize_t>total > end - offset or <uint64_t>total < <uint64_t>HEAD_SIZE + body_len + 3:
-        raise RecordError(f"bad total size {total} at {offset}")
-    pos = offset + HEAD_SIZE + body_len
+    _check_record(base, offset, end, &pos, &t_end, &props_len)
     topic_len = base[pos]
-    t_end = pos + 1 + topic_len
-    if t_end + 2 > offset + <Py_ssize_t>total:
-        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
-    props_len = (<Py_ssize_t>base[t_end] << 8) | base[t_end + 1]
-    if t_end + 2 + props_len - offset != <Py_ssize_t>total:
-        raise RecordError(f"record at {offset}: field lengths do not add up to {total}")
     cdef int32_t sys_flag = <int32_t>_get_u32(p + 36)
-    body_p, body_n = p + HEAD_SIZE, body_len
+    body_p, body_n = p + HEAD_SIZE, <Py_ssize_t>_get_u32(p + 84)
     unpacked = None
     if sys_flag & COMPRESSED_FLAG:
         unpacked = _decompress(PyBytes_FromStringAndSize(<const char*>body_p, body_n))
