@@ -993,3 +993,34 @@ def decode_columns(buf):
         PyMem_Free(items)
         for i in range(_BUFS):
             PyMem_Free(bufs[i].p)
+
+
+# -- the signed text of an ACL signature (twin of rocketpy.acl.signing.signed_text) ----------------
+cdef bint _signing_bound = False
+cdef object _ext_text = None
+
+
+cdef int _bind_signing() except -1:
+    global _signing_bound, _ext_text
+    from rocketpy.remoting import json_header
+
+    _ext_text = json_header.ext_text
+    _signing_bound = True
+    return 0
+
+
+def signed_text(values):
+    """Ext values in key order as the signed UTF-8 text (twin of ``rocketpy.acl.signing.signed_text``)."""
+    if not _signing_bound:
+        _bind_signing()
+    cdef list parts = []
+    for v in values:
+        if v is None:
+            continue
+        if type(v) is str:
+            parts.append(v)
+        elif type(v) is int:
+            parts.append(str(v))
+        else:
+            parts.append(_ext_text(v))
+    return "".join(parts).encode()

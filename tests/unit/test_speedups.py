@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketpy import _accel, record, record_columns
+from rocketpy.acl import signing
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import Message, properties_to_string
@@ -40,7 +41,7 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames", "read_typical_v2", "decode_columns",
+    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -577,3 +578,27 @@ def test_read_typical_v2_same_fields(ext: dict[str, Any], spoil: dict[str, Any])
     plain, spoiled = read_both(ext), read_both({**ext, **spoil})
     assert plain[0] == plain[1] and plain[0][1] is True
     assert spoiled[0] == spoiled[1]  # wrong types or out-of-range ints: both False, nothing set
+
+
+# -- the ACL's signed text --------------------------------------------------------------------------
+EXT_VALUE = st.none() | st.text() | st.integers() | st.booleans() | st.floats(allow_nan=False)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(EXT_VALUE, max_size=16).map(tuple))
+def test_signed_text_same_bytes(values: tuple[Any, ...]) -> None:
+    assert outcome(PURE["signed_text"], values) == outcome(speedups.signed_text, values)
+
+
+@needs_compiled
+def test_signed_text_same_error_for_a_lone_surrogate() -> None:
+    values = ("a", "\udc80", 1)
+    assert outcome(PURE["signed_text"], values) == outcome(speedups.signed_text, values)
+    assert outcome(PURE["signed_text"], values)[0] == "raise"
+
+
+def test_signature_uses_the_active_twin() -> None:
+    assert signing.signed_text is (
+        speedups.signed_text if _accel.ACTIVE == "compiled" else PURE["signed_text"]
+    )
