@@ -13,6 +13,7 @@ and the load average (the machine may be shared). Bounded: every run has a durat
 and a timeout; the daemons are stopped.
 
 Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024] [--batch 32]
+                            [--no-auto-batch]
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=32, help="Messages per batch send.")
+    ap.add_argument(
+        "--auto-batch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Single sends coalesced by the SDK (default) or one request each (--no-auto-batch).",
+    )
     a = ap.parse_args()
     runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-acl-") as tmp:
@@ -114,6 +121,8 @@ def main() -> None:
                 warm = ["-s", str(a.body), "-d", "1", "-w", "16"]
                 backlog[side] += bench("producer", ns, broker, side == "on", *warm)[0]
             send_args = ["-s", str(a.body), "-d", str(a.seconds), "-m", "async", "-w", str(a.concurrency)]
+            if not a.auto_batch:  # one request per send: a signature per message on both sides
+                send_args.append("--no-auto-batch")
             batch_args = ["-s", str(a.body), "-d", str(a.seconds), "-b", str(a.batch), "-w", "8"]
             for r in range(a.rounds):
                 for what in ("send", "batch", "pull"):

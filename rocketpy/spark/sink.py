@@ -40,7 +40,6 @@ from rocketpy.client.selector import select_by_hash
 from rocketpy.client.transaction import LocalTransactionState
 from rocketpy.client.transaction_producer import TransactionProducer
 from rocketpy.errors import MQClientError, RocketpyError
-from rocketpy.header.transaction import MAX_BATCH_DECISIONS
 from rocketpy.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.remoting.client import RemotingClient
@@ -54,8 +53,6 @@ T = TypeVar("T")
 
 BATCH_ROWS = 256
 MAX_IN_FLIGHT = 64
-#: END_TRANSACTION_BATCH requests of a commit or abort in flight at once.
-DECIDE_IN_FLIGHT = 4
 #: Property on every half message of a write: its job key (checks tell writes apart by it).
 JOB_PROPERTY = "rocketpySparkJob"
 
@@ -120,15 +117,14 @@ def _select_queue_id(queues: list[MessageQueue], msg: Message, queue_id: Any) ->
 
 
 class InFlight:
-    """At most ``limit`` unfinished awaitables; the first failure is raised (the rest cancelled)."""
+    """At most ``MAX_IN_FLIGHT`` unfinished awaitables; the first failure is raised (the rest cancelled)."""
 
-    def __init__(self, limit: int = MAX_IN_FLIGHT) -> None:
-        self.limit = limit
+    def __init__(self) -> None:
         self._futs: deque[asyncio.Future[Any]] = deque()
 
     async def add(self, aw: Awaitable[Any]) -> None:
         self._futs.append(asyncio.ensure_future(aw))
-        if len(self._futs) >= self.limit:
+        if len(self._futs) >= MAX_IN_FLIGHT:
             await self._futs.popleft()
 
     async def drain(self) -> None:
@@ -308,23 +304,18 @@ def _record(halves: Halves, addr: str, r: SendResult) -> None:
 
 
 async def _decide(producer: TransactionProducer, halves: Halves, state: LocalTransactionState) -> int:
-    """Decide every half (END_TRANSACTION_BATCH, ``DECIDE_IN_FLIGHT`` requests at a time); returns
-    how many the brokers did not confirm."""
-    window = InFlight(DECIDE_IN_FLIGHT)
-    counts: list[int] = []
+    """Decide every half (END_TRANSACTION_BATCH); returns how many the brokers did not confirm.
 
-    async def part(addr: str, pairs: list[tuple[int, int]]) -> None:
-        counts.append(await producer.end_transactions(addr, pairs, state))
+    Per broker the halves go in half-queue order, one request at a time: the half queue holds them
+    in the order they were sent, and the committed copies of a queue must keep that order (rows
+    routed by ``orderKey``). Brokers are decided in parallel.
+    """
 
-    try:
-        for addr, flat in halves.items():
-            pairs = list(zip(flat[0::2], flat[1::2], strict=True))
-            for start in range(0, len(pairs), MAX_BATCH_DECISIONS):
-                await window.add(part(addr, pairs[start : start + MAX_BATCH_DECISIONS]))
-        await window.drain()
-    finally:
-        await window.cancel()
-    return sum(counts)
+    async def broker(addr: str, flat: array) -> int:
+        pairs = sorted(zip(flat[0::2], flat[1::2], strict=True), key=lambda pair: pair[1])
+        return await producer.end_transactions(addr, pairs, state)
+
+    return sum(await asyncio.gather(*(broker(addr, flat) for addr, flat in halves.items())))
 
 
 def _run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
