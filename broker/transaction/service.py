@@ -121,7 +121,7 @@ class TransactionService:
 
     def put_half(self, msg: BrokerMessage, producer_group: str) -> Coroutine[Any, Any, PutMessageResult]:
         """Store ``msg`` as a half message of ``producer_group`` (await it)."""
-        return self.store.put_message(to_half(msg, producer_group))
+        return self.put_halves([msg], producer_group)
 
     def put_halves(
         self, msgs: list[BrokerMessage], producer_group: str
@@ -189,27 +189,12 @@ class TransactionService:
 
     async def decide(self, half: HalfRecord, outcome: Outcome) -> Answer:
         """Commit or roll back ``half`` unless it is resolved already (then nothing is written)."""
-        offset = half.queue_offset
-        if not self.window.claim(offset, outcome, op_next_offset(self.store)):
-            return self._already(offset, outcome)
-        try:
-            if outcome is Outcome.COMMIT:
-                committed = half.committed()
-                timed = may_be_timed(committed.properties)  # a foreign client's DELAY applies now
-                result = await (self.delivery.put(committed) if timed else self.store.put_message(committed))
-                if not result.ok:
-                    self.window.release(offset)
-                    return ResponseCode.SYSTEM_ERROR, (
-                        f"the committed message could not be stored ({result.status.name} {result.remark}); "
-                        "the transaction stays open and will be checked"
-                    )
-            return await self.write_decision(offset, outcome)
-        except BaseException:
-            self.window.release(offset)
-            raise
+        return (await self.decide_many([half], outcome))[0]
 
     async def decide_many(self, halves: list[HalfRecord], outcome: Outcome) -> list[Answer]:
-        """``decide`` for many half messages (see ``end_transactions``); answers in order."""
+        """Commit or roll back each of ``halves`` unless it is resolved already: claim, put the
+        committed copies (``_put_committed``), write the op records (``_write_decisions``); answers
+        in order. The one decision path of END_TRANSACTION and of its batch."""
         answers: list[Answer] = [(ResponseCode.SUCCESS, None)] * len(halves)
         op_next = op_next_offset(self.store)
         claimed: list[int] = []
@@ -277,6 +262,7 @@ class TransactionService:
             for k, offset in enumerate(part):
                 if result.ok:
                     self.window.apply(offset, outcome, result.queue_offset + k)
+                    log.debug("half offset %d %s", offset, _PAST[outcome])
                     continue
                 self.window.release(offset)
                 answers[where[start + k]] = (
@@ -289,18 +275,9 @@ class TransactionService:
 
     async def write_decision(self, offset: int, outcome: Outcome) -> Answer:
         """Write the op record of a claimed decision and apply it."""
-        result = await self.store.put_message(
-            op_message(offset, outcome, self.store.store_host, int(self.store.clock() * 1000))
-        )
-        if not result.ok:
-            self.window.release(offset)
-            return ResponseCode.SYSTEM_ERROR, (
-                f"the decision on half offset {offset} could not be recorded ({result.status.name}); "
-                "the transaction stays open and will be checked"
-            )
-        self.window.apply(offset, outcome, result.queue_offset)
-        log.debug("half offset %d %s", offset, _PAST[outcome])
-        return ResponseCode.SUCCESS, None
+        answers: list[Answer] = [(ResponseCode.SUCCESS, None)]
+        await self._write_decisions([offset], outcome, [0], answers)
+        return answers[0]
 
     def _already(self, offset: int, wanted: Outcome) -> Answer:
         """The answer to a decision on a half message that is resolved or being resolved."""
