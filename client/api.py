@@ -148,7 +148,11 @@ class MQClientAPI:
                 errors.append(str(e))
                 self._ns_index = (self._ns_index + 1) % n
                 cmd = RemotingCommand.request(cmd.code, cmd.ext, cmd.body)
-        raise MQClientError(
+        raise self._unreachable(errors)
+
+    def _unreachable(self, errors: list[str]) -> MQClientError:
+        """The error of a call that no NameServer answered (says what to do)."""
+        return MQClientError(
             f"no NameServer reachable at {';'.join(self.namesrv_addrs)} ({'; '.join(errors)}):"
             " start one with `mqnamesrv` or fix namesrv_addr / NAMESRV_ADDR"
         )
@@ -233,10 +237,7 @@ class MQClientAPI:
             found = resp.code != ResponseCode.QUERY_NOT_FOUND
             out[addr] = str((check(resp, addr).ext or {}).get("value", "")) if found else None
         if not out:
-            raise MQClientError(
-                f"no NameServer reachable at {';'.join(self.namesrv_addrs)} ({'; '.join(errors)}):"
-                " start one with `mqnamesrv` or fix namesrv_addr / NAMESRV_ADDR"
-            )
+            raise self._unreachable(errors)
         return out
 
     # ---- Broker: pull and offsets ----------------------------------------------------------------

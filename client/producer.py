@@ -269,10 +269,15 @@ class Producer:
         sys_flag: int,
         selector: QueueSelector | None,
         arg: Any,
+        marks: dict[str, str] | None = None,
     ) -> list[SendResult]:
-        """``send_batch`` with a sys flag for every request (the one batch path)."""
+        """``send_batch`` with a sys flag for every request and ``marks`` added to the properties
+        of every (checked) message (the one batch path)."""
         self._inst()
         check_batch(msgs, self.max_message_bytes)
+        if marks:
+            for m in msgs:
+                m.properties.update(marks)
         loop = asyncio.get_running_loop()
         topic, queue_nums = msgs[0].topic, self.default_topic_queue_nums
         results: list[SendResult] = []

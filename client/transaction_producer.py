@@ -180,11 +180,8 @@ class TransactionProducer(Producer):
         Raises:
             as ``Producer.send_batch``.
         """
-        for m in msgs if isinstance(msgs, Sequence) else ():
-            if isinstance(m, Message):
-                m.properties[MessageConst.TRAN_MSG] = "true"
-                m.properties[MessageConst.PGROUP] = self.group
-        results = await self._send_batches(msgs, timeout, TRANSACTION_PREPARED_TYPE, selector, arg)
+        marks = {MessageConst.TRAN_MSG: "true", MessageConst.PGROUP: self.group}
+        results = await self._send_batches(msgs, timeout, TRANSACTION_PREPARED_TYPE, selector, arg, marks)
         for mq in {r.message_queue for r in results}:  # each broker hears of this group at once
             await self._announce(await self._inst().queue_broker_addr(mq))
         return results
@@ -230,21 +227,11 @@ class TransactionProducer(Producer):
             part = list(pairs[start : start + MAX_BATCH_DECISIONS])
             batch = EndTransactionBatch(self.group, state.decision, part)
             cmd = RemotingCommand.request(RequestCode.END_TRANSACTION_BATCH, batch.to_ext(), batch.to_body())
-            try:
-                resp = await self._inst().remoting.invoke(addr, cmd, self.send_timeout)
-            except RocketpyError as e:
-                log.warning("END_TRANSACTION_BATCH (%s) of %d to %s failed: %s; the broker will check them",
-                            state.name, len(part), addr, e)  # fmt: skip
-                failed += len(part)
-                continue
-            if resp.code != ResponseCode.SUCCESS:
-                log.warning("END_TRANSACTION_BATCH (%s) of %d refused by %s: %s",
-                            state.name, len(part), addr, resp.remark)  # fmt: skip
-                failed += len(part)
-                continue
-            refused = int((resp.ext or {}).get("failed", 0))
-            if refused:
-                log.warning("END_TRANSACTION_BATCH (%s) to %s: %s", state.name, addr, resp.remark)
+            what = f"END_TRANSACTION_BATCH ({state.name}) of {len(part)}"
+            resp = await self._decision_request(addr, cmd, what)
+            refused = len(part) if resp is None else int((resp.ext or {}).get("failed", 0))
+            if resp is not None and refused:
+                log.warning("%s to %s: %s", what, addr, resp.remark)
             failed += refused
         return failed
 
@@ -258,21 +245,21 @@ class TransactionProducer(Producer):
     async def _end_transaction(self, addr: str, header: EndTransactionRequestHeader) -> bool:
         """Send END_TRANSACTION; a failure or refusal is logged (the broker's check follows up)."""
         cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
+        what = f"END_TRANSACTION ({header.decision.name}) of {header.transaction_id}"
+        return await self._decision_request(addr, cmd, what) is not None
+
+    async def _decision_request(self, addr: str, cmd: RemotingCommand, what: str) -> RemotingCommand | None:
+        """Send a decision request; its response, or None after logging why it failed or was refused
+        (the broker's check follows up on undecided halves)."""
         try:
             resp = await self._inst().remoting.invoke(addr, cmd, self.send_timeout)
         except RocketpyError as e:
-            log.warning(
-                "END_TRANSACTION (%s) of %s to %s failed: %s; the broker will check the transaction",
-                header.decision.name, header.transaction_id, addr, e,
-            )  # fmt: skip
-            return False
+            log.warning("%s to %s failed: %s; the broker will check the transaction", what, addr, e)
+            return None
         if resp.code != ResponseCode.SUCCESS:
-            log.warning(
-                "END_TRANSACTION (%s) of %s refused by %s: %s",
-                header.decision.name, header.transaction_id, addr, resp.remark,
-            )  # fmt: skip
-            return False
-        return True
+            log.warning("%s refused by %s: %s", what, addr, resp.remark)
+            return None
+        return resp
 
     # ---- checks from brokers ---------------------------------------------------------------------
 

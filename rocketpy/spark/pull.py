@@ -118,13 +118,13 @@ class RangeReader:
             )
         limit = min(w.stop, self.range.end)
         reached = min(result.next_begin_offset, limit)
+        got = reached - w.start
+        if got <= 0:
+            raise MQClientError(f"{queue_name(self.range.queue)}: the broker made no progress at {w.start}")
         if self.filtered or result.next_begin_offset > limit:  # offsets may run past the range
             body, count = records_before(result.body, limit)
         else:  # dense offsets, all below the limit: one record per offset
-            body, count = result.body, (reached - w.start if result.body else 0)
-        if reached <= w.start:
-            raise MQClientError(f"{queue_name(self.range.queue)}: the broker made no progress at {w.start}")
-        got = reached - w.start
+            body, count = result.body, (got if result.body else 0)
         self._largest = max(self._largest, got)
         if not self.filtered and count and reached < w.stop:
             # the broker caps a pull's count (or cut it at a commitlog file's end): windows shrink

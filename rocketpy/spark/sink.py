@@ -341,20 +341,29 @@ def _ledger(opts: WriteOptions, call: Callable[[MQClientAPI], Coroutine[Any, Any
         return session.run(lambda: call(session.api))
 
 
-def _already_decided(opts: WriteOptions, stream: StreamBatch) -> bool:
-    """True when ``stream``'s micro-batch was decided before (this task is part of a replay)."""
+def _replay_partition(opts: WriteOptions, job_id: str, stream: StreamBatch | None) -> SentPartition | None:
+    """Task side: the empty ``SentPartition`` of a task whose micro-batch was decided before (it is
+    part of Spark's replay and sends nothing), else None (send the rows)."""
+    if stream is None:
+        return None
 
     async def check(api: MQClientAPI) -> bool:
         return (await read_decisions(api, stream.query_id, opts.timeout_s)).is_replay(stream.batch_id)
 
     if not _ledger(opts, check):
-        return False
+        return None
     log.info(
         "micro-batch %d of query %s was already written: this replay sends nothing",
         stream.batch_id,
         stream.query_id,
     )
-    return True
+    partition_id, attempt = _task_ids()
+    return SentPartition(job_id, partition_id, attempt, 0, stream, replay=True)
+
+
+def _stream_of(messages: list[Any]) -> StreamBatch | None:
+    """The micro-batch the tasks' messages were sent for (None: a batch write, or no query id)."""
+    return next((m.stream for m in messages if isinstance(m, SentPartition) and m.stream), None)
 
 
 def _record_or_drop(opts: WriteOptions, messages: list[Any]) -> bool:
@@ -364,7 +373,7 @@ def _record_or_drop(opts: WriteOptions, messages: list[Any]) -> bool:
     else the decision is stored before anything is committed. Messages without a micro-batch
     (a batch write, or a Spark that sets no query id) are not in the ledger: False.
     """
-    stream = next((m.stream for m in messages if isinstance(m, SentPartition) and m.stream), None)
+    stream = _stream_of(messages)
     if stream is None:
         return False
 
@@ -382,7 +391,7 @@ def _record_or_drop(opts: WriteOptions, messages: list[Any]) -> bool:
 
 def _job_key(job_id: str, messages: list[Any]) -> str:
     """The key a commit or abort decides: the micro-batch's (as its tasks sent), else the job's."""
-    stream = next((m.stream for m in messages if isinstance(m, SentPartition) and m.stream), None)
+    stream = _stream_of(messages)
     return stream.key if stream is not None else job_id
 
 
@@ -407,11 +416,11 @@ class PlainDelivery:
         stream: StreamBatch | None,
     ) -> SentPartition:
         """Send one task's rows (in a Spark worker)."""
-        partition_id, attempt = _task_ids()
-        if stream is not None and _already_decided(opts, stream):
-            return SentPartition(job_id, partition_id, attempt, 0, stream, replay=True)
+        replay = _replay_partition(opts, job_id, stream)
+        if replay is not None:
+            return replay
         sent = _run(lambda: _send_rows(opts, layout, rows))
-        return SentPartition(job_id, partition_id, attempt, sent, stream)
+        return SentPartition(job_id, *_task_ids(), sent, stream)
 
     def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Every task succeeded: the rows are already visible."""
@@ -447,12 +456,12 @@ class TransactionalDelivery:
         stream: StreamBatch | None,
     ) -> SentPartition:
         """Send one task's rows as half messages (in a Spark worker)."""
-        partition_id, attempt = _task_ids()
-        if stream is not None and _already_decided(opts, stream):
-            return SentPartition(job_id, partition_id, attempt, 0, stream, replay=True)
+        replay = _replay_partition(opts, job_id, stream)
+        if replay is not None:
+            return replay
         key = stream.key if stream is not None else job_id
         sent, halves = _run(lambda: _send_halves(opts, layout, rows, key))
-        return SentPartition(job_id, partition_id, attempt, sent, stream, halves)
+        return SentPartition(job_id, *_task_ids(), sent, stream, halves)
 
     def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Commit every task's half messages (roll them back when the micro-batch is a replay).
