@@ -5,7 +5,15 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=cythonize(
-        [Extension("rocketpy._speedups", ["rocketpy/_speedups.pyx"], libraries=["z"])],
+        [
+            Extension(
+                "rocketpy._speedups",
+                ["rocketpy/_speedups.pyx"],
+                include_dirs=["rocketpy"],
+                depends=["rocketpy/crc32_fold.h"],
+                libraries=["z"],
+            )
+        ],
         compiler_directives={"language_level": "3"},
     )
 )

@@ -26,6 +26,7 @@ from rocketpy.record import (
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC,
     U16,
+    body_crc,
 )
 from rocketpy.topic import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -282,7 +283,7 @@ def batch_item(body: bytes, flag: int, props_b: bytes) -> tuple[bytes, bytes, by
     """One message of a batch request body, as its four parts (RocketMQ's batch encoding: head with
     total size, magic, body CRC32, flag and body length; body; properties length; properties)."""
     n = item_bytes(len(body), len(props_b))
-    head = BATCH_HEAD.pack(n, MESSAGE_MAGIC, zlib.crc32(body), flag, len(body))
+    head = BATCH_HEAD.pack(n, MESSAGE_MAGIC, body_crc(body), flag, len(body))
     return head, body, U16.pack(len(props_b)), props_b
 
 

@@ -28,8 +28,8 @@ import zlib
 from rocketpy.message import MessageExt
 
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+cdef extern from "crc32_fold.h":
+    uint32_t rocketpy_crc32(uint32_t crc, const unsigned char *buf, size_t length) nogil
 
 
 # -- layout bound from the pure modules on first use ----------------------------------------------
@@ -117,13 +117,19 @@ cdef inline uint64_t _get_u64(const unsigned char* p) noexcept nogil:
 
 
 cdef inline uint32_t _crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    # zlib's length is an unsigned int: feed it in chunks (a body never reaches 4 GiB, but be exact).
-    cdef unsigned long c = crc32(0, NULL, 0)
-    while n > 0x40000000:
-        c = crc32(c, p, 0x40000000)
-        p += 0x40000000
-        n -= 0x40000000
-    return <uint32_t>crc32(c, p, <unsigned int>n)
+    return rocketpy_crc32(0, p, <size_t>n)
+
+
+def body_crc(data):
+    """CRC-32 of ``data``, as ``zlib.crc32`` (twin of ``rocketpy.record.body_crc``)."""
+    cdef Py_buffer b
+    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            c = _crc32(<const unsigned char*>b.buf, b.len)
+    finally:
+        PyBuffer_Release(&b)
+    return c
 
 
 cdef inline int64_t _int(object v, int64_t lo, int64_t hi, str fmt) except? -1:
@@ -1024,3 +1030,138 @@ def signed_text(values):
         else:
             parts.append(_ext_text(v))
     return "".join(parts).encode()
+
+
+# -- the put path's property reads (twins of rocketpy.broker.store.props.tags_hash and ---------------
+# -- rocketpy.broker.store.index.put_unique_key_entry) ---------------------------------------------
+cdef extern from "Python.h":
+    int PyUnicode_READY(object o) except -1
+    int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    int PyUnicode_1BYTE_KIND
+
+cdef bint _put_path_bound = False
+cdef object _pure_tags_hash = None
+cdef object _pure_put_unique_key_entry = None
+cdef Py_ssize_t INDEX_HEADER_SIZE = 0
+cdef Py_ssize_t INDEX_SLOT_SIZE = 0
+cdef Py_ssize_t INDEX_ENTRY_SIZE = 0
+
+
+cdef int _bind_put_path() except -1:
+    global _put_path_bound, _pure_tags_hash, _pure_put_unique_key_entry
+    global INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ENTRY_SIZE
+    from rocketpy._accel import PURE
+    from rocketpy.broker.store import index
+
+    if index.SLOT_SIZE != 4 or index.ENTRY_SIZE != 20 or index.HEADER_SIZE != 40:
+        raise ImportError("rocketpy._speedups was built for another index layout; rebuild it")
+    INDEX_HEADER_SIZE = index.HEADER_SIZE
+    INDEX_SLOT_SIZE = index.SLOT_SIZE
+    INDEX_ENTRY_SIZE = index.ENTRY_SIZE
+    _pure_tags_hash = PURE["tags_hash"]
+    _pure_put_unique_key_entry = PURE["put_unique_key_entry"]
+    _put_path_bound = True
+    return 0
+
+
+cdef inline const unsigned char* _latin1(str s, Py_ssize_t* n) except? NULL:
+    """The code points of ``s`` as bytes when every one is below 256 (else NULL: use the pure twin)."""
+    PyUnicode_READY(s)
+    n[0] = PyUnicode_GET_LENGTH(s)
+    if PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND:
+        return NULL
+    return <const unsigned char*>PyUnicode_DATA(s)
+
+
+cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, const char* name_sep, Py_ssize_t k,
+                                       Py_ssize_t* end) noexcept nogil:
+    """``get_property``: where the value of the first item named ``name_sep[:k]`` (name + ``\\x01``)
+    starts (-1: none); ``end`` gets where it ends."""
+    cdef Py_ssize_t i = 0
+    while i < n:
+        if n - i >= k and memcmp(p + i, name_sep, k) == 0:
+            i += k
+            end[0] = i
+            while end[0] < n and p[end[0]] != 2:
+                end[0] += 1
+            return i
+        while i < n and p[i] != 2:  # on to the next item
+            i += 1
+        i += 1
+    return -1
+
+
+cdef inline bint _contains(const unsigned char* p, Py_ssize_t n, const char* word, Py_ssize_t k) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n - k + 1):
+        if p[i] == <unsigned char>word[0] and memcmp(p + i, word, k) == 0:
+            return True
+    return False
+
+
+def tags_hash(str props):
+    """Java ``hashCode`` of the TAGS value, 0 without one (twin of ``rocketpy.broker.store.props.tags_hash``)."""
+    if not _put_path_bound:
+        _bind_put_path()
+    cdef Py_ssize_t n, start, end = 0
+    cdef const unsigned char* p = _latin1(props, &n)
+    if p == NULL:
+        return _pure_tags_hash(props)
+    start = _property_value(p, n, b"TAGS\x01", 5, &end)
+    cdef uint32_t h = 0
+    if start < 0:
+        return 0
+    while start < end:  # Latin-1 code points are their own UTF-16 units
+        h = 31 * h + p[start]
+        start += 1
+    return <int32_t>h
+
+
+def put_unique_key_entry(mm, str props, topic_hash, phys, time_diff, count, slots, entries_pos):
+    """Index entry ``count`` for a message whose one key is its UNIQ_KEY, linked into its slot (twin of
+    ``rocketpy.broker.store.index.put_unique_key_entry``); False with nothing written otherwise."""
+    if not _put_path_bound:
+        _bind_put_path()
+    cdef Py_ssize_t n, start, end = 0
+    cdef const unsigned char* p = _latin1(props, &n)
+    if p == NULL:
+        return _pure_put_unique_key_entry(mm, props, topic_hash, phys, time_diff, count, slots, entries_pos)
+    if _contains(p, n, b"KEYS\x01", 5):
+        return False
+    start = _property_value(p, n, b"UNIQ_KEY\x01", 9, &end)
+    if start < 0 or end == start or end - start > 64:
+        return False
+    cdef uint32_t h = <uint32_t>_int(topic_hash, 0, 0xFFFFFFFF, "I")
+    cdef Py_ssize_t i
+    for i in range(start, end):
+        if p[i] >= 128:
+            return False
+        h = 31 * h + p[i]
+    if h & 0x80000000:
+        h = 0 - h  # abs() of the signed hash, as uint32 arithmetic
+    h &= 0x7FFFFFFF
+    cdef int64_t c_slots = _int(slots, -9223372036854775807 - 1, 9223372036854775807, "q")
+    if c_slots <= 0:
+        raise ZeroDivisionError("integer modulo by zero") if c_slots == 0 else ValueError("negative slot count")
+    cdef int64_t c_phys = _int(phys, -9223372036854775807 - 1, 9223372036854775807, "q")
+    cdef int32_t c_diff = <int32_t>_int(time_diff, -2147483648, 2147483647, "i")
+    cdef int32_t c_count = <int32_t>_int(count, -2147483648, 2147483647, "i")
+    cdef Py_ssize_t c_entries = <Py_ssize_t>_int(entries_pos, 0, 9223372036854775807, "q")
+    cdef Py_ssize_t slot_pos = INDEX_HEADER_SIZE + <Py_ssize_t>(h % c_slots) * INDEX_SLOT_SIZE
+    cdef Py_ssize_t entry_pos = c_entries + <Py_ssize_t>c_count * INDEX_ENTRY_SIZE
+    cdef Py_buffer out
+    cdef unsigned char* q
+    _writable(mm, &out)
+    try:
+        if slot_pos + INDEX_SLOT_SIZE > out.len or entry_pos < 0 or entry_pos + INDEX_ENTRY_SIZE > out.len:
+            raise _struct_error(f"an index entry at {entry_pos} or slot at {slot_pos} is outside a {out.len}-byte file")
+        q = <unsigned char*>out.buf
+        _put_u32(q + entry_pos, h)
+        _put_u64(q + entry_pos + 4, <uint64_t>c_phys)
+        _put_u32(q + entry_pos + 12, <uint32_t>c_diff)
+        _put_u32(q + entry_pos + 16, _get_u32(q + slot_pos))  # the bucket's previous entry
+        _put_u32(q + slot_pos, <uint32_t>c_count)
+    finally:
+        PyBuffer_Release(&out)
+    return True

@@ -129,7 +129,16 @@ def topic_part(topic: str) -> bytes:
 
 _pack_head = RECORD_HEAD.pack_into
 _pack_u16 = U16.pack
-_crc32 = zlib.crc32
+
+
+@twin
+def body_crc(data: bytes | bytearray | memoryview) -> int:
+    """The BODYCRC field: CRC-32 of a body as stored, ``zlib.crc32`` (compiled twin in ``_speedups``
+    folds 16-byte blocks with carry-less multiplication, several times faster)."""
+    return zlib.crc32(data)
+
+
+_crc32 = body_crc
 
 
 @twin
@@ -324,7 +333,7 @@ def encode_batch(messages: Iterable[Message]) -> bytes:
             raise ValueError(f"properties are {len(props_b)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
         body = msg.body
         total = BATCH_HEAD.size + len(body) + 2 + len(props_b)
-        parts.append(BATCH_HEAD.pack(total, MESSAGE_MAGIC, zlib.crc32(body), msg.flag, len(body)))
+        parts.append(BATCH_HEAD.pack(total, MESSAGE_MAGIC, body_crc(body), msg.flag, len(body)))
         parts.append(body)
         parts.append(U16.pack(len(props_b)))
         parts.append(props_b)

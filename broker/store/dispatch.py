@@ -14,9 +14,8 @@ from collections.abc import Callable
 
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.index import IndexService
-from rocketpy.broker.store.props import DELAY_SEP, TAGS_SEP, get_property, index_keys
+from rocketpy.broker.store.props import DELAY_SEP, get_property, index_keys, tags_hash
 from rocketpy.config import parse_delay_levels  # one parser: the config validates with it
-from rocketpy.filter.tags import java_string_hash
 from rocketpy.topic import SCHEDULE_TOPIC
 
 log = logging.getLogger("rocketpy.store")
@@ -92,10 +91,7 @@ class Dispatcher:
             if level and level.isdigit() and self.delay_levels_ms:
                 lvl = min(max(int(level), 1), len(self.delay_levels_ms))
                 return store_ts + self.delay_levels_ms[lvl - 1]
-        if TAGS_SEP not in props:
-            return 0
-        tags = get_property(props, TAGS_SEP)
-        return java_string_hash(tags) if tags else 0
+        return tags_hash(props)
 
     def dispatch(
         self,

@@ -21,11 +21,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rocketpy._accel import twin
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.props import KEYS_SEP, UNIQ_SEP, get_property, index_keys
-from rocketpy.filter.tags import BASE48, HEX_MASK, POW31, java_string_hash, key_hash_u32, topic_key_hash
+from rocketpy.filter.tags import POW31, java_string_hash, key_hash_u32, topic_key_hash
 
 if TYPE_CHECKING:
+    from mmap import mmap
+
     from rocketpy.broker.store.allocate import AllocateService
 
 HEADER = struct.Struct(">qqqqii")  # begin ts | end ts | begin phys | end phys | slot count | index count
@@ -40,6 +43,38 @@ _pack_entry = ENTRY.pack_into
 _pack_slot = SLOT.pack_into
 _unpack_slot = SLOT.unpack_from
 HEADER_SYNC_EVERY = 64  # header end fields written every N messages; recovery scans past them
+
+
+@twin
+def put_unique_key_entry(
+    mm: mmap | bytearray,
+    props: str,
+    topic_hash: int,
+    phys: int,
+    time_diff: int,
+    count: int,
+    slots: int,
+    entries_pos: int,
+) -> bool:
+    """Write entry ``count`` for a message whose one index key is its UNIQ_KEY and link it into its
+    slot (the put path's common case; compiled twin in ``_speedups``).
+
+    ``topic_hash`` is the unsigned hash of ``topic + "#"``. False, with nothing written, when the
+    message has KEYS, no UNIQ_KEY, or one that is not ASCII or longer than 64 characters: the caller
+    indexes those through ``IndexService.put_message``.
+    """
+    if KEYS_SEP in props:
+        return False
+    uniq = get_property(props, UNIQ_SEP)
+    if not uniq or len(uniq) > 64 or not uniq.isascii():
+        return False
+    kh, n = key_hash_u32(uniq)  # == java_string_hash(topic + "#" + uniq) with the topic part below
+    h = (topic_hash * POW31[n] + kh) & 0xFFFFFFFF
+    h = (0x100000000 - h if h & 0x80000000 else h) & 0x7FFFFFFF  # abs() of the signed hash
+    slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
+    _pack_entry(mm, entries_pos + count * ENTRY_SIZE, h, phys, time_diff, _unpack_slot(mm, slot_pos)[0])
+    _pack_slot(mm, slot_pos, count)
+    return True
 
 
 def index_file_size(slots: int, entries: int) -> int:
@@ -210,38 +245,27 @@ class IndexService:
     def put_props(self, topic: str, props: str, phys: int, store_ts: int) -> None:
         """Index one message straight from its properties string: the dispatcher's one indexing call.
 
-        The common case (a UNIQ_KEY of uppercase hex, no KEYS, the newest file ready with room,
-        nothing waiting) hashes and writes its one entry here without helper calls; every other
-        case goes through ``put_message``. Same entries, same hash values either way. A record
-        already indexed (``last_phys``) is skipped.
+        The common case (one key, the UNIQ_KEY; the newest file ready with room, nothing waiting)
+        writes its entry with ``put_unique_key_entry``; every other case goes through
+        ``put_message``. Same entries, same hash values either way. A record already indexed
+        (``last_phys``) is skipped.
         """
         if phys <= self.last_phys:
             return
         self.last_phys = phys
         cur = self.files[-1] if self.files else None
-        uniq = get_property(props, UNIQ_SEP) if props else None
-        if (cur is None or not uniq or self._pending or KEYS_SEP in props or cur.index_count <= 1
-                or cur.index_count >= cur.max_index or len(uniq) > 64):  # fmt: skip
+        if cur is None or self._pending or not props or not 1 < cur.index_count < cur.max_index:
             self.put_message(topic, index_keys(props) if props else [], phys, store_ts)
             return
         th = self._topic_hashes.get(topic)
         if th is None:
             th = self._topic_hash(topic)
-        try:  # key_hash_u32's uppercase-hex path, inlined
-            b = uniq.encode("ascii")
-            kh = int(b, 31) + BASE48[len(b)] + 7 * int(b.translate(HEX_MASK), 31)
-        except (UnicodeEncodeError, ValueError):
-            self.put_message(topic, [uniq], phys, store_ts)
-            return
-        h = (th * POW31[len(b)] + kh) & 0xFFFFFFFF
-        h = (0x100000000 - h if h & 0x80000000 else h) & 0x7FFFFFFF  # abs() of the signed hash
-        mm = cur.mm
-        n = cur.index_count
-        slot_pos = HEADER_SIZE + (h % cur.slots) * SLOT_SIZE
         diff = (store_ts - cur.begin_ts) // 1000
-        _pack_entry(mm, cur.entries_pos + n * ENTRY_SIZE, h, phys, diff if diff > 0 else 0,
-                    _unpack_slot(mm, slot_pos)[0])  # fmt: skip
-        _pack_slot(mm, slot_pos, n)
+        diff = diff if diff > 0 else 0
+        n = cur.index_count
+        if not put_unique_key_entry(cur.mm, props, th, phys, diff, n, cur.slots, cur.entries_pos):
+            self.put_message(topic, index_keys(props), phys, store_ts)
+            return
         cur.index_count = n + 1
         cur.end_ts, cur.end_phys = store_ts, phys
         self._unsynced += 1

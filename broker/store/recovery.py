@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
-import zlib
 
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.mapped_file import MappedFile, list_offset_files
 from rocketpy.broker.store.results import StoreError
-from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD
+from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD, body_crc
 
 log = logging.getLogger("rocketpy.store")
 
@@ -153,7 +152,7 @@ def check_record(mf: MappedFile, pos: int, phys: int, check_crc: bool) -> tuple[
     p_pos = t_pos + 1 + topic_len
     if p_pos + 2 - pos > total or p_pos + 2 + int.from_bytes(view[p_pos : p_pos + 2], "big") - pos != total:
         return -1
-    if check_crc and zlib.crc32(view[pos + HEAD_SIZE : t_pos]) != fields[2]:
+    if check_crc and body_crc(view[pos + HEAD_SIZE : t_pos]) != fields[2]:
         return -1
     return total, fields
 

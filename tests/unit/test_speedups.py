@@ -41,7 +41,8 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text",
+    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "body_crc",
+    "tags_hash", "put_unique_key_entry",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -578,6 +579,79 @@ def test_read_typical_v2_same_fields(ext: dict[str, Any], spoil: dict[str, Any])
     plain, spoiled = read_both(ext), read_both({**ext, **spoil})
     assert plain[0] == plain[1] and plain[0][1] is True
     assert spoiled[0] == spoiled[1]  # wrong types or out-of-range ints: both False, nothing set
+
+
+# -- the put path: body CRC, tag code, unique-key index entry ---------------------------------------
+@needs_compiled
+@FUZZ
+@given(st.binary(max_size=3000), st.integers(0, 17))
+def test_body_crc_same_value(data: bytes, skip: int) -> None:
+    view = memoryview(data)[skip:]  # unaligned starts and every tail length
+    assert speedups.body_crc(view) == PURE["body_crc"](view) == zlib.crc32(view)
+
+
+@needs_compiled
+def test_body_crc_of_every_length_around_the_block_sizes() -> None:
+    data = bytes(range(256)) * 20
+    for n in range(0, 300):
+        assert speedups.body_crc(data[:n]) == zlib.crc32(data[:n]), n
+    assert speedups.body_crc(bytearray(data)) == zlib.crc32(data)
+
+
+# Properties strings made of the names the put path looks for, their separators and non-Latin-1
+# text: items cut anywhere, names inside values, empty values, duplicates.
+PROPS_PIECE = st.sampled_from(
+    ["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "\x01", "\x02", "A1", "ff", "é", "中", "𝄞", "", " "]
+)
+PROPS_SOUP = st.lists(PROPS_PIECE, max_size=14).map("".join)
+KEY_VALUE = st.text(st.sampled_from("0123456789ABCDEFabz-é中𝄞"), max_size=70)
+INDEX_PROPS = st.dictionaries(st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "a"]), KEY_VALUE, max_size=3).map(
+    properties_to_string
+)
+
+
+@needs_compiled
+@FUZZ
+@given(PROPS.map(properties_to_string) | INDEX_PROPS | PROPS_SOUP)
+def test_tags_hash_same_value(props: str) -> None:
+    assert speedups.tags_hash(props) == PURE["tags_hash"](props)
+
+
+@needs_compiled
+@FUZZ
+@given(
+    INDEX_PROPS | PROPS_SOUP,
+    st.integers(0, (1 << 32) - 1),
+    I64,
+    st.integers(0, (1 << 31) - 1),
+    st.integers(1, 40),
+    st.integers(1, 50),
+    st.binary(min_size=4, max_size=4),
+)
+def test_put_unique_key_entry_same_bytes(
+    props: str, topic_hash: int, phys: int, diff: int, count: int, slots: int, fill: bytes
+) -> None:
+    entries_pos = 40 + slots * 4
+    size = entries_pos + 41 * 20
+    files = [bytearray(fill * (size // 4)) for _ in range(2)]  # slots hold earlier entry numbers
+    got = [
+        outcome(fn, f, props, topic_hash, phys, diff, count, slots, entries_pos)
+        for fn, f in zip((PURE["put_unique_key_entry"], speedups.put_unique_key_entry), files, strict=True)
+    ]
+    assert got[0] == got[1]
+    assert files[0] == files[1]
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "args",
+    [(10, 1, 0, 60, 4, 56), (10, 1 << 63, 0, 1, 4, 56), (10, 1, 1 << 31, 1, 4, 56), (10, 1, 0, 1, 0, 56)],
+)
+def test_put_unique_key_entry_out_of_range_same_error_type(args: tuple[int, ...]) -> None:
+    props = properties_to_string({"UNIQ_KEY": "0A1B"})  # entry past the file, phys, diff, no slots
+    twins = (PURE["put_unique_key_entry"], speedups.put_unique_key_entry)
+    got = [outcome(fn, bytearray(1000), props, *args) for fn in twins]
+    assert got[0][0] == got[1][0] == "raise" and got[0][1][0] is got[1][1][0], got
 
 
 # -- the ACL's signed text --------------------------------------------------------------------------
