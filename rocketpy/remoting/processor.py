@@ -75,8 +75,8 @@ class ProcessorTable:
         self.dispatch = self.handle if guard is None else self._guarded
 
     def _guarded(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
-        refusal = self._refusal(channel, request)
-        return refusal if refusal is not None else self.handle(channel, request)
+        refusal = self._refusal(channel, request)  # the header shape is checked there
+        return refusal if refusal is not None else self._handle(channel, request, None)
 
     def _refusal(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """Why ``request`` goes no further: a bad header shape or the guard's answer (None: it goes on)."""
@@ -122,14 +122,20 @@ class ProcessorTable:
         The one dispatch of every request a ``Channel`` reads (a response returned here is
         written inline, an awaitable runs as the connection's task).
         """
+        return self._handle(channel, request, request.ext)
+
+    def _handle(
+        self, channel: Channel, request: RemotingCommand, unchecked_ext: dict[str, Any] | None
+    ) -> HandlerResult:
+        """``handle``, checking the shape of ``unchecked_ext`` first (None: already checked)."""
         handler = self._handlers.get(request.code)
         if handler is None:
             remark = f"request code {code_name(request.code)} is not supported by {self.owner}"
             self._log(channel, logging.WARNING, "%s from %s", remark, channel.remote_addr)
             return RemotingCommand.response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         try:
-            if request.ext:
-                check_ext(request.ext)
+            if unchecked_ext:
+                check_ext(unchecked_ext)
             return handler(channel, request)
         except Exception as exc:
             return self.error_response(channel, request, exc)
