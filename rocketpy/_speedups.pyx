@@ -1165,3 +1165,60 @@ def put_unique_key_entry(mm, str props, topic_hash, phys, time_diff, count, slot
     finally:
         PyBuffer_Release(&out)
     return True
+
+
+# -- a stored record as recovery and replicas check it (twin of rocketpy.broker.store.recovery.read_record)
+cdef bint _recovery_bound = False
+cdef uint32_t BLANK_MAGIC = 0
+
+
+cdef int _bind_recovery() except -1:
+    global _recovery_bound, BLANK_MAGIC
+    from rocketpy import record
+
+    if not _record_bound:
+        _bind_record()
+    BLANK_MAGIC = record.BLANK_MAGIC
+    _recovery_bound = True
+    return 0
+
+
+def read_record(buf, Py_ssize_t pos, Py_ssize_t room, int64_t phys, bint check_crc, bint text):
+    """The record at ``buf[pos:]`` checked as recovery checks it: (size, queue id, queue offset, store
+    timestamp, topic, properties), 0 for a blank tail or the file's end, -1 if invalid (twin of
+    ``rocketpy.broker.store.recovery.read_record``)."""
+    if not _recovery_bound:
+        _bind_recovery()
+    cdef Py_buffer b
+    cdef const unsigned char* p
+    cdef uint32_t total, magic, body_len
+    cdef Py_ssize_t t_pos, p_pos
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or room < 0 or pos > b.len or room > b.len - pos:
+            raise ValueError(f"{room} bytes at {pos} are not within a {b.len}-byte buffer")
+        if room < 8:
+            return 0 if room == 0 else -1
+        p = <const unsigned char*>b.buf + pos
+        total = _get_u32(p)
+        magic = _get_u32(p + 4)
+        if magic == BLANK_MAGIC:
+            return 0 if <Py_ssize_t>total == room else -1
+        if magic != MESSAGE_MAGIC or <Py_ssize_t>total > room or total < HEAD_SIZE + 3 or room < HEAD_SIZE:
+            return -1
+        body_len = _get_u32(p + 84)
+        if <int64_t>_get_u64(p + 28) != phys or <uint64_t>HEAD_SIZE + body_len + 3 > total:
+            return -1
+        t_pos = HEAD_SIZE + body_len
+        p_pos = t_pos + 1 + p[t_pos]
+        if p_pos + 2 > <Py_ssize_t>total or p_pos + 2 + ((<Py_ssize_t>p[p_pos] << 8) | p[p_pos + 1]) != total:
+            return -1
+        if check_crc and _crc32(p + HEAD_SIZE, body_len) != _get_u32(p + 8):
+            return -1
+        if not text:
+            return (total, <int32_t>_get_u32(p + 12), <int64_t>_get_u64(p + 20), <int64_t>_get_u64(p + 56), "", "")
+        return (total, <int32_t>_get_u32(p + 12), <int64_t>_get_u64(p + 20), <int64_t>_get_u64(p + 56),
+                PyUnicode_DecodeUTF8(<const char*>p + t_pos + 1, p[t_pos], "replace"),
+                PyUnicode_DecodeUTF8(<const char*>p + p_pos + 2, total - p_pos - 2, "replace"))
+    finally:
+        PyBuffer_Release(&b)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 
+from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
@@ -132,12 +133,28 @@ def _find_queue_min(cq: ConsumeQueue, commitlog_min: int) -> None:
     cq.min_offset = min((first.base_offset // UNIT_SIZE) + lo, cq.next_offset)
 
 
-def check_record(mf: MappedFile, pos: int, phys: int, check_crc: bool) -> tuple[int, tuple] | int:
-    """Validate the record at ``pos`` of ``mf``: ``(size, fields)``, 0 for a blank tail, -1 if invalid."""
-    room = mf.size - pos
+#: A valid record as the dispatcher needs it: (size, queue id, queue offset, store timestamp, topic,
+#: properties); topic and properties are "" unless asked for.
+StoredRecord = tuple[int, int, int, int, str, str]
+
+
+@twin
+def read_record(
+    buf: memoryview | bytes | bytearray, pos: int, room: int, phys: int, check_crc: bool, text: bool
+) -> StoredRecord | int:
+    """Check the record at ``buf[pos:]``, ``room`` bytes before its file ends, as recovery and replicas
+    check records: magic, sizes, physical offset ``phys``, body CRC (``check_crc``). The record
+    (with its topic and properties decoded when ``text``), 0 for a blank tail or the file's end, -1
+    if it is not a valid record (compiled twin in ``_speedups``).
+
+    Raises:
+        ValueError: ``pos`` and ``room`` are not within ``buf``.
+    """
+    view = memoryview(buf)
+    if pos < 0 or room < 0 or pos + room > len(view):
+        raise ValueError(f"{room} bytes at {pos} are not within a {len(view)}-byte buffer")
     if room < 8:
         return 0 if room == 0 else -1
-    view = mf.view
     total, magic = int.from_bytes(view[pos : pos + 4], "big"), int.from_bytes(view[pos + 4 : pos + 8], "big")
     if magic == BLANK_MAGIC:
         return 0 if total == room else -1
@@ -148,13 +165,16 @@ def check_record(mf: MappedFile, pos: int, phys: int, check_crc: bool) -> tuple[
     if fields[6] != phys or HEAD_SIZE + body_len + 3 > total:
         return -1
     t_pos = pos + HEAD_SIZE + body_len
-    topic_len = view[t_pos]
-    p_pos = t_pos + 1 + topic_len
+    p_pos = t_pos + 1 + view[t_pos]
     if p_pos + 2 - pos > total or p_pos + 2 + int.from_bytes(view[p_pos : p_pos + 2], "big") - pos != total:
         return -1
     if check_crc and body_crc(view[pos + HEAD_SIZE : t_pos]) != fields[2]:
         return -1
-    return total, fields
+    if not text:
+        return total, fields[3], fields[5], fields[10], "", ""
+    topic = bytes(view[t_pos + 1 : p_pos]).decode(errors="replace")
+    props = bytes(view[p_pos + 2 : pos + total]).decode(errors="replace")
+    return total, fields[3], fields[5], fields[10], topic, props
 
 
 def scan_start(commitlog: CommitLog, dispatched: int, flushed: int | None) -> int:
@@ -192,15 +212,10 @@ def _dispatched_point(dispatcher: Dispatcher) -> int:
     return point
 
 
-def redispatch(dispatcher: Dispatcher, fields: tuple, mf: MappedFile, pos: int) -> None:
-    """Hand one valid record to the dispatcher (which skips what its queue and the index hold)."""
-    (total, _m, _c, queue_id, _f, queue_offset, phys, _s, _bt, _bh, store_ts, _sh, _r, _p, body_len) = fields
-    t_pos = pos + HEAD_SIZE + body_len
-    view = mf.view
-    topic_len = view[t_pos]
-    topic = bytes(view[t_pos + 1 : t_pos + 1 + topic_len]).decode(errors="replace")
-    p_pos = t_pos + 1 + topic_len
-    props = bytes(view[p_pos + 2 : pos + total]).decode(errors="replace")
+def redispatch(dispatcher: Dispatcher, record: StoredRecord, phys: int) -> None:
+    """Hand one valid record (read with its text) at ``phys`` to the dispatcher (which skips what its
+    queue and the index hold)."""
+    total, queue_id, queue_offset, store_ts, topic, props = record
     dispatcher.dispatch(dispatcher.cq(topic, queue_id), queue_offset, phys, total, None, props, store_ts)
 
 
@@ -232,17 +247,20 @@ def recover(
         if mf is None:
             break
         pos = off - mf.base_offset
-        res = check_record(mf, pos, off, check_crc)
-        if res == 0:
+        rec = read_record(mf.view, pos, mf.size - pos, off, check_crc, off >= dispatched)
+        if rec == 0:
             mf.recover_position(mf.size)
             off = mf.end_offset
             continue
-        if isinstance(res, int):
+        if isinstance(rec, int):
             _log_cut(mf, pos, off)
             break
-        total, fields = res
+        total = rec[0]
         if off + total > dispatched:  # before that point queues and index hold every record
-            redispatch(dispatcher, fields, mf, pos)
+            if off < dispatched:  # the one record across that point: read again with its text
+                rec = read_record(mf.view, pos, mf.size - pos, off, check_crc, True)
+                assert not isinstance(rec, int)
+            redispatch(dispatcher, rec, off)
         mf.recover_position(pos + total)
         off += total
         count += 1

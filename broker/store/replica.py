@@ -4,10 +4,11 @@ Owns the replica append (RocketMQ's ``appendToCommitLog``): bytes a master read 
 offset X are copied verbatim into this commitlog at X, which must be where the next byte goes, so
 the two logs stay byte-identical. A chunk never spans two files (``read_raw`` cuts at file ends).
 After each chunk the complete records past the **confirm offset** are checked as recovery checks
-them (magic, length, physical offset, body CRC) and handed to ``Dispatcher.dispatch``, the one way
-consume queues and the index learn of records; a record cut by the chunk's end waits for the next
-chunk; a blank tail moves the confirm offset to the next file. Invariant: confirm offset <= max
-offset, and every record before the confirm offset is valid and dispatched. An invalid record
+them (``read_record``: magic, length, physical offset, body CRC) and handed to
+``Dispatcher.dispatch``, the one way consume queues and the index learn of records; a record cut by
+the chunk's end waits for the next chunk; a blank tail moves the confirm offset to the next file.
+Invariant: confirm offset <= max offset, and every record before the confirm offset is valid and
+dispatched. An invalid record
 (garbled bytes, a log that diverged from the master's) is never kept: the bytes past the confirm
 offset are zeroed, the write position goes back there and ``ReplicaError`` is raised, so the store
 is always one that recovery accepts. Single writer on the event loop; nothing here knows of
@@ -21,7 +22,7 @@ import logging
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.mapped_file import MappedFile
-from rocketpy.broker.store.recovery import check_record, redispatch
+from rocketpy.broker.store.recovery import read_record, redispatch
 from rocketpy.broker.store.results import StoreError
 from rocketpy.record import BLANK_MAGIC
 
@@ -130,11 +131,11 @@ class ReplicaAppender:
                 continue
             if avail < total and 0 < total <= mf.size - pos:
                 break  # the rest of this record comes with the next chunk
-            res = check_record(mf, pos, off, self._check_crc)
-            if isinstance(res, int):
+            rec = read_record(mf.view, pos, mf.size - pos, off, self._check_crc, True)
+            if isinstance(rec, int):
                 raise self._roll_back(mf, pos, off)
-            redispatch(self._dispatcher, res[1], mf, pos)
-            off += res[0]
+            redispatch(self._dispatcher, rec, off)
+            off += rec[0]
             self.records += 1
         self.confirm_offset = off
 

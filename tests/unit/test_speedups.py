@@ -42,7 +42,7 @@ PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "body_crc",
-    "tags_hash", "put_unique_key_entry",
+    "tags_hash", "put_unique_key_entry", "read_record",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -309,6 +309,40 @@ def test_decode_records_hostile_input_same_error(recs: list[bytes], data: st.Dat
 @given(st.binary(max_size=400))
 def test_decode_records_random_bytes_same_error(data: bytes) -> None:
     assert decoded(outcome(PURE["decode_records"], data)) == decoded(outcome(speedups.decode_records, data))
+
+
+# -- a stored record as recovery and replicas check it ---------------------------------------------
+@needs_compiled
+@FUZZ
+@given(records(), st.data())
+def test_read_record_same_result(rec: bytes, data: st.DataObject) -> None:
+    draw = data.draw
+    body = mutate(rec, draw) if draw(st.booleans()) else rec
+    lead, tail = draw(st.integers(0, 16)), draw(st.integers(0, 40))
+    buf = bytes(lead) + body + bytes(tail)
+    room = len(buf) - lead - draw(st.integers(0, tail))
+    phys = struct.unpack_from(">q", rec, 28)[0] if draw(st.booleans()) else draw(I64)
+    args = (buf, lead, room, phys, draw(st.booleans()), draw(st.booleans()))
+    assert outcome(PURE["read_record"], *args) == outcome(speedups.read_record, *args)
+
+
+@needs_compiled
+@FUZZ
+@given(st.binary(max_size=200), st.integers(-2, 210), st.integers(-2, 210))
+def test_read_record_random_bytes_and_bounds_same_result(data: bytes, pos: int, room: int) -> None:
+    args = (data, pos, room, 0, True, True)
+    assert outcome(PURE["read_record"], *args) == outcome(speedups.read_record, *args)
+
+
+@needs_compiled
+def test_read_record_blank_tail_and_file_end() -> None:
+    blank = record.SIZE_MAGIC.pack(64, record.BLANK_MAGIC) + bytes(64)
+    for fn in (PURE["read_record"], speedups.read_record):
+        assert fn(blank, 0, 64, 0, True, True) == 0  # a blank tail to the file's end
+        assert fn(blank, 0, 72, 0, True, True) == -1  # a blank that does not reach the file's end
+        assert fn(blank, 64, 0, 0, True, True) == 0  # the file's end itself
+        assert fn(blank, 60, 4, 0, True, True) == -1  # less than a size and a magic
+        assert outcome(fn, blank, 100, 40, 0, True, True)[0] == "raise"  # past the buffer
 
 
 # -- the columnar decoder (Spark reads) -----------------------------------------------------------
