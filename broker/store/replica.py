@@ -24,7 +24,7 @@ from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.recovery import read_record, redispatch
 from rocketpy.broker.store.results import StoreError
-from rocketpy.record import BLANK_MAGIC
+from rocketpy.record import BLANK_MAGIC, SIZE_MAGIC
 
 log = logging.getLogger("rocketpy.store")
 
@@ -122,8 +122,7 @@ class ReplicaAppender:
                 continue
             if avail < 8:
                 break
-            total = int.from_bytes(mf.view[pos : pos + 4], "big")
-            magic = int.from_bytes(mf.view[pos + 4 : pos + 8], "big")
+            total, magic = SIZE_MAGIC.unpack_from(mf.view, pos)
             if magic == BLANK_MAGIC and total == mf.size - pos:
                 if avail < total:
                     break
