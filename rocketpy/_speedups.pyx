@@ -1092,12 +1092,12 @@ cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, con
     return -1
 
 
+cdef extern from "string.h":
+    void* memmem(const void* haystack, size_t n, const void* needle, size_t k) nogil  # GNU (pyconfig.h sets _GNU_SOURCE)
+
+
 cdef inline bint _contains(const unsigned char* p, Py_ssize_t n, const char* word, Py_ssize_t k) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n - k + 1):
-        if p[i] == <unsigned char>word[0] and memcmp(p + i, word, k) == 0:
-            return True
-    return False
+    return n >= k and memmem(p, <size_t>n, word, <size_t>k) != NULL
 
 
 def tags_hash(str props):
@@ -1118,6 +1118,51 @@ def tags_hash(str props):
     return <int32_t>h
 
 
+cdef inline Py_ssize_t _unique_key(const unsigned char* p, Py_ssize_t n, Py_ssize_t* end) noexcept nogil:
+    """Where the UNIQ_KEY of the Latin-1 properties ``p[:n]`` starts when it is the message's one index
+    key (-1: KEYS present, no UNIQ_KEY, or one not ASCII or longer than 64); ``end`` gets its end."""
+    cdef Py_ssize_t start, i
+    if _contains(p, n, b"KEYS\x01", 5):
+        return -1
+    start = _property_value(p, n, b"UNIQ_KEY\x01", 9, end)
+    if start < 0 or end[0] == start or end[0] - start > 64:
+        return -1
+    for i in range(start, end[0]):
+        if p[i] >= 128:
+            return -1
+    return start
+
+
+cdef int _write_key_entry(object mm, const unsigned char* key, Py_ssize_t k, uint32_t h, int64_t phys,
+                          int32_t diff, int32_t count, int64_t slots, Py_ssize_t entries_pos) except -1:
+    """Hash ``key[:k]`` onto ``h`` (the topic part), write entry ``count`` and link it into its slot."""
+    cdef Py_ssize_t i, slot_pos, entry_pos
+    cdef Py_buffer out
+    cdef unsigned char* q
+    for i in range(k):
+        h = 31 * h + key[i]
+    if h & 0x80000000:
+        h = 0 - h  # abs() of the signed hash, as uint32 arithmetic
+    h &= 0x7FFFFFFF
+    if slots <= 0:
+        raise ZeroDivisionError("integer modulo by zero") if slots == 0 else ValueError("negative slot count")
+    slot_pos = INDEX_HEADER_SIZE + <Py_ssize_t>(h % slots) * INDEX_SLOT_SIZE
+    entry_pos = entries_pos + <Py_ssize_t>count * INDEX_ENTRY_SIZE
+    _writable(mm, &out)
+    try:
+        if slot_pos + INDEX_SLOT_SIZE > out.len or entry_pos < 0 or entry_pos + INDEX_ENTRY_SIZE > out.len:
+            raise _struct_error(f"an index entry at {entry_pos} or slot at {slot_pos} is outside a {out.len}-byte file")
+        q = <unsigned char*>out.buf
+        _put_u32(q + entry_pos, h)
+        _put_u64(q + entry_pos + 4, <uint64_t>phys)
+        _put_u32(q + entry_pos + 12, <uint32_t>diff)
+        _put_u32(q + entry_pos + 16, _get_u32(q + slot_pos))  # the bucket's previous entry
+        _put_u32(q + slot_pos, <uint32_t>count)
+    finally:
+        PyBuffer_Release(&out)
+    return 0
+
+
 def put_unique_key_entry(mm, str props, topic_hash, phys, time_diff, count, slots, entries_pos):
     """Index entry ``count`` for a message whose one key is its UNIQ_KEY, linked into its slot (twin of
     ``rocketpy.broker.store.index.put_unique_key_entry``); False with nothing written otherwise."""
@@ -1127,43 +1172,16 @@ def put_unique_key_entry(mm, str props, topic_hash, phys, time_diff, count, slot
     cdef const unsigned char* p = _latin1(props, &n)
     if p == NULL:
         return _pure_put_unique_key_entry(mm, props, topic_hash, phys, time_diff, count, slots, entries_pos)
-    if _contains(p, n, b"KEYS\x01", 5):
+    start = _unique_key(p, n, &end)
+    if start < 0:
         return False
-    start = _property_value(p, n, b"UNIQ_KEY\x01", 9, &end)
-    if start < 0 or end == start or end - start > 64:
-        return False
-    cdef uint32_t h = <uint32_t>_int(topic_hash, 0, 0xFFFFFFFF, "I")
-    cdef Py_ssize_t i
-    for i in range(start, end):
-        if p[i] >= 128:
-            return False
-        h = 31 * h + p[i]
-    if h & 0x80000000:
-        h = 0 - h  # abs() of the signed hash, as uint32 arithmetic
-    h &= 0x7FFFFFFF
-    cdef int64_t c_slots = _int(slots, -9223372036854775807 - 1, 9223372036854775807, "q")
-    if c_slots <= 0:
-        raise ZeroDivisionError("integer modulo by zero") if c_slots == 0 else ValueError("negative slot count")
-    cdef int64_t c_phys = _int(phys, -9223372036854775807 - 1, 9223372036854775807, "q")
-    cdef int32_t c_diff = <int32_t>_int(time_diff, -2147483648, 2147483647, "i")
-    cdef int32_t c_count = <int32_t>_int(count, -2147483648, 2147483647, "i")
-    cdef Py_ssize_t c_entries = <Py_ssize_t>_int(entries_pos, 0, 9223372036854775807, "q")
-    cdef Py_ssize_t slot_pos = INDEX_HEADER_SIZE + <Py_ssize_t>(h % c_slots) * INDEX_SLOT_SIZE
-    cdef Py_ssize_t entry_pos = c_entries + <Py_ssize_t>c_count * INDEX_ENTRY_SIZE
-    cdef Py_buffer out
-    cdef unsigned char* q
-    _writable(mm, &out)
-    try:
-        if slot_pos + INDEX_SLOT_SIZE > out.len or entry_pos < 0 or entry_pos + INDEX_ENTRY_SIZE > out.len:
-            raise _struct_error(f"an index entry at {entry_pos} or slot at {slot_pos} is outside a {out.len}-byte file")
-        q = <unsigned char*>out.buf
-        _put_u32(q + entry_pos, h)
-        _put_u64(q + entry_pos + 4, <uint64_t>c_phys)
-        _put_u32(q + entry_pos + 12, <uint32_t>c_diff)
-        _put_u32(q + entry_pos + 16, _get_u32(q + slot_pos))  # the bucket's previous entry
-        _put_u32(q + slot_pos, <uint32_t>c_count)
-    finally:
-        PyBuffer_Release(&out)
+    _write_key_entry(
+        mm, p + start, end - start, <uint32_t>_int(topic_hash, 0, 0xFFFFFFFF, "I"),
+        _int(phys, -9223372036854775807 - 1, 9223372036854775807, "q"),
+        <int32_t>_int(time_diff, -2147483648, 2147483647, "i"), <int32_t>_int(count, -2147483648, 2147483647, "i"),
+        _int(slots, -9223372036854775807 - 1, 9223372036854775807, "q"),
+        <Py_ssize_t>_int(entries_pos, 0, 9223372036854775807, "q"),
+    )
     return True
 
 
@@ -1222,3 +1240,128 @@ def read_record(buf, Py_ssize_t pos, Py_ssize_t room, int64_t phys, bint check_c
                 PyUnicode_DecodeUTF8(<const char*>p + p_pos + 2, total - p_pos - 2, "replace"))
     finally:
         PyBuffer_Release(&b)
+
+
+# -- the put path's dispatch of one put's records (twin of rocketpy.broker.store.dispatch.dispatch_run)
+cdef bint _dispatch_bound = False
+cdef object _SCHEDULE_TOPIC = None
+cdef object _pure_dispatch_run = None
+cdef Py_ssize_t CQ_UNIT_SIZE = 0
+cdef Py_ssize_t HEADER_SYNC_EVERY = 0
+
+
+cdef int _bind_dispatch() except -1:
+    global _dispatch_bound, _SCHEDULE_TOPIC, _pure_dispatch_run, CQ_UNIT_SIZE, HEADER_SYNC_EVERY
+    from rocketpy._accel import PURE
+    from rocketpy.broker.store import consume_queue, index
+    from rocketpy.topic import SCHEDULE_TOPIC
+
+    if not _put_path_bound:
+        _bind_put_path()
+    if consume_queue.UNIT.format != ">qiq":
+        raise ImportError("rocketpy._speedups was built for another consume queue layout; rebuild it")
+    CQ_UNIT_SIZE = consume_queue.UNIT_SIZE
+    HEADER_SYNC_EVERY = index.HEADER_SYNC_EVERY
+    _SCHEDULE_TOPIC = SCHEDULE_TOPIC
+    _pure_dispatch_run = PURE["dispatch_run"]
+    _dispatch_bound = True
+    return 0
+
+
+cdef int _index_record(object index, str topic, str props, const unsigned char* p, Py_ssize_t n,
+                       int64_t phys, int64_t store_ts) except -1:
+    """``IndexService.put_props`` of one record: its UNIQ_KEY entry written here when the newest file
+    takes it (the state updated as put_props updates it), else put_props itself."""
+    cdef Py_ssize_t start, end = 0
+    cdef int64_t count, diff
+    if phys <= <int64_t>index.last_phys:
+        return 0
+    files = index.files
+    start = _unique_key(p, n, &end) if n else -1
+    if start < 0 or not files or index._pending:
+        index.put_props(topic, props, phys, store_ts)
+        return 0
+    cur = files[len(files) - 1]  # (wraparound is off in this module)
+    count = cur.index_count
+    th = index._topic_hashes.get(topic)
+    if not 1 < count < <int64_t>cur.max_index or th is None:
+        index.put_props(topic, props, phys, store_ts)
+        return 0
+    diff = store_ts - <int64_t>cur.begin_ts
+    diff = diff // 1000 if diff > 0 else 0  # floor division as Python's, clamped at 0 alike
+    if diff > 2147483647 or count > 2147483647:
+        raise _struct_error("'i' format requires -2147483648 <= number <= 2147483647")
+    _write_key_entry(cur.mm, p + start, end - start, <uint32_t>_int(th, 0, 0xFFFFFFFF, "I"), phys,
+                     <int32_t>diff, <int32_t>count, cur.slots, cur.entries_pos)
+    index.last_phys = phys
+    cur.index_count = count + 1
+    cur.end_ts = store_ts
+    cur.end_phys = phys
+    unsynced = index._unsynced + 1
+    if unsynced >= HEADER_SYNC_EVERY:
+        cur.write_header(store_ts, phys)
+        unsynced = 0
+    index._unsynced = unsynced
+    return 0
+
+
+def dispatch_run(d, cq, int64_t queue_offset, int64_t phys, list sizes, list msgs, int64_t store_ts):
+    """Dispatch the records of one put (twin of ``rocketpy.broker.store.dispatch.dispatch_run``):
+    the common case in C, any other run through the pure twin."""
+    if not _dispatch_bound:
+        _bind_dispatch()
+    cdef Py_ssize_t count = len(msgs), i, k
+    cdef int64_t size, rel, code
+    cdef uint32_t h
+    cdef Py_ssize_t start, end = 0
+    cdef const unsigned char* p
+    cdef Py_buffer out
+    cdef unsigned char* u
+    topic = cq.topic
+    files = cq.files
+    if (count == 0 or len(sizes) != count or not files or cq._pending or topic == _SCHEDULE_TOPIC
+            or queue_offset != <int64_t>cq.next_offset or phys < <int64_t>cq.max_phys_end):
+        return _pure_dispatch_run(d, cq, queue_offset, phys, sizes, msgs, store_ts)
+    mf = files[len(files) - 1]
+    rel = queue_offset * CQ_UNIT_SIZE - <int64_t>mf.base_offset
+    if rel < 0 or rel + count * CQ_UNIT_SIZE > <int64_t>mf.size:
+        return _pure_dispatch_run(d, cq, queue_offset, phys, sizes, msgs, store_ts)
+    cdef list props = []
+    for m in msgs:
+        s = m.properties
+        if m.tags_code is not None or type(s) is not str or _latin1(s, &k) == NULL:
+            return _pure_dispatch_run(d, cq, queue_offset, phys, sizes, msgs, store_ts)
+        props.append(s)
+    index = d.index
+    for i in range(count):
+        s = props[i]
+        p = _latin1(s, &k)
+        size = <int32_t>_int(sizes[i], -2147483648, 2147483647, "i")
+        # the unit's tag code: the TAGS value's Java hash (tags_hash)
+        start = _property_value(p, k, b"TAGS\x01", 5, &end)
+        h = 0
+        if start >= 0:
+            while start < end:
+                h = 31 * h + p[start]
+                start += 1
+        code = <int32_t>h
+        _writable(mf.mm, &out)
+        try:
+            u = <unsigned char*>out.buf + rel + i * CQ_UNIT_SIZE
+            _put_u64(u, <uint64_t>phys)
+            _put_u32(u + 8, <uint32_t>size)
+            _put_u64(u + 12, <uint64_t>code)
+        finally:
+            PyBuffer_Release(&out)
+        mf._wrote = rel + (i + 1) * CQ_UNIT_SIZE
+        cq.next_offset = queue_offset + i + 1
+        cq.max_phys_end = phys + size
+        if i == 0:
+            d.dirty_cqs.add(cq)
+        if d.listeners:
+            d.notify(cq, queue_offset + i, code, store_ts)
+        if index is not None:
+            _index_record(index, topic, s, p, k, phys, store_ts)
+        phys += size
+        d.dispatched_to = phys
+    return phys

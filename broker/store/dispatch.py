@@ -12,8 +12,10 @@ import logging
 import os
 from collections.abc import Callable
 
+from rocketpy._accel import twin
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.index import IndexService
+from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.props import DELAY_SEP, get_property, index_keys, tags_hash
 from rocketpy.config import parse_delay_levels  # one parser: the config validates with it
 from rocketpy.topic import SCHEDULE_TOPIC
@@ -21,7 +23,7 @@ from rocketpy.topic import SCHEDULE_TOPIC
 log = logging.getLogger("rocketpy.store")
 
 Listener = Callable[[str, int, int, int, int], None]
-__all__ = ["Dispatcher", "Listener", "get_property", "index_keys", "parse_delay_levels"]
+__all__ = ["Dispatcher", "Listener", "dispatch_run", "get_property", "index_keys", "parse_delay_levels"]
 
 
 class Dispatcher:
@@ -139,6 +141,31 @@ class Dispatcher:
     def topic_dir(self, topic: str) -> str:
         """Directory of a topic's consume queues."""
         return os.path.join(self.cq_root, topic)
+
+
+@twin
+def dispatch_run(
+    d: Dispatcher,
+    cq: ConsumeQueue,
+    queue_offset: int,
+    phys: int,
+    sizes: list[int],
+    msgs: list[BrokerMessage],
+    store_ts: int,
+) -> int:
+    """Dispatch the records of one put, appended contiguously from ``phys`` with these ``sizes``:
+    ``Dispatcher.dispatch`` of each, in order (the put path's inner loop). Returns where they end.
+
+    The compiled twin in ``_speedups`` takes the common case in C: the queue at its end with room
+    in its last file for every unit, no tag code given, an ordinary topic, Latin-1 properties; it
+    writes the same units and index entries, makes the same listener calls and leaves the same
+    state, and hands any other run to this function.
+    """
+    for i, m in enumerate(msgs):  # enumerate, not zip(strict=True): no keyword parsing per put
+        size = sizes[i]
+        d.dispatch(cq, queue_offset + i, phys, size, m.tags_code, m.properties, store_ts)
+        phys += size
+    return phys
 
 
 def _rebuilds(cq: ConsumeQueue, queue_offset: int, phys: int) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocketpy.broker.store.commitlog import CommitLog, RecordBatch
-from rocketpy.broker.store.dispatch import Dispatcher
+from rocketpy.broker.store.dispatch import Dispatcher, dispatch_run
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
 from rocketpy.broker.store.stats import StoreStats
@@ -92,12 +92,8 @@ class PutService:
             batch, r = rolled
         cq, store_ts = batch[4], batch[5]
         # Dispatch each record (all are written: whatever a listener does sees them).
-        dispatch = self._dispatcher.dispatch
-        queue_offset, phys, sizes = r.queue_offset, r.wrote_offset, r.sizes
-        for i, m in enumerate(msgs):  # enumerate, not zip(strict=True): no keyword parsing per put
-            size = sizes[i]  # type: ignore[index]
-            dispatch(cq, queue_offset + i, phys, size, m.tags_code, m.properties, store_ts)
-            phys += size
+        assert r.sizes is not None
+        phys = dispatch_run(self._dispatcher, cq, r.queue_offset, r.wrote_offset, r.sizes, msgs, store_ts)
         n = len(msgs)
         stats = self._stats
         stats.last_store_ts = store_ts

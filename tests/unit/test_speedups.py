@@ -12,9 +12,11 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
 from typing import Any
 from unittest import mock
@@ -31,6 +33,7 @@ from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import Message, properties_to_string
 from rocketpy.remoting import codec
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.topic import SCHEDULE_TOPIC
 
 try:
     speedups: Any = importlib.import_module("rocketpy._speedups")
@@ -42,7 +45,7 @@ PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "body_crc",
-    "tags_hash", "put_unique_key_entry", "read_record",
+    "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -309,6 +312,94 @@ def test_decode_records_hostile_input_same_error(recs: list[bytes], data: st.Dat
 @given(st.binary(max_size=400))
 def test_decode_records_random_bytes_same_error(data: bytes) -> None:
     assert decoded(outcome(PURE["decode_records"], data)) == decoded(outcome(speedups.decode_records, data))
+
+
+# -- the put path's dispatch of a put's records -------------------------------------------------------
+DISPATCH_PROPS = st.sampled_from([
+    "", "TAGS\x01TagA\x02UNIQ_KEY\x010A1B2C", "UNIQ_KEY\x01FF00",
+    "TAGS\x01b\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01AB", "TAGS\x01\u00e9\x02UNIQ_KEY\x01\u00e9", "TAGS\x01\u4e2d",
+    "a\x01b", "UNIQ_KEY\x01" + "A" * 70,
+])  # fmt: skip
+DISPATCH_RUN = st.tuples(
+    st.integers(0, 1),  # queue id
+    st.lists(
+        st.tuples(st.integers(100, 300), DISPATCH_PROPS, st.sampled_from([None] * 7 + [-5, 1 << 40])),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 3_000),  # store timestamp step (ms)
+)
+
+
+def _dispatch_state(fn: Any, runs: list[Any], topic: str, cq_units: int, max_index: int, root: str) -> Any:
+    """Dispatch ``runs`` with ``fn`` into a fresh queue table and index; everything they hold after."""
+    from rocketpy.broker.store.dispatch import Dispatcher
+    from rocketpy.broker.store.index import IndexService
+
+    index = IndexService(os.path.join(root, "index"), 8, max_index, lambda: 1_700_000_000.0)
+    d = Dispatcher(os.path.join(root, "cq"), cq_units * 20, index, [1000, 5000])
+    seen: list[tuple[Any, ...]] = []
+    d.listeners.append(lambda *a: seen.append(a))
+    phys, ts = 0, 1_700_000_000_000
+    ends = []
+    for qid, items, step in runs:
+        ts += step
+        cq = d.cq(topic, qid)
+        msgs = [BrokerMessage(topic, qid, b"", properties=pr, tags_code=code) for _, pr, code in items]
+        phys = fn(d, cq, cq.next_offset, phys, [size for size, _, _ in items], msgs, ts)
+        ends.append((phys, sorted((q.topic, q.queue_id) for q in d.dirty_cqs)))
+        d.dirty_cqs = set()  # as a consume-queue flush takes them
+    queues = [
+        (cq.topic, cq.queue_id, cq.next_offset, cq.min_offset, cq.max_phys_end,
+         [bytes(mf.mm) for mf in cq.files], [mf.wrote for mf in cq.files], bytes(cq._pending))
+        for cq in d.cqs.values()
+    ]  # fmt: skip
+    files = [(bytes(f.mm), f.index_count, f.end_ts, f.end_phys, f.begin_ts) for f in index.files]
+    state = (ends, queues, files, index.last_phys, index._unsynced, seen, d.dispatched_to)
+    for cq in d.cqs.values():
+        for mf in cq.files:
+            mf.close()
+    index.close()
+    return state
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.lists(DISPATCH_RUN, min_size=1, max_size=8),
+    st.sampled_from(["T", SCHEDULE_TOPIC]),
+    st.sampled_from([3, 7, 64, 500]),
+    st.sampled_from([4, 9, 200]),
+)
+def test_dispatch_run_same_state(runs: list[Any], topic: str, cq_units: int, max_index: int) -> None:
+    states = []
+    for fn in (PURE["dispatch_run"], speedups.dispatch_run):
+        root = tempfile.mkdtemp(prefix="dispatch-run-")
+        try:
+            states.append(_dispatch_state(fn, runs, topic, cq_units, max_index, root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    assert states[0] == states[1]
+
+
+@needs_compiled
+def test_dispatch_run_same_state_over_many_common_runs() -> None:
+    # Runs the compiled fast path takes: queues with room, unique keys, no tag codes given; more
+    # entries than one index header sync (64), and a file end of the index (max 150 entries).
+    props = [f"TAGS\x01T{i % 3}\x02UNIQ_KEY\x01{i:032X}" for i in range(300)]
+    runs = [
+        (i % 2, [(120 + i % 7, props[(i * 5 + j) % 300], None) for j in range(1 + i % 5)], 700)
+        for i in range(90)
+    ]
+    states = []
+    for fn in (PURE["dispatch_run"], speedups.dispatch_run):
+        root = tempfile.mkdtemp(prefix="dispatch-run-")
+        try:
+            states.append(_dispatch_state(fn, runs, "T", 1000, 150, root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    assert states[0] == states[1]
+    assert len(states[0][2]) == 2  # the index rolled to a second file
 
 
 # -- a stored record as recovery and replicas check it ---------------------------------------------
