@@ -120,13 +120,14 @@ cdef inline uint32_t _crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil
     return rocketpy_crc32(0, p, <size_t>n)
 
 
-def body_crc(data):
-    """CRC-32 of ``data``, as ``zlib.crc32`` (twin of ``rocketpy.record.body_crc``)."""
+def crc32(data, uint32_t value=0):
+    """CRC-32 of ``data`` continuing from ``value``, as ``zlib.crc32`` (its twin: ``rocketpy.record.body_crc``)."""
     cdef Py_buffer b
+    cdef uint32_t c
     PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
     try:
         with nogil:
-            c = _crc32(<const unsigned char*>b.buf, b.len)
+            c = rocketpy_crc32(value, <const unsigned char*>b.buf, <size_t>b.len)
     finally:
         PyBuffer_Release(&b)
     return c

@@ -44,7 +44,7 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "body_crc",
+    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "crc32",
     "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -712,15 +712,17 @@ def test_read_typical_v2_same_fields(ext: dict[str, Any], spoil: dict[str, Any])
 @given(st.binary(max_size=3000), st.integers(0, 17))
 def test_body_crc_same_value(data: bytes, skip: int) -> None:
     view = memoryview(data)[skip:]  # unaligned starts and every tail length
-    assert speedups.body_crc(view) == PURE["body_crc"](view) == zlib.crc32(view)
+    assert speedups.crc32(view) == PURE["crc32"](view) == zlib.crc32(view)
+    assert speedups.crc32(view, 0xDEADBEEF) == zlib.crc32(view, 0xDEADBEEF)  # a running CRC continued
 
 
 @needs_compiled
 def test_body_crc_of_every_length_around_the_block_sizes() -> None:
     data = bytes(range(256)) * 20
     for n in range(0, 300):
-        assert speedups.body_crc(data[:n]) == zlib.crc32(data[:n]), n
-    assert speedups.body_crc(bytearray(data)) == zlib.crc32(data)
+        assert speedups.crc32(data[:n]) == zlib.crc32(data[:n]), n
+    assert speedups.crc32(bytearray(data)) == zlib.crc32(data)
+    assert record.body_crc is (speedups.crc32 if _accel.ACTIVE == "compiled" else zlib.crc32)
 
 
 # Properties strings made of the names the put path looks for, their separators and non-Latin-1
