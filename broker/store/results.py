@@ -11,7 +11,6 @@ from itertools import accumulate
 from typing import Protocol
 
 from rocketpy.errors import RocketpyError
-from rocketpy.msgid import offset_msg_id_from_packed
 
 
 class StoreError(RocketpyError):
@@ -113,7 +112,8 @@ class PutMessageResult:
         """Offset msg id of each stored message, in order."""
         if self.wrote_offset < 0:
             return []
-        return [offset_msg_id_from_packed(self._host8, o) for o in self.offsets]
+        prefix = _host_hex.get(self._host8) or _cache_host_hex(self._host8)  # offset_msg_id_from_packed's
+        return [f"{prefix}{o:016X}" for o in self.offsets]  # text, with the host's hex computed once
 
     @property
     def offsets(self) -> list[int]:
