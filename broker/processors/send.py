@@ -19,6 +19,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
+from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
 from rocketpy.broker.send_queue import SendQueue
@@ -71,6 +72,32 @@ def unique_key_of(properties: str) -> str | None:
     start += len(_UNIQ_PREFIX)
     end = properties.find("\x02", start)
     return properties[start : end if end >= 0 else len(properties)]
+
+
+@twin
+def batch_messages(
+    items: list[tuple[bytes, int, str]],
+    topic: str,
+    queue_id: int,
+    sys_flag: int,
+    born_ts: int,
+    born: tuple[str, int],
+    reconsume: int,
+    max_body: int,
+    short_props: int,
+) -> tuple[list[BrokerMessage], str, list[int]]:
+    """The messages of a decoded SEND_BATCH body (``decode_batch``'s items), their UNIQ_KEYs
+    comma-joined (the answer's msgId), and the indexes of the items ``_send_batch`` must look at
+    closer: a body over ``max_body`` bytes, properties of more than ``short_props`` characters, or
+    properties that may ask for a later delivery or a transaction (compiled twin in ``_speedups``).
+    """
+    msgs, uniqs, screened = [], [], []
+    for i, (body, flag, props) in enumerate(items):
+        if len(body) > max_body or len(props) > short_props or may_be_timed(props) or is_half_message(props):
+            screened.append(i)
+        msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
+        uniqs.append(unique_key_of(props) or "")
+    return msgs, ",".join(uniqs), screened
 
 
 def born_host_of(peer: tuple[str, int] | None) -> tuple[str, int] | None:
@@ -467,24 +494,24 @@ class SendMessageProcessor:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {e}")
         if not items:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
-        msgs = []
-        uniqs = []
         max_body = self.store_config.max_message_size
         short_props = MAX_PROPERTIES_BYTES // 4  # shorter strings cannot exceed the limit in UTF-8
-        topic, sys_flag, born_ts, reconsume = h.topic, h.sys_flag, h.born_timestamp, h.reconsume_times
-        for body, flag, props in items:
+        msgs, uniqs, screened = batch_messages(
+            items, h.topic, queue_id, h.sys_flag, h.born_timestamp, born, h.reconsume_times, max_body,
+            short_props,
+        )  # fmt: skip
+        for i in screened:
+            body, _, props = items[i]
             if len(body) > max_body or len(props) > short_props:  # _check_message's conditions
                 problem = self._check_message(len(body), props)
                 if problem:
                     return self._error(request, ResponseCode.MESSAGE_ILLEGAL, problem)
             if may_be_timed(props) and asks_later_delivery(props):
                 return self._error(request, ResponseCode.MESSAGE_ILLEGAL, _TIMED_BATCH)
-            msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
-            uniqs.append(unique_key_of(props) or "")
         # half messages in a batch (rocketpy's extension; RocketMQ refuses them): all or none
         halves = self.transactions is not None and (
             h.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
-            or any(is_half_message(props) for _, _, props in items)
+            or any(is_half_message(items[i][2]) for i in screened)
         )
         ticket = self.send_queue.enter()
         try:
@@ -497,7 +524,7 @@ class SendMessageProcessor:
                 await self.replica_wait(result, msgs[0].wait_store_msg_ok)
         finally:
             self.send_queue.leave(ticket)
-        return self._response(request, result, queue_id, ",".join(uniqs), len(msgs), len(request.body), topic)
+        return self._response(request, result, queue_id, uniqs, len(msgs), len(request.body), h.topic)
 
     def _response(
         self,

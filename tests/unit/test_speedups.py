@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from rocketpy import _accel, record, record_columns
 from rocketpy.acl import signing
+from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import Message, properties_to_string
@@ -45,7 +46,7 @@ PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "crc32",
-    "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
+    "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -400,6 +401,30 @@ def test_dispatch_run_same_state_over_many_common_runs() -> None:
             shutil.rmtree(root, ignore_errors=True)
     assert states[0] == states[1]
     assert len(states[0][2]) == 2  # the index rolled to a second file
+
+
+# -- the broker's messages of a batch ----------------------------------------------------------------
+BATCH_PROPS_PIECE = st.sampled_from(
+    ["UNIQ_KEY\x01", "AB12", "\x02", "\x01", "DELAY", "TIMER_", "TRAN_MSG\x01true", "XUNIQ_KEY\x01"]
+) | st.sampled_from(["é", "中", ""])
+BATCH_ITEMS = st.lists(
+    st.tuples(st.binary(max_size=40), I32, st.lists(BATCH_PROPS_PIECE, max_size=8).map("".join)), max_size=6
+)
+BROKER_MESSAGE_FIELDS = BrokerMessage.__slots__
+
+
+@needs_compiled
+@FUZZ
+@given(BATCH_ITEMS, st.integers(0, 50), st.integers(0, 30))  # (broker_send registers the pure twin)
+def test_batch_messages_same_messages(items: list[tuple[bytes, int, str]], max_body: int, short: int) -> None:
+    args = (items, "T", 3, 0x4, 1_700_000_000_000, ("10.0.0.7", 9876), 2, max_body, short)
+    got = []
+    for fn in (PURE["batch_messages"], speedups.batch_messages):
+        msgs, uniqs, screened = fn(*args)
+        fields = [tuple(getattr(m, f) for f in BROKER_MESSAGE_FIELDS) for m in msgs]
+        got.append((fields, uniqs, screened, [type(m) for m in msgs]))
+    assert got[0] == got[1]
+    assert broker_send.batch_messages in (PURE["batch_messages"], speedups.batch_messages)
 
 
 # -- a stored record as recovery and replicas check it ---------------------------------------------
