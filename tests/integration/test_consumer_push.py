@@ -138,12 +138,15 @@ async def test_three_consumers_on_eight_queues(cluster: str) -> None:
         await c.start()
     try:
 
-        def shares() -> list[int]:
-            return sorted(len(c.assigned_queues()) for c in consumers)
+        def split() -> tuple[list[int], int]:
+            """Queues per consumer, and how many distinct queues they own together."""
+            owned = [mq for c in consumers for mq in c.assigned_queues()]
+            return sorted(len(c.assigned_queues()) for c in consumers), len(set(owned))
 
-        await wait_until_async(lambda: shares() == [2, 3, 3], 20, message="3/3/2 split")
-        owned = [mq for c in consumers for mq in c.assigned_queues()]
-        assert len(owned) == len(set(owned)) == 8
+        # Rebalancing converges: while members learn of each other at different times, two may
+        # briefly own the same queue (RocketMQ's rebalance behaves alike); the end state is a
+        # partition of the 8 queues, 3/3/2.
+        await wait_until_async(lambda: split() == ([2, 3, 3], 8), 20, message="3/3/2 split of the 8 queues")
     finally:
         for c in consumers:
             await c.shutdown()
