@@ -1247,14 +1247,15 @@ def read_record(buf, Py_ssize_t pos, Py_ssize_t room, int64_t phys, bint check_c
 cdef bint _dispatch_bound = False
 cdef object _SCHEDULE_TOPIC = None
 cdef object _pure_dispatch_run = None
+cdef object _pure_redispatch = None
 cdef Py_ssize_t CQ_UNIT_SIZE = 0
 cdef Py_ssize_t HEADER_SYNC_EVERY = 0
 
 
 cdef int _bind_dispatch() except -1:
-    global _dispatch_bound, _SCHEDULE_TOPIC, _pure_dispatch_run, CQ_UNIT_SIZE, HEADER_SYNC_EVERY
+    global _dispatch_bound, _SCHEDULE_TOPIC, _pure_dispatch_run, _pure_redispatch, CQ_UNIT_SIZE, HEADER_SYNC_EVERY
     from rocketpy._accel import PURE
-    from rocketpy.broker.store import consume_queue, index
+    from rocketpy.broker.store import consume_queue, index, recovery  # recovery: registers redispatch
     from rocketpy.topic import SCHEDULE_TOPIC
 
     if not _put_path_bound:
@@ -1265,6 +1266,7 @@ cdef int _bind_dispatch() except -1:
     HEADER_SYNC_EVERY = index.HEADER_SYNC_EVERY
     _SCHEDULE_TOPIC = SCHEDULE_TOPIC
     _pure_dispatch_run = PURE["dispatch_run"]
+    _pure_redispatch = PURE["redispatch"]
     _dispatch_bound = True
     return 0
 
@@ -1306,26 +1308,68 @@ cdef int _index_record(object index, str topic, str props, const unsigned char* 
     return 0
 
 
+cdef int _dispatch_record(object d, object cq, object mf, int64_t unit_pos, int64_t queue_offset, int64_t phys,
+                          int64_t size, str topic, str props, const unsigned char* p, Py_ssize_t k, int64_t store_ts,
+                          object index, bint first) except -1:
+    """``Dispatcher.dispatch`` of one record whose unit goes at ``unit_pos`` of ``mf``, the last file of a
+    queue at its end (the caller checked): unit, queue and file state, listeners, index entry."""
+    cdef Py_ssize_t start, end = 0
+    cdef uint32_t h = 0
+    cdef int64_t code
+    cdef Py_buffer out
+    cdef unsigned char* u
+    start = _property_value(p, k, b"TAGS\x01", 5, &end)  # the unit's tag code: tags_hash
+    if start >= 0:
+        while start < end:
+            h = 31 * h + p[start]
+            start += 1
+    code = <int32_t>h
+    _writable(mf.mm, &out)
+    try:
+        u = <unsigned char*>out.buf + unit_pos
+        _put_u64(u, <uint64_t>phys)
+        _put_u32(u + 8, <uint32_t>size)
+        _put_u64(u + 12, <uint64_t>code)
+    finally:
+        PyBuffer_Release(&out)
+    mf._wrote = unit_pos + CQ_UNIT_SIZE
+    cq.next_offset = queue_offset + 1
+    cq.max_phys_end = phys + size
+    if first:
+        d.dirty_cqs.add(cq)
+    if d.listeners:
+        d.notify(cq, queue_offset, code, store_ts)
+    if index is not None:
+        _index_record(index, topic, props, p, k, phys, store_ts)
+    d.dispatched_to = phys + size
+    return 0
+
+
+cdef object _queue_end_file(object cq, int64_t queue_offset, int64_t phys, Py_ssize_t count, int64_t* rel):
+    """The last file of ``cq`` when the queue is at its end there with room for ``count`` units (``rel``:
+    where the first goes), else None: the pure twin takes the records."""
+    files = cq.files
+    if not files or cq._pending or queue_offset != <int64_t>cq.next_offset or phys < <int64_t>cq.max_phys_end:
+        return None
+    mf = files[len(files) - 1]  # (wraparound is off in this module)
+    rel[0] = queue_offset * CQ_UNIT_SIZE - <int64_t>mf.base_offset
+    if rel[0] < 0 or rel[0] + count * CQ_UNIT_SIZE > <int64_t>mf.size:
+        return None
+    return mf
+
+
 def dispatch_run(d, cq, int64_t queue_offset, int64_t phys, list sizes, list msgs, int64_t store_ts):
     """Dispatch the records of one put (twin of ``rocketpy.broker.store.dispatch.dispatch_run``):
     the common case in C, any other run through the pure twin."""
     if not _dispatch_bound:
         _bind_dispatch()
     cdef Py_ssize_t count = len(msgs), i, k
-    cdef int64_t size, rel, code
-    cdef uint32_t h
-    cdef Py_ssize_t start, end = 0
-    cdef const unsigned char* p
-    cdef Py_buffer out
-    cdef unsigned char* u
+    cdef int64_t size, rel = 0
     topic = cq.topic
-    files = cq.files
-    if (count == 0 or len(sizes) != count or not files or cq._pending or topic == _SCHEDULE_TOPIC
-            or queue_offset != <int64_t>cq.next_offset or phys < <int64_t>cq.max_phys_end):
-        return _pure_dispatch_run(d, cq, queue_offset, phys, sizes, msgs, store_ts)
-    mf = files[len(files) - 1]
-    rel = queue_offset * CQ_UNIT_SIZE - <int64_t>mf.base_offset
-    if rel < 0 or rel + count * CQ_UNIT_SIZE > <int64_t>mf.size:
+    mf = None
+    if count and len(sizes) == count and topic != _SCHEDULE_TOPIC:
+        mf = _queue_end_file(cq, queue_offset, phys, count, &rel)
+    if mf is None:
         return _pure_dispatch_run(d, cq, queue_offset, phys, sizes, msgs, store_ts)
     cdef list props = []
     for m in msgs:
@@ -1336,36 +1380,29 @@ def dispatch_run(d, cq, int64_t queue_offset, int64_t phys, list sizes, list msg
     index = d.index
     for i in range(count):
         s = props[i]
-        p = _latin1(s, &k)
         size = <int32_t>_int(sizes[i], -2147483648, 2147483647, "i")
-        # the unit's tag code: the TAGS value's Java hash (tags_hash)
-        start = _property_value(p, k, b"TAGS\x01", 5, &end)
-        h = 0
-        if start >= 0:
-            while start < end:
-                h = 31 * h + p[start]
-                start += 1
-        code = <int32_t>h
-        _writable(mf.mm, &out)
-        try:
-            u = <unsigned char*>out.buf + rel + i * CQ_UNIT_SIZE
-            _put_u64(u, <uint64_t>phys)
-            _put_u32(u + 8, <uint32_t>size)
-            _put_u64(u + 12, <uint64_t>code)
-        finally:
-            PyBuffer_Release(&out)
-        mf._wrote = rel + (i + 1) * CQ_UNIT_SIZE
-        cq.next_offset = queue_offset + i + 1
-        cq.max_phys_end = phys + size
-        if i == 0:
-            d.dirty_cqs.add(cq)
-        if d.listeners:
-            d.notify(cq, queue_offset + i, code, store_ts)
-        if index is not None:
-            _index_record(index, topic, s, p, k, phys, store_ts)
+        _dispatch_record(d, cq, mf, rel + i * CQ_UNIT_SIZE, queue_offset + i, phys, size, topic, s,
+                         _latin1(s, &k), k, store_ts, index, i == 0)
         phys += size
-        d.dispatched_to = phys
     return phys
+
+
+def redispatch(d, tuple record, int64_t phys):
+    """One stored record to the dispatcher (twin of ``rocketpy.broker.store.recovery.redispatch``): the
+    common case in C, as ``dispatch_run`` takes it, anything else through the pure twin."""
+    if not _dispatch_bound:
+        _bind_dispatch()
+    cdef Py_ssize_t k
+    cdef int64_t rel = 0
+    total, queue_id, queue_offset, store_ts, topic, props = record
+    cq = d.cqs.get((topic, queue_id)) if type(topic) is str and topic != _SCHEDULE_TOPIC else None
+    if cq is None or type(props) is not str or _latin1(props, &k) == NULL:
+        return _pure_redispatch(d, record, phys)
+    mf = _queue_end_file(cq, queue_offset, phys, 1, &rel)
+    if mf is None:
+        return _pure_redispatch(d, record, phys)
+    _dispatch_record(d, cq, mf, rel, queue_offset, phys, <int32_t>_int(total, -2147483648, 2147483647, "i"),
+                     topic, props, _latin1(props, &k), k, store_ts, d.index, True)
 
 
 # -- the broker's messages of a batch (twin of rocketpy.broker.processors.send.batch_messages) -------

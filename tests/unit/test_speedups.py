@@ -47,6 +47,7 @@ TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "crc32",
     "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
+    "redispatch",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -383,6 +384,38 @@ def test_dispatch_run_same_state(runs: list[Any], topic: str, cq_units: int, max
     assert states[0] == states[1]
 
 
+def _redispatching(fn: Any) -> Any:
+    """A ``dispatch_run`` made of ``fn`` (a ``redispatch`` twin) per record, as recovery and replicas
+    hand records over (no tag code given)."""
+
+    def run(d: Any, cq: Any, queue_offset: int, phys: int, sizes: list[int], msgs: list[Any], ts: int) -> int:
+        for i, m in enumerate(msgs):
+            fn(d, (sizes[i], cq.queue_id, queue_offset + i, ts, cq.topic, m.properties), phys)
+            phys += sizes[i]
+        return phys
+
+    return run
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.lists(DISPATCH_RUN, min_size=1, max_size=8),
+    st.sampled_from(["T", SCHEDULE_TOPIC]),
+    st.sampled_from([3, 64]),
+    st.sampled_from([4, 200]),
+)
+def test_redispatch_same_state(runs: list[Any], topic: str, cq_units: int, max_index: int) -> None:
+    states = []
+    for fn in (PURE["redispatch"], speedups.redispatch):
+        root = tempfile.mkdtemp(prefix="redispatch-")
+        try:
+            states.append(_dispatch_state(_redispatching(fn), runs, topic, cq_units, max_index, root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    assert states[0] == states[1]
+
+
 @needs_compiled
 def test_dispatch_run_same_state_over_many_common_runs() -> None:
     # Runs the compiled fast path takes: queues with room, unique keys, no tag codes given; more
@@ -393,13 +426,14 @@ def test_dispatch_run_same_state_over_many_common_runs() -> None:
         for i in range(90)
     ]
     states = []
-    for fn in (PURE["dispatch_run"], speedups.dispatch_run):
+    twins = (PURE["dispatch_run"], speedups.dispatch_run)
+    for fn in (*twins, _redispatching(PURE["redispatch"]), _redispatching(speedups.redispatch)):
         root = tempfile.mkdtemp(prefix="dispatch-run-")
         try:
             states.append(_dispatch_state(fn, runs, "T", 1000, 150, root))
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    assert states[0] == states[1]
+    assert states[0] == states[1] == states[2] == states[3]
     assert len(states[0][2]) == 2  # the index rolled to a second file
 
 
