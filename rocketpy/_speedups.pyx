@@ -1101,15 +1101,10 @@ cdef inline bint _contains(const unsigned char* p, Py_ssize_t n, const char* wor
     return n >= k and memmem(p, <size_t>n, word, <size_t>k) != NULL
 
 
-def tags_hash(str props):
-    """Java ``hashCode`` of the TAGS value, 0 without one (twin of ``rocketpy.broker.store.props.tags_hash``)."""
-    if not _put_path_bound:
-        _bind_put_path()
-    cdef Py_ssize_t n, start, end = 0
-    cdef const unsigned char* p = _latin1(props, &n)
-    if p == NULL:
-        return _pure_tags_hash(props)
-    start = _property_value(p, n, b"TAGS\x01", 5, &end)
+cdef inline int32_t _tags_code(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Java ``hashCode`` of the TAGS value of the Latin-1 properties ``p[:n]``, 0 without one."""
+    cdef Py_ssize_t end = 0
+    cdef Py_ssize_t start = _property_value(p, n, b"TAGS\x01", 5, &end)
     cdef uint32_t h = 0
     if start < 0:
         return 0
@@ -1117,6 +1112,17 @@ def tags_hash(str props):
         h = 31 * h + p[start]
         start += 1
     return <int32_t>h
+
+
+def tags_hash(str props):
+    """Java ``hashCode`` of the TAGS value, 0 without one (twin of ``rocketpy.broker.store.props.tags_hash``)."""
+    if not _put_path_bound:
+        _bind_put_path()
+    cdef Py_ssize_t n
+    cdef const unsigned char* p = _latin1(props, &n)
+    if p == NULL:
+        return _pure_tags_hash(props)
+    return _tags_code(p, n)
 
 
 cdef inline Py_ssize_t _unique_key(const unsigned char* p, Py_ssize_t n, Py_ssize_t* end) noexcept nogil:
@@ -1313,17 +1319,9 @@ cdef int _dispatch_record(object d, object cq, object mf, int64_t unit_pos, int6
                           object index, bint first) except -1:
     """``Dispatcher.dispatch`` of one record whose unit goes at ``unit_pos`` of ``mf``, the last file of a
     queue at its end (the caller checked): unit, queue and file state, listeners, index entry."""
-    cdef Py_ssize_t start, end = 0
-    cdef uint32_t h = 0
-    cdef int64_t code
+    cdef int64_t code = _tags_code(p, k)  # the unit's tag code, as tags_hash
     cdef Py_buffer out
     cdef unsigned char* u
-    start = _property_value(p, k, b"TAGS\x01", 5, &end)  # the unit's tag code: tags_hash
-    if start >= 0:
-        while start < end:
-            h = 31 * h + p[start]
-            start += 1
-    code = <int32_t>h
     _writable(mf.mm, &out)
     try:
         u = <unsigned char*>out.buf + unit_pos

@@ -135,7 +135,6 @@ _pack_u16 = U16.pack
 #: wrapper call in pure mode); the compiled ``_speedups.crc32`` folds 16-byte blocks with carry-less
 #: multiplication, several times faster.
 body_crc = twin(zlib.crc32)
-_crc32 = body_crc
 
 
 @twin
@@ -166,7 +165,7 @@ def pack_record(
     body_len = len(body)
     total = HEAD_SIZE + body_len + len(topic_b) + 2 + len(props_b)
     _pack_head(
-        buf, pos, total, MESSAGE_MAGIC, _crc32(body), queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+        buf, pos, total, MESSAGE_MAGIC, body_crc(body), queue_id, flag, queue_offset, phys, sys_flag, born_ts,
         born_host8, store_ts, store_host8, reconsume_times, prepared_offset, body_len,
     )  # fmt: skip
     b = pos + HEAD_SIZE

@@ -112,13 +112,9 @@ class Dispatcher:
         any is added.
         """
         if (queue_offset == cq.next_offset and phys >= cq.max_phys_end) or _rebuilds(cq, queue_offset, phys):
-            if tags_code is None:
-                if not props:
-                    tags_code = 0
-                elif cq.topic == SCHEDULE_TOPIC:
-                    tags_code = self.tags_code(cq.topic, props, store_ts)
-                else:  # tags_code's ordinary case, without the method call (hot path)
-                    tags_code = tags_hash(props)
+            if tags_code is None:  # an ordinary topic's tag code without the method call (hot path)
+                is_schedule = cq.topic == SCHEDULE_TOPIC
+                tags_code = self.tags_code(cq.topic, props, store_ts) if is_schedule else tags_hash(props)
             cq.put(phys, size, tags_code, queue_offset)
             self.dirty_cqs.add(cq)
             if self.listeners:

@@ -8,11 +8,10 @@ them (``read_record``: magic, length, physical offset, body CRC) and handed to
 ``Dispatcher.dispatch``, the one way consume queues and the index learn of records; a record cut by
 the chunk's end waits for the next chunk; a blank tail moves the confirm offset to the next file.
 Invariant: confirm offset <= max offset, and every record before the confirm offset is valid and
-dispatched. An invalid record
-(garbled bytes, a log that diverged from the master's) is never kept: the bytes past the confirm
-offset are zeroed, the write position goes back there and ``ReplicaError`` is raised, so the store
-is always one that recovery accepts. Single writer on the event loop; nothing here knows of
-sockets.
+dispatched. An invalid record (garbled bytes, a log that diverged from the master's) is never kept:
+the bytes past the confirm offset are zeroed, the write position goes back there and
+``ReplicaError`` is raised, so the store is always one that recovery accepts. Single writer on the
+event loop; nothing here knows of sockets.
 """
 
 from __future__ import annotations

@@ -333,8 +333,17 @@ DISPATCH_RUN = st.tuples(
 )
 
 
-def _dispatch_state(fn: Any, runs: list[Any], topic: str, cq_units: int, max_index: int, root: str) -> Any:
-    """Dispatch ``runs`` with ``fn`` into a fresh queue table and index; everything they hold after."""
+def _dispatch_state(fn: Any, runs: list[Any], topic: str, cq_units: int, max_index: int) -> Any:
+    """Dispatch ``runs`` with ``fn`` into a fresh queue table and index (in a temporary directory);
+    everything they hold after."""
+    root = tempfile.mkdtemp(prefix="dispatch-run-")
+    try:
+        return _dispatched(fn, runs, topic, cq_units, max_index, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _dispatched(fn: Any, runs: list[Any], topic: str, cq_units: int, max_index: int, root: str) -> Any:
     from rocketpy.broker.store.dispatch import Dispatcher
     from rocketpy.broker.store.index import IndexService
 
@@ -374,14 +383,11 @@ def _dispatch_state(fn: Any, runs: list[Any], topic: str, cq_units: int, max_ind
     st.sampled_from([4, 9, 200]),
 )
 def test_dispatch_run_same_state(runs: list[Any], topic: str, cq_units: int, max_index: int) -> None:
-    states = []
-    for fn in (PURE["dispatch_run"], speedups.dispatch_run):
-        root = tempfile.mkdtemp(prefix="dispatch-run-")
-        try:
-            states.append(_dispatch_state(fn, runs, topic, cq_units, max_index, root))
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-    assert states[0] == states[1]
+    pure, compiled = (
+        _dispatch_state(fn, runs, topic, cq_units, max_index)
+        for fn in (PURE["dispatch_run"], speedups.dispatch_run)
+    )
+    assert pure == compiled
 
 
 def _redispatching(fn: Any) -> Any:
@@ -406,14 +412,11 @@ def _redispatching(fn: Any) -> Any:
     st.sampled_from([4, 200]),
 )
 def test_redispatch_same_state(runs: list[Any], topic: str, cq_units: int, max_index: int) -> None:
-    states = []
-    for fn in (PURE["redispatch"], speedups.redispatch):
-        root = tempfile.mkdtemp(prefix="redispatch-")
-        try:
-            states.append(_dispatch_state(_redispatching(fn), runs, topic, cq_units, max_index, root))
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-    assert states[0] == states[1]
+    pure, compiled = (
+        _dispatch_state(_redispatching(fn), runs, topic, cq_units, max_index)
+        for fn in (PURE["redispatch"], speedups.redispatch)
+    )
+    assert pure == compiled
 
 
 @needs_compiled
@@ -425,14 +428,9 @@ def test_dispatch_run_same_state_over_many_common_runs() -> None:
         (i % 2, [(120 + i % 7, props[(i * 5 + j) % 300], None) for j in range(1 + i % 5)], 700)
         for i in range(90)
     ]
-    states = []
     twins = (PURE["dispatch_run"], speedups.dispatch_run)
-    for fn in (*twins, _redispatching(PURE["redispatch"]), _redispatching(speedups.redispatch)):
-        root = tempfile.mkdtemp(prefix="dispatch-run-")
-        try:
-            states.append(_dispatch_state(fn, runs, "T", 1000, 150, root))
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+    fns = (*twins, _redispatching(PURE["redispatch"]), _redispatching(speedups.redispatch))
+    states = [_dispatch_state(fn, runs, "T", 1000, 150) for fn in fns]
     assert states[0] == states[1] == states[2] == states[3]
     assert len(states[0][2]) == 2  # the index rolled to a second file
 
