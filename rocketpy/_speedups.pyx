@@ -1002,32 +1002,52 @@ def decode_columns(buf):
             PyMem_Free(bufs[i].p)
 
 
-# -- the signed text of an ACL signature (twin of rocketpy.acl.signing.signed_text) ----------------
+# -- the signed ext text of an ACL signature (twin of rocketpy.acl.signing.signed_ext) -------------
 cdef bint _signing_bound = False
 cdef object _ext_text = None
+cdef tuple _UNSIGNED = ()
+cdef Py_ssize_t _MAX_ORDERS = 0
+#: insertion-ordered key tuple -> signed keys in sorted order (the pure twin's ``_ORDERS``)
+cdef dict _sign_orders = {}
 
 
 cdef int _bind_signing() except -1:
-    global _signing_bound, _ext_text
+    global _signing_bound, _ext_text, _UNSIGNED, _MAX_ORDERS
+    from rocketpy.acl import signing
     from rocketpy.remoting import json_header
 
     _ext_text = json_header.ext_text
+    _UNSIGNED = signing._UNSIGNED
+    _MAX_ORDERS = signing.MAX_CACHED_KEY_SETS
     _signing_bound = True
     return 0
 
 
-def signed_text(values):
-    """Ext values in key order as the signed UTF-8 text (twin of ``rocketpy.acl.signing.signed_text``)."""
+def signed_ext(ext):
+    """The signed ext part of an ACL signature (twin of ``rocketpy.acl.signing.signed_ext``)."""
+    if not ext:
+        return b""
     if not _signing_bound:
         _bind_signing()
+    cdef tuple keys = tuple(ext)
+    cdef object order = _sign_orders.get(keys)
+    if order is None:
+        if len(_sign_orders) >= _MAX_ORDERS:
+            _sign_orders.clear()
+        order = _sign_orders[keys] = tuple(sorted([k for k in keys if k not in _UNSIGNED]))
     cdef list parts = []
-    for v in values:
+    for k in <tuple>order:
+        v = ext[k]
         if v is None:
             continue
         if type(v) is str:
             parts.append(v)
         elif type(v) is int:
             parts.append(str(v))
+        elif v is True:  # ext_text's booleans, without the call
+            parts.append("true")
+        elif v is False:
+            parts.append("false")
         else:
             parts.append(_ext_text(v))
     return "".join(parts).encode()

@@ -35,7 +35,8 @@ _UNSIGNED = (SIGNATURE, UNIQUE_KEY_QUERY)
 
 #: Insertion-ordered key tuple -> getter of the signed values in sorted key order. A producer or
 #: broker sees the same few key sets over and over (one per request kind): sorting is skipped and
-#: the values are fetched in C. Bounded; cleared when full.
+#: the values are fetched in C. Bounded; cleared when full (the compiled twin keeps its own table
+#: of sorted keys, as bounded).
 _ORDERS: dict[tuple[str, ...], Callable[[Mapping[str, Any]], Any]] = {}
 MAX_CACHED_KEY_SETS = 1024
 
@@ -47,8 +48,15 @@ def _values_getter(keys: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
     return lambda ext: tuple(ext[k] for k in order)  # itemgetter of one key returns no tuple
 
 
-def _ext_bytes(ext: Mapping[str, Any] | None) -> bytes:
-    """The signed ext part: values (minus Signature) sorted by key, as UTF-8 text."""
+@twin
+def signed_ext(ext: Mapping[str, Any] | None) -> bytes:
+    """The signed ext part: values (minus Signature) sorted by key, as UTF-8 text (compiled twin in
+    ``_speedups``).
+
+    str values as they are, ints as ``str()`` (= ``ext_text`` for ints, the common case), the rest
+    through ``ext_text``, the one canonical form; None is a field's absence (the JSON codec leaves
+    it out too).
+    """
     if not ext:
         return b""
     keys = tuple(ext)
@@ -57,27 +65,16 @@ def _ext_bytes(ext: Mapping[str, Any] | None) -> bytes:
         if len(_ORDERS) >= MAX_CACHED_KEY_SETS:
             _ORDERS.clear()
         getter = _ORDERS[keys] = _values_getter(keys)
-    return signed_text(getter(ext))
-
-
-@twin
-def signed_text(values: tuple[Any, ...]) -> bytes:
-    """The signed ext part from its values in key order, as UTF-8 (compiled twin in ``_speedups``).
-
-    str values as they are, ints as ``str()`` (= ``ext_text`` for ints, the common case), the rest
-    through ``ext_text``, the one canonical form; None is a field's absence (the JSON codec leaves
-    it out too).
-    """
     return "".join([
         v if v.__class__ is str else str(v) if v.__class__ is int else ext_text(v)
-        for v in values
+        for v in getter(ext)
         if v is not None
     ]).encode()  # fmt: skip
 
 
 def signed_content(ext: Mapping[str, Any] | None, body: Body) -> bytes:
     """The bytes a signature covers: sorted ext values (minus Signature) as text, then the body."""
-    return _ext_bytes(ext) + bytes(body)
+    return signed_ext(ext) + bytes(body)
 
 
 def _new_hmac_sha1(key: bytes) -> Any:
@@ -104,7 +101,7 @@ class HmacKey:
     def sign(self, ext: Mapping[str, Any] | None, body: Body = b"") -> str:
         """``Base64(HmacSHA1(secret, signed_content(ext, body)))``."""
         mac = self._base.copy()
-        mac.update(_ext_bytes(ext))
+        mac.update(signed_ext(ext))
         if body:
             mac.update(body)
         return binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")

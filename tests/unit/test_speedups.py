@@ -45,7 +45,7 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_text", "crc32",
+    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_ext", "crc32",
     "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
     "redispatch",
 )  # fmt: skip
@@ -840,23 +840,30 @@ def test_put_unique_key_entry_out_of_range_same_error_type(args: tuple[int, ...]
 
 # -- the ACL's signed text --------------------------------------------------------------------------
 EXT_VALUE = st.none() | st.text() | st.integers() | st.booleans() | st.floats(allow_nan=False)
+EXT_KEY = st.sampled_from(["a", "b", "topic", "AccessKey", "Signature", "_UNIQUE_KEY_QUERY"]) | st.text()
 
 
 @needs_compiled
 @FUZZ
-@given(st.lists(EXT_VALUE, max_size=16).map(tuple))
-def test_signed_text_same_bytes(values: tuple[Any, ...]) -> None:
-    assert outcome(PURE["signed_text"], values) == outcome(speedups.signed_text, values)
+@given(st.none() | st.dictionaries(EXT_KEY, EXT_VALUE, max_size=16))
+def test_signed_ext_same_bytes(ext: dict[str, Any] | None) -> None:
+    assert outcome(PURE["signed_ext"], ext) == outcome(speedups.signed_ext, ext)
 
 
 @needs_compiled
-def test_signed_text_same_error_for_a_lone_surrogate() -> None:
-    values = ("a", "\udc80", 1)
-    assert outcome(PURE["signed_text"], values) == outcome(speedups.signed_text, values)
-    assert outcome(PURE["signed_text"], values)[0] == "raise"
+def test_signed_ext_same_error_for_a_lone_surrogate() -> None:
+    ext = {"b": "a", "a": "\udc80", "c": 1}
+    assert outcome(PURE["signed_ext"], ext) == outcome(speedups.signed_ext, ext)
+    assert outcome(PURE["signed_ext"], ext)[0] == "raise"
+
+
+@needs_compiled
+def test_signed_ext_same_bytes_when_the_key_set_table_is_full() -> None:
+    """Both twins clear their table of key orders when full, and still sign each set right."""
+    exts = [{f"k{i}": i, "a": True, "Signature": "x"} for i in range(signing.MAX_CACHED_KEY_SETS + 5)]
+    assert [PURE["signed_ext"](e) for e in exts] == [speedups.signed_ext(e) for e in exts]
+    assert exts[0] and PURE["signed_ext"](exts[0]) == b"true0"
 
 
 def test_signature_uses_the_active_twin() -> None:
-    assert signing.signed_text is (
-        speedups.signed_text if _accel.ACTIVE == "compiled" else PURE["signed_text"]
-    )
+    assert signing.signed_ext is (speedups.signed_ext if _accel.ACTIVE == "compiled" else PURE["signed_ext"])
