@@ -6,8 +6,8 @@ one with ``aclEnable=true`` where every request is signed (HmacSHA1) by the clie
 the broker. Then runs the bench client against both, ``--rounds`` times, alternating which side
 goes first: ``bench producer`` (async single sends of ``--body`` bytes, then batch sends of
 ``--batch``) and ``bench consumer --from-first`` (a push consumer pulling the whole backlog stored
-so far). Each run prints its TPS and the CPU time per message of the client process plus the
-broker (rusage and /proc; it includes the bench process's start-up, so compare runs of similar
+so far). Each run prints its TPS and the CPU time per message of the client process and of the
+broker, and their sum (rusage and /proc; it includes the bench process's start-up, so compare runs of similar
 message counts). Ends with the best TPS of each side, the on/off ratios against the 10 % target
 and the load average (the machine may be shared). Bounded: every run has a duration or a count
 and a timeout; the daemons are stopped.
@@ -61,20 +61,21 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bench(kind: str, ns: str, broker: Daemon, acl: bool, *args: str) -> tuple[int, int, float]:
-    """Run one bench subprocess; return (messages, TPS, CPU µs per message of client + broker)."""
+def bench(kind: str, ns: str, broker: Daemon, acl: bool, *args: str) -> tuple[int, int, float, float]:
+    """Run one bench subprocess; return (messages, TPS, CPU µs per message of the client, of the broker)."""
     cmd = [sys.executable, "-m", "rocketpy.client.bench", kind, "-n", ns, "-t", TOPIC, *args]
     if acl:
         cmd += ["--access-key", KEYS[0], "--secret-key", KEYS[1]]
-    cpu0 = children_cpu_s() + process_cpu_s(broker.pid)
+    client0, broker0 = children_cpu_s(), process_cpu_s(broker.pid)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    cpu = children_cpu_s() + process_cpu_s(broker.pid) - cpu0
+    client, broker_cpu = children_cpu_s() - client0, process_cpu_s(broker.pid) - broker0
     out = proc.stdout + proc.stderr
     m = (_SEND if kind == "producer" else _CONSUME).search(out)
     if proc.returncode != 0 or m is None:
         raise SystemExit(f"bench {kind} failed ({proc.returncode}):\n{out[-3000:]}")
     total = int(m.group(1))
-    return total, int(m.group(2)), cpu * 1e6 / max(total, 1)
+    per_msg = 1e6 / max(total, 1)
+    return total, int(m.group(2)), client * per_msg, broker_cpu * per_msg
 
 
 async def create_topic(ns: str, acl: bool) -> None:
@@ -132,14 +133,16 @@ def main() -> None:
                         acl_on = side == "on"
                         if what == "pull":
                             pull_args = ["-g", f"bench_acl_{r}", "--from-first", "-q", str(backlog[side])]
-                            total, tps, cpu = bench("consumer", ns, broker, acl_on, *pull_args, "-d", "120")
+                            pull_args += ["-d", "120"]
+                            total, tps, client, server = bench("consumer", ns, broker, acl_on, *pull_args)
                         else:
                             args = send_args if what == "send" else batch_args
-                            total, tps, cpu = bench("producer", ns, broker, acl_on, *args)
+                            total, tps, client, server = bench("producer", ns, broker, acl_on, *args)
                             backlog[side] += total
-                        runs.setdefault((what, side), []).append((tps, cpu))
+                        runs.setdefault((what, side), []).append((tps, client + server))
                         print(f"round {r + 1} {what:<5} ACL {side:<3}: {tps:>8,} msgs/s  "
-                              f"{cpu:6.1f} CPU µs/msg  ({total:,} msgs, load {load()})")  # fmt: skip
+                              f"{client + server:6.1f} CPU µs/msg (client {client:.1f}, broker {server:.1f})"
+                              f"  ({total:,} msgs, load {load()})")  # fmt: skip
         finally:
             for daemon in reversed(started):
                 daemon.terminate()

@@ -149,16 +149,21 @@ class Channel(CallsMixin, asyncio.Protocol):
             self._update_reading()
 
     def _adapt_turn(self, elapsed: float) -> None:
-        """Halve the frames per turn while a turn costs over the budget; grow them back when cheap.
+        """Halve the frames per turn while a turn costs over the budget; double them while twice
+        the turn would still fit in it.
 
         Frames differ in cost by orders of magnitude (a no-op vs a full route table), so a fixed
-        count alone does not bound how long one connection holds the loop.
+        count alone does not bound how long one connection holds the loop. The growth test is
+        "double fits", not a smaller fraction of the budget: frames that each cost a good part of
+        it (a 32-message batch send takes ~0.3 ms) must not stay at one per turn, where every
+        frame costs a loop iteration and the broker's sends of one turn are no longer stored
+        together (``_dispatch_runs``).
         """
         frames = self._turn_frames
         if elapsed > TURN_BUDGET_SECONDS:
             if frames > 1:
                 self._turn_frames = frames // 2
-        elif frames < self._max_frames_per_turn and elapsed < TURN_BUDGET_SECONDS / 4:
+        elif frames < self._max_frames_per_turn and elapsed * 2 < TURN_BUDGET_SECONDS:
             self._turn_frames = min(frames * 2, self._max_frames_per_turn)
 
     def _track_partial(self, more: bool, completed: bool) -> None:

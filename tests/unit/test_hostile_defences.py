@@ -21,13 +21,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketpy.errors import RocketpyError
+from rocketpy.limits import TURN_BUDGET_SECONDS
 from rocketpy.logsetup import _DroppingQueueHandler, log_rotation
 from rocketpy.remoting import RemotingClient, RemotingCommand, RemotingServer
 from rocketpy.remoting.body import decode_body
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame_bytes
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK
+from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.headers import HeaderError
 from rocketpy.remoting.peerlog import PeerLog
+from rocketpy.remoting.processor import ProcessorTable
 from rocketpy.remoting.shape import MAX_BODY_DEPTH, REQUIRED_INT, REQUIRED_STR, Fields, ListOf, check_ext
 from tests.clock import ManualClock
 from tests.hostile_frames import RawMap, bad_header_frame, pack, random_body, random_ext
@@ -276,6 +279,20 @@ async def test_a_connection_of_costly_requests_gets_fewer_frames_per_turn() -> N
         flood.transport.abort()
         await client.close()
         await server.shutdown(2.0)
+
+
+async def test_frames_costing_a_third_of_the_turn_budget_go_back_to_two_per_turn() -> None:
+    """After a slow turn (a GC pause, a page fault) cut the frames per turn to one, frames that each
+    cost 0.3 of the budget double back to two per turn (two fit), and no further (four would not)."""
+    channel = Channel(ProcessorTable("test"))
+    cost = 0.3 * TURN_BUDGET_SECONDS
+    seen = []
+    for turn in range(30):
+        frames = channel._turn_frames
+        channel._adapt_turn(frames * cost * (4 if turn == 10 else 1))  # turn 10: a slow one
+        seen.append(channel._turn_frames)
+    assert seen[9] == 2 and seen[10] == 1, seen
+    assert seen[-1] == 2 and max(seen[11:]) == 2, seen
 
 
 def _busy_handler(channel: object, request: RemotingCommand) -> RemotingCommand:
