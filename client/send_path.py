@@ -47,6 +47,11 @@ from rocketpy.message import Message, MessageQueue
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
+#: A retry needs at least this much of the deadline left. An attempt that timed out with the whole
+#: remaining time may wake up to a millisecond before the deadline (event-loop timers are rounded
+#: to milliseconds): that remainder is timer slack, not time for another round trip.
+MIN_RETRY_SECONDS = 0.002
+
 log = logging.getLogger("rocketpy.client.producer")
 
 #: ``SendPath._settle``'s answer after a retriable failure: the loop goes on.
@@ -299,7 +304,7 @@ class SendPath:
             if job.item_size and co is not None and not co.has_room(job.item_size):
                 await co.wait_room(job.item_size, job.deadline)  # back-pressure (total_batch_max_bytes)
             now = loop.time()
-            if now >= job.deadline:
+            if now >= job.deadline or (job.tried and job.deadline - now < MIN_RETRY_SECONDS):
                 break
             response = self._attempt(inst, job, mq, addr, now, job.deadline - now)
             mq = None
