@@ -82,7 +82,12 @@ class FlushService:
         self._cq_thorough_s = cq_thorough_interval_ms / 1000
         self._cq_thorough_at = self._cq_flushed_at = time.monotonic()
         self._last_store_ts = last_store_ts
-        self._wake = threading.Event()
+        #: The group-commit signal, a binary semaphore: released = a flush is asked for. A plain lock,
+        #: not a ``threading.Event``: the flush thread blocks in C with the GIL released and takes
+        #: the signal atomically, so both hand-offs of a sequential SYNC_FLUSH put (loop -> flush
+        #: thread, and back while the thread returns to its wait) are shorter.
+        self._wake = threading.Lock()
+        self._wake.acquire()
         self._stop = threading.Event()
         self._waiters: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -125,7 +130,13 @@ class FlushService:
     def _kick(self) -> None:
         """End of the tick that brought waiters: start a flush for all of them."""
         self._kick_scheduled = False
-        self._wake.set()
+        self._signal()
+
+    def _signal(self) -> None:
+        try:
+            self._wake.release()
+        except RuntimeError:
+            pass  # already signalled, not yet taken by the flush thread
 
     def _complete(self, flushed: int) -> None:
         waiters = self._waiters
@@ -150,8 +161,7 @@ class FlushService:
         last_thorough = time.monotonic()
         while not self._stop.is_set():
             if self.sync_flush:
-                self._wake.wait(GROUP_COMMIT_IDLE_S)
-                self._wake.clear()  # a waiter that comes during the flush sets it again
+                self._wake.acquire(timeout=GROUP_COMMIT_IDLE_S)  # a kick during the flush signals again
                 self._flush_commitlog()
                 continue
             self._stop.wait(self._interval_s)
@@ -222,7 +232,7 @@ class FlushService:
     def stop(self) -> None:
         """Stop the threads without a final flush (blocking: call in a thread)."""
         self._stop.set()
-        self._wake.set()
+        self._signal()
         for t in self._threads:
             if t.is_alive():
                 t.join(10)
