@@ -9,7 +9,7 @@ SYNC_FLUSH group commit has no fixed wait: the first waiter of a loop tick sched
 end of that tick (``call_soon``), so every put of the tick (one ``data_received``'s requests) joins
 one flush, and the kick wakes the flush thread when the loop is about to go idle: the thread then
 gets the GIL at once instead of after a forced switch interval (5 ms) behind a busy loop. A flush
-takes everything appended before it starts; waiters that come during a flush set the wake event
+takes everything appended before it starts; waiters that come during a flush signal the flush thread
 again, so the next flush starts right after it and takes them all. The physic checkpoint (an
 fsync of its own) is written by the consume-queue thread, off the group-commit path.
 """
