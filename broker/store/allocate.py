@@ -51,6 +51,11 @@ class AllocateService:
         self._stopped = False
         self.in_flight = 0  # requests whose callback has not run yet (loop-side counter)
 
+    @property
+    def stopped(self) -> bool:
+        """True once ``shutdown`` began: no more work may be queued."""
+        return self._stopped
+
     def start(self) -> None:
         """Start the worker thread."""
         self._thread.start()

@@ -24,6 +24,7 @@ from typing import TypeVar
 log = logging.getLogger("rocketpy.store")
 
 OFFSET_NAME_DIGITS = 20
+MADV_POPULATE_READ = 22  # Linux >= 5.14: fault pages in readable (page cache filled, not dirtied)
 MADV_POPULATE_WRITE = 23  # Linux >= 5.14: fault pages in writable, as a write would
 PREFAULT_CHUNK_BYTES = 4 << 20
 MS_SYNC = 4
@@ -124,24 +125,31 @@ class MappedFile:
             fd = -1
         return cls(path, base_offset, size, fd, mm)
 
-    def prefault(self, length: int | None = None) -> bool:
-        """Fault every page in writable ahead of the writer (blocking; the GIL is released).
+    def prefault(self, length: int | None = None, start: int = 0, write: bool = True) -> bool:
+        """Fault the pages of ``[start, start + length)`` in ahead of the writer (blocking; the GIL
+        is released).
 
         Keeps page faults (and file block allocation) off the event loop's hot path, like
-        RocketMQ's warm-up of a new mapped file. ``length`` limits it to the first bytes: the first
-        write fault into a new file is the costly one (inode update; measured ~3-4 ms of kernel CPU
-        here), later pages of the same file fault cheaply. False when the kernel lacks
-        MADV_POPULATE_WRITE.
+        RocketMQ's warm-up of a new mapped file. ``length`` limits it (None: to the end of the file):
+        the first write fault into a new file is the costly one (inode update; measured ~3-4 ms of
+        kernel CPU here). ``write``: the pages become writable, dirty zeros (written back once);
+        else readable (MADV_POPULATE_READ): page-cache pages are allocated and zero-filled but
+        stay clean, and the writer's first write to each only makes it writable. False when the
+        kernel lacks the advice or the file was closed meanwhile.
         """
-        if _libc is None:
+        if _libc is None or self.closed:
             return False
-        buf = ctypes.c_char.from_buffer(self.mm)
+        try:
+            buf = ctypes.c_char.from_buffer(self.mm)
+        except ValueError:  # unmapped meanwhile (shutdown)
+            return False
+        advice = MADV_POPULATE_WRITE if write else MADV_POPULATE_READ
         try:
             addr = ctypes.addressof(buf)
-            end = self.size if length is None else min(length, self.size)
-            for pos in range(0, end, PREFAULT_CHUNK_BYTES):
+            end = self.size if length is None else min(start + length, self.size)
+            for pos in range(start, end, PREFAULT_CHUNK_BYTES):
                 n = min(PREFAULT_CHUNK_BYTES, end - pos)
-                if _libc.madvise(addr + pos, n, MADV_POPULATE_WRITE) != 0:
+                if _libc.madvise(addr + pos, n, advice) != 0:
                     return False
         finally:
             del buf

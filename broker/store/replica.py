@@ -93,6 +93,7 @@ class ReplicaAppender:
                 f"file {mf.path}; master and slave must use the same mappedFileSizeCommitLog"
             )
         mf.write(pos, data)
+        cl.note_written(mf)
         self._dispatch_complete()
         return cl.max_offset
 

@@ -1,0 +1,112 @@
+"""The commitlog's rolling prefault: the allocator thread faults pages in ahead of the writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketpy.broker.store import BrokerMessage, GetMessageStatus, MessageStore
+from rocketpy.broker.store import commitlog as commitlog_module
+from rocketpy.broker.store.mapped_file import MappedFile
+from rocketpy.record import decode_records
+from tests.unit.test_store_helpers import tiny_config
+from tests.waiting import wait_until_async
+
+MIB = 1 << 20
+STEP = commitlog_module.PREFAULT_STEP_BYTES
+AHEAD = commitlog_module.PREFAULT_AHEAD_BYTES
+HEAD = commitlog_module.HEAD_PREFAULT_BYTES
+BODY = b"p" * 1000
+
+
+@pytest.fixture
+def readable_prefaults(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int | None]]:
+    """Every readable prefault (the rolling steps) as (file name, start, length); they still run."""
+    calls: list[tuple[str, int, int | None]] = []
+    real = MappedFile.prefault
+
+    def spy(self: MappedFile, length: int | None = None, start: int = 0, write: bool = True) -> bool:
+        if not write:
+            calls.append((Path(self.path).name, start, length))
+        return real(self, length, start, write)
+
+    monkeypatch.setattr(MappedFile, "prefault", spy)
+    return calls
+
+
+def _config(root: Path, file_mib: int) -> Any:
+    return tiny_config(
+        str(root), mapped_file_size_commit_log=file_mib * MIB, max_message_size=4096,
+        mapped_file_size_consume_queue=20 * 300_000, max_hash_slot_num=1024, max_index_num=4096,
+    )  # fmt: skip
+
+
+async def _put_mib(store: MessageStore, mib: int) -> None:
+    for _ in range(mib):  # ~1 MiB per append, into one queue
+        result = await store.put_messages([BrokerMessage("T", 0, BODY) for _ in range(1000)])
+        assert result.ok, result
+
+
+async def _steps_done(calls: list[tuple[str, int, int | None]], n: int) -> None:
+    await wait_until_async(lambda: len(calls) >= n, 10, message=f"{n} prefault steps (have {calls})")
+
+
+async def test_the_writer_is_faulted_in_ahead_in_steps_and_reads_back(
+    tmp_path: Path, readable_prefaults: list[tuple[str, int, int | None]]
+) -> None:
+    store = MessageStore(_config(tmp_path, 64))
+    await store.start()
+    try:
+        await _put_mib(store, 20)
+        written = store.commitlog.max_offset
+        # steps of STEP from the head on, always at least AHEAD - STEP past the write position
+        needed = (written + AHEAD - STEP - HEAD) // STEP + 1
+        await _steps_done(readable_prefaults, needed)
+        first = "0" * 20
+        assert readable_prefaults[:needed] == [(first, HEAD + i * STEP, STEP) for i in range(needed)]
+        assert HEAD + len(readable_prefaults) * STEP >= written + AHEAD - STEP
+        assert HEAD + (len(readable_prefaults) - 1) * STEP < written + AHEAD  # not further than needed
+        got = store.get_message("g", "T", 0, 19_999, 1)
+        assert got.status is GetMessageStatus.FOUND
+        assert [(m.queue_offset, m.body) for m in decode_records(got.join())] == [(19_999, BODY)]
+    finally:
+        await store.shutdown()
+
+
+async def test_no_step_starts_past_a_file_end_and_the_next_file_starts_after_its_head(
+    tmp_path: Path, readable_prefaults: list[tuple[str, int, int | None]]
+) -> None:
+    store = MessageStore(_config(tmp_path, 16))
+    await store.start()
+    try:
+        await _put_mib(store, 24)  # into the second 16 MiB file
+        second = f"{16 * MIB:020d}"
+        await wait_until_async(lambda: any(name == second for name, _, _ in readable_prefaults), 10)
+        assert all(start < 16 * MIB for _, start, _ in readable_prefaults)
+        assert [s for name, s, _ in readable_prefaults if name == "0" * 20] == [
+            HEAD + i * STEP for i in range(3)
+        ]
+        assert min(s for name, s, _ in readable_prefaults if name == second) == HEAD
+    finally:
+        await store.shutdown()
+
+
+async def test_a_recovered_file_is_faulted_in_from_its_write_position(
+    tmp_path: Path, readable_prefaults: list[tuple[str, int, int | None]]
+) -> None:
+    store = MessageStore(_config(tmp_path, 64))
+    await store.start()
+    await _put_mib(store, 30)
+    await store.shutdown()
+    readable_prefaults.clear()
+    store = MessageStore(_config(tmp_path, 64))
+    await store.start()
+    try:
+        await _put_mib(store, 1)  # one append: the step is asked for right after it
+        wrote = store.commitlog.max_offset
+        await _steps_done(readable_prefaults, 1)
+        assert readable_prefaults[0] == ("0" * 20, wrote - wrote % 4096, STEP)  # not the written head again
+    finally:
+        await store.shutdown()
