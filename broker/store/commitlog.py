@@ -15,6 +15,7 @@ import asyncio
 import functools
 import logging
 import os
+import queue
 import time
 from collections.abc import Callable, Sequence
 from mmap import mmap
@@ -270,7 +271,10 @@ class CommitLog:
         if start >= mf.size:
             self._prefault_due = mf.end_offset  # the next file's first append comes back here
             return
-        allocator.run_in_order(functools.partial(self._populate, mf, start))
+        try:
+            allocator.run_in_order(functools.partial(self._populate, mf, start))
+        except queue.Full:  # the thread is far behind (a stuck disk): the writer faults pages itself
+            return
         self._prefaulted += PREFAULT_STEP_BYTES
         self._prefault_due = self._prefaulted - PREFAULT_AHEAD_BYTES
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 from pathlib import Path
 from typing import Any
 
@@ -108,5 +109,28 @@ async def test_a_recovered_file_is_faulted_in_from_its_write_position(
         wrote = store.commitlog.max_offset
         await _steps_done(readable_prefaults, 1)
         assert readable_prefaults[0] == ("0" * 20, wrote - wrote % 4096, STEP)  # not the written head again
+    finally:
+        await store.shutdown()
+
+
+async def test_a_full_allocator_queue_skips_the_step_and_the_put_goes_on(
+    tmp_path: Path, readable_prefaults: list[tuple[str, int, int | None]]
+) -> None:
+    store = MessageStore(_config(tmp_path, 64))
+    await store.start()
+    try:
+        allocator = store.commitlog._allocator
+        assert allocator is not None
+
+        def full(fn: Any) -> None:
+            raise queue.Full
+
+        allocator.run_in_order = full  # type: ignore[method-assign]
+        await _put_mib(store, 2)  # every put is stored though no step could be queued
+        assert store.commitlog.max_offset > 2 * MIB and readable_prefaults == []
+        del allocator.run_in_order  # the class's method again
+        await _put_mib(store, 1)  # asked again once the thread takes work
+        await _steps_done(readable_prefaults, 1)
+        assert readable_prefaults[0] == ("0" * 20, HEAD, STEP)
     finally:
         await store.shutdown()
