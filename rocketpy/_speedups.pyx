@@ -1412,15 +1412,18 @@ def redispatch(d, tuple record, int64_t phys):
         _bind_dispatch()
     cdef Py_ssize_t k
     cdef int64_t rel = 0
+    cdef const unsigned char* p = NULL
     total, queue_id, queue_offset, store_ts, topic, props = record
     cq = d.cqs.get((topic, queue_id)) if type(topic) is str and topic != _SCHEDULE_TOPIC else None
-    if cq is None or type(props) is not str or _latin1(props, &k) == NULL:
+    if cq is not None and type(props) is str:
+        p = _latin1(props, &k)
+    if p == NULL:
         return _pure_redispatch(d, record, phys)
     mf = _queue_end_file(cq, queue_offset, phys, 1, &rel)
     if mf is None:
         return _pure_redispatch(d, record, phys)
     _dispatch_record(d, cq, mf, rel, queue_offset, phys, <int32_t>_int(total, -2147483648, 2147483647, "i"),
-                     topic, props, _latin1(props, &k), k, store_ts, d.index, True)
+                     topic, props, p, k, store_ts, d.index, True)
 
 
 # -- the broker's messages of a batch (twin of rocketpy.broker.processors.send.batch_messages) -------
