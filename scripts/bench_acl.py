@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """Send and pull throughput with the plain ACL on vs off, in one run.
 
-Starts two clusters side by side (a NameServer and a broker each): one with ``aclEnable=false``,
-one with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by
-the broker. Then runs the bench client against both, ``--rounds`` times, alternating which side
-goes first: ``bench producer`` (async single sends of ``--body`` bytes, then batch sends of
-``--batch``) and ``bench consumer --from-first`` (a push consumer pulling the backlog stored so far, as many
-messages on both sides). Each run prints its TPS and the CPU time per message of the client process and of the
-broker, and their sum (rusage and /proc; it includes the bench process's start-up, so compare runs of similar
-message counts). Ends, per phase, with each round's on/off ratio and their median against the 10 %
-target, the best TPS of each side, and the load average (the machine may be shared). The verdict is
-the median of the rounds' ratios: a round runs both sides back to back, seconds apart, while this
-machine's throughput swings by up to 15 % from minute to minute, so comparing the best of each side
-measured the swings as much as the ACL. Bounded: every run has a duration or a count
-and a timeout; the daemons are stopped.
+Starts two clusters side by side (a NameServer and a broker each): one with ``aclEnable=false``, one
+with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by the
+broker. Then runs the bench client against both, ``--rounds`` times, alternating which side goes
+first: ``bench producer`` (async single sends of ``--body`` bytes, then batch sends of ``--batch``)
+and ``bench consumer --from-first`` (a push consumer pulling the backlog stored so far, as many
+messages on both sides). Each run prints its TPS and the CPU time per message of the client process
+and of the broker, and their sum (rusage and /proc; it includes the bench process's start-up, so
+compare runs of similar message counts). Ends, per phase, with each round's on/off ratio and their
+median against the 10 % target, the best TPS of each side, and the load average (the machine may be
+shared). The verdict is the median of the rounds' ratios: a round runs both sides back to back,
+seconds apart, while this machine's throughput swings by up to 15 % from minute to minute, so
+comparing the best of each side measured the swings as much as the ACL. Bounded: every run has a
+duration or a count and a timeout; the daemons are stopped.
 
 Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024] [--batch 32]
                             [--no-auto-batch]

@@ -36,26 +36,34 @@ from tests.waiting import wait_until_async
 TOPIC = "BenchTxn"
 
 
-class AsyncCommit:
-    checks = 0
+class AsyncAnswer:
+    """An ``async def`` listener answering ``state`` to the local transaction and to every check."""
+
+    def __init__(self, state: LocalTransactionState) -> None:
+        self.state = state
+        self.checks = 0
 
     async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
-        return LocalTransactionState.COMMIT_MESSAGE
+        return self.state
 
     async def check_local_transaction(self, msg: Any) -> LocalTransactionState:
         self.checks += 1
-        return LocalTransactionState.COMMIT_MESSAGE
+        return self.state
 
 
-class SyncCommit:
-    checks = 0
+class SyncAnswer:
+    """A plain-function listener (run in the producer's threads) answering ``state`` likewise."""
+
+    def __init__(self, state: LocalTransactionState) -> None:
+        self.state = state
+        self.checks = 0
 
     def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
-        return LocalTransactionState.COMMIT_MESSAGE
+        return self.state
 
     def check_local_transaction(self, msg: Any) -> LocalTransactionState:
         self.checks += 1
-        return LocalTransactionState.COMMIT_MESSAGE
+        return self.state
 
 
 async def _stored(admin: Admin) -> int:
@@ -66,7 +74,8 @@ async def bench(addr: str, count: int, inflight: int, listener_kind: str, body_b
     async with Admin(addr) as admin:
         await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
         base = await _stored(admin)
-    listener = AsyncCommit() if listener_kind == "async" else SyncCommit()
+    commit = LocalTransactionState.COMMIT_MESSAGE
+    listener = AsyncAnswer(commit) if listener_kind == "async" else SyncAnswer(commit)
     body = b"x" * body_bytes
     async with TransactionProducer("bench_txn_pg", addr, listener=listener) as producer:
         await producer.send_in_transaction(Message(TOPIC, body))  # warm: route, connection, heartbeat
@@ -93,19 +102,6 @@ async def bench(addr: str, count: int, inflight: int, listener_kind: str, body_b
     )
 
 
-class Undecided:
-    """The batched mode decides every half itself (END_TRANSACTION_BATCH): nothing is left to check."""
-
-    checks = 0
-
-    async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
-        return LocalTransactionState.UNKNOW
-
-    async def check_local_transaction(self, msg: Any) -> LocalTransactionState:
-        self.checks += 1
-        return LocalTransactionState.UNKNOW
-
-
 async def bench_batched(addr: str, count: int, inflight: int, batch: int, body_bytes: int) -> None:
     """Half messages in batches (``send_half_batch``), then one decision on all of them
     (``end_transactions``: END_TRANSACTION_BATCH requests), as the Spark connector's transactional
@@ -114,7 +110,7 @@ async def bench_batched(addr: str, count: int, inflight: int, batch: int, body_b
         await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
         base = await _stored(admin)
     body = b"x" * body_bytes
-    listener = Undecided()
+    listener = AsyncAnswer(LocalTransactionState.UNKNOW)  # every half is decided here: none is checked
     async with TransactionProducer("bench_txn_pg", addr, listener=listener) as producer:
         await producer.send_half_batch([Message(TOPIC, body)])  # warm: route, connection, heartbeat
         sizes = [batch] * (count // batch) + ([count % batch] if count % batch else [])
