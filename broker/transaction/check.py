@@ -164,7 +164,7 @@ class TransactionCheckService:
                 offset, half.producer_group,
             )  # fmt: skip
             return
-        op = op_message(offset, None, self.store.store_host, int(self.store.clock() * 1000))
+        op = op_message((offset,), None, self.store.store_host, int(self.store.clock() * 1000))
         result = await self.store.put_message(op)
         if not result.ok:
             log.warning("check of half offset %d not recorded (%s); not sent", offset, result.status.name)

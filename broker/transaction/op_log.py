@@ -1,9 +1,11 @@
 """The op queue (``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0): the durable log of transaction decisions.
 
-Owns the op record format and its replay. One op record per event about one half message: tag
-``d`` (RocketMQ's "removed" mark) and property ``TRAN_OP`` = COMMIT, ROLLBACK or DISCARD for a
-decision, tag ``c`` and ``TRAN_OP=CHECK`` for a check sent; the body is the half message's
-queue offset in decimal (as RocketMQ's). Records are only appended, so a restart rebuilds the
+Owns the op record format and its replay. An op record names one event about one or more half
+messages: tag ``d`` (RocketMQ's "removed" mark) and property ``TRAN_OP`` = COMMIT, ROLLBACK or
+DISCARD for a decision, tag ``c`` and ``TRAN_OP=CHECK`` for a check sent; the body is the half
+queue offsets in decimal, comma-separated, as RocketMQ 5 batches them (one decision on many half
+messages writes one record per ``OFFSETS_PER_OP_RECORD``; a lone offset is the 4.x body; a trailing
+comma, as RocketMQ 5 writes, is accepted). Records are only appended, so a restart rebuilds the
 ``HalfWindow`` by replaying the queue from its ``op_floor``; a decision is never applied twice and
 check counts survive restarts.
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from rocketpy.broker.store import BrokerMessage, MessageStore
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID
@@ -32,16 +34,21 @@ _DECIDED_TAG = "d"
 _CHECK_TAG = "c"
 #: Records read between two yields to the event loop.
 READ_YIELD_EVERY = 1024
+#: Half offsets named by one op record (a body of at most ~5 KiB: far below any message limit).
+OFFSETS_PER_OP_RECORD = 256
 
 
-def op_message(half_offset: int, op: Outcome | None, host: tuple[str, int], now_ms: int) -> BrokerMessage:
-    """The op record of a decision (``op``) or of a check (None) about ``half_offset``."""
+def op_message(
+    half_offsets: Sequence[int], op: Outcome | None, host: tuple[str, int], now_ms: int
+) -> BrokerMessage:
+    """The op record of a decision (``op``) or of a check (None) about ``half_offsets`` (at most
+    ``OFFSETS_PER_OP_RECORD``)."""
+    assert 0 < len(half_offsets) <= OFFSETS_PER_OP_RECORD
     name = op.value if op is not None else CHECK_OP
     tag = _DECIDED_TAG if op is not None else _CHECK_TAG
     props = f"{MessageConst.TAGS}\x01{tag}\x02{OP_PROPERTY}\x01{name}\x02"
-    return BrokerMessage(
-        TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, str(half_offset).encode(), props, 0, 0, now_ms, host
-    )
+    body = ",".join(map(str, half_offsets)).encode()
+    return BrokerMessage(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, body, props, 0, 0, now_ms, host)
 
 
 def op_next_offset(store: MessageStore) -> int:
@@ -64,19 +71,22 @@ async def read_records(
             yield offset, record
 
 
-def parse_op(record: bytes) -> tuple[int, Outcome | None] | None:
-    """``(half offset, outcome or None for a check)`` of an op record, None when it is not one."""
+def parse_op(record: bytes) -> tuple[list[int], Outcome | None] | None:
+    """``(half offsets, outcome or None for a check)`` of an op record, None when it is not one."""
     body_len = RECORD_HEAD.unpack_from(record, 0)[-1]
     pos = HEAD_SIZE + body_len
-    body = record[HEAD_SIZE:pos]
+    parts = record[HEAD_SIZE:pos].split(b",")
+    if parts[-1] == b"" and len(parts) > 1:
+        parts.pop()  # RocketMQ 5 ends every offset with the separator
+    if not all(p.isdigit() for p in parts):
+        return None
+    offsets = [int(p) for p in parts]
     props = string_to_properties(record[pos + 3 + record[pos] :].decode(errors="replace"))
     op = props.get(OP_PROPERTY, "")
-    if not body.isdigit():
-        return None
     if op == CHECK_OP:
-        return int(body), None
+        return offsets, None
     try:
-        return int(body), Outcome(op)
+        return offsets, Outcome(op)
     except ValueError:
         return None
 
@@ -89,10 +99,11 @@ async def replay(store: MessageStore, window: HalfWindow, start: int) -> int:
         if parsed is None:
             log.warning("op record at op offset %d is malformed; skipped", offset)
             continue
-        half_offset, outcome = parsed
-        if outcome is None:
-            window.note_check(half_offset, offset)
-        else:
-            window.apply(half_offset, outcome, offset)
+        half_offsets, outcome = parsed
+        for half_offset in half_offsets:
+            if outcome is None:
+                window.note_check(half_offset, offset)
+            else:
+                window.apply(half_offset, outcome, offset)
         n += 1
     return n

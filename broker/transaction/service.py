@@ -29,7 +29,7 @@ from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.check import TransactionCheckService
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID, HalfRecord, to_half
-from rocketpy.broker.transaction.op_log import op_message, op_next_offset, replay
+from rocketpy.broker.transaction.op_log import OFFSETS_PER_OP_RECORD, op_message, op_next_offset, replay
 from rocketpy.broker.transaction.progress import TransactionProgress
 from rocketpy.broker.transaction.window import RECENT_REPLAY, HalfWindow, Outcome
 from rocketpy.config import BrokerConfig
@@ -253,15 +253,21 @@ class TransactionService:
     async def _write_decisions(
         self, offsets: list[int], outcome: Outcome, where: list[int], answers: list[Answer]
     ) -> None:
-        """The op records of claimed decisions, one append per ``PUT_BATCH``, then applied."""
+        """The op records of claimed decisions (``OFFSETS_PER_OP_RECORD`` offsets each, ``PUT_BATCH``
+        records per append), then applied."""
         now = int(self.store.clock() * 1000)
         host = self.store.store_host
-        for start in range(0, len(offsets), PUT_BATCH):
-            part = offsets[start : start + PUT_BATCH]
-            result = await self.store.put_messages([op_message(o, outcome, host, now) for o in part])
+        per_put = PUT_BATCH * OFFSETS_PER_OP_RECORD
+        for start in range(0, len(offsets), per_put):
+            part = offsets[start : start + per_put]
+            records = [
+                op_message(part[i : i + OFFSETS_PER_OP_RECORD], outcome, host, now)
+                for i in range(0, len(part), OFFSETS_PER_OP_RECORD)
+            ]
+            result = await self.store.put_messages(records)
             for k, offset in enumerate(part):
                 if result.ok:
-                    self.window.apply(offset, outcome, result.queue_offset + k)
+                    self.window.apply(offset, outcome, result.queue_offset + k // OFFSETS_PER_OP_RECORD)
                     log.debug("half offset %d %s", offset, _PAST[outcome])
                     continue
                 self.window.release(offset)

@@ -9,6 +9,7 @@ producer when the broker checks them.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from rocketpy import Admin
+from rocketpy.broker.transaction.op_log import parse_op
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
 from rocketpy.spark.options import parse_write_options
@@ -61,12 +63,24 @@ def visible(ns: str, topic: str) -> int:
 
 
 def decisions(broker: Any) -> int:
-    """Op records (decisions and checks) in the broker's transaction op queue."""
+    """Half offsets named by the op records (decisions and checks) of the broker's transaction op
+    queue, read from its files (an op record may name many)."""
     root = store_of(broker) / "consumequeue" / TRANS_OP_HALF_TOPIC / "0"
     if not root.is_dir():
         return 0
-    data = b"".join(f.read_bytes() for f in sorted(root.iterdir()))
-    return sum(1 for i in range(0, len(data), 20) if data[i : i + 20] != bytes(20))
+    units = b"".join(f.read_bytes() for f in sorted(root.iterdir()))
+    files = sorted((int(f.name), f) for f in (store_of(broker) / "commitlog").iterdir())
+    named = 0
+    for i in range(0, len(units), 20):
+        phys, size = struct.unpack_from(">qi", units, i)
+        if units[i : i + 20] == bytes(20):
+            continue
+        base, path = max((b, f) for b, f in files if b <= phys)
+        with path.open("rb") as f:
+            f.seek(phys - base)
+            parsed = parse_op(f.read(size))
+        named += len(parsed[0]) if parsed else 0
+    return named
 
 
 def rows(n: int) -> Iterator[tuple[bytes]]:

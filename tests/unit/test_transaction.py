@@ -11,11 +11,12 @@ from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.store import BrokerMessage, MessageStore
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.half import HalfRecord, is_half_message
+from rocketpy.broker.transaction.op_log import OFFSETS_PER_OP_RECORD, op_message, parse_op
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.broker.transaction.window import HalfWindow, Outcome
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.message import properties_to_string
-from rocketpy.record import decode_records
+from rocketpy.record import decode_records, encode_record
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tests.clock import ManualClock
@@ -119,3 +120,44 @@ async def test_a_commit_without_its_op_record_is_recorded_not_checked(tmp_path: 
     # "young" has no producer to ask: it waits without using up its checks
     assert not svc.window.resolved(young.queue_offset) and svc.window.checks(young.queue_offset) == 0
     await stop(store, svc)
+
+
+async def test_a_batch_decision_writes_few_op_records_and_a_restart_replays_them(tmp_path: Path) -> None:
+    clock = ManualClock()
+    store, svc = await start(tmp_path, clock)
+    n = OFFSETS_PER_OP_RECORD * 2 + 6
+    halves = [await half(store, svc, b"m%d" % i) for i in range(n)]
+    commits, rollbacks = halves[: n - 5], halves[n - 5 :]
+    ops = store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
+    answers = await svc.decide_many(commits, Outcome.COMMIT)
+    assert answers == [(ResponseCode.SUCCESS, None)] * len(commits)
+    assert store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0) == ops + 3  # 256 + 256 + 1 offsets
+    await svc.decide_many(rollbacks, Outcome.ROLLBACK)
+    assert store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0) == ops + 4
+    assert svc.window.progress == n and len(real(store)) == n - 5
+    await stop(store, svc)
+
+    store, svc = await start(tmp_path, clock)  # the replay rebuilds every outcome
+    assert svc.window.progress == n
+    code, remark = await svc.decide(halves[-1], Outcome.COMMIT)
+    assert code == ResponseCode.TRANSACTION_SHOULD_ROLLBACK and "already rolled back" in (remark or "")
+    code, remark = await svc.decide(halves[0], Outcome.COMMIT)
+    assert code == ResponseCode.SUCCESS and "already committed" in (remark or "")
+    await stop(store, svc)
+
+
+def encoded(msg: BrokerMessage) -> bytes:
+    return encode_record(topic=msg.topic, body=msg.body, properties=msg.properties)
+
+
+def test_op_records_name_one_or_many_offsets_as_rocketmq_4_and_5_write_them() -> None:
+    host = ("127.0.0.1", 10911)
+    for body, offsets in ((b"7", [7]), (b"1,2,30", [1, 2, 30]), (b"4,5,", [4, 5])):
+        msg = op_message([0], Outcome.ROLLBACK, host, 0)
+        msg.body = body
+        assert parse_op(encoded(msg)) == (offsets, Outcome.ROLLBACK)
+    check = op_message([9, 10], None, host, 0)
+    assert check.body == b"9,10" and parse_op(encoded(check)) == ([9, 10], None)
+    bad = op_message([1], Outcome.COMMIT, host, 0)
+    bad.body = b"1,x"
+    assert parse_op(encoded(bad)) is None
