@@ -25,8 +25,6 @@ from libc.string cimport memcmp, memcpy, memset
 import struct
 import zlib
 
-from rocketpy.message import MessageExt
-
 
 cdef extern from "crc32_fold.h":
     uint32_t rocketpy_crc32(uint32_t crc, const unsigned char *buf, size_t length) nogil
@@ -52,16 +50,17 @@ cdef int SERIALIZE_MSGPACK = 0
 cdef Py_ssize_t MAX_HEADER_BYTES = 0
 cdef Py_ssize_t WRITE_JOIN_MAX_BODY_BYTES = 0
 
-cdef object _new_ext = MessageExt.__new__
-cdef object _MessageExt = MessageExt
+cdef object _new_ext = None  # MessageExt.__new__, bound with the record layout
+cdef object _MessageExt = None
 cdef object _decompress = zlib.decompress
 cdef object _struct_error = struct.error
 
 
 cdef int _bind_record() except -1:
     global _record_bound, RecordError, MESSAGE_MAGIC, HEAD_SIZE, BATCH_HEAD_SIZE, MAX_PROPERTIES_BYTES
-    global COMPRESSED_FLAG, _ensure_unique_key
+    global COMPRESSED_FLAG, _ensure_unique_key, _new_ext, _MessageExt
     from rocketpy import record
+    from rocketpy.message import MessageExt
 
     if record.HEAD_SIZE != 88 or record.BATCH_HEAD.size != 20:
         raise ImportError("rocketpy._speedups was built for another record layout; rebuild it")
@@ -72,6 +71,7 @@ cdef int _bind_record() except -1:
     MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
     COMPRESSED_FLAG = record.COMPRESSED_FLAG
     _ensure_unique_key = record._ensure_unique_key
+    _new_ext, _MessageExt = MessageExt.__new__, MessageExt
     _record_bound = True
     return 0
 
@@ -339,6 +339,35 @@ cdef dict _split_ascii_properties(str s, const unsigned char* p, Py_ssize_t n):
             out[PyUnicode_Substring(s, start, sep)] = PyUnicode_Substring(s, sep + 1, i)
         i += 1
     return out
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
+
+def string_to_properties(s):
+    """Decode a RocketMQ properties string (twin of ``rocketpy.message.string_to_properties``)."""
+    if not s:
+        return {}
+    if type(s) is not str:
+        return _split_properties(s)  # a str subclass: the generic path, as the pure twin's split
+    if PyUnicode_IS_ASCII(s):
+        return _split_ascii_properties(s, <const unsigned char*>PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
+    return _split_properties(s)
+
+
+def properties_to_string(props):
+    """Encode properties (twin of ``rocketpy.message.properties_to_string``): ``name\\x01value\\x02``
+    per pair whose value is not None."""
+    cdef list parts = []
+    for k, v in props.items():
+        if v is None:
+            continue
+        parts.append(k if type(k) is str else format(k))
+        parts.append("\x01")
+        parts.append(v if type(v) is str else format(v))
+        parts.append("\x02")
+    return "".join(parts)
 
 
 cdef int _fill_properties(object msg, const unsigned char* p, Py_ssize_t n) except -1:

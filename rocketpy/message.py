@@ -13,6 +13,7 @@ from operator import methodcaller
 from socket import inet_ntoa
 from typing import Any
 
+from rocketpy._accel import twin
 from rocketpy.msgid import offset_msg_id_from_packed
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -60,6 +61,7 @@ class MessageConst:
     KEY_SEPARATOR = " "
 
 
+@twin
 def properties_to_string(props: dict[str, str]) -> str:
     """Encode properties as RocketMQ does: ``name\\x01value\\x02`` per pair, trailing separator kept.
 
@@ -74,6 +76,7 @@ def properties_to_string(props: dict[str, str]) -> str:
     )
 
 
+@twin
 def string_to_properties(s: str) -> dict[str, str]:
     """Decode a RocketMQ properties string (inverse of ``properties_to_string``).
 

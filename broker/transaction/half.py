@@ -136,7 +136,9 @@ class HalfRecord:
 
     def committed(self) -> BrokerMessage:
         """The message a commit puts into the real topic and queue."""
-        props = {k: v for k, v in self.properties.items() if k not in _TRANSACTION_ONLY}
+        props = self.properties.copy()
+        for name in _TRANSACTION_ONLY:
+            props.pop(name, None)
         sys_flag = (self.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
         return self._copy(self.real_topic, self.real_queue_id, props, sys_flag)
 

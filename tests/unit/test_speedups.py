@@ -47,7 +47,7 @@ TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_ext", "crc32",
     "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
-    "redispatch",
+    "redispatch", "string_to_properties", "properties_to_string",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -799,6 +799,25 @@ INDEX_PROPS = st.dictionaries(st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "a"])
 @given(PROPS.map(properties_to_string) | INDEX_PROPS | PROPS_SOUP)
 def test_tags_hash_same_value(props: str) -> None:
     assert speedups.tags_hash(props) == PURE["tags_hash"](props)
+
+
+@needs_compiled
+@FUZZ
+@given(PROPS.map(properties_to_string) | INDEX_PROPS | PROPS_SOUP)
+def test_string_to_properties_same_dict(props: str) -> None:
+    compiled, pure = speedups.string_to_properties(props), PURE["string_to_properties"](props)
+    assert compiled == pure and list(compiled) == list(pure)  # the same pairs, in the same order
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.dictionaries(
+        st.text(max_size=6) | st.integers(), st.text(max_size=6) | st.integers() | st.none(), max_size=5
+    )
+)
+def test_properties_to_string_same_text(props: dict[Any, Any]) -> None:
+    assert speedups.properties_to_string(props) == PURE["properties_to_string"](props)
 
 
 @needs_compiled
