@@ -24,6 +24,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -117,12 +118,55 @@ def spark_runs(spark: Any, ns: str, topic: str, count: int, body_size: int, tmp:
     asyncio.run(_create(ns, out))
     df = spark.range(count).selectExpr(f"cast(repeat('x', {body_size}) AS binary) AS body")
     for transactional in ("false", "true"):  # A/B: plain sends vs all-or-nothing (half messages)
-        t0 = time.perf_counter()
-        df.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option("topic", out).option(
-            "transactional", transactional
-        ).save()
-        took = time.perf_counter() - t0
-        print(f"Spark    : batch write (transactional={transactional}): {_rate(count, took)}")
+        with VisibleRows(ns, out) as visible:
+            t0 = time.perf_counter()
+            df.write.format("rocketpy").mode("append").option("namesrvAddr", ns).option("topic", out).option(
+                "transactional", transactional
+            ).save()
+            took = time.perf_counter() - t0
+        commit = ""
+        if transactional == "true" and visible.first is not None and visible.last is not None:
+            # the rows become visible only at the driver's commit: its span is the commit phase
+            span, before = visible.last - visible.first, visible.first - t0
+            commit = f" (rows became visible over {span:.2f} s: the commit; before it {before:.2f} s)"
+        print(f"Spark    : batch write (transactional={transactional}): {_rate(count, took)}{commit}")
+
+
+class VisibleRows:
+    """Polls a topic's visible rows (max offsets) every ``POLL_S`` in a thread while a write runs:
+    ``first`` / ``last`` are when the count first grew and last grew (perf_counter seconds)."""
+
+    POLL_S = 0.1
+
+    def __init__(self, ns: str, topic: str) -> None:
+        self.ns, self.topic = ns, topic
+        self.first: float | None = None
+        self.last: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._poll()), daemon=True)
+
+    async def _poll(self) -> None:
+        async with Admin(self.ns) as admin:
+            base = seen = await self._rows(admin)
+            while not self._stop.is_set():
+                n = await self._rows(admin)
+                if n != seen:
+                    now = time.perf_counter()
+                    self.first = self.first if seen != base else now - self.POLL_S / 2
+                    self.last, seen = now, n
+                await asyncio.sleep(self.POLL_S)
+
+    async def _rows(self, admin: Admin) -> int:
+        return sum(r["max_offset"] for r in await admin.topic_status(self.topic))
+
+    def __enter__(self) -> VisibleRows:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(2 * self.POLL_S)  # the last poll sees the end
+        self._stop.set()
+        self._thread.join(10)
 
 
 async def _create(ns: str, topic: str) -> None:
