@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import queue
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rocketpy.broker.store import BrokerMessage, GetMessageStatus, MessageStore
+from rocketpy.broker.store import allocate as allocation
 from rocketpy.broker.store import commitlog as commitlog_module
+from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.record import decode_records
 from tests.unit.test_store_helpers import tiny_config
@@ -134,3 +138,35 @@ async def test_a_full_allocator_queue_skips_the_step_and_the_put_goes_on(
         assert readable_prefaults[0] == ("0" * 20, HEAD, STEP)
     finally:
         await store.shutdown()
+
+
+async def test_files_created_while_stopping_get_their_first_page_faulted_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole-file warm-up is skipped at shutdown, but not the first page: the first write into a
+    new file is the costly fault, and a consume queue's waiting units are written on the loop."""
+    lengths: list[int | None] = []
+    real = MappedFile.prefault
+
+    def spy(self: MappedFile, length: int | None = None, start: int = 0, write: bool = True) -> bool:
+        lengths.append(length)
+        return real(self, length, start, write)
+
+    monkeypatch.setattr(MappedFile, "prefault", spy)
+    loop = asyncio.get_running_loop()
+    allocator = AllocateService(loop, "test-allocate")
+    allocator.start()
+    gate = threading.Event()
+    allocator.run_in_order(lambda: gate.wait(10))  # holds the worker until shutdown has begun
+    created: list[MappedFile | None] = []
+    for name, prefault in (("whole", -1), ("head", 8192)):
+        allocator.request(str(tmp_path / name), 0, 64 << 10, lambda mf, err: created.append(mf), prefault)
+    stopping = loop.run_in_executor(None, allocator.shutdown)
+    await wait_until_async(lambda: allocator.stopped, 5)
+    gate.set()
+    await stopping
+    assert lengths == [allocation.STOPPING_PREFAULT_BYTES] * 2
+    await wait_until_async(lambda: len(created) == 2, 5)
+    for mf in created:
+        assert mf is not None
+        mf.close()
