@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import functools
 import inspect
 import logging
@@ -80,14 +81,14 @@ class AsyncSender:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._callbacks: set[asyncio.Future[Any]] = set()
-        self._callbacks_queued = 0
+        self._pool_calls: set[concurrent.futures.Future[Any]] = set()  # plain callbacks not finished
         self._pool: ThreadPoolExecutor | None = None
         self._drained: asyncio.Event | None = None
 
     @property
     def pending(self) -> int:
         """Unfinished sends: queued, in flight, or with a callback still to run."""
-        return len(self._queue) + self._in_flight + len(self._callbacks) + self._callbacks_queued
+        return len(self._queue) + self._in_flight + len(self._callbacks) + len(self._pool_calls)
 
     def submit(self, send: SendFn, timeout: float, callback: SendCallback | None) -> asyncio.Future[Any]:
         """Launch (or queue) ``send``, called with the seconds left of ``timeout``; return its future.
@@ -199,12 +200,12 @@ class AsyncSender:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="rocketpy-send-callback")
         loop = asyncio.get_running_loop()
-        self._callbacks_queued += 1
         done = self._pool.submit(cb, result, err)
+        self._pool_calls.add(done)
         done.add_done_callback(lambda f: _call_soon_safe(loop, self._sync_callback_done, f))
 
-    def _sync_callback_done(self, fut: Any) -> None:
-        self._callbacks_queued -= 1
+    def _sync_callback_done(self, fut: concurrent.futures.Future[Any]) -> None:
+        self._pool_calls.discard(fut)
         _log_callback_error(fut)
 
     def _callback_task_done(self, task: asyncio.Future[Any]) -> None:
@@ -212,18 +213,23 @@ class AsyncSender:
         _log_callback_error(task)
 
     async def close(self, timeout: float) -> None:  # noqa: ASYNC109 (bounded drain, then stop)
-        """Wait up to ``timeout`` seconds for unfinished sends, then stop the ones still running."""
+        """Wait up to ``timeout`` seconds in all for unfinished sends and their callbacks (both
+        kinds: a plain callback still queued in the thread would otherwise run after the producer
+        is shut down), then stop the sends still running."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         if self._queue or self._in_flight:
             self._drained = asyncio.Event()
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout_at(deadline):
                     await self._drained.wait()
             except TimeoutError:
                 log.warning(
                     "producer shutdown: %d async sends still unfinished after %.1fs", self.pending, timeout
                 )
-        if self._callbacks:
-            await asyncio.wait(list(self._callbacks), timeout=timeout)
+        callbacks = [*self._callbacks, *(asyncio.wrap_future(f) for f in self._pool_calls)]
+        if callbacks:
+            await asyncio.wait(callbacks, timeout=max(0.0, deadline - loop.time()))
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

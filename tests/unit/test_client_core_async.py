@@ -85,6 +85,42 @@ async def test_callbacks_sync_in_thread_async_on_loop() -> None:
     await s.close(1.0)
 
 
+async def test_close_waits_for_plain_callbacks_still_queued_in_their_thread() -> None:
+    """What a caller prints after ``await producer.shutdown()`` comes after every callback's output."""
+    s = AsyncSender(max_pending=10)
+    gate = Gate()
+    release = threading.Event()
+    ran: list[Any] = []
+
+    def slow_cb(res: Any, err: BaseException | None) -> None:
+        release.wait(5.0)  # the first one holds the callback thread; the others queue behind it
+        ran.append(res)
+
+    futures = [s.submit(gate.send(i), 5.0, slow_cb) for i in range(3)]
+    gate.opened.set()
+    await asyncio.gather(*futures)
+    closing = asyncio.create_task(s.close(5.0))
+    await asyncio.sleep(0)
+    assert not closing.done() and ran == []  # the sends are done, their callbacks are not
+    release.set()
+    await asyncio.wait_for(closing, 5.0)
+    assert sorted(ran) == [0, 1, 2] and s.pending == 0
+
+
+async def test_close_waits_for_callbacks_at_most_its_timeout() -> None:
+    s = AsyncSender(max_pending=10)
+    gate = Gate()
+    release = threading.Event()
+    sent = s.submit(gate.send("x"), 5.0, lambda res, err: release.wait(5.0))
+    gate.opened.set()
+    assert await sent == "x"  # the callback is queued (or running) now
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await s.close(0.2)
+    assert 0.15 <= loop.time() - started < 2.0  # bounded by close's timeout, not by the callback
+    release.set()
+
+
 async def test_cancelled_future_is_skipped_and_close_drains() -> None:
     s = AsyncSender(max_pending=10, max_senders=1)
     gate = Gate()
