@@ -26,6 +26,14 @@ import struct
 import zlib
 
 
+cdef extern from "Python.h":
+    int PyUnicode_READY(object o) except -1
+    int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    bint PyUnicode_IS_ASCII(object o)
+    int PyUnicode_1BYTE_KIND
+
+
 cdef extern from "crc32_fold.h":
     uint32_t rocketpy_crc32(uint32_t crc, const unsigned char *buf, size_t length) nogil
 
@@ -341,17 +349,11 @@ cdef dict _split_ascii_properties(str s, const unsigned char* p, Py_ssize_t n):
     return out
 
 
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
-
-
 def string_to_properties(s):
     """Decode a RocketMQ properties string (twin of ``rocketpy.message.string_to_properties``)."""
     if not s:
         return {}
-    if type(s) is not str:
-        return _split_properties(s)  # a str subclass: the generic path, as the pure twin's split
-    if PyUnicode_IS_ASCII(s):
+    if type(s) is str and PyUnicode_IS_ASCII(s):  # str subclasses and non-ASCII: the generic path
         return _split_ascii_properties(s, <const unsigned char*>PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
     return _split_properties(s)
 
@@ -1084,12 +1086,6 @@ def signed_ext(ext):
 
 # -- the put path's property reads (twins of rocketpy.broker.store.props.tags_hash and ---------------
 # -- rocketpy.broker.store.index.put_unique_key_entry) ---------------------------------------------
-cdef extern from "Python.h":
-    int PyUnicode_READY(object o) except -1
-    int PyUnicode_KIND(object o)
-    void* PyUnicode_DATA(object o)
-    int PyUnicode_1BYTE_KIND
-
 cdef bint _put_path_bound = False
 cdef object _pure_tags_hash = None
 cdef object _pure_put_unique_key_entry = None
