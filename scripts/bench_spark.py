@@ -147,12 +147,13 @@ class VisibleRows:
 
     async def _poll(self) -> None:
         async with Admin(self.ns) as admin:
-            base = seen = await self._rows(admin)
+            seen = await self._rows(admin)
             while not self._stop.is_set():
                 n = await self._rows(admin)
                 if n != seen:
                     now = time.perf_counter()
-                    self.first = self.first if seen != base else now - self.POLL_S / 2
+                    if self.first is None:
+                        self.first = now - self.POLL_S / 2
                     self.last, seen = now, n
                 await asyncio.sleep(self.POLL_S)
 

@@ -121,9 +121,8 @@ async def bench_batched(addr: str, count: int, inflight: int, batch: int, body_b
         async def worker() -> None:
             for n in it:
                 results = await producer.send_half_batch([Message(TOPIC, body) for _ in range(n)])
-                for r in results:
-                    pairs.append((decode_offset_msg_id(r.offset_msg_id)[2], r.queue_offset))
-                    addrs.add(await producer.broker_addr_of(r))
+                addrs.add(await producer.broker_addr_of(results[0]))  # a batch goes to one queue
+                pairs.extend((decode_offset_msg_id(r.offset_msg_id)[2], r.queue_offset) for r in results)
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(inflight)))
