@@ -2,7 +2,9 @@
 
 Owns the bounded queue of submitted async sends, the futures handed to callers, and the user
 callbacks: an ``async def`` callback runs as a tracked task on the loop, a plain function in a
-one-thread executor so it never blocks the loop.
+one-thread executor so it never blocks the loop. Plain callbacks go to that thread a loop tick's
+worth at a time, in the order their sends finished: one hand-off (and one wake-up of the loop
+when they have run) per tick instead of per send, which costs ~10 µs of thread traffic a message.
 
 A send is *launched* at once when fewer than ``max_senders`` are in flight and nothing is queued;
 otherwise it waits in the queue and is launched when an earlier send finishes (FIFO). Launching
@@ -81,14 +83,16 @@ class AsyncSender:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._callbacks: set[asyncio.Future[Any]] = set()
-        self._pool_calls: set[concurrent.futures.Future[Any]] = set()  # plain callbacks not finished
+        self._ready: list[tuple[SendCallback, Any, BaseException | None]] = []  # plain, next hand-off
+        self._pool_calls: set[concurrent.futures.Future[Any]] = set()  # hand-offs not finished
+        self._plain_unfinished = 0  # plain callbacks waiting for a hand-off or running in it
         self._pool: ThreadPoolExecutor | None = None
         self._drained: asyncio.Event | None = None
 
     @property
     def pending(self) -> int:
         """Unfinished sends: queued, in flight, or with a callback still to run."""
-        return len(self._queue) + self._in_flight + len(self._callbacks) + len(self._pool_calls)
+        return len(self._queue) + self._in_flight + len(self._callbacks) + self._plain_unfinished
 
     def submit(self, send: SendFn, timeout: float, callback: SendCallback | None) -> asyncio.Future[Any]:
         """Launch (or queue) ``send``, called with the seconds left of ``timeout``; return its future.
@@ -192,21 +196,32 @@ class AsyncSender:
                     fut.exception()  # the callback gets the error: no "never retrieved" warning at GC
         if cb is None:
             return
-        if inspect.iscoroutinefunction(cb):
+        if _is_async_callback(cb):
             task = asyncio.get_running_loop().create_task(cb(result, err))
             self._callbacks.add(task)
             task.add_done_callback(self._callback_task_done)
             return
+        self._plain_unfinished += 1
+        self._ready.append((cb, result, err))
+        if len(self._ready) == 1:
+            asyncio.get_running_loop().call_soon(self._hand_off)
+
+    def _hand_off(self) -> None:
+        """Give the plain callbacks ready so far to the callback thread, as one job."""
+        batch, self._ready = self._ready, []
+        if not batch:
+            return  # handed off already (by close)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="rocketpy-send-callback")
         loop = asyncio.get_running_loop()
-        done = self._pool.submit(cb, result, err)
+        done = self._pool.submit(_run_plain_callbacks, batch)
         self._pool_calls.add(done)
-        done.add_done_callback(lambda f: _call_soon_safe(loop, self._sync_callback_done, f))
+        done.add_done_callback(lambda f: _call_soon_safe(loop, self._hand_off_done, (f, len(batch))))
 
-    def _sync_callback_done(self, fut: concurrent.futures.Future[Any]) -> None:
+    def _hand_off_done(self, finished: tuple[concurrent.futures.Future[Any], int]) -> None:
+        fut, count = finished
         self._pool_calls.discard(fut)
-        _log_callback_error(fut)
+        self._plain_unfinished -= count
 
     def _callback_task_done(self, task: asyncio.Future[Any]) -> None:
         self._callbacks.discard(task)
@@ -227,6 +242,7 @@ class AsyncSender:
                 log.warning(
                     "producer shutdown: %d async sends still unfinished after %.1fs", self.pending, timeout
                 )
+        self._hand_off()  # plain callbacks of this tick: not left behind
         callbacks = [*self._callbacks, *(asyncio.wrap_future(f) for f in self._pool_calls)]
         if callbacks:
             await asyncio.wait(callbacks, timeout=max(0.0, deadline - loop.time()))
@@ -239,11 +255,28 @@ class AsyncSender:
         self._drained = None
 
 
+def _is_async_callback(cb: SendCallback) -> bool:
+    """``inspect.iscoroutinefunction``, with a fast path for the plain function most callers pass
+    (the full check costs ~2 µs a send)."""
+    if type(cb) is types.FunctionType and not hasattr(cb, "_is_coroutine_marker"):  # 3.12's marker
+        return bool(cb.__code__.co_flags & inspect.CO_COROUTINE)
+    return inspect.iscoroutinefunction(cb)
+
+
+def _run_plain_callbacks(batch: list[tuple[SendCallback, Any, BaseException | None]]) -> None:
+    """In the callback thread: each callback in turn; one that raises is logged, the rest still run."""
+    for cb, result, err in batch:
+        try:
+            cb(result, err)
+        except Exception as e:
+            log.error("send_async callback raised: %r", e)
+
+
 def _call_soon_safe(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], None], arg: Any) -> None:
     try:
         loop.call_soon_threadsafe(fn, arg)
     except RuntimeError:  # the loop closed after shutdown; nothing left to account for
-        _log_callback_error(arg)
+        pass
 
 
 def _log_callback_error(fut: Any) -> None:

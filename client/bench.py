@@ -186,7 +186,16 @@ async def run_producer(
             inflight[0] -= 1
             if inflight[0] <= concurrency // 2:
                 room.set()
+            if mode == "callback":
+                return  # counted by the callback
             if fut.cancelled() or fut.exception() is not None:
+                stats.fail(1)
+            else:
+                stats.ok(1, (time.perf_counter() - t0) * 1000.0)
+
+        def callback(result: Any, err: BaseException | None, t0: float) -> None:
+            # in the SDK's callback thread, the only writer of `stats` in this mode
+            if err is not None:
                 stats.fail(1)
             else:
                 stats.ok(1, (time.perf_counter() - t0) * 1000.0)
@@ -197,7 +206,8 @@ async def run_producer(
                 await room.wait()
             t0 = time.perf_counter()
             try:
-                fut = producer.send_async(Message(topic, body))
+                cb = functools.partial(callback, t0=t0) if mode == "callback" else None
+                fut = producer.send_async(Message(topic, body), callback=cb)
             except RocketpyError:
                 stats.fail(1)
                 continue
@@ -210,7 +220,7 @@ async def run_producer(
     reporter = asyncio.create_task(_reporter(stats, "send", count, interval_s, max_rt))
     cpu0 = time.process_time()
     try:
-        if mode == "async" and batch == 1:
+        if mode in ("async", "callback") and batch == 1:
             await async_feeder()
         else:
             await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -341,7 +351,12 @@ def _check_credentials(access_key: str | None, secret_key: str | None) -> None:
     "-b", "--batchSize", "batch", type=int, default=1, show_default=True, help="> 1 uses send_batch."
 )
 @click.option(
-    "-m", "--mode", type=click.Choice(["sync", "async", "oneway"]), default="async", show_default=True
+    "-m",
+    "--mode",
+    type=click.Choice(["sync", "async", "callback", "oneway"]),
+    default="async",
+    show_default=True,
+    help="callback: send_async with a plain callback (run in the SDK's callback thread) per send.",
 )
 @click.option(
     "--auto-batch/--no-auto-batch",

@@ -60,6 +60,13 @@ def test_bench_producer_then_consumer(daemons: DaemonPool) -> None:
     assert batch.exit_code == 0, batch.output
     assert "Send Total: 200" in batch.output
 
+    # plain callbacks count the sends (in the SDK's callback thread): all of them, before the summary
+    callbacks = CliRunner().invoke(
+        bench, ["producer", "-n", ns.addr, "-t", "BenchT", "-m", "callback", "-q", "400", "-w", "16"]
+    )
+    assert callbacks.exit_code == 0, callbacks.output
+    assert "Send Total: 400" in callbacks.output and "Send Failed: 0" in callbacks.output
+
     cons = subprocess.run(
         [
             sys.executable,

@@ -85,6 +85,41 @@ async def test_callbacks_sync_in_thread_async_on_loop() -> None:
     await s.close(1.0)
 
 
+async def test_plain_callbacks_of_a_tick_go_to_their_thread_as_one_job_in_order(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sends finishing in one tick hand their plain callbacks over once; each still runs alone: in
+    the order the sends finished, a raising one logged and the next ones run."""
+    from rocketpy.client import async_sender
+
+    jobs: list[int] = []
+    run_batch = async_sender._run_plain_callbacks
+
+    def counted(batch: list[Any]) -> None:
+        jobs.append(len(batch))
+        run_batch(batch)
+
+    monkeypatch.setattr(async_sender, "_run_plain_callbacks", counted)
+    s = AsyncSender(max_pending=100)
+    gate = Gate()
+    ran: list[Any] = []
+
+    def cb(res: Any, err: BaseException | None) -> None:
+        if res == 3:
+            raise RuntimeError("callback 3 fails")
+        ran.append(res if err is None else type(err))
+
+    futures = [s.submit(gate.send(i if i != 5 else KeyError(i)), 5.0, cb) for i in range(10)]
+    assert s.pending == 10
+    gate.opened.set()
+    await asyncio.gather(*futures, return_exceptions=True)
+    await wait_until_async(lambda: s.pending == 0, 2.0)
+    assert ran == [0, 1, 2, 4, KeyError, 6, 7, 8, 9]
+    assert jobs == [10]
+    assert "callback 3 fails" in caplog.text
+    await s.close(1.0)
+
+
 async def test_close_waits_for_plain_callbacks_still_queued_in_their_thread() -> None:
     """What a caller prints after ``await producer.shutdown()`` comes after every callback's output."""
     s = AsyncSender(max_pending=10)
