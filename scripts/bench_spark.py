@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench_spark.py                    # 1,000,000 x 1 KiB, temporary daemons
     .venv/bin/python scripts/bench_spark.py --count 200000     # smaller run
     .venv/bin/python scripts/bench_spark.py -n 127.0.0.1:9876  # against a running cluster
+    .venv/bin/python scripts/bench_spark.py --brokers 2        # two brokers in the cluster (scale-out)
 
 1. fills a backlog of ``--count`` messages of ``--body-size`` bytes (SDK batch sends);
 2. plain SDK: drains it with one ``LitePullConsumer`` (assign + poll), and with the connector's
@@ -56,12 +57,14 @@ async def fill(ns: str, topic: str, count: int, body_size: int, queues: int) -> 
     print(f"backlog  : {_rate(count, time.perf_counter() - t0)} (SDK batch sends)")
 
 
-async def sdk_drain(ns: str, topic: str, count: int, queues: int) -> None:
+async def sdk_drain(ns: str, topic: str, count: int) -> None:
+    async with Admin(ns) as admin:
+        mqs: list[MessageQueue] = [row["mq"] for row in await admin.topic_status(topic)]
     c = LitePullConsumer("bench_spark_drain", ns, auto_commit=False, pull_batch_size=32)
-    c.assign([MessageQueue(topic, "broker-a", q) for q in range(queues)])
+    c.assign(mqs)
     await c.start()
-    for q in range(queues):
-        await c.seek_to_begin(MessageQueue(topic, "broker-a", q))
+    for mq in mqs:
+        await c.seek_to_begin(mq)
     t0, got = time.perf_counter(), 0
     while got < count and time.perf_counter() - t0 < 600:
         got += len(await c.poll(timeout=1.0))
@@ -180,7 +183,10 @@ def main() -> None:
     ap.add_argument("-n", "--namesrv", help="NameServer of a running cluster (default: start one)")
     ap.add_argument("--count", type=int, default=1_000_000)
     ap.add_argument("--body-size", type=int, default=1024)
-    ap.add_argument("--queues", type=int, default=4)
+    ap.add_argument("--queues", type=int, default=4, help="queues of each topic on each broker")
+    ap.add_argument(
+        "--brokers", type=int, default=1, help="brokers to start in the cluster (RocketMQ's scale-out)"
+    )
     ap.add_argument("--driver-memory", default="3g")
     args = ap.parse_args()
     from rocketpy.spark.local import local_session
@@ -196,11 +202,13 @@ def main() -> None:
         ns = args.namesrv
         if ns is None:
             namesrv = stack.enter_context(start_namesrv(Path(tmp)))
-            stack.enter_context(start_broker(Path(tmp), namesrv.addr))
+            for _ in range(args.brokers):
+                stack.enter_context(start_broker(Path(tmp), namesrv.addr))
             ns = namesrv.addr
-        print(f"{args.count:,} x {args.body_size} B, {args.queues} queues, NameServer {ns}")
+        brokers = "the cluster's brokers" if args.namesrv else f"{args.brokers} broker(s)"
+        print(f"{args.count:,} x {args.body_size} B, {args.queues} queues a broker, {brokers}, namesrv {ns}")
         asyncio.run(fill(ns, topic, args.count, args.body_size, args.queues))
-        asyncio.run(sdk_drain(ns, topic, args.count, args.queues))
+        asyncio.run(sdk_drain(ns, topic, args.count))
         connector_drain(ns, topic, args.count)
         spark = local_session("rocketpy-bench", args.driver_memory)
         try:
