@@ -287,11 +287,7 @@ class TransactionService:
 
     def _already(self, offset: int, wanted: Outcome) -> Answer:
         """The answer to a decision on a half message that is resolved or being resolved."""
-        done = self.window.outcome(offset)
-        if done is None:
-            entry = self.window.entries.get(offset)
-            if entry is not None and entry.claimed is not None:
-                done = entry.claimed
+        done = self.window.outcome(offset) or self.window.claimed(offset)
         if done is None:
             return ResponseCode.TRANSACTION_FAILED, (
                 f"the transaction at half offset {offset} was resolved long ago; nothing was done"

@@ -4,10 +4,15 @@ Owns the in-memory state of the transactions of one broker (pure: no I/O, no clo
 
 * ``progress``: every half message below this half-queue offset is resolved (committed, rolled
   back or discarded); it only moves forward, over a leading run of resolved offsets.
-* one ``Entry`` per half offset at or above ``progress`` that has an op record (a decision or a
-  check): its outcome, how many checks were sent and the op-queue offset of its first op record.
-  ``op_floor`` is the smallest of those: replaying the op queue from there at start rebuilds the
-  window exactly (every op record about an offset >= progress is at or after it).
+* the offsets at or above ``progress`` that have op records: a decided one is an entry of
+  ``decided`` (offset -> outcome code, plain ints: a window held open by one old undecided half
+  message may hold millions, and plain ints are nothing for the garbage collector to scan, where
+  an object per offset made every full collection walk them all); an undecided one with a check
+  or a claim has an ``Entry`` (its checks, its claim).
+* ``op_floor``: the smallest op-queue offset of an op record about an offset at or above
+  ``progress``; replaying the op queue from there at start rebuilds the window exactly (every op
+  record about such an offset is at or after it). Kept in a heap of (op offset, half offset)
+  pairs, pruned as ``progress`` passes them: no scan of the window.
 * ``recent``: the outcomes of the last ``RECENT_MAX`` resolved offsets behind ``progress``, so that a
   late duplicate decision gets a precise remark (refilled at start from the op records just
   before the floor, ``RECENT_REPLAY`` of them).
@@ -18,6 +23,7 @@ released after, so two decisions racing for one half message cannot both write.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from enum import Enum
 
@@ -35,21 +41,19 @@ class Outcome(Enum):
     DISCARD = "DISCARD"
 
 
-class Entry:
-    """The state of one half offset with op records (or a decision under way)."""
+#: Outcomes by their code in ``HalfWindow.decided`` (the code is the index).
+_OUTCOMES = tuple(Outcome)
+_CODE = {outcome: code for code, outcome in enumerate(_OUTCOMES)}
 
-    __slots__ = ("checks", "claimed", "first_op_offset", "outcome")
+
+class Entry:
+    """An undecided half offset with a check or a decision under way."""
+
+    __slots__ = ("checks", "claimed")
 
     def __init__(self) -> None:
-        self.outcome: Outcome | None = None
         self.claimed: Outcome | None = None
         self.checks = 0
-        self.first_op_offset = -1
-
-    def note_op(self, op_offset: int) -> None:
-        """An op record about this offset is (or will be) at ``op_offset``."""
-        if self.first_op_offset < 0 or op_offset < self.first_op_offset:
-            self.first_op_offset = op_offset
 
 
 class HalfWindow:
@@ -62,23 +66,30 @@ class HalfWindow:
     def __init__(self, progress: int = 0) -> None:
         self.progress = progress
         self.entries: dict[int, Entry] = {}
+        self.decided: dict[int, int] = {}
+        self._op_heap: list[tuple[int, int]] = []  # (op offset, half offset); stale below progress
         # an OrderedDict: dropping the oldest of a plain dict (``del d[next(iter(d))]``) scans the
         # holes its earlier deletions left, ~19 µs a decision once full; popitem(last=False) is O(1)
         self.recent: OrderedDict[int, Outcome] = OrderedDict()
 
     def outcome(self, offset: int) -> Outcome | None:
         """How ``offset`` was resolved, None while undecided (or too old to remember)."""
-        entry = self.entries.get(offset)
-        if entry is not None:
-            return entry.outcome
+        code = self.decided.get(offset)
+        if code is not None:
+            return _OUTCOMES[code]
         return self.recent.get(offset)
+
+    def claimed(self, offset: int) -> Outcome | None:
+        """The outcome a decision being written claims for ``offset``, None when there is none."""
+        entry = self.entries.get(offset)
+        return entry.claimed if entry is not None else None
 
     def resolved(self, offset: int) -> bool:
         """True when ``offset`` is resolved or a decision on it is being written."""
-        if offset < self.progress:
+        if offset < self.progress or offset in self.decided:
             return True
         entry = self.entries.get(offset)
-        return entry is not None and (entry.outcome is not None or entry.claimed is not None)
+        return entry is not None and entry.claimed is not None
 
     def checks(self, offset: int) -> int:
         """How many checks were sent for ``offset``."""
@@ -91,6 +102,10 @@ class HalfWindow:
             entry = self.entries[offset] = Entry()
         return entry
 
+    def _note_op(self, offset: int, op_offset: int) -> None:
+        """An op record about ``offset`` is (or will be) at ``op_offset``."""
+        heapq.heappush(self._op_heap, (op_offset, offset))
+
     def claim(self, offset: int, outcome: Outcome, op_offset: int) -> bool:
         """Reserve ``offset`` for ``outcome`` (op record expected at or after ``op_offset``).
 
@@ -98,9 +113,8 @@ class HalfWindow:
         """
         if self.resolved(offset):
             return False
-        entry = self._entry(offset)
-        entry.claimed = outcome
-        entry.note_op(op_offset)
+        self._entry(offset).claimed = outcome
+        self._note_op(offset, op_offset)
         return True
 
     def release(self, offset: int) -> None:
@@ -115,10 +129,9 @@ class HalfWindow:
         if offset < self.progress:
             self._remember(offset, outcome)
             return
-        entry = self._entry(offset)
-        entry.claimed = None
-        entry.outcome = outcome
-        entry.note_op(op_offset)
+        self.entries.pop(offset, None)
+        self.decided[offset] = _CODE[outcome]
+        self._note_op(offset, op_offset)
         if offset == self.progress:
             self.advance()
 
@@ -126,19 +139,18 @@ class HalfWindow:
         """A check of ``offset`` was recorded at ``op_offset``."""
         if offset < self.progress:
             return
-        entry = self._entry(offset)
-        entry.checks += 1
-        entry.note_op(op_offset)
+        if offset not in self.decided:  # a check replayed after its decision counts for nothing
+            self._entry(offset).checks += 1
+        self._note_op(offset, op_offset)
 
     def advance(self) -> None:
         """Move ``progress`` over the leading run of resolved offsets."""
-        entries = self.entries
+        decided = self.decided
         while True:
-            entry = entries.get(self.progress)
-            if entry is None or entry.outcome is None:
+            code = decided.pop(self.progress, None)
+            if code is None:
                 return
-            del entries[self.progress]
-            self._remember(self.progress, entry.outcome)
+            self._remember(self.progress, _OUTCOMES[code])
             self.progress += 1
 
     def _remember(self, offset: int, outcome: Outcome) -> None:
@@ -152,11 +164,14 @@ class HalfWindow:
         if offset <= self.progress:
             return
         self.entries = {k: e for k, e in self.entries.items() if k >= offset}
+        self.decided = {k: c for k, c in self.decided.items() if k >= offset}
         self.progress = offset
         self.advance()
 
     def op_floor(self, op_next_offset: int) -> int:
         """Where replaying the op queue must start to rebuild this window (``op_next_offset`` when
         no op record is about an offset at or above ``progress``)."""
-        floors = [e.first_op_offset for e in self.entries.values() if e.first_op_offset >= 0]
-        return min(floors, default=op_next_offset)
+        heap = self._op_heap
+        while heap and heap[0][1] < self.progress:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else op_next_offset
