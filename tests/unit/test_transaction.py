@@ -4,12 +4,16 @@ without its op record."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.store import BrokerMessage, MessageStore
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.transaction import check
 from rocketpy.broker.transaction.half import HalfRecord, is_half_message
 from rocketpy.broker.transaction.op_log import OFFSETS_PER_OP_RECORD, op_message, parse_op
 from rocketpy.broker.transaction.service import TransactionService
@@ -143,6 +147,37 @@ async def test_a_batch_decision_writes_few_op_records_and_a_restart_replays_them
     assert code == ResponseCode.TRANSACTION_SHOULD_ROLLBACK and "already rolled back" in (remark or "")
     code, remark = await svc.decide(halves[0], Outcome.COMMIT)
     assert code == ResponseCode.SUCCESS and "already committed" in (remark or "")
+    await stop(store, svc)
+
+
+async def test_a_check_round_yields_while_it_steps_over_decided_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One old undecided half message keeps the walk's start in place; the many decided after it
+    are stepped over a slice at a time, the loop served in between."""
+    monkeypatch.setattr(check, "SKIPS_PER_YIELD", 50)
+    clock = ManualClock()
+    store, svc = await start(tmp_path, clock)
+    stuck = await half(store, svc, b"stuck")
+    later = [await half(store, svc, b"m%d" % i) for i in range(400)]
+    await svc.decide_many(later, Outcome.COMMIT)
+    assert svc.window.progress == stuck.queue_offset
+    clock.t += 1.1  # all old enough to check; "stuck" has no producer to ask
+
+    turns = 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = turns
+    assert await svc.checker.check_round() == 1  # "stuck" examined; the 400 stepped over
+    task.cancel()
+    assert turns - before >= 400 // 50  # at least one loop turn per slice of 50
     await stop(store, svc)
 
 
