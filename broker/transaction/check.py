@@ -13,8 +13,12 @@ skipping resolved offsets, and for each undecided half message older than ``tran
   restarts) and CHECK_TRANSACTION_STATE (oneway, body = the half record) goes to one live producer
   of the group, a different one on each check when there are several (so a producer that exited
   or does not answer is passed over); the producer answers with END_TRANSACTION. With no producer
-  live nothing is counted: a broker restart or a producer restart does not use up the checks
-  (RocketMQ counts these too; half messages of a group that never returns leave with cleanup).
+  live nothing is counted: a broker restart or a producer restart does not use up the checks.
+  Unless ``MAX_DECIDED_AHEAD`` decided half messages wait behind it: an undecided one keeps the
+  window's progress in place, and the window holds every later decision in memory until it
+  moves. A group that never returns would grow it until cleanup (72 h), so from that size on
+  its checks are counted without a producer to ask (as RocketMQ always counts them), and after
+  ``transactionCheckMax`` of them it is discarded like any other.
 
 The walk stops at the first half message too young to check; one round examines at most
 ``CHECK_RECORDS_PER_ROUND`` half messages and yields to the loop between them, and every
@@ -52,6 +56,9 @@ log = logging.getLogger("rocketpy.broker.transaction")
 CHECK_RECORDS_PER_ROUND = 2000
 #: Resolved offsets a round steps over between two yields to the loop (~1 ms of dict lookups).
 SKIPS_PER_YIELD = 10_000
+#: Decided half messages the window may hold behind an undecided one whose group has no live
+#: producer before that one's checks are counted anyway (~100 B of memory each).
+MAX_DECIDED_AHEAD = 1_000_000
 #: Committed copies looked up per half message (the same UNIQ_KEY sent more than once).
 _COPIES_LOOKED_UP = 32
 
@@ -164,7 +171,8 @@ class TransactionCheckService:
         channels = [
             c for c in self.consumer_manager.producer_channels_of(half.producer_group) if not c.closed
         ]
-        if not channels:
+        held = len(self.service.window.decided)
+        if not channels and held < MAX_DECIDED_AHEAD:
             if half.producer_group in self._unreachable:
                 return
             self._unreachable.add(half.producer_group)
@@ -179,6 +187,13 @@ class TransactionCheckService:
             log.warning("check of half offset %d not recorded (%s); not sent", offset, result.status.name)
             return
         self.service.window.note_check(offset, result.queue_offset)
+        if not channels:
+            log.warning(
+                "half offset %d: no live producer of group %s, and %d decided half messages wait behind "
+                "it; check %d of %d counted without asking (discarded after the last)",
+                offset, half.producer_group, held, checks + 1, self.broker_config.transaction_check_max,
+            )  # fmt: skip
+            return
         channels.sort(key=lambda c: c.remote_addr)
         channel = channels[checks % len(channels)]
         header = CheckTransactionStateRequestHeader(

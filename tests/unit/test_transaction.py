@@ -181,6 +181,31 @@ async def test_a_check_round_yields_while_it_steps_over_decided_offsets(
     await stop(store, svc)
 
 
+async def test_a_half_with_no_producer_holding_too_many_decisions_is_counted_then_discarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a live producer a check is not counted, unless the window holds MAX_DECIDED_AHEAD
+    decisions behind the half message: then it is, and transactionCheckMax (2 here) of them
+    discard it, and the window moves past everything decided."""
+    clock = ManualClock()
+    store, svc = await start(tmp_path, clock)
+    stuck = await half(store, svc, b"stuck")
+    later = [await half(store, svc, b"m%d" % i) for i in range(20)]
+    await svc.decide_many(later, Outcome.COMMIT)
+    clock.t += 1.1
+    assert await svc.checker.check_round() == 1
+    assert svc.window.checks(stuck.queue_offset) == 0  # a small window waits for the producer
+    monkeypatch.setattr(check, "MAX_DECIDED_AHEAD", 20)
+    for expected_checks in (1, 2):
+        assert await svc.checker.check_round() == 1
+        assert svc.window.checks(stuck.queue_offset) == expected_checks
+    assert svc.checker.checks_sent == 0  # counted, never sent: nobody to ask
+    assert await svc.checker.check_round() == 1
+    assert svc.window.outcome(stuck.queue_offset) is Outcome.DISCARD
+    assert svc.window.progress == later[-1].queue_offset + 1 and not svc.window.decided
+    await stop(store, svc)
+
+
 def encoded(msg: BrokerMessage) -> bytes:
     return encode_record(topic=msg.topic, body=msg.body, properties=msg.properties)
 
