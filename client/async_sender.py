@@ -216,10 +216,9 @@ class AsyncSender:
         loop = asyncio.get_running_loop()
         done = self._pool.submit(_run_plain_callbacks, batch)
         self._pool_calls.add(done)
-        done.add_done_callback(lambda f: _call_soon_safe(loop, self._hand_off_done, (f, len(batch))))
+        done.add_done_callback(lambda f: _call_soon_safe(loop, self._hand_off_done, f, len(batch)))
 
-    def _hand_off_done(self, finished: tuple[concurrent.futures.Future[Any], int]) -> None:
-        fut, count = finished
+    def _hand_off_done(self, fut: concurrent.futures.Future[Any], count: int) -> None:
         self._pool_calls.discard(fut)
         self._plain_unfinished -= count
 
@@ -272,9 +271,9 @@ def _run_plain_callbacks(batch: list[tuple[SendCallback, Any, BaseException | No
             log.error("send_async callback raised: %r", e)
 
 
-def _call_soon_safe(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], None], arg: Any) -> None:
+def _call_soon_safe(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
     try:
-        loop.call_soon_threadsafe(fn, arg)
+        loop.call_soon_threadsafe(fn, *args)
     except RuntimeError:  # the loop closed after shutdown; nothing left to account for
         pass
 

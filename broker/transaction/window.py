@@ -129,9 +129,10 @@ class HalfWindow:
         if offset < self.progress:
             self._remember(offset, outcome)
             return
-        self.entries.pop(offset, None)
+        if self.entries.pop(offset, None) is None:
+            # with an entry, its claim or check already noted an op offset at or before this one
+            self._note_op(offset, op_offset)
         self.decided[offset] = _CODE[outcome]
-        self._note_op(offset, op_offset)
         if offset == self.progress:
             self.advance()
 
