@@ -88,6 +88,8 @@ class Stats:
             "seconds": elapsed,
             "tps": self.total / elapsed,
             "avg_rt_ms": self.rt_sum_ms / self.total if self.total else 0.0,
+            # time-average of messages in flight (Little's law: the round trips summed over the run)
+            "in_flight": self.rt_sum_ms / 1000.0 / elapsed,
         }
 
 
@@ -178,13 +180,15 @@ async def run_producer(
             stats.ok(n, (time.perf_counter() - t0) * 1000.0)
 
     async def async_feeder() -> None:
-        # send_async as applications use it: fire up to `concurrency` sends, refill when half are done
+        # send_async as applications use it with a bound (a semaphore): `concurrency` sends in flight,
+        # the feeder refilling once per loop tick what finished in it (not at half: that averaged
+        # three quarters of the window and sent in bursts)
         inflight = [0]
         room = asyncio.Event()
 
         def done(fut: asyncio.Future[Any], t0: float) -> None:
             inflight[0] -= 1
-            if inflight[0] <= concurrency // 2:
+            if inflight[0] < concurrency:
                 room.set()
             if mode == "callback":
                 return  # counted by the callback
@@ -238,6 +242,7 @@ async def run_producer(
         f" | Max RT(ms): {s['max_rt_ms']:.3f} | Average RT(ms): {s['avg_rt_ms']:.3f}"
         f" | Send Failed: {s['failed']:.0f} | Client CPU(us/msg): {s['client_cpu_us_per_msg']:.1f}"
         f" | RT p50(ms): {s['p50_rt_ms']:.3f} | RT p99(ms): {s['p99_rt_ms']:.3f}"
+        f" | In flight (mean): {s['in_flight']:.1f}"
     )
     if coalesced is not None and coalesced.requests:
         s["msgs_per_request"] = coalesced.messages / coalesced.requests

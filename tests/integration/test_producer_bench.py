@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from rocketpy.client.bench import Stats, bench, progress_bar
@@ -23,7 +24,10 @@ def test_stats_window_and_summary() -> None:
     w = s.take_window()
     assert w["avg_rt_ms"] == 3.0 and w["max_rt_ms"] == 4.0 and w["failed"] == 3 and w["tps"] > 0
     assert s.take_window()["failed"] == 0
-    assert s.summary()["total"] == 20
+    summary = s.summary()
+    assert summary["total"] == 20
+    # Little's law: 20 messages of 2-4 ms each over the run's elapsed time
+    assert summary["in_flight"] == pytest.approx(0.06 / summary["seconds"], rel=0.01)
     assert progress_bar(5, 10, width=10) == "[#####.....]  50.0%"
 
 
@@ -53,6 +57,8 @@ def test_bench_producer_then_consumer(daemons: DaemonPool) -> None:
     m = re.search(r"\[Complete\] Send Total: (\d+) \| Send TPS: \d+ .*\| Send Failed: (\d+)", proc.stdout)
     assert m and m.group(1) == "300" and m.group(2) == "0", proc.stdout
     assert "[#" not in proc.stdout + proc.stderr  # no progress bar when not on a terminal
+    in_flight = re.search(r"In flight \(mean\): ([\d.]+)", proc.stdout)
+    assert in_flight and 0 < float(in_flight.group(1)) <= 8.05, proc.stdout  # -w 8 bounds the window
 
     batch = CliRunner().invoke(
         bench, ["producer", "-n", ns.addr, "-t", "BenchT", "-b", "50", "-q", "200", "-w", "2"]
