@@ -3,20 +3,23 @@
 
 Starts two clusters side by side (a NameServer and a broker each): one with ``aclEnable=false``, one
 with ``aclEnable=true`` where every request is signed (HmacSHA1) by the client and checked by the
-broker. Then runs the bench client against both, ``--rounds`` times, alternating which side goes
-first: ``bench producer`` (async single sends of ``--body`` bytes, then batch sends of ``--batch``)
-and ``bench consumer --from-first`` (a push consumer pulling the backlog stored so far, as many
-messages on both sides). Each run prints its TPS and the CPU time per message of the client process
-and of the broker, and their sum (rusage and /proc; it includes the bench process's start-up, so
-compare runs of similar message counts). Ends, per phase, with each round's on/off ratio and their
-median against the 10 % target, the best TPS of each side, and the load average (the machine may be
-shared). The verdict is the median of the rounds' ratios: a round runs both sides back to back,
-seconds apart, while this machine's throughput swings by up to 15 % from minute to minute, so
-comparing the best of each side measured the swings as much as the ACL. Bounded: every run has a
-duration or a count and a timeout; the daemons are stopped.
+broker. Then runs the bench client against both, ``--rounds`` times, each phase four times a round
+in ABBA order (off, on, on, off; the next round on, off, off, on): ``bench producer`` (async single
+sends of ``--body`` bytes, then batch sends of ``--batch``) and ``bench consumer --from-first`` (a
+push consumer pulling the backlog stored so far, as many messages on both sides, at most
+``--pull-count``). Each run prints its TPS and the CPU time per message of the client process and
+of the broker, and their sum (rusage and /proc; it includes the bench process's start-up, so compare
+runs of similar message counts). Ends, per phase, with each round's on/off ratio and their median
+against the 10 % target, the best TPS of each side, and the load average (the machine may be
+shared). The verdict is the median of the rounds' ratios (a round's two runs on over its two runs
+off): runs seconds apart, in both orders, while this machine's throughput swings by up to 15 % from
+minute to minute, so comparing the best of each side measured the swings as much as the ACL.
+``--control`` runs the same with ACL off on both clusters (nothing signed): its ratios are the
+noise of the method itself on this machine, the yardstick for reading the real run's. Bounded:
+every run has a duration or a count and a timeout; the daemons are stopped.
 
-Usage: scripts/bench_acl.py [--seconds 4] [--rounds 2] [--concurrency 128] [--body 1024] [--batch 32]
-                            [--no-auto-batch]
+Usage: scripts/bench_acl.py [--seconds 4] [--rounds 4] [--concurrency 128] [--body 1024] [--batch 32]
+                            [--pull-count 600000] [--no-auto-batch] [--control]
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ def load() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=4, help="Each round runs every phase on, off, off, on.")
+    ap.add_argument("--pull-count", type=int, default=600_000, help="Most messages one pull run reads.")
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=32, help="Messages per batch send.")
@@ -105,41 +109,51 @@ def main() -> None:
         default=True,
         help="Single sends coalesced by the SDK (default) or one request each (--no-auto-batch).",
     )
+    ap.add_argument(
+        "--control", action="store_true", help="ACL off on both sides: the method's own noise (A/A)."
+    )
     a = ap.parse_args()
+    on_props: dict[str, object] = {}
     runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-acl-") as tmp:
         tmp_path = Path(tmp)
         acl_file = tmp_path / "plain_acl.yml"
         acl_file.write_text(ACL_YML)
+        if not a.control:
+            on_props = {"aclEnable": True, "aclFile": acl_file}
+        signed = not a.control  # the "on" side's clients sign their requests
         started: list[Daemon] = []
         try:
             clusters: dict[str, tuple[str, Daemon]] = {}
-            for side, props in (("off", {}), ("on", {"aclEnable": True, "aclFile": acl_file})):
+            for side, props in (("off", {}), ("on", on_props)):
                 ns = start_namesrv(tmp_path)
                 broker = start_broker(tmp_path, ns.addr, **props)
                 started += [ns, broker]
                 clusters[side] = (ns.addr, broker)
-                asyncio.run(create_topic(ns.addr, side == "on"))
+                asyncio.run(create_topic(ns.addr, signed and side == "on"))
+            if a.control:
+                print("control run: ACL off on both clusters; 'on' is the second cluster, unsigned")
             print(f"load average before: {load()}")
             backlog = {"off": 0, "on": 0}  # messages stored so far: what a new group pulls from the start
             for side, (ns, broker) in clusters.items():  # warm-up: connections, commitlog pre-allocation
                 warm = ["-s", str(a.body), "-d", "1", "-w", "16"]
-                backlog[side] += bench("producer", ns, broker, side == "on", *warm)[0]
+                backlog[side] += bench("producer", ns, broker, signed and side == "on", *warm)[0]
             send_args = ["-s", str(a.body), "-d", str(a.seconds), "-m", "async", "-w", str(a.concurrency)]
             if not a.auto_batch:  # one request per send: a signature per message on both sides
                 send_args.append("--no-auto-batch")
             batch_args = ["-s", str(a.body), "-d", str(a.seconds), "-b", str(a.batch), "-w", "8"]
             for r in range(a.rounds):
                 for what in ("send", "batch", "pull"):
-                    # alternate which side runs first: the second run of a pair tends to be slower
-                    sides = list(clusters.items())[:: -1 if r % 2 else 1]
-                    for side, (ns, broker) in sides:
-                        acl_on = side == "on"
+                    # both orders in every round (ABBA): the second run of a pair tends to be slower,
+                    # and the machine drifts between runs; each side takes both places alike
+                    first, second = list(clusters.items())[:: -1 if r % 2 else 1]
+                    for side, (ns, broker) in (first, second, second, first):
+                        acl_on = signed and side == "on"
                         if what == "pull":
                             # the same count on both sides: the fixed start-up cost is spread alike
-                            count = min(backlog.values())
-                            pull_args = ["-g", f"bench_acl_{r}", "--from-first", "-q", str(count)]
-                            pull_args += ["-d", "120"]
+                            count = min(*backlog.values(), a.pull_count)
+                            pull_args = ["-g", f"bench_acl_{r}_{len(runs.get((what, side), []))}"]
+                            pull_args += ["--from-first", "-q", str(count), "-d", "120"]
                             total, tps, client, server = bench("consumer", ns, broker, acl_on, *pull_args)
                         else:
                             args = send_args if what == "send" else batch_args
@@ -154,12 +168,21 @@ def main() -> None:
                 daemon.terminate()
     for what in ("send", "batch", "pull"):
         off, on = runs[(what, "off")], runs[(what, "on")]
-        ratios = [n / f if f else 0.0 for (n, _), (f, _) in zip(on, off, strict=True)]
+        # a round's ratio: its two runs with ACL on over its two runs with it off
+        ratios = [
+            (on[i][0] + on[i + 1][0]) / (off[i][0] + off[i + 1][0]) if off[i][0] + off[i + 1][0] else 0.0
+            for i in range(0, len(off), 2)
+        ]
         median = statistics.median(ratios)
         off_tps, on_tps = max(t for t, _ in off), max(t for t, _ in on)
         off_cpu, on_cpu = statistics.mean(c for _, c in off), statistics.mean(c for _, c in on)
+        verdict = (
+            "control: no ACL on either side"
+            if a.control
+            else (f"target >= 90% {'OK' if median >= 0.9 else 'BELOW'}")
+        )
         print(f"{what}: on/off per round {', '.join(f'{x:.1%}' for x in ratios)}: median {median:.1%} "
-              f"(target >= 90% {'OK' if median >= 0.9 else 'BELOW'}); best TPS off {off_tps:,} on {on_tps:,} "
+              f"({verdict}); best TPS off {off_tps:,} on {on_tps:,} "
               f"({on_tps / off_tps if off_tps else 0:.1%}); CPU µs/msg off {off_cpu:.1f} on {on_cpu:.1f} "
               f"(+{(on_cpu / off_cpu - 1) if off_cpu else 0:.1%})")  # fmt: skip
     print(f"load average after: {load()}")
