@@ -150,8 +150,11 @@ async def bench_batches(
         await client.close()
 
 
-async def bench_pulls(addr: str, topic: str, seconds: float) -> tuple[float, int]:
-    """Pull the topic's backlog in batches of 32, one puller per queue; returns (msgs/s, msgs)."""
+async def bench_pulls(
+    addr: str, topic: str, seconds: float, per_queue: int | None = None
+) -> tuple[float, int]:
+    """Pull the topic's backlog in batches of 32, one puller per queue, each stopping after
+    ``per_queue`` messages (None: the whole backlog or ``seconds``); returns (msgs/s, msgs)."""
     client = RemotingClient()
     count = 0
     deadline = time.perf_counter() + seconds
@@ -159,7 +162,7 @@ async def bench_pulls(addr: str, topic: str, seconds: float) -> tuple[float, int
     async def puller(qid: int) -> None:
         nonlocal count
         offset = 0
-        while time.perf_counter() < deadline:
+        while time.perf_counter() < deadline and (per_queue is None or offset < per_queue):
             cmd = RemotingCommand.request(
                 RequestCode.PULL_MESSAGE, ext=pull_ext("bench", topic, qid, offset, 32)
             )

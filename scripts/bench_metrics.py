@@ -4,12 +4,18 @@
 Starts one NameServer and two brokers (1 KiB bodies, ASYNC_FLUSH): one with ``metricsPort`` unset
 (off), one with ``metricsPort`` set and scraped every ``--scrape-interval`` seconds while it is
 measured (Prometheus scrapes every 15 s by default; 0.5 s is 30 times harsher). The phases of
-``bench_broker.py`` (single sends, batch sends, pulls of the backlog) run against each broker in
-turn, alternating ``--rounds`` times so machine load drifts evenly over both; each figure is the
-median of its rounds. The counters behind the metrics are kept whether or not the endpoint is on;
-their hot-path cost per request is measured in-process and printed too.
+``bench_broker.py`` (single sends, batch sends, pulls of the backlog) run against both brokers
+``--rounds`` times, each phase four times a round in ABBA order (off, on, on, off; the next round
+on, off, off, on): the second run of a pair tends to be slower and the machine drifts between runs,
+so each side takes both places alike. A round's ratio is its two runs on over its two runs off, and
+the verdict is the median of the rounds' ratios. Pulls read as many messages from both brokers (the
+smaller backlog). ``--control`` starts the second broker without the endpoint and scrapes nothing:
+its ratios are the method's own noise on this machine. The counters behind the metrics are kept
+whether or not the endpoint is on; their hot-path cost per request is measured in-process and
+printed too.
 
-Usage:  .venv/bin/python scripts/bench_metrics.py [--seconds 2] [--rounds 3] [--scrape-interval 0.5]
+Usage:  .venv/bin/python scripts/bench_metrics.py [--seconds 2] [--rounds 4] [--scrape-interval 0.5]
+                                                  [--control]
 """
 
 from __future__ import annotations
@@ -76,13 +82,20 @@ async def _create_topics(addr: str) -> None:
     await client.close()
 
 
-async def _round(broker: Daemon, seconds: float, scraper: Scraper | None) -> dict[str, Any]:
+async def _run_phase(
+    name: str, broker: Daemon, seconds: float, scraper: Scraper | None, pull_per_queue: int
+) -> dict[str, Any]:
+    """One phase against ``broker``, scraped meanwhile when ``scraper`` is given."""
     task = asyncio.ensure_future(scraper.run()) if scraper is not None else None
     out: dict[str, Any] = {}
     try:
-        await _phase(out, "send", broker.pid, bench_sends(broker.addr, "BenchSend", seconds, 4, 16))
-        await _phase(out, "batch", broker.pid, bench_batches(broker.addr, "BenchBatch", seconds, 16))
-        await _phase(out, "pull", broker.pid, bench_pulls(broker.addr, "BenchBatch", seconds))
+        if name == "send":
+            run = bench_sends(broker.addr, "BenchSend", seconds, 4, 16)
+        elif name == "batch":
+            run = bench_batches(broker.addr, "BenchBatch", seconds, 16)
+        else:
+            run = bench_pulls(broker.addr, "BenchBatch", seconds, pull_per_queue)
+        await _phase(out, name, broker.pid, run)
     finally:
         if task is not None:
             task.cancel()
@@ -91,17 +104,36 @@ async def _round(broker: Daemon, seconds: float, scraper: Scraper | None) -> dic
 
 
 async def run(off: Daemon, on: Daemon, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
-    """Alternate the phases over both brokers ``args.rounds`` times."""
+    """Every phase over both brokers, ABBA, ``args.rounds`` times."""
     await _create_topics(off.addr)
     await _create_topics(on.addr)
-    scraper = Scraper(metrics_url(on), args.scrape_interval)
+    scraper = None if args.control else Scraper(metrics_url(on), args.scrape_interval)
     results: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
-    for _ in range(args.rounds):
-        results["off"].append(await _round(off, args.seconds, None))
-        results["on"].append(await _round(on, args.seconds, scraper))
-    times = sorted(scraper.times_s)
-    results["scrape"] = [{"n": len(times), "p50_ms": times[len(times) // 2] * 1000, "bytes": scraper.bytes}]
+    backlog = {"off": 0, "on": 0}  # messages in BenchBatch: pulls read as many from both
+    for r in range(args.rounds):
+        first, second = (("off", off), ("on", on))[:: -1 if r % 2 else 1]
+        runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+        for _, name in PHASES:
+            per_queue = max(min(backlog.values()) // QUEUES - 32, 32)  # batches land round robin
+            for side, broker in (first, second, second, first):
+                out = await _run_phase(
+                    name, broker, args.seconds, scraper if side == "on" else None, per_queue
+                )
+                if name == "batch":
+                    backlog[side] += out["batch_msgs"]
+                runs[side].append(out)
+        for side in ("off", "on"):  # per phase, that side's two runs in order: merge the 1st, the 2nd
+            results[side] += [_merge(runs[side][0::2]), _merge(runs[side][1::2])]
+    times = sorted(scraper.times_s) if scraper is not None else [0.0]
+    n = len(scraper.times_s) if scraper is not None else 0
+    size = scraper.bytes if scraper is not None else 0
+    results["scrape"] = [{"n": n, "p50_ms": times[len(times) // 2] * 1000, "bytes": size}]
     return results
+
+
+def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures of every phase in one dict."""
+    return {k: v for part in parts for k, v in part.items()}
 
 
 def hot_path_ns() -> tuple[float, float]:
@@ -128,8 +160,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each timed phase (default 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="off/on alternations (default 3)")
+    parser.add_argument("--rounds", type=int, default=4, help="ABBA rounds (default 4)")
     parser.add_argument("--scrape-interval", type=float, default=0.5, help="seconds between scrapes")
+    parser.add_argument(
+        "--control", action="store_true", help="no endpoint on either broker: the method's own noise (A/A)"
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as tmp:
@@ -137,7 +172,8 @@ def main() -> None:
         ns = start_namesrv(work)
         common = {"flushDiskType": "ASYNC_FLUSH", "mappedFileSizeCommitLog": 256 * 1024 * 1024}
         off = start_broker(work, ns.addr, **common)
-        on = start_broker(work, ns.addr, metricsPort=free_port(), **common)
+        endpoint = {} if args.control else {"metricsPort": free_port()}
+        on = start_broker(work, ns.addr, **endpoint, **common)
         try:
             results = asyncio.Runner(loop_factory=uvloop.new_event_loop).run(run(off, on, args))
         finally:
@@ -154,17 +190,25 @@ def _print(
     hot: tuple[float, float],
     args: argparse.Namespace,
 ) -> None:
-    print(f"{'phase (median of ' + str(args.rounds) + ' rounds)':46} {'off msgs/s':>12} {'on msgs/s':>12} "
-          f"{'on/off':>7} {'cpu us/msg off':>15} {'on':>6}")  # fmt: skip
+    if args.control:
+        print("control run: no metrics endpoint on either broker; 'on' is the second broker, not scraped")
+    title = f"phase (median of {args.rounds} ABBA rounds)"
+    print(f"{title:46} {'off msgs/s':>12} {'on msgs/s':>12} "
+          f"{'on/off':>7} {'cpu us/msg off':>15} {'on':>6}  on/off per round")  # fmt: skip
     for name, key in PHASES:
-        off = statistics.median(r[key] for r in results["off"])
-        on = statistics.median(r[key] for r in results["on"])
-        cpu_off = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in results["off"])
-        cpu_on = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in results["on"])
-        print(f"{name:46} {off:12,.0f} {on:12,.0f} {on / off:7.1%} {cpu_off:15.2f} {cpu_on:6.2f}")
+        off, on = results["off"], results["on"]
+        ratios = [
+            (on[i][key] + on[i + 1][key]) / (off[i][key] + off[i + 1][key]) for i in range(0, len(off), 2)
+        ]
+        cpu_off = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in off)
+        cpu_on = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in on)
+        print(f"{name:46} {statistics.median(r[key] for r in off):12,.0f} "
+              f"{statistics.median(r[key] for r in on):12,.0f} {statistics.median(ratios):7.1%} "
+              f"{cpu_off:15.2f} {cpu_on:6.2f}  {', '.join(f'{x:.1%}' for x in ratios)}")  # fmt: skip
     scrape = results["scrape"][0]
-    print(f"scrapes of the 'on' broker: {scrape['n']} every {args.scrape_interval:g} s while measured, "
-          f"p50 {scrape['p50_ms']:.1f} ms, {scrape['bytes']:,} bytes each")  # fmt: skip
+    if not args.control:
+        print(f"scrapes of the 'on' broker: {scrape['n']} every {args.scrape_interval:g} s while measured, "
+              f"p50 {scrape['p50_ms']:.1f} ms, {scrape['bytes']:,} bytes each")  # fmt: skip
     print(f"hot-path counting (always on): {hot[0]:.0f} ns per request (count + latency bucket), "
           f"{hot[1]:.0f} ns per put (per-topic counters)")  # fmt: skip
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cpus "
