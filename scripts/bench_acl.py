@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_abba import abba, round_ratios  # noqa: E402
+
 from rocketpy import Admin  # noqa: E402
 from tests.daemons import Daemon, start_broker, start_namesrv  # noqa: E402
 
@@ -113,14 +115,12 @@ def main() -> None:
         "--control", action="store_true", help="ACL off on both sides: the method's own noise (A/A)."
     )
     a = ap.parse_args()
-    on_props: dict[str, object] = {}
     runs: dict[tuple[str, str], list[tuple[int, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-acl-") as tmp:
         tmp_path = Path(tmp)
         acl_file = tmp_path / "plain_acl.yml"
         acl_file.write_text(ACL_YML)
-        if not a.control:
-            on_props = {"aclEnable": True, "aclFile": acl_file}
+        on_props: dict[str, object] = {} if a.control else {"aclEnable": True, "aclFile": acl_file}
         signed = not a.control  # the "on" side's clients sign their requests
         started: list[Daemon] = []
         try:
@@ -144,10 +144,7 @@ def main() -> None:
             batch_args = ["-s", str(a.body), "-d", str(a.seconds), "-b", str(a.batch), "-w", "8"]
             for r in range(a.rounds):
                 for what in ("send", "batch", "pull"):
-                    # both orders in every round (ABBA): the second run of a pair tends to be slower,
-                    # and the machine drifts between runs; each side takes both places alike
-                    first, second = list(clusters.items())[:: -1 if r % 2 else 1]
-                    for side, (ns, broker) in (first, second, second, first):
+                    for side, (ns, broker) in abba(r, *clusters.items()):
                         acl_on = signed and side == "on"
                         if what == "pull":
                             # the same count on both sides: the fixed start-up cost is spread alike
@@ -168,19 +165,12 @@ def main() -> None:
                 daemon.terminate()
     for what in ("send", "batch", "pull"):
         off, on = runs[(what, "off")], runs[(what, "on")]
-        # a round's ratio: its two runs with ACL on over its two runs with it off
-        ratios = [
-            (on[i][0] + on[i + 1][0]) / (off[i][0] + off[i + 1][0]) if off[i][0] + off[i + 1][0] else 0.0
-            for i in range(0, len(off), 2)
-        ]
+        ratios = round_ratios([t for t, _ in on], [t for t, _ in off])
         median = statistics.median(ratios)
         off_tps, on_tps = max(t for t, _ in off), max(t for t, _ in on)
         off_cpu, on_cpu = statistics.mean(c for _, c in off), statistics.mean(c for _, c in on)
-        verdict = (
-            "control: no ACL on either side"
-            if a.control
-            else (f"target >= 90% {'OK' if median >= 0.9 else 'BELOW'}")
-        )
+        passed = "OK" if median >= 0.9 else "BELOW"
+        verdict = "control: no ACL on either side" if a.control else f"target >= 90% {passed}"
         print(f"{what}: on/off per round {', '.join(f'{x:.1%}' for x in ratios)}: median {median:.1%} "
               f"({verdict}); best TPS off {off_tps:,} on {on_tps:,} "
               f"({on_tps / off_tps if off_tps else 0:.1%}); CPU µs/msg off {off_cpu:.1f} on {on_cpu:.1f} "

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from bench_abba import abba, round_ratios  # noqa: E402
 from bench_broker import QUEUES, _ok, _phase, bench_batches, bench_pulls, bench_sends  # noqa: E402
 
 from rocketpy.broker.stats import BrokerStats  # noqa: E402
@@ -111,11 +112,10 @@ async def run(off: Daemon, on: Daemon, args: argparse.Namespace) -> dict[str, li
     results: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     backlog = {"off": 0, "on": 0}  # messages in BenchBatch: pulls read as many from both
     for r in range(args.rounds):
-        first, second = (("off", off), ("on", on))[:: -1 if r % 2 else 1]
         runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
         for _, name in PHASES:
             per_queue = max(min(backlog.values()) // QUEUES - 32, 32)  # batches land round robin
-            for side, broker in (first, second, second, first):
+            for side, broker in abba(r, ("off", off), ("on", on)):
                 out = await _run_phase(
                     name, broker, args.seconds, scraper if side == "on" else None, per_queue
                 )
@@ -124,10 +124,11 @@ async def run(off: Daemon, on: Daemon, args: argparse.Namespace) -> dict[str, li
                 runs[side].append(out)
         for side in ("off", "on"):  # per phase, that side's two runs in order: merge the 1st, the 2nd
             results[side] += [_merge(runs[side][0::2]), _merge(runs[side][1::2])]
-    times = sorted(scraper.times_s) if scraper is not None else [0.0]
-    n = len(scraper.times_s) if scraper is not None else 0
-    size = scraper.bytes if scraper is not None else 0
-    results["scrape"] = [{"n": n, "p50_ms": times[len(times) // 2] * 1000, "bytes": size}]
+    if scraper is not None:
+        times = sorted(scraper.times_s)
+        results["scrape"] = [
+            {"n": len(times), "p50_ms": times[len(times) // 2] * 1000, "bytes": scraper.bytes}
+        ]
     return results
 
 
@@ -197,16 +198,14 @@ def _print(
           f"{'on/off':>7} {'cpu us/msg off':>15} {'on':>6}  on/off per round")  # fmt: skip
     for name, key in PHASES:
         off, on = results["off"], results["on"]
-        ratios = [
-            (on[i][key] + on[i + 1][key]) / (off[i][key] + off[i + 1][key]) for i in range(0, len(off), 2)
-        ]
+        ratios = round_ratios([r[key] for r in on], [r[key] for r in off])
         cpu_off = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in off)
         cpu_on = statistics.median(r[key + "_broker_cpu_us_per_msg"] for r in on)
         print(f"{name:46} {statistics.median(r[key] for r in off):12,.0f} "
               f"{statistics.median(r[key] for r in on):12,.0f} {statistics.median(ratios):7.1%} "
               f"{cpu_off:15.2f} {cpu_on:6.2f}  {', '.join(f'{x:.1%}' for x in ratios)}")  # fmt: skip
-    scrape = results["scrape"][0]
     if not args.control:
+        scrape = results["scrape"][0]
         print(f"scrapes of the 'on' broker: {scrape['n']} every {args.scrape_interval:g} s while measured, "
               f"p50 {scrape['p50_ms']:.1f} ms, {scrape['bytes']:,} bytes each")  # fmt: skip
     print(f"hot-path counting (always on): {hot[0]:.0f} ns per request (count + latency bucket), "
