@@ -31,6 +31,8 @@ cdef extern from "Python.h":
     int PyUnicode_KIND(object o)
     void* PyUnicode_DATA(object o)
     bint PyUnicode_IS_ASCII(object o)
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     int PyUnicode_1BYTE_KIND
 
 
@@ -1033,24 +1035,95 @@ def decode_columns(buf):
             PyMem_Free(bufs[i].p)
 
 
-# -- the signed ext text of an ACL signature (twin of rocketpy.acl.signing.signed_ext) -------------
+# -- the ACL signature (twins of rocketpy.acl.signing.signed_ext and .hmac_signature) -------------
 cdef bint _signing_bound = False
 cdef object _ext_text = None
 cdef tuple _UNSIGNED = ()
 cdef Py_ssize_t _MAX_ORDERS = 0
 #: insertion-ordered key tuple -> signed keys in sorted order (the pure twin's ``_ORDERS``)
 cdef dict _sign_orders = {}
+cdef object _pure_signed_ext = None
 
 
 cdef int _bind_signing() except -1:
-    global _signing_bound, _ext_text, _UNSIGNED, _MAX_ORDERS
+    global _signing_bound, _ext_text, _UNSIGNED, _MAX_ORDERS, _pure_signed_ext
+    from rocketpy._accel import PURE
     from rocketpy.acl import signing
     from rocketpy.remoting import json_header
 
     _ext_text = json_header.ext_text
     _UNSIGNED = signing._UNSIGNED
     _MAX_ORDERS = signing.MAX_CACHED_KEY_SETS
+    _pure_signed_ext = PURE["signed_ext"]
     _signing_bound = True
+    return 0
+
+
+cdef int _put_text(_Buf* b, str s) except -1:
+    """``s`` as UTF-8 (a lone surrogate raises UnicodeEncodeError, as ``str.encode`` does)."""
+    cdef Py_ssize_t n
+    cdef const char* p
+    PyUnicode_READY(s)
+    if PyUnicode_IS_ASCII(s):
+        return _put(b, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
+    p = PyUnicode_AsUTF8AndSize(s, &n)
+    return _put(b, p, n)
+
+
+cdef int _put_decimal(_Buf* b, object v) except -1:
+    """An int as ``str(v)`` writes it, without the str for the ints of a header (64-bit)."""
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    cdef unsigned long long u
+    cdef char digits[24]
+    cdef int i = 24
+    if overflow:
+        return _put_text(b, str(v))
+    u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
+    while True:
+        i -= 1
+        digits[i] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if x < 0:
+        i -= 1
+        digits[i] = 45  # '-'
+    return _put(b, digits + i, 24 - i)
+
+
+cdef int _signed_text(_Buf* b, object ext) except -1:
+    """The signed ext part into ``b``: values (minus Signature) sorted by key, as UTF-8 text."""
+    if not _signing_bound:
+        _bind_signing()
+    try:
+        return _write_signed_text(b, ext)
+    except UnicodeEncodeError:  # a lone surrogate: the pure twin's error, placed in the whole text
+        _pure_signed_ext(ext)
+        raise
+
+
+cdef int _write_signed_text(_Buf* b, object ext) except -1:
+    cdef tuple keys = tuple(ext)
+    cdef object order = _sign_orders.get(keys)
+    if order is None:
+        if len(_sign_orders) >= _MAX_ORDERS:
+            _sign_orders.clear()
+        order = _sign_orders[keys] = tuple(sorted([k for k in keys if k not in _UNSIGNED]))
+    for k in <tuple>order:
+        v = ext[k]
+        if v is None:
+            continue
+        if type(v) is str:
+            _put_text(b, <str>v)
+        elif type(v) is int:
+            _put_decimal(b, v)
+        elif v is True:  # ext_text's booleans, without the call
+            _put(b, b"true", 4)
+        elif v is False:
+            _put(b, b"false", 5)
+        else:
+            _put_text(b, _ext_text(v))
     return 0
 
 
@@ -1058,30 +1131,57 @@ def signed_ext(ext):
     """The signed ext part of an ACL signature (twin of ``rocketpy.acl.signing.signed_ext``)."""
     if not ext:
         return b""
-    if not _signing_bound:
-        _bind_signing()
-    cdef tuple keys = tuple(ext)
-    cdef object order = _sign_orders.get(keys)
-    if order is None:
-        if len(_sign_orders) >= _MAX_ORDERS:
-            _sign_orders.clear()
-        order = _sign_orders[keys] = tuple(sorted([k for k in keys if k not in _UNSIGNED]))
-    cdef list parts = []
-    for k in <tuple>order:
-        v = ext[k]
-        if v is None:
-            continue
-        if type(v) is str:
-            parts.append(v)
-        elif type(v) is int:
-            parts.append(str(v))
-        elif v is True:  # ext_text's booleans, without the call
-            parts.append("true")
-        elif v is False:
-            parts.append("false")
-        else:
-            parts.append(_ext_text(v))
-    return "".join(parts).encode()
+    cdef _Buf b = _Buf(NULL, 0, 0)
+    try:
+        _signed_text(&b, ext)
+        return PyBytes_FromStringAndSize(b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def hmac_signature(mac, ext, body):
+    """``Base64(HmacSHA1)`` of a request under the keyed ``mac`` (copied, never changed); twin of
+    ``rocketpy.acl.signing.hmac_signature``."""
+    cdef _Buf b = _Buf(NULL, 0, 0)
+    mac = mac.copy()
+    if ext:
+        try:
+            _signed_text(&b, ext)
+            mac.update(PyBytes_FromStringAndSize(b.p, b.n))
+        finally:
+            PyMem_Free(b.p)
+    if body:
+        mac.update(body)
+    return _base64(mac.digest())
+
+
+cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef str _base64(bytes raw):
+    """Standard base64 with padding, as ``binascii.b2a_base64(raw, newline=False)`` (as text)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = len(raw), i = 0, j = 0
+    cdef uint32_t v
+    cdef str out = PyUnicode_New(4 * ((n + 2) // 3), 127)
+    cdef char* q = <char*>PyUnicode_DATA(out)
+    while i + 3 <= n:
+        v = (<uint32_t>p[i] << 16) | (<uint32_t>p[i + 1] << 8) | p[i + 2]
+        q[j] = _B64[v >> 18]
+        q[j + 1] = _B64[(v >> 12) & 63]
+        q[j + 2] = _B64[(v >> 6) & 63]
+        q[j + 3] = _B64[v & 63]
+        i += 3
+        j += 4
+    if i < n:
+        v = <uint32_t>p[i] << 16
+        if i + 1 < n:
+            v |= <uint32_t>p[i + 1] << 8
+        q[j] = _B64[v >> 18]
+        q[j + 1] = _B64[(v >> 12) & 63]
+        q[j + 2] = _B64[(v >> 6) & 63] if i + 1 < n else 61  # '='
+        q[j + 3] = 61
+    return out
 
 
 # -- the put path's property reads (twins of rocketpy.broker.store.props.tags_hash and ---------------

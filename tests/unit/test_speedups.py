@@ -46,7 +46,7 @@ PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_ext", "crc32",
-    "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
+    "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
     "redispatch", "string_to_properties", "properties_to_string",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -884,5 +884,32 @@ def test_signed_ext_same_bytes_when_the_key_set_table_is_full() -> None:
     assert exts[0] and PURE["signed_ext"](exts[0]) == b"true0"
 
 
+@needs_compiled
+@FUZZ
+@given(
+    st.none() | st.dictionaries(EXT_KEY, EXT_VALUE, max_size=16),
+    st.binary(max_size=300),
+    st.binary(max_size=40),
+)
+def test_hmac_signature_same_text(ext: dict[str, Any] | None, body: bytes, key: bytes) -> None:
+    """Same signature (base64 of the MAC over the signed text and the body), or the same error."""
+    mac = signing._new_hmac_sha1(key)
+    assert outcome(PURE["hmac_signature"], mac, ext, body) == outcome(speedups.hmac_signature, mac, ext, body)
+
+
+@needs_compiled
+def test_hmac_signature_leaves_the_keyed_mac_unchanged() -> None:
+    mac = signing._new_hmac_sha1(b"secret")
+    first = speedups.hmac_signature(mac, {"a": 1}, b"body")
+    assert (
+        speedups.hmac_signature(mac, {"a": 1}, b"body")
+        == first
+        == PURE["hmac_signature"](mac, {"a": 1}, b"body")
+    )
+    assert mac.digest() == signing._new_hmac_sha1(b"secret").digest()
+
+
 def test_signature_uses_the_active_twin() -> None:
-    assert signing.signed_ext is (speedups.signed_ext if _accel.ACTIVE == "compiled" else PURE["signed_ext"])
+    for name in ("signed_ext", "hmac_signature"):
+        active = getattr(speedups, name) if _accel.ACTIVE == "compiled" else PURE[name]
+        assert getattr(signing, name) is active, name
