@@ -30,6 +30,7 @@ from typing import Any
 import bench_core
 
 from rocketpy import _accel
+from rocketpy.acl import signing
 from rocketpy.message import Message, properties_to_string
 from rocketpy.msgid import new_unique_id
 from rocketpy.record import encode_record, pack_host, topic_part
@@ -92,6 +93,14 @@ def _op_frame_split64(fn: Callable[..., Any]) -> Callable[[], Any]:
     return lambda: fn(decoder, data)
 
 
+def _op_acl_sign8(fn: Callable[..., Any]) -> Callable[[], Any]:
+    """The ACL signature of a coalesced send: 8 x 1 KiB batch body, the send header's fields."""
+    mac = signing._new_hmac_sha1(b"benchSecret01")
+    body = _accel.PURE["encode_batch"]([Message("BenchTopic", BODY, tags="TagA") for _ in range(8)])
+    ext = {**_send_command(1).ext, "AccessKey": "benchAdmin"}  # type: ignore[dict-item]
+    return lambda: fn(mac, ext, body)
+
+
 OPS: dict[str, tuple[str, Callable[[Callable[..., Any]], Callable[[], Any]]]] = {
     "record_pack": ("pack_record", _op_record_pack),
     "record_decode32": ("decode_records", _op_record_decode32),
@@ -99,6 +108,7 @@ OPS: dict[str, tuple[str, Callable[[Callable[..., Any]], Callable[[], Any]]]] = 
     "batch_decode32": ("decode_batch", _op_batch_decode32),
     "frame_encode": ("encode_frame", _op_frame_encode),
     "frame_split64": ("split_frames", _op_frame_split64),
+    "acl_sign8": ("hmac_signature", _op_acl_sign8),
 }
 
 
