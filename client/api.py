@@ -139,14 +139,17 @@ class MQClientAPI:
             MQClientError: no NameServer answered; the message lists them and says what to do.
         """
         n = len(self.namesrv_addrs)
+        start = self._ns_index
         errors: list[str] = []
-        for _ in range(n):
-            addr = self.namesrv_addrs[self._ns_index % n]
+        for k in range(n):  # each address once, whatever concurrent calls do to the shared index
+            i = (start + k) % n
+            addr = self.namesrv_addrs[i]
             try:
                 return addr, await self.remoting.invoke(addr, cmd, timeout)
             except (RemotingConnectError, RemotingTimeoutError) as e:
                 errors.append(str(e))
-                self._ns_index = (self._ns_index + 1) % n
+                if self._ns_index == i:  # calls failing on the same one move past it once, not back
+                    self._ns_index = (i + 1) % n
                 cmd = RemotingCommand.request(cmd.code, cmd.ext, cmd.body)
         raise self._unreachable(errors)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 
 import msgpack
@@ -355,6 +356,40 @@ async def test_namesrv_round_robin_on_failure() -> None:
     fake.dead = set(addrs)
     with pytest.raises(MQClientError, match=r"no NameServer reachable at ns1:1;ns2:2;ns3:3.*mqnamesrv"):
         await api.get_topic_list()
+
+
+class SlowDeathRemoting(FakeRemoting):
+    """A dead address fails only after every concurrent call has reached it (as an in-flight
+    request fails when its NameServer is killed)."""
+
+    def __init__(self, dead: set[str], callers: int) -> None:
+        super().__init__(dead)
+        self.arrived = 0
+        self.all_arrived = asyncio.Event()
+        self.callers = callers
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
+        if addr in self.dead and not self.all_arrived.is_set():
+            self.arrived += 1
+            if self.arrived >= self.callers:
+                self.all_arrived.set()
+            await self.all_arrived.wait()
+        return await super().invoke(addr, cmd, timeout)
+
+
+async def test_namesrv_failover_of_concurrent_calls() -> None:
+    """Calls in flight on a NameServer that dies each move on to the live one: a second failure of
+    the same address must not move the shared index back onto it."""
+    addrs = ["ns1:1", "ns2:2"]
+    fake = SlowDeathRemoting(dead={"ns1:1"}, callers=3)
+    api = MQClientAPI(fake, addrs)  # type: ignore[arg-type]
+    api._ns_index = 0
+    assert await asyncio.gather(*(api.get_topic_list() for _ in range(3))) == [["T"]] * 3
+    assert fake.calls.count("ns1:1") == 3 and fake.calls.count("ns2:2") == 3
+    assert api._ns_index == 1
+    fake.calls.clear()
+    assert await api.get_topic_list() == ["T"]
+    assert fake.calls == ["ns2:2"]
 
 
 def test_namesrv_start_is_random() -> None:
