@@ -14,7 +14,7 @@ its ratios are the method's own noise on this machine. The counters behind the m
 whether or not the endpoint is on; their hot-path cost per request is measured in-process and
 printed too.
 
-Usage:  .venv/bin/python scripts/bench_metrics.py [--seconds 2] [--rounds 4] [--scrape-interval 0.5]
+Usage:  .venv/bin/python scripts/bench_metrics.py [--seconds 2] [--rounds 8] [--scrape-interval 0.5]
                                                   [--control]
 """
 
@@ -161,7 +161,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each timed phase (default 2)")
-    parser.add_argument("--rounds", type=int, default=4, help="ABBA rounds (default 4)")
+    # 8, as bench_acl: one round's ratio moves by 10-20 % on a busy 2-core machine
+    parser.add_argument("--rounds", type=int, default=8, help="ABBA rounds (default 8)")
     parser.add_argument("--scrape-interval", type=float, default=0.5, help="seconds between scrapes")
     parser.add_argument(
         "--control", action="store_true", help="no endpoint on either broker: the method's own noise (A/A)"
