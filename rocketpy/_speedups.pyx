@@ -1127,10 +1127,8 @@ cdef int _write_signed_text(_Buf* b, object ext) except -1:
     return 0
 
 
-def signed_ext(ext):
-    """The signed ext part of an ACL signature (twin of ``rocketpy.acl.signing.signed_ext``)."""
-    if not ext:
-        return b""
+cdef bytes _signed_bytes(object ext):
+    """The signed ext part as bytes (its buffer freed here, whatever happens)."""
     cdef _Buf b = _Buf(NULL, 0, 0)
     try:
         _signed_text(&b, ext)
@@ -1139,17 +1137,17 @@ def signed_ext(ext):
         PyMem_Free(b.p)
 
 
+def signed_ext(ext):
+    """The signed ext part of an ACL signature (twin of ``rocketpy.acl.signing.signed_ext``)."""
+    return _signed_bytes(ext) if ext else b""
+
+
 def hmac_signature(mac, ext, body):
     """``Base64(HmacSHA1)`` of a request under the keyed ``mac`` (copied, never changed); twin of
     ``rocketpy.acl.signing.hmac_signature``."""
-    cdef _Buf b = _Buf(NULL, 0, 0)
     mac = mac.copy()
     if ext:
-        try:
-            _signed_text(&b, ext)
-            mac.update(PyBytes_FromStringAndSize(b.p, b.n))
-        finally:
-            PyMem_Free(b.p)
+        mac.update(_signed_bytes(ext))
     if body:
         mac.update(body)
     return _base64(mac.digest())
