@@ -84,19 +84,20 @@ async def _create_topics(addr: str) -> None:
 
 
 async def _run_phase(
-    name: str, broker: Daemon, seconds: float, scraper: Scraper | None, pull_per_queue: int
+    phase: str, broker: Daemon, seconds: float, scraper: Scraper | None, pull_per_queue: int
 ) -> dict[str, Any]:
-    """One phase against ``broker``, scraped meanwhile when ``scraper`` is given."""
+    """One phase (``send``, ``batch`` or ``pull``) against ``broker``, scraped meanwhile when
+    ``scraper`` is given."""
     task = asyncio.ensure_future(scraper.run()) if scraper is not None else None
     out: dict[str, Any] = {}
     try:
-        if name == "send":
+        if phase == "send":
             run = bench_sends(broker.addr, "BenchSend", seconds, 4, 16)
-        elif name == "batch":
+        elif phase == "batch":
             run = bench_batches(broker.addr, "BenchBatch", seconds, 16)
         else:
             run = bench_pulls(broker.addr, "BenchBatch", seconds, pull_per_queue)
-        await _phase(out, name, broker.pid, run)
+        await _phase(out, phase, broker.pid, run)
     finally:
         if task is not None:
             task.cancel()
@@ -113,13 +114,13 @@ async def run(off: Daemon, on: Daemon, args: argparse.Namespace) -> dict[str, li
     backlog = {"off": 0, "on": 0}  # messages in BenchBatch: pulls read as many from both
     for r in range(args.rounds):
         runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
-        for _, name in PHASES:
+        for _, phase in PHASES:
             per_queue = max(min(backlog.values()) // QUEUES - 32, 32)  # batches land round robin
             for side, broker in abba(r, ("off", off), ("on", on)):
                 out = await _run_phase(
-                    name, broker, args.seconds, scraper if side == "on" else None, per_queue
+                    phase, broker, args.seconds, scraper if side == "on" else None, per_queue
                 )
-                if name == "batch":
+                if phase == "batch":
                     backlog[side] += out["batch_msgs"]
                 runs[side].append(out)
         for side in ("off", "on"):  # per phase, that side's two runs in order: merge the 1st, the 2nd
