@@ -14,6 +14,7 @@ and the test fails at teardown when there were any: they are bugs the test would
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,25 @@ def daemons(tmp_path: Path) -> Iterator[DaemonPool]:
 def namesrv(daemons: DaemonPool) -> Daemon:
     """A NameServer started for this test on a free loopback port."""
     return daemons.namesrv()
+
+
+TMPFS_MIB = 32
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A fresh ``TMPFS_MIB`` MiB tmpfs (a disk to fill), unmounted at teardown (after the daemons
+    stopped). Mounting needs root (CAP_SYS_ADMIN), as in CI; elsewhere the test is skipped."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MIB}m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,31 +17,12 @@ import pytest
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import ResponseCode
-from tests.conftest import DaemonPool
+from tests.conftest import TMPFS_MIB, DaemonPool
 from tests.daemons import Daemon
 from tests.integration.test_broker_util import pull, send
 from tests.waiting import wait_until_async
 
 MIB = 1 << 20
-TMPFS_MIB = 32
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A fresh ``TMPFS_MIB`` MiB tmpfs, unmounted at teardown (after the daemons stopped)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MIB}m", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def store_props(store: Path, **extra: object) -> dict[str, object]:

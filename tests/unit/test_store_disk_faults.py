@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,38 @@ def test_new_files_reserve_their_blocks(tmp_path: Path) -> None:
     mf = MappedFile.open(str(tmp_path / "f"), 0, 1 << 20)
     try:
         assert os.stat(mf.path).st_blocks * 512 >= 1 << 20  # not sparse: a full disk fails here
+    finally:
+        mf.close()
+
+
+def test_a_reservation_that_cannot_fit_never_takes_the_free_space(small_tmpfs: Path) -> None:
+    """A failing fallocate takes every free block before it gives them back: the store's disk guard
+    (and any other writer) would see a full disk meanwhile. Refused before it is tried."""
+    with open(small_tmpfs / "filler", "wb") as f:  # leave 3 MiB free
+        f.write(bytes(shutil.disk_usage(small_tmpfs).free - (3 << 20)))
+    before = shutil.disk_usage(small_tmpfs).used
+    peak, stop = before, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, shutil.disk_usage(small_tmpfs).used)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        for i in range(50):  # the old code was caught at 100 % in every such run
+            with pytest.raises(OSError) as e:
+                MappedFile.open(str(small_tmpfs / f"f{i}"), 0, 4 << 20)
+            assert e.value.errno == errno.ENOSPC and "No space left on device" in str(e.value)
+            assert not (small_tmpfs / f"f{i}").exists()  # not left behind as a sparse file
+    finally:
+        stop.set()
+        sampler.join()
+    assert peak == before
+    mf = MappedFile.open(str(small_tmpfs / "fits"), 0, 2 << 20)  # what fits is still reserved
+    try:
+        assert os.stat(mf.path).st_blocks * 512 >= 2 << 20
     finally:
         mf.close()
 
