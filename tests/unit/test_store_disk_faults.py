@@ -63,7 +63,7 @@ def test_a_reservation_that_cannot_fit_never_takes_the_free_space(small_tmpfs: P
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        for i in range(50):  # the old code was caught at 100 % in every such run
+        for i in range(50):  # the old code (fallocate tried) was caught at 100 % here
             with pytest.raises(OSError) as e:
                 MappedFile.open(str(small_tmpfs / f"f{i}"), 0, 4 << 20)
             assert e.value.errno == errno.ENOSPC and "No space left on device" in str(e.value)
