@@ -195,6 +195,11 @@ async def test_orderly_retries_locally_then_dead_letters(daemons: Any, ns: str) 
         await wait_until_async(lambda: (b"b", 0) in order, 20, message="the queue moved on")
         assert order == [(b"a", 0), (b"bad", 0), (b"bad", 1), (b"bad", 2), (b"b", 0)]
         async with Admin(ns) as admin:
+            # The broker created the DLQ topic for the send-back and registers it with the
+            # NameServer at once, but asynchronously: its route may come a moment after the ack.
+            await wait_until_async(
+                lambda: queue_max(admin, dlq_topic(group)), 20, message="the DLQ's route and message"
+            )
             [dead] = await admin.query_msg_by_key(dlq_topic(group), "bad")
             assert dead.properties["RETRY_TOPIC"] == topic
             assert await queue_max(admin, dlq_topic(group)) == 1
