@@ -132,3 +132,13 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(path: Path, nbytes: int) -> None:
+    """Take ``nbytes`` of the file system (written, so tmpfs really holds them)."""
+    with open(path, "wb") as f:
+        chunk = bytes(1 << 20)
+        left = nbytes
+        while left > 0:
+            f.write(chunk[: min(left, len(chunk))])
+            left -= len(chunk)

@@ -17,7 +17,7 @@ import pytest
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codes import ResponseCode
-from tests.conftest import TMPFS_MIB, DaemonPool
+from tests.conftest import TMPFS_MIB, DaemonPool, fill
 from tests.daemons import Daemon
 from tests.integration.test_broker_util import pull, send
 from tests.waiting import wait_until_async
@@ -36,16 +36,6 @@ def store_props(store: Path, **extra: object) -> dict[str, object]:
         "fileReservedTime": 72,
         **extra,
     }
-
-
-def fill(path: Path, nbytes: int) -> None:
-    """Take ``nbytes`` of the file system (written, so tmpfs really holds them)."""
-    with open(path, "wb") as f:
-        chunk = b"\0" * MIB
-        left = nbytes
-        while left > 0:
-            f.write(chunk[: min(left, MIB)])
-            left -= MIB
 
 
 def free_bytes(path: Path) -> int:

@@ -19,6 +19,7 @@ from rocketpy.broker.store import MessageStore, PutMessageStatus
 from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.config import FlushDiskType
+from tests.conftest import fill
 from tests.unit.test_store_helpers import bmsg, read_all, tiny_config
 from tests.waiting import wait_until_async
 
@@ -50,8 +51,7 @@ def test_new_files_reserve_their_blocks(tmp_path: Path) -> None:
 def test_a_reservation_that_cannot_fit_never_takes_the_free_space(small_tmpfs: Path) -> None:
     """A failing fallocate takes every free block before it gives them back: the store's disk guard
     (and any other writer) would see a full disk meanwhile. Refused before it is tried."""
-    with open(small_tmpfs / "filler", "wb") as f:  # leave 3 MiB free
-        f.write(bytes(shutil.disk_usage(small_tmpfs).free - (3 << 20)))
+    fill(small_tmpfs / "filler", shutil.disk_usage(small_tmpfs).free - (3 << 20))  # 3 MiB left
     before = shutil.disk_usage(small_tmpfs).used
     peak, stop = before, threading.Event()
 
