@@ -51,8 +51,10 @@ from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.metrics import MetricsServer
 from rocketpy.perm import PERM_RW
+from rocketpy.protocol.codes import RequestCode
+from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
+from rocketpy.protocol.specs import check_served
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler
@@ -189,6 +191,7 @@ class BrokerController:
             **bc.server_limits(),
         )
         table = self.processor_table()
+        check_served("broker", table)
         for code, handler in table.items():
             self.server.register_processor(code, handler)
         self.acl = await AclGuard.install(bc, self.server, None, f"broker {bc.broker_name}")
@@ -379,7 +382,7 @@ class BrokerController:
             if channel.closed:
                 continue
             cmd = RemotingCommand.request(
-                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext={"consumerGroup": group}, oneway=True
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ConsumerGroupRequestHeader.pack(group), oneway=True
             )
             try:
                 channel.send_oneway(cmd)

@@ -26,7 +26,7 @@ from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.latency import LatencyHistogram
 from rocketpy.metrics.families import PREFIX, counter, gauge, histogram, merged, remoting_families
-from rocketpy.remoting.codes import RequestCode
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.server import RemotingServer
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)

@@ -16,9 +16,14 @@ from typing import Any
 
 import msgpack
 
-from rocketpy.errors import RemotingConnectError, RemotingTimeoutError
+from rocketpy.errors import HeaderError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.namesrv import (
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+)
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
 log = logging.getLogger("rocketpy.broker.registration")
@@ -55,7 +60,7 @@ class BrokerRegistrar:
         identity: this broker's names and address.
         topic_wrapper: returns ``{"topicConfigTable", "dataVersion"}`` (TopicConfigSerializeWrapper).
         timeout_ms: per-call timeout.
-        on_answer: called with each successful REGISTER_BROKER answer's ext (``masterAddr``,
+        on_answer: called with each successful REGISTER_BROKER answer's header (``masterAddr``,
             ``haServerAddr``: how a slave finds its master).
         split_size: topics per REGISTER_BROKER request (0: the whole table in one request).
         table_info: the table's size and DataVersion, cheaply (default: from ``topic_wrapper``).
@@ -75,7 +80,7 @@ class BrokerRegistrar:
         identity: BrokerIdentity,
         topic_wrapper: Callable[[], dict[str, Any]],
         timeout_ms: int,
-        on_answer: Callable[[dict[str, Any]], None] | None = None,
+        on_answer: Callable[[RegisterBrokerResponseHeader], None] | None = None,
         split_size: int = 0,
         table_info: Callable[[], tuple[int, dict[str, int]]] | None = None,
     ) -> None:
@@ -94,15 +99,14 @@ class BrokerRegistrar:
         wrapper = self._topic_wrapper()
         return len(wrapper["topicConfigTable"]), wrapper["dataVersion"]
 
-    def _ext(self) -> dict[str, Any]:
+    def _ext(self, split: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The broker's identity (REGISTER_BROKER / UNREGISTER_BROKER / QUERY_DATA_VERSION), with the
+        part's ``(index, total)`` of a split registration."""
         i = self.identity
-        return {
-            "brokerName": i.broker_name,
-            "brokerAddr": i.broker_addr,
-            "clusterName": i.cluster_name,
-            "haServerAddr": i.ha_server_addr,
-            "brokerId": i.broker_id,
-        }
+        index, total = split if split is not None else (None, None)
+        return RegisterBrokerRequestHeader.pack(
+            i.broker_name, i.broker_addr, i.cluster_name, i.broker_id, i.ha_server_addr, index, total
+        )
 
     async def register_all(self) -> list[str]:
         """Register with every NameServer concurrently; returns the addresses that accepted."""
@@ -131,7 +135,7 @@ class BrokerRegistrar:
         return list(
             await asyncio.gather(
                 *(
-                    self._register_split(addr, ext, bodies)
+                    self._register_split(addr, bodies)
                     if need
                     else self._call(addr, RequestCode.REGISTER_BROKER, ext, b"")
                     for addr, need in zip(addrs, changed, strict=True)
@@ -139,18 +143,13 @@ class BrokerRegistrar:
             )
         )
 
-    async def _register_split(self, addr: str, ext: dict[str, Any], bodies: list[bytes]) -> bool:
+    async def _register_split(self, addr: str, bodies: list[bytes]) -> bool:
         """Every part to one NameServer, in order (a failed part stops; the next round resends)."""
         # A few parts in flight: one connection carries them in order and the NameServer answers
         # them in order, so a window keeps the order and saves a round trip per part.
         for start in range(0, len(bodies), SPLIT_WINDOW):
             window = [
-                self._call(
-                    addr,
-                    RequestCode.REGISTER_BROKER,
-                    {**ext, "splitIndex": i, "splitTotal": len(bodies)},
-                    body,
-                )
+                self._call(addr, RequestCode.REGISTER_BROKER, self._ext((i, len(bodies))), body)
                 for i, body in enumerate(bodies[start : start + SPLIT_WINDOW], start)
             ]
             if not all(await asyncio.gather(*window)):
@@ -166,7 +165,12 @@ class BrokerRegistrar:
             response = await self._client.invoke(addr, request, self.timeout_s)
         except (RemotingTimeoutError, RemotingConnectError):
             return True
-        return response.code != ResponseCode.SUCCESS or bool((response.ext or {}).get("changed", True))
+        if response.code != ResponseCode.SUCCESS:
+            return True
+        try:
+            return QueryDataVersionResponseHeader.from_ext(response.ext).changed
+        except HeaderError:
+            return True
 
     async def unregister_all(self) -> list[str]:
         """Unregister from every NameServer concurrently; returns the addresses that answered."""
@@ -193,7 +197,12 @@ class BrokerRegistrar:
             )
             return False
         if code == RequestCode.REGISTER_BROKER and self._on_answer is not None:
-            self._on_answer(response.ext or {})
+            try:
+                answer = RegisterBrokerResponseHeader.from_ext(response.ext)
+            except HeaderError as e:
+                log.warning("REGISTER_BROKER answer of NameServer %s is malformed: %s", addr, e)
+                return True
+            self._on_answer(answer)
         return True
 
 

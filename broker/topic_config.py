@@ -22,6 +22,7 @@ from rocketpy.route import TopicConfig
 from rocketpy.topic import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
+    MAX_QUEUE_NUMS,
     OFFSET_MOVED_EVENT,
     RMQ_SYS_PREFIX,
     SCHEDULE_TOPIC,
@@ -34,7 +35,6 @@ from rocketpy.topic import (
 
 log = logging.getLogger("rocketpy.broker.topic")
 
-MAX_QUEUE_NUMS = 1024
 #: Topics one broker keeps; auto-creation beyond this is refused (every topic is in each registration).
 MAX_TOPICS = 100_000
 

@@ -17,17 +17,29 @@ from rocketpy.client.instance import ClientSettings, MQClientInstance
 from rocketpy.client.route import subscribe_queues
 from rocketpy.config import parse_properties
 from rocketpy.errors import MQBrokerError, MQClientError
-from rocketpy.header.pull import PullMessageRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.perm import PERM_RW
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.admin import (
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    TopicRequestHeader,
+)
+from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
+from rocketpy.protocol.headers.namesrv import (
+    AddWritePermResponseHeader,
+    BrokerNameRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    WipeWritePermResponseHeader,
+)
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader
+from rocketpy.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
 from rocketpy.record import decode_record, decode_records
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import MASTER_ID, ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
-from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SINGLE_TAG
 
 
 class Admin:
@@ -174,16 +186,9 @@ class Admin:
             raise MQClientError("read/write queue numbers must be between 1 and 1024")
         if not 0 <= perm <= 7:
             raise MQClientError(f"perm={perm} must be 2 (write), 4 (read) or 6 (read+write)")
-        ext = {
-            "topic": topic,
-            "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC,
-            "readQueueNums": read_queue_nums,
-            "writeQueueNums": write_queue_nums,
-            "perm": perm,
-            "topicFilterType": SINGLE_TAG,
-            "topicSysFlag": 0,
-            "order": order,
-        }
+        ext = CreateTopicRequestHeader(
+            topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order
+        ).to_ext()
         addrs = await self._targets(cluster, broker_addr)
         for addr in addrs:
             await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
@@ -208,8 +213,8 @@ class Admin:
             route = await self.topic_route(topic)
             addrs = [a for bd in route.broker_datas if (a := bd.master_addr())]
         for addr in addrs:
-            await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
-        ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
+            await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader.pack(topic))
+        ext = DeleteTopicFromNamesrvRequestHeader.pack(topic, cluster or None)
         await self.instance.api.invoke_all_namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext, self.timeout)
 
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
@@ -221,7 +226,9 @@ class Admin:
             if not addr:
                 continue
             body = (
-                unpack_body(await self._invoke(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+                unpack_body(
+                    await self._invoke(addr, RequestCode.GET_TOPIC_STATS_INFO, TopicRequestHeader.pack(topic))
+                )
                 or {}
             )
             for e in body.get("offsetTable", []):
@@ -245,7 +252,7 @@ class Admin:
         else:
             info = await self.cluster_info()
             addrs = [a for bd in info.broker_addr_table.values() if (a := _reader_addr(bd.broker_addrs))]
-        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        ext = GetConsumeStatsRequestHeader.pack(group, topic or None)
         rows: list[dict[str, Any]] = []
         for addr in sorted(set(addrs)):
             body = unpack_body(await self._invoke(addr, RequestCode.GET_CONSUME_STATS, ext)) or {}
@@ -285,7 +292,9 @@ class Admin:
                 continue
             resp = await self.instance.remoting.invoke(
                 addr,
-                RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}),
+                RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_CONNECTION_LIST, ConsumerGroupRequestHeader.pack(group)
+                ),
                 self.timeout,
             )
             if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
@@ -371,16 +380,24 @@ class Admin:
             NameServer address -> number of topics changed.
         """
         out = await self.instance.api.invoke_all_namesrv(
-            RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}, self.timeout
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER, BrokerNameRequestHeader.pack(broker_name), self.timeout
         )
-        return {a: int(v.get("wipeTopicCount", 0)) for a, v in out.items() if isinstance(v, dict)}
+        return {
+            a: WipeWritePermResponseHeader.from_ext(v).wipe_topic_count
+            for a, v in out.items()
+            if isinstance(v, dict)
+        }
 
     async def add_write_perm(self, broker_name: str) -> dict[str, int]:
         """Restore write permission of ``broker_name`` on every NameServer."""
         out = await self.instance.api.invoke_all_namesrv(
-            RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}, self.timeout
+            RequestCode.ADD_WRITE_PERM_OF_BROKER, BrokerNameRequestHeader.pack(broker_name), self.timeout
         )
-        return {a: int(v.get("addTopicCount", 0)) for a, v in out.items() if isinstance(v, dict)}
+        return {
+            a: AddWritePermResponseHeader.from_ext(v).add_topic_count
+            for a, v in out.items()
+            if isinstance(v, dict)
+        }
 
     async def update_kv_config(self, namespace: str, key: str, value: str) -> None:
         """Set ``namespace``/``key`` in every NameServer's KV table (PUT_KV_CONFIG)."""
@@ -408,7 +425,7 @@ class Admin:
                 f"{offset_msg_id!r} is not an offset msg id (32 hex chars from SendResult.offset_msg_id)"
             ) from e
         addr = broker_addr or f"{ip}:{port}"
-        resp = await self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+        resp = await self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader.pack(offset))
         return decode_record(resp.body)
 
     async def query_msg_by_key(
@@ -416,13 +433,8 @@ class Admin:
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS (or unique id) equal ``key``, from every broker's index."""
         route = await self.topic_route(topic)
-        ext = {
-            "topic": topic,
-            "key": key,
-            "maxNum": max_num,
-            "beginTimestamp": begin_ms,
-            "endTimestamp": end_ms if end_ms is not None else int(time.time() * 1000) + 60_000,
-        }
+        end = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
+        ext = QueryMessageRequestHeader.pack(topic, key, max_num, begin_ms, end)
         found: list[MessageExt] = []
         for bd in route.broker_datas:
             addr = bd.master_addr()

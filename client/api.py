@@ -18,7 +18,7 @@ re-exported here.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, TypeVar
 
 from rocketpy.client.results import (
     PULL_STATUS_BY_CODE,
@@ -28,24 +28,41 @@ from rocketpy.client.results import (
     SendStatus,
 )
 from rocketpy.errors import (
+    HeaderError,
     MQBrokerError,
     MQClientError,
     RemotingConnectError,
     RemotingTimeoutError,
     broker_error,
 )
-from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
-from rocketpy.header.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.message import MessageExt, MessageQueue
+from rocketpy.protocol.codes import RequestCode, ResponseCode, code_name
+from rocketpy.protocol.header import Header
+from rocketpy.protocol.headers.admin import TopicRequestHeader
+from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
+from rocketpy.protocol.headers.namesrv import (
+    KVConfigRequestHeader,
+    KVConfigResponseHeader,
+    PutKVConfigRequestHeader,
+)
+from rocketpy.protocol.headers.offset import (
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    StoreTimeResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rocketpy.protocol.headers.pull import PullMessageResponseHeader
+from rocketpy.protocol.headers.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.record import decode_records
 from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode, code_name
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
-from rocketpy.remoting.headers import HeaderError
 from rocketpy.route import TopicRouteData
 
 _SUCCESS = ResponseCode.SUCCESS
+H = TypeVar("H", bound=Header)
 
 __all__ = ["MQClientAPI", "PullResult", "PullStatus", "SendResult", "SendStatus"]
 
@@ -65,19 +82,23 @@ def parse_namesrv_addrs(namesrv_addr: str | None) -> list[str]:
     return addrs
 
 
-def ext_int(ext: dict[str, Any] | None, name: str, default: int = 0) -> int:
-    """Read an int ext field that may arrive as an int or a decimal string."""
-    if not ext:
-        return default
-    v = ext.get(name)
-    return default if v is None else int(v)
-
-
 def check(resp: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
     """Return ``resp`` if its code is SUCCESS (or one of ``ok``), else raise its MQBrokerError."""
     if resp.code == _SUCCESS or resp.code in ok:
         return resp
     raise broker_error(resp.code, resp.remark, addr)
+
+
+def answer_header(resp: RemotingCommand, addr: str, header: type[H]) -> H:
+    """The answer's ``ext`` read as ``header`` (``rocketpy.protocol.headers``).
+
+    Raises:
+        MQClientError: the server's answer does not have the fields its spec declares.
+    """
+    try:
+        return header.from_ext(resp.ext)
+    except HeaderError as e:
+        raise MQClientError(f"the answer of {addr} to {code_name(resp.code)} is malformed: {e}") from None
 
 
 def unpack_body(resp: RemotingCommand) -> Any:
@@ -162,7 +183,7 @@ class MQClientAPI:
 
     async def get_topic_route(self, topic: str, timeout: float = 3.0) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC; None when the topic does not exist."""
-        cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, TopicRequestHeader.pack(topic))
         addr, resp = await self.invoke_namesrv(cmd, timeout)
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
@@ -205,7 +226,7 @@ class MQClientAPI:
         Raises:
             MQClientError / MQBrokerError: no NameServer stored it.
         """
-        ext = {"namespace": namespace, "key": key, "value": value}
+        ext = PutKVConfigRequestHeader.pack(namespace, key, value)
         await self.invoke_all_namesrv(RequestCode.PUT_KV_CONFIG, ext, timeout)
 
     async def delete_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> None:
@@ -215,7 +236,7 @@ class MQClientAPI:
             MQClientError / MQBrokerError: no NameServer deleted it.
         """
         await self.invoke_all_namesrv(
-            RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key}, timeout
+            RequestCode.DELETE_KV_CONFIG, KVConfigRequestHeader.pack(namespace, key), timeout
         )
 
     async def get_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> dict[str, str | None]:
@@ -229,7 +250,7 @@ class MQClientAPI:
         """
         out: dict[str, str | None] = {}
         errors: list[str] = []
-        ext = {"namespace": namespace, "key": key}
+        ext = KVConfigRequestHeader.pack(namespace, key)
         for addr in self.namesrv_addrs:
             cmd = RemotingCommand.request(RequestCode.GET_KV_CONFIG, ext)
             try:
@@ -238,7 +259,9 @@ class MQClientAPI:
                 errors.append(str(e))
                 continue
             found = resp.code != ResponseCode.QUERY_NOT_FOUND
-            out[addr] = str((check(resp, addr).ext or {}).get("value", "")) if found else None
+            out[addr] = (
+                answer_header(check(resp, addr), addr, KVConfigResponseHeader).value if found else None
+            )
         if not out:
             raise self._unreachable(errors)
         return out
@@ -257,15 +280,15 @@ class MQClientAPI:
         status = PULL_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise broker_error(resp.code, resp.remark, addr)
-        rext = resp.ext or {}
+        h = answer_header(resp, addr, PullMessageResponseHeader)
         found = status is PullStatus.FOUND and resp.body
         return PullResult(
             status,
-            ext_int(rext, "nextBeginOffset"),
-            ext_int(rext, "minOffset"),
-            ext_int(rext, "maxOffset"),
+            h.next_begin_offset,
+            h.min_offset,
+            h.max_offset,
             decode_records(resp.body) if found and not raw else [],
-            ext_int(rext, "suggestWhichBrokerId"),
+            h.suggest_which_broker_id,
             bytes(resp.body) if found and raw else b"",
         )
 
@@ -291,7 +314,7 @@ class MQClientAPI:
         )
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        return ext_int(check(resp, addr).ext, "offset")
+        return answer_header(check(resp, addr), addr, OffsetResponseHeader).offset
 
     async def update_consumer_offset(
         self,
@@ -312,39 +335,38 @@ class MQClientAPI:
         else:
             check(await self.remoting.invoke(addr, cmd, timeout), addr)
 
-    async def _queue_offset_call(
-        self, code: int, addr: str, ext: dict[str, Any], field: str, timeout: float
-    ) -> int:
-        resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
-        return ext_int(check(resp, addr).ext, field)
+    async def _queue_call(self, code: int, addr: str, ext: dict[str, Any], timeout: float) -> RemotingCommand:
+        return check(await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout), addr)
 
     async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
         """GET_MAX_OFFSET: the queue's next offset to be written."""
-        ext = {"topic": topic, "queueId": queue_id}
-        return await self._queue_offset_call(RequestCode.GET_MAX_OFFSET, addr, ext, "offset", timeout)
+        resp = await self._queue_call(
+            RequestCode.GET_MAX_OFFSET, addr, QueueRequestHeader.pack(topic, queue_id), timeout
+        )
+        return answer_header(resp, addr, OffsetResponseHeader).offset
 
     async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
         """GET_MIN_OFFSET: the queue's smallest readable offset."""
-        ext = {"topic": topic, "queueId": queue_id}
-        return await self._queue_offset_call(RequestCode.GET_MIN_OFFSET, addr, ext, "offset", timeout)
+        resp = await self._queue_call(
+            RequestCode.GET_MIN_OFFSET, addr, QueueRequestHeader.pack(topic, queue_id), timeout
+        )
+        return answer_header(resp, addr, OffsetResponseHeader).offset
 
     async def search_offset(
         self, addr: str, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0
     ) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp_ms``."""
-        ext = {"topic": topic, "queueId": queue_id, "timestamp": int(timestamp_ms)}
-        return await self._queue_offset_call(
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, ext, "offset", timeout
-        )
+        ext = SearchOffsetRequestHeader.pack(topic, queue_id, int(timestamp_ms))
+        resp = await self._queue_call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, ext, timeout)
+        return answer_header(resp, addr, OffsetResponseHeader).offset
 
     async def get_earliest_msg_store_time(
         self, addr: str, topic: str, queue_id: int, timeout: float = 3.0
     ) -> int:
         """GET_EARLIEST_MSG_STORETIME (ms)."""
-        ext = {"topic": topic, "queueId": queue_id}
-        return await self._queue_offset_call(
-            RequestCode.GET_EARLIEST_MSG_STORETIME, addr, ext, "timestamp", timeout
-        )
+        ext = QueueRequestHeader.pack(topic, queue_id)
+        resp = await self._queue_call(RequestCode.GET_EARLIEST_MSG_STORETIME, addr, ext, timeout)
+        return answer_header(resp, addr, StoreTimeResponseHeader).timestamp
 
     # ---- Broker: client management ---------------------------------------------------------------
 
@@ -362,17 +384,15 @@ class MQClientAPI:
         timeout: float = 3.0,
     ) -> None:
         """UNREGISTER_CLIENT for one group of one client id."""
-        ext: dict[str, Any] = {"clientID": client_id}
-        if producer_group:
-            ext["producerGroup"] = producer_group
-        if consumer_group:
-            ext["consumerGroup"] = consumer_group
+        ext = UnregisterClientRequestHeader.pack(client_id, producer_group or None, consumer_group or None)
         cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext)
         check(await self.remoting.invoke(addr, cmd, timeout), addr)
 
     async def get_consumer_id_list(self, addr: str, group: str, timeout: float = 3.0) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's live consumers."""
-        cmd = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        cmd = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP, ConsumerGroupRequestHeader.pack(group)
+        )
         resp = await self.remoting.invoke(addr, cmd, timeout)
         if resp.code == ResponseCode.SYSTEM_ERROR and not resp.body:
             # RocketMQ answers SYSTEM_ERROR when the group has no consumer on that broker.
@@ -422,7 +442,8 @@ class MQClientAPI:
         message to the dead-letter queue at once.
         """
         ext = ConsumerSendMsgBackRequestHeader(
-            msg.commitlog_offset, group, delay_level, msg.msg_id, msg.topic, max_reconsume_times
-        ).to_ext()
+            msg.commitlog_offset, group, delay_level, msg.msg_id, msg.topic,
+            max_reconsume_times=max_reconsume_times,
+        ).to_ext()  # fmt: skip
         cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
         check(await self.remoting.invoke(addr, cmd, timeout), addr)

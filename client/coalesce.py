@@ -38,7 +38,7 @@ from rocketpy.client.message_check import batch_ext, batch_item
 from rocketpy.client.results import SEND_STATUS_BY_CODE, batch_results, send_result
 from rocketpy.errors import MQClientError, RemotingTimeoutError, RocketpyError, broker_error
 from rocketpy.message import MessageQueue
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:

@@ -33,8 +33,10 @@ from rocketpy.client.transaction_check import dispatch_check
 from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import local_ipv4
+from rocketpy.protocol.codes import RequestCode
+from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
+from rocketpy.protocol.specs import check_served
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import SERIALIZE_TYPES, RemotingCommand
 from rocketpy.route import MASTER_ID, TopicRouteData
 
@@ -146,6 +148,7 @@ class MQClientInstance:
         self.remoting.register_processor(
             RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state
         )
+        check_served("client", self.remoting.served_codes())
         self._routes: dict[str, TopicRouteData] = {}
         self._publish: dict[str, TopicPublishInfo] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
@@ -437,7 +440,7 @@ class MQClientInstance:
         )
 
     def _on_notify_ids_changed(self, channel: Any, cmd: RemotingCommand) -> None:
-        group = str((cmd.ext or {}).get("consumerGroup") or "")
+        group = ConsumerGroupRequestHeader.from_ext(cmd.ext).group
         for (g, _cid), consumer in list(self._consumers.items()):
             if g == group:
                 try:

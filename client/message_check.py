@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rocketpy.errors import MQClientError
-from rocketpy.header.send import send_ext_v2
 from rocketpy.limits import MAX_MESSAGE_BYTES
 from rocketpy.message import Message, MessageConst, MessageQueue
 from rocketpy.msgid import new_unique_id
+from rocketpy.protocol.headers.send import send_ext_v2
 from rocketpy.record import (
     BATCH_HEAD,
     COMPRESSED_FLAG,

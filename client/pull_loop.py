@@ -22,8 +22,8 @@ from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.results import PullResult, PullStatus
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.filter.sql92 import compile_sql92
-from rocketpy.header.pull import pull_request_ext
 from rocketpy.message import MessageExt, MessageQueue
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader
 from rocketpy.sysflag import FLAG_SUBSCRIPTION, build_pull_sys_flag
 
 log = logging.getLogger("rocketpy.client.pull")
@@ -81,9 +81,9 @@ def pull_ext(
     """The PULL_MESSAGE header fields (docs/wire.md) for one pull of ``mq`` at ``offset``."""
     commit = commit_offset if commit_offset is not None and commit_offset > 0 else 0
     sys_flag = build_pull_sys_flag(commit_offset=commit > 0, suspend=True, subscription=True)
-    return pull_request_ext(
+    return PullMessageRequestHeader.pack(
         group, mq.topic, mq.queue_id, offset, batch_size, sys_flag, commit,
-        BROKER_SUSPEND_MAX_TIME_MS, sub.sub_string, sub.sub_version, sub.expression_type.value,
+        BROKER_SUSPEND_MAX_TIME_MS, sub.sub_string, sub.sub_version, sub.expression_type.value, None,
     )  # fmt: skip
 
 

@@ -31,8 +31,8 @@ from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
 from rocketpy.client.send_back import BrokerSendBack
 from rocketpy.errors import MQClientError, RocketpyError
-from rocketpy.header.send_back import USE_GROUP_MAX
 from rocketpy.message import MessageQueue
+from rocketpy.protocol.headers.send_back import USE_GROUP_MAX
 from rocketpy.topic import retry_topic
 
 log = logging.getLogger("rocketpy.client.consumer")

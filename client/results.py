@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from enum import Enum
 
-from rocketpy.errors import broker_error
+from rocketpy.errors import HeaderError, MQClientError, broker_error
 from rocketpy.message import MessageExt, MessageQueue
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.send import SendMessageResponseHeader
 from rocketpy.remoting.command import RemotingCommand
 
 
@@ -80,15 +81,17 @@ def send_result(resp: RemotingCommand, addr: str, mq: MessageQueue, uniq_key: st
     status = SEND_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise broker_error(resp.code, resp.remark, addr)
-    ext = resp.ext or {}
-    queue_id = ext.get("queueId")
-    offset = ext.get("queueOffset")
+    try:
+        h = SendMessageResponseHeader.from_ext(resp.ext)
+    except HeaderError as e:
+        raise MQClientError(f"the answer of broker {addr} to a send is malformed: {e}") from None
+    queue_id = mq.queue_id if h.queue_id is None else h.queue_id
     return SendResult(
         status,
-        uniq_key or str(ext.get("transactionId") or ""),
-        str(ext.get("msgId") or ""),
-        MessageQueue(mq.topic, mq.broker_name, mq.queue_id if queue_id is None else int(queue_id)),
-        0 if offset is None else int(offset),
+        uniq_key or h.transaction_id or "",
+        h.msg_id,
+        MessageQueue(mq.topic, mq.broker_name, queue_id),
+        h.queue_offset,
     )
 
 

@@ -44,7 +44,7 @@ from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import QueueSelector, select_queue, select_with
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import Message, MessageQueue
-from rocketpy.remoting.codes import RequestCode
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
 #: A retry needs at least this much of the deadline left. An attempt that timed out with the whole

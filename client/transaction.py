@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.errors import MQClientError
-from rocketpy.header.transaction import TransactionDecision
 from rocketpy.message import Message, MessageExt, MessageQueue
+from rocketpy.protocol.headers.transaction import TransactionDecision
 
 log = logging.getLogger("rocketpy.client.transaction")
 

@@ -13,12 +13,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rocketpy.errors import RocketpyError
-from rocketpy.header.transaction import CheckTransactionStateRequestHeader
+from rocketpy.errors import HeaderError, RocketpyError
 from rocketpy.message import MessageConst, MessageExt
+from rocketpy.protocol.headers.transaction import CheckTransactionStateRequestHeader
 from rocketpy.record import decode_record
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError
 
 log = logging.getLogger("rocketpy.client.transaction")
 

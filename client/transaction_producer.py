@@ -26,6 +26,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from rocketpy.client.api import answer_header
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import QueueSelector
@@ -37,16 +38,17 @@ from rocketpy.client.transaction import (
     check_listener,
 )
 from rocketpy.errors import MQClientError, RocketpyError
-from rocketpy.header.transaction import (
+from rocketpy.message import Message, MessageConst, MessageExt
+from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.transaction import (
     MAX_BATCH_DECISIONS,
     CheckTransactionStateRequestHeader,
     EndTransactionBatch,
+    EndTransactionBatchResponseHeader,
     EndTransactionRequestHeader,
 )
-from rocketpy.message import Message, MessageConst, MessageExt
-from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.record import TRANSACTION_PREPARED_TYPE
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
 __all__ = ["LocalTransactionState", "TransactionProducer", "TransactionSendResult"]
@@ -229,7 +231,11 @@ class TransactionProducer(Producer):
             cmd = RemotingCommand.request(RequestCode.END_TRANSACTION_BATCH, batch.to_ext(), batch.to_body())
             what = f"END_TRANSACTION_BATCH ({state.name}) of {len(part)}"
             resp = await self._decision_request(addr, cmd, what)
-            refused = len(part) if resp is None else int((resp.ext or {}).get("failed", 0))
+            refused = (
+                len(part)
+                if resp is None
+                else answer_header(resp, addr, EndTransactionBatchResponseHeader).failed
+            )
             if resp is not None and refused:
                 log.warning("%s to %s: %s", what, addr, resp.remark)
             failed += refused

@@ -15,13 +15,29 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rocketpy.config import NamesrvConfig
+from rocketpy.errors import HeaderError
 from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager
 from rocketpy.nameserver.register_steps import register_parts
 from rocketpy.nameserver.route_info import RouteInfoManager
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.admin import TopicRequestHeader
+from rocketpy.protocol.headers.namesrv import (
+    AddWritePermResponseHeader,
+    BrokerIdentityHeader,
+    BrokerNameRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    KVConfigRequestHeader,
+    KVConfigResponseHeader,
+    NamespaceRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    WipeWritePermResponseHeader,
+)
+from rocketpy.protocol.specs import check_served
 from rocketpy.remoting.body import decode_body, encode_body
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
-from rocketpy.remoting.headers import HeaderError, ext_int, ext_opt_int, ext_opt_str, ext_str
 from rocketpy.remoting.server import Channel, RemotingServer
 from rocketpy.route import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 
@@ -46,17 +62,6 @@ def _decode_body(request: RemotingCommand, model: type[_M]) -> _M | None:
     except (ValueError, TypeError, ValidationError) as e:
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise HeaderError(f"request body is not a valid {model.__name__}: {first}") from e
-
-
-def _split_part(ext: dict[str, Any] | None) -> tuple[int, int] | None:
-    """``(splitIndex, splitTotal)`` of a split REGISTER_BROKER, None for a whole table."""
-    total = ext_opt_int(ext, "splitTotal")
-    if total is None:
-        return None
-    index = ext_int(ext, "splitIndex")
-    if not 0 <= index < total:
-        raise HeaderError(f"splitIndex {index} is outside 0..{total - 1} (splitTotal {total})")
-    return index, total
 
 
 #: A registration of at least this many topics (whole or split) freezes the GC's view of the heap.
@@ -102,8 +107,10 @@ class NamesrvProcessors:
         }
 
     def register_all(self, server: RemotingServer) -> None:
-        """Register every handler on ``server``."""
-        for code, handler in self.table().items():
+        """Register every handler on ``server`` (each code's spec must name the NameServer)."""
+        table = self.table()
+        check_served("namesrv", table)
+        for code, handler in table.items():
             server.register_processor(code, handler)
 
     # ---------------------------------------------------------------- brokers
@@ -115,29 +122,29 @@ class NamesrvProcessors:
 
         A whole table in one large msgpack body is merged in steps (``_register_in_steps``).
         """
-        ext = request.ext
-        split = _split_part(ext)
+        h = RegisterBrokerRequestHeader.from_ext(request.ext)
+        split = h.split()
         if split is None and len(request.body) >= LARGE_REGISTER_BODY_BYTES:
             if request.serialize_type == SERIALIZE_MSGPACK:
-                return self._register_in_steps(channel, request)
+                return self._register_in_steps(channel, request, h)
         body = _decode_body(request, RegisterBrokerBody)
         topics = body.topic_config_serialize_wrapper if body is not None else None
-        return self._register(channel, request, topics, split)
+        return self._register(channel, request, h, topics, split)
 
     def _register(
         self,
         channel: Channel,
         request: RemotingCommand,
+        h: RegisterBrokerRequestHeader,
         topics: TopicConfigSerializeWrapper | None,
         split: tuple[int, int] | None,
     ) -> RemotingCommand:
-        ext = request.ext
         result = self.route_info.register_broker(
-            cluster=ext_str(ext, "clusterName"),
-            broker_addr=ext_str(ext, "brokerAddr"),
-            broker_name=ext_str(ext, "brokerName"),
-            broker_id=ext_int(ext, "brokerId"),
-            ha_server_addr=ext_str(ext, "haServerAddr", ""),
+            cluster=h.cluster_name,
+            broker_addr=h.broker_addr,
+            broker_name=h.broker_name,
+            broker_id=h.broker_id,
+            ha_server_addr=h.ha_server_addr,
             topics=topics,
             channel=channel,
             split=split,
@@ -150,23 +157,21 @@ class NamesrvProcessors:
             # loop for most of a second, over and over. The tables are long-lived and free of
             # cycles (replaced entries go by reference counting), so they leave the GC's view.
             gc.freeze()
-        out: dict[str, Any] = {}
-        if result.master_addr:
-            out["masterAddr"] = result.master_addr
-        if result.ha_server_addr:
-            out["haServerAddr"] = result.ha_server_addr
-        return RemotingCommand.response(request, ext=out or None)
+        answer = RegisterBrokerResponseHeader.pack(result.master_addr or None, result.ha_server_addr or None)
+        return RemotingCommand.response(request, ext=answer or None)
 
-    async def _register_in_steps(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def _register_in_steps(
+        self, channel: Channel, request: RemotingCommand, h: RegisterBrokerRequestHeader
+    ) -> RemotingCommand:
         """A large whole-table registration as parts of ``REGISTER_STEP_TOPICS``, the loop free between
         them; one at a time per broker address (so two rounds' parts never interleave)."""
-        addr = ext_str(request.ext, "brokerAddr")
+        addr = h.broker_addr
         lock = self._register_locks.setdefault(addr, asyncio.Lock())
         try:
             async with lock:
                 answer = None
                 for index, total, part in register_parts(request.body, REGISTER_STEP_TOPICS):
-                    answer = self._register(channel, request, part, (index, total) if total > 1 else None)
+                    answer = self._register(channel, request, h, part, (index, total) if total > 1 else None)
                     await asyncio.sleep(0)
                 assert answer is not None
                 return answer
@@ -176,27 +181,23 @@ class NamesrvProcessors:
 
     def unregister_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UNREGISTER_BROKER: forget a broker that is shutting down."""
-        ext = request.ext
-        self.route_info.unregister_broker(
-            ext_str(ext, "clusterName"),
-            ext_str(ext, "brokerAddr"),
-            ext_str(ext, "brokerName"),
-            ext_int(ext, "brokerId"),
-        )
+        h = BrokerIdentityHeader.from_ext(request.ext)
+        self.route_info.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return RemotingCommand.response(request)
 
     def query_data_version(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_DATA_VERSION: has the broker's topic table changed? (unchanged refreshes liveness)."""
         version = _decode_body(request, DataVersion) or DataVersion()
-        changed, known = self.route_info.query_data_version(ext_str(request.ext, "brokerAddr"), version)
+        broker_addr = BrokerIdentityHeader.from_ext(request.ext).broker_addr
+        changed, known = self.route_info.query_data_version(broker_addr, version)
         body = _pack(known.to_wire(), request) if known is not None else b""
-        return RemotingCommand.response(request, ext={"changed": changed}, body=body)
+        return RemotingCommand.response(request, ext=QueryDataVersionResponseHeader.pack(changed), body=body)
 
     # ---------------------------------------------------------------- routes
 
     def get_route_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_ROUTEINFO_BY_TOPIC: the topic's queues and brokers, or TOPIC_NOT_EXIST."""
-        topic = ext_str(request.ext, "topic")
+        topic = TopicRequestHeader.from_ext(request.ext).topic
         route = self.route_info.topic_route(topic)
         if route is None:
             return RemotingCommand.response(
@@ -224,33 +225,31 @@ class NamesrvProcessors:
 
     def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_NAMESRV: drop a topic's routes (of one cluster when clusterName is given)."""
-        self.route_info.delete_topic(
-            ext_str(request.ext, "topic"), ext_opt_str(request.ext, "clusterName") or None
-        )
+        h = DeleteTopicFromNamesrvRequestHeader.from_ext(request.ext)
+        self.route_info.delete_topic(h.topic, h.cluster_name or None)
         return RemotingCommand.response(request)
 
     def wipe_write_perm(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """WIPE_WRITE_PERM_OF_BROKER: make every topic on a broker read-only (ext wipeTopicCount)."""
-        count = self.route_info.wipe_write_perm(ext_str(request.ext, "brokerName"))
-        return RemotingCommand.response(request, ext={"wipeTopicCount": count})
+        count = self.route_info.wipe_write_perm(BrokerNameRequestHeader.from_ext(request.ext).broker_name)
+        return RemotingCommand.response(request, ext=WipeWritePermResponseHeader.pack(count))
 
     def add_write_perm(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """ADD_WRITE_PERM_OF_BROKER: give a broker's topics write permission back (ext addTopicCount)."""
-        count = self.route_info.add_write_perm(ext_str(request.ext, "brokerName"))
-        return RemotingCommand.response(request, ext={"addTopicCount": count})
+        count = self.route_info.add_write_perm(BrokerNameRequestHeader.from_ext(request.ext).broker_name)
+        return RemotingCommand.response(request, ext=AddWritePermResponseHeader.pack(count))
 
     # ---------------------------------------------------------------- KV config
 
     def put_kv_config(self, channel: Channel, request: RemotingCommand) -> Awaitable[RemotingCommand]:
         """PUT_KV_CONFIG: store a value; answered once it is on disk."""
-        ext = request.ext
-        namespace, key, value = ext_str(ext, "namespace"), ext_str(ext, "key"), ext_str(ext, "value")
-        return self._kv_change(request, self.kv.put(namespace, key, value))
+        h = PutKVConfigRequestHeader.from_ext(request.ext)
+        return self._kv_change(request, self.kv.put(h.namespace, h.key, h.value))
 
     def delete_kv_config(self, channel: Channel, request: RemotingCommand) -> Awaitable[RemotingCommand]:
         """DELETE_KV_CONFIG: remove a value (absent is fine); answered once the file is updated."""
-        namespace, key = ext_str(request.ext, "namespace"), ext_str(request.ext, "key")
-        return self._kv_change(request, self.kv.delete(namespace, key))
+        h = KVConfigRequestHeader.from_ext(request.ext)
+        return self._kv_change(request, self.kv.delete(h.namespace, h.key))
 
     async def _kv_change(self, request: RemotingCommand, change: Awaitable[Any]) -> RemotingCommand:
         try:
@@ -263,7 +262,8 @@ class NamesrvProcessors:
 
     def get_kv_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_KV_CONFIG: ext value, or QUERY_NOT_FOUND."""
-        namespace, key = ext_str(request.ext, "namespace"), ext_str(request.ext, "key")
+        h = KVConfigRequestHeader.from_ext(request.ext)
+        namespace, key = h.namespace, h.key
         value = self.kv.get(namespace, key)
         if value is None:
             return RemotingCommand.response(
@@ -271,11 +271,11 @@ class NamesrvProcessors:
                 ResponseCode.QUERY_NOT_FOUND,
                 f"No config item, Namespace: {namespace} Key: {key}; set it with PUT_KV_CONFIG first",
             )
-        return RemotingCommand.response(request, ext={"value": value})
+        return RemotingCommand.response(request, ext=KVConfigResponseHeader.pack(value))
 
     def get_kv_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_KVLIST_BY_NAMESPACE: body KVTable ``{"table": {key: value}}``, or QUERY_NOT_FOUND."""
-        namespace = ext_str(request.ext, "namespace")
+        namespace = NamespaceRequestHeader.from_ext(request.ext).namespace
         table = self.kv.namespace(namespace)
         if not table:
             return RemotingCommand.response(

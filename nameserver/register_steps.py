@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 from pydantic import ValidationError
 
-from rocketpy.remoting.headers import HeaderError
+from rocketpy.errors import HeaderError
 from rocketpy.route import DataVersion, TopicConfigSerializeWrapper
 
 _WRAPPER, _TABLE, _VERSION = "topicConfigSerializeWrapper", "topicConfigTable", "dataVersion"

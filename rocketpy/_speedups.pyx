@@ -696,7 +696,7 @@ cdef object _pure_read_typical_v2 = None
 cdef int _bind_send() except -1:
     global _send_bound, _DEFAULT_TOPIC, _pure_read_typical_v2
     from rocketpy import _accel
-    from rocketpy.header import send
+    from rocketpy.protocol.headers import send
 
     if send._TYPICAL_V2_TYPES != (str, int, str, int, int, int, int, str, str, int, bool, bool, str):
         raise ImportError("rocketpy._speedups was built for another send header; rebuild it")
@@ -719,7 +719,7 @@ cdef inline object _dget(dict d, str key, object default):
 
 
 def read_typical_v2(h, ext):
-    """Fill ``h`` from a plain V2 header (twin of ``rocketpy.header.send.read_typical_v2``)."""
+    """Fill ``h`` from a plain V2 header (twin of ``rocketpy.protocol.headers.send.read_typical_v2``)."""
     if not _send_bound:
         _bind_send()
     if type(ext) is not dict:  # not what a decoder produces: the pure twin handles any mapping

@@ -6,9 +6,9 @@ error a user can cause (bad config, bad argument, port in use, unreadable file) 
 ``error: ...`` line on stderr and a non-zero exit code: 2 for configuration and usage errors, 1
 otherwise. ``python -m rocketpy.cli ...`` works like ``rocketpy ...``.
 
-``mqadmin`` sub-commands are ``rocketpy.client.admin_cli.commands``, added to the ``admin`` group on
+``mqadmin`` sub-commands are ``rocketpy.admin_cli.commands``, added to the ``admin`` group on
 first use; in the same way ``rocketpy bench producer|consumer`` are the commands of the
-``rocketpy.client.bench.bench`` group.
+``rocketpy.bench.bench`` group.
 """
 
 from __future__ import annotations
@@ -127,15 +127,15 @@ class _LazyGroup(click.Group):
 
 
 class _AdminGroup(_LazyGroup):
-    """The ``admin`` group; its sub-commands are ``client.admin_cli.commands``."""
+    """The ``admin`` group; its sub-commands are ``rocketpy.admin_cli.commands``."""
 
-    _source = ("rocketpy.client.admin_cli", "commands")
+    _source = ("rocketpy.admin_cli", "commands")
 
 
 class _BenchGroup(_LazyGroup):
-    """The ``bench`` group; its sub-commands are those of the ``client.bench.bench`` group."""
+    """The ``bench`` group; its sub-commands are those of the ``rocketpy.bench.bench`` group."""
 
-    _source = ("rocketpy.client.bench", "bench")
+    _source = ("rocketpy.bench", "bench")
 
 
 @cli.group("admin", cls=_AdminGroup, invoke_without_command=True, context_settings=_CONTEXT)

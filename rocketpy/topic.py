@@ -32,6 +32,8 @@ SINGLE_TAG = "SINGLE_TAG"
 
 #: Longest topic name (its length is one byte in the stored record).
 TOPIC_MAX_LENGTH = 127
+#: Most read or write queues a topic may have.
+MAX_QUEUE_NUMS = 1024
 #: The characters a topic name may use.
 TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 

@@ -72,7 +72,7 @@ def children_cpu_s() -> float:
 
 def bench(kind: str, ns: str, broker: Daemon, acl: bool, *args: str) -> tuple[int, int, float, float]:
     """Run one bench subprocess; return (messages, TPS, CPU µs per message of the client, of the broker)."""
-    cmd = [sys.executable, "-m", "rocketpy.client.bench", kind, "-n", ns, "-t", TOPIC, *args]
+    cmd = [sys.executable, "-m", "rocketpy.bench", kind, "-n", ns, "-t", TOPIC, *args]
     if acl:
         cmd += ["--access-key", KEYS[0], "--secret-key", KEYS[1]]
     client0, broker0 = children_cpu_s(), process_cpu_s(broker.pid)

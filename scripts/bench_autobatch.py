@@ -2,7 +2,7 @@
 """Auto-batch A/B: the SDK producer with ``--auto-batch`` and ``--no-auto-batch`` back to back.
 
 Starts a NameServer and a broker (ASYNC_FLUSH, then a second cluster with SYNC_FLUSH), creates an
-8-queue topic, and runs ``python -m rocketpy.client.bench producer`` (1 KiB bodies) for each case:
+8-queue topic, and runs ``python -m rocketpy.bench producer`` (1 KiB bodies) for each case:
 async sends with ``--concurrency`` in flight, and sequential sync sends (one in flight), each with
 auto-batch on and off, printing TPS, RT p50/p99 and messages per request beside the targets, with
 the load average before and after (the machine may be shared). Bounded: every run has a duration
@@ -42,7 +42,7 @@ TOPIC = "AutoBatchBench"
 
 def run_bench(ns: str, *args: str) -> dict[str, float]:
     """One bench subprocess: tps, p50/p99 RT (ms) and messages per request."""
-    cmd = [sys.executable, "-m", "rocketpy.client.bench", "producer", "-n", ns, "-t", TOPIC, *args]
+    cmd = [sys.executable, "-m", "rocketpy.bench", "producer", "-n", ns, "-t", TOPIC, *args]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     m = _COMPLETE.search(out)

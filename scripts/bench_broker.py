@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import bench_core  # noqa: E402
 
 from rocketpy.message import Message  # noqa: E402
+from rocketpy.protocol.codes import RequestCode  # noqa: E402
 from rocketpy.record import encode_batch  # noqa: E402
 from rocketpy.remoting.client import RemotingClient  # noqa: E402
-from rocketpy.remoting.codes import RequestCode  # noqa: E402
 from rocketpy.remoting.command import RemotingCommand  # noqa: E402
 from tests.daemons import Daemon, start_broker, start_namesrv  # noqa: E402
 from tests.integration.test_broker_util import pull_ext, send_ext  # noqa: E402

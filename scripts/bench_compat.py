@@ -95,7 +95,7 @@ def sdk_send(ns: str, count: int, size: int, encoding: str) -> str:
 
 
 def decode_cost() -> list[str]:
-    from rocketpy.header.send import SendMessageRequestHeader
+    from rocketpy.protocol.headers.send import SendMessageRequestHeader
 
     h = SendMessageRequestHeader(
         "pg", "BenchTopic", 3, "KEYS\x01k\x02TAGS\x01T\x02UNIQ_KEY\x01" + "A" * 32 + "\x02"

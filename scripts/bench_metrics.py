@@ -41,8 +41,8 @@ from bench_abba import abba, round_ratios  # noqa: E402
 from bench_broker import QUEUES, _ok, _phase, bench_batches, bench_pulls, bench_sends  # noqa: E402
 
 from rocketpy.broker.stats import BrokerStats  # noqa: E402
+from rocketpy.protocol.codes import RequestCode  # noqa: E402
 from rocketpy.remoting.client import RemotingClient  # noqa: E402
-from rocketpy.remoting.codes import RequestCode  # noqa: E402
 from rocketpy.remoting.command import RemotingCommand  # noqa: E402
 from rocketpy.remoting.request_stats import RequestStats  # noqa: E402
 from tests.daemons import Daemon, start_broker, start_namesrv  # noqa: E402

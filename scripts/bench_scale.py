@@ -32,8 +32,8 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.daemons starts the daemons
 
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicConfig
 from tests.daemons import Daemon, start_broker, start_namesrv

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SDK producer benchmark: a NameServer, a broker and the bench client as three processes.
 
-Runs ``python -m client.bench producer`` twice against a fresh cluster (1 KiB bodies), after a 2 s
+Runs ``python -m rocketpy.bench producer`` twice against a fresh cluster (1 KiB bodies), after a 2 s
 warm-up run: async
 single-message sends and batch sends, each for ``--seconds``, and prints both ``[Complete]`` lines and
 the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s). Bounded: every run has a duration and
@@ -32,7 +32,7 @@ _COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
 
 def run_bench(ns: str, *args: str) -> tuple[int, int, str]:
     """Run one bench subprocess; returns (total, tps, output)."""
-    cmd = [sys.executable, "-m", "rocketpy.client.bench", "producer", "-n", ns, *args]
+    cmd = [sys.executable, "-m", "rocketpy.bench", "producer", "-n", ns, *args]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     m = _COMPLETE.search(out)

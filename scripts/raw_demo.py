@@ -16,9 +16,9 @@ import time
 
 import msgpack
 
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
 TIMEOUT_S = 5.0

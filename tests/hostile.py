@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocketpy.remoting.codes import RequestCode
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 from tests.hostile_frames import BURST, KINDS, MUST_CLOSE, frame_of_kind, malformed_request
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import msgpack
 
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.codec import encode_frame_bytes
-from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
 
 #: Kinds of hostile input, and those after which the server must close the connection.

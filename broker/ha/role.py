@@ -29,8 +29,9 @@ from rocketpy.broker.store import MessageStore, PutMessageResult, PutMessageStat
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, BrokerRole, StoreConfig
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.namesrv import RegisterBrokerResponseHeader
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler
@@ -129,9 +130,9 @@ class Replication:
         interval: Callable[[], int] = lambda: self.broker_config.slave_sync_interval  # noqa: E731
         return [self.client.run_routine(), self.sync.run_routine(interval)]
 
-    def on_registered(self, answer: dict[str, Any]) -> None:
+    def on_registered(self, answer: RegisterBrokerResponseHeader) -> None:
         """Learn the master's addresses from a REGISTER_BROKER answer (wakes the HA client)."""
-        master, ha = answer.get("masterAddr") or None, answer.get("haServerAddr") or None
+        master, ha = answer.master_addr or None, answer.ha_server_addr or None
         changed = (master, ha) != (self.master_addr, self.master_ha_addr)
         if master:
             self.master_addr = master

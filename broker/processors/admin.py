@@ -18,20 +18,20 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import (
-    MAX_QUEUE_NUMS,
-    TopicConfigManager,
-    TopicLimitError,
-    validate_topic_name,
-)
+from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError, validate_topic_name
 from rocketpy.config import BrokerConfig, ConfigError, StoreConfig, config_lines, parse_properties
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.errors import HeaderError
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.admin import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    TopicRequestHeader,
+)
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 from rocketpy.route import TopicConfig
 from rocketpy.subscription_group import SubscriptionGroupConfig
-from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, SINGLE_TAG
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC
 
 log = logging.getLogger("rocketpy.broker.admin")
 
@@ -91,33 +91,22 @@ class AdminProcessor:
         self._broker_config_changed = broker_config_changed
 
     def _topic_from_header(self, request: RemotingCommand) -> TopicConfig:
-        ext = request.ext
-        topic = ext_str(ext, "topic")
-        problem = validate_topic_name(topic)
+        h = CreateTopicRequestHeader.from_ext(request.ext)
+        problem = validate_topic_name(h.topic)
         if problem:
             raise HeaderError(problem)
-        if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, self.broker_config.broker_cluster_name):
-            raise HeaderError(f"the topic name {topic} is a system topic of this broker; choose another name")
-        read = ext_int(ext, "readQueueNums", 8)
-        write = ext_int(ext, "writeQueueNums", 8)
-        perm = ext_int(ext, "perm", 6)
-        for name, value in (("readQueueNums", read), ("writeQueueNums", write)):
-            if not 1 <= value <= MAX_QUEUE_NUMS:
-                raise HeaderError(
-                    f"request header field '{name}' must be between 1 and {MAX_QUEUE_NUMS}, got {value}"
-                )
-        if not 0 <= perm <= 15:
+        if h.topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, self.broker_config.broker_cluster_name):
             raise HeaderError(
-                f"request header field 'perm' must be perm bits 0..15 (2 write, 4 read, 6 both), got {perm}"
+                f"the topic name {h.topic} is a system topic of this broker; choose another name"
             )
         return TopicConfig(
-            topic_name=topic,
-            read_queue_nums=read,
-            write_queue_nums=write,
-            perm=perm,
-            topic_filter_type=ext_str(ext, "topicFilterType", SINGLE_TAG),
-            topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
-            order=ext_bool(ext, "order", False),
+            topic_name=h.topic,
+            read_queue_nums=h.read_queue_nums,
+            write_queue_nums=h.write_queue_nums,
+            perm=h.perm,
+            topic_filter_type=h.topic_filter_type,
+            topic_sys_flag=h.topic_sys_flag,
+            order=h.order,
         )
 
     async def update_and_create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -132,7 +121,7 @@ class AdminProcessor:
 
     async def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_BROKER: drop a topic's config, offsets and stored queues."""
-        topic = ext_str(request.ext, "topic")
+        topic = TopicRequestHeader.from_ext(request.ext).topic
         if topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC):
             raise HeaderError(f"{topic} is a system topic and cannot be deleted")
         if not self.topic_config.delete(topic):
@@ -167,14 +156,15 @@ class AdminProcessor:
 
     async def delete_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """DELETE_SUBSCRIPTIONGROUP: drop a group's config (and its offsets when cleanOffset=true)."""
-        group = ext_str(request.ext, "groupName")
+        h = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext)
+        group = h.group
         if not self.subscription_groups.delete(group):
             return RemotingCommand.response(
                 request,
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{group}] does not exist",
             )
-        if ext_bool(request.ext, "cleanOffset", False):
+        if h.clean_offset:
             self.offsets.remove_group(group)
         await self.subscription_groups.file.persist()
         return RemotingCommand.response(request)

@@ -21,11 +21,12 @@ from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.admin import GetConsumeStatsRequestHeader, TopicRequestHeader
+from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
 from rocketpy.record import POS_STORE_TIMESTAMP
-from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import ext_opt_str, ext_str
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 _TS = struct.Struct(">q")
@@ -115,8 +116,8 @@ class AdminStatsProcessor:
 
     def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUME_STATS: broker offset, committed offset and last consumed time per queue."""
-        group = ext_str(request.ext, "consumerGroup")
-        only = ext_opt_str(request.ext, "topic")
+        h = GetConsumeStatsRequestHeader.from_ext(request.ext)
+        group, only = h.group, h.topic
         topics = {only} if only else self.offsets.topics_of_group(group)
         info = self.consumer_manager.groups.get(group)
         if not only and info is not None:
@@ -140,7 +141,7 @@ class AdminStatsProcessor:
 
     def get_topic_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO: min/max offset and last store time per queue of a topic."""
-        topic = ext_str(request.ext, "topic")
+        topic = TopicRequestHeader.from_ext(request.ext).topic
         tc = self.topic_config.get(topic)
         if tc is None:
             return RemotingCommand.response(
@@ -159,7 +160,7 @@ class AdminStatsProcessor:
 
     def get_consumer_connections(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_CONNECTION_LIST: the group's clients, settings and subscriptions."""
-        group = ext_str(request.ext, "consumerGroup")
+        group = ConsumerGroupRequestHeader.from_ext(request.ext).group
         info = self.consumer_manager.groups.get(group)
         if info is None:
             return RemotingCommand.response(

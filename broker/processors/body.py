@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rocketpy.protocol.shape import Shape
 from rocketpy.remoting.body import decode_body_map, encode_body
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.shape import Shape
 
 
 def decode_map(request: RemotingCommand, what: str, shape: Shape | None = None) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def decode_map(request: RemotingCommand, what: str, shape: Shape | None = None) 
     Args:
         request: the request.
         what: the structure's name (RocketMQ's class name, e.g. "LockBatchRequestBody").
-        shape: its declared shape (``rocketpy.remoting.shape``), checked before a handler reads it.
+        shape: its declared shape (``rocketpy.protocol.shape``), checked before a handler reads it.
 
     Raises:
         HeaderError: the body is empty, too large, undecodable, not a map or not of ``shape``.

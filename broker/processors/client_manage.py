@@ -15,43 +15,21 @@ from rocketpy.broker.processors.body import decode_map
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
 from rocketpy.config import BrokerConfig
+from rocketpy.errors import HeaderError
 from rocketpy.heartbeat import SETTING_ORDINALS, setting_name
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.client import (
+    HEARTBEAT_DATA,
+    MAX_GROUPS_PER_HEARTBEAT,
+    MAX_SUBSCRIPTIONS_PER_GROUP,
+    UnregisterClientRequestHeader,
+)
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError, ext_opt_str, ext_str
-from rocketpy.remoting.shape import ANY_SCALAR, INT, REQUIRED_STR, STR, Fields, ListOf, Scalar
 from rocketpy.subscription import SubscriptionData, SubscriptionParseError
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.clients")
-
-MAX_GROUPS_PER_HEARTBEAT = 1024
-MAX_SUBSCRIPTIONS_PER_GROUP = 1024
-
-SUBSCRIPTION_DATA = Fields(
-    {
-        "topic": REQUIRED_STR,
-        "subString": Scalar((str,), max_len=64 * 1024),
-        "subVersion": INT,
-        "expressionType": STR,
-    }
-)
-CONSUMER_DATA = Fields(
-    {
-        "groupName": REQUIRED_STR,
-        "subscriptionDataSet": ListOf(SUBSCRIPTION_DATA, MAX_SUBSCRIPTIONS_PER_GROUP),
-        **{name: ANY_SCALAR for name in SETTING_ORDINALS},
-    }
-)
-#: RocketMQ's HeartbeatData.
-HEARTBEAT_DATA = Fields(
-    {
-        "clientID": REQUIRED_STR,
-        "consumerDataSet": ListOf(CONSUMER_DATA, MAX_GROUPS_PER_HEARTBEAT),
-        "producerDataSet": ListOf(Fields({"groupName": REQUIRED_STR}), MAX_GROUPS_PER_HEARTBEAT),
-    }
-)
 
 
 class ClientManageProcessor:
@@ -154,11 +132,9 @@ class ClientManageProcessor:
 
     def unregister_client(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UNREGISTER_CLIENT: a client leaves its producer and/or consumer group."""
-        client_id = ext_str(request.ext, "clientID")
-        producer_group = ext_opt_str(request.ext, "producerGroup")
-        consumer_group = ext_opt_str(request.ext, "consumerGroup")
-        if producer_group:
-            self.consumer_manager.unregister_producer(producer_group, client_id)
-        if consumer_group:
-            self.consumer_manager.unregister_consumer(consumer_group, client_id)
+        h = UnregisterClientRequestHeader.from_ext(request.ext)
+        if h.producer_group:
+            self.consumer_manager.unregister_producer(h.producer_group, h.client_id)
+        if h.consumer_group:
+            self.consumer_manager.unregister_consumer(h.consumer_group, h.client_id)
         return RemotingCommand.response(request)

@@ -11,20 +11,15 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.queue_locks import MessageQueueKey, RebalanceLockManager
 from rocketpy.broker.store import MessageStore
-from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.client import LOCK_BATCH_BODY, ConsumerGroupRequestHeader
+from rocketpy.protocol.headers.offset import (
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import ext_str
-from rocketpy.remoting.shape import REQUIRED_INT, REQUIRED_STR, Fields, ListOf
-
-MAX_LOCK_BATCH = 4096
-
-MESSAGE_QUEUE = Fields({"topic": REQUIRED_STR, "brokerName": REQUIRED_STR, "queueId": REQUIRED_INT})
-#: RocketMQ's LockBatchRequestBody (also the body of UNLOCK_BATCH_MQ).
-LOCK_BATCH_BODY = Fields(
-    {"consumerGroup": REQUIRED_STR, "clientId": REQUIRED_STR, "mqSet": ListOf(MESSAGE_QUEUE, MAX_LOCK_BATCH)}
-)
 
 
 class ConsumerManageProcessor:
@@ -51,7 +46,7 @@ class ConsumerManageProcessor:
 
     def get_consumer_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_LIST_BY_GROUP: the sorted client ids of a group's live consumers."""
-        group = ext_str(request.ext, "consumerGroup")
+        group = ConsumerGroupRequestHeader.from_ext(request.ext).group
         ids = self.consumer_manager.client_ids(group)
         if ids is None:
             return RemotingCommand.response(
@@ -87,7 +82,7 @@ class ConsumerManageProcessor:
                 f"group [{group}] has no committed offset for {topic}:{queue_id}; "
                 "start from the position your consume-from-where setting says",
             )
-        return RemotingCommand.response(request, ext={"offset": offset})
+        return RemotingCommand.response(request, ext=OffsetResponseHeader.pack(offset))
 
     def update_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_CONSUMER_OFFSET: store the group's next offset to consume."""

@@ -11,8 +11,12 @@ from __future__ import annotations
 import logging
 
 from rocketpy.broker.transaction.service import TransactionService
-from rocketpy.header.transaction import EndTransactionBatch, EndTransactionRequestHeader
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.transaction import (
+    EndTransactionBatch,
+    EndTransactionBatchResponseHeader,
+    EndTransactionRequestHeader,
+)
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 
@@ -47,4 +51,5 @@ class EndTransactionProcessor:
             log.info("END_TRANSACTION_BATCH from %s: %d of %d refused, first: %s",
                      channel.remote_addr, len(refused), len(answers), refused[0])  # fmt: skip
         remark = f"{len(refused)} of {len(answers)} refused; the first: {refused[0]}" if refused else None
-        return RemotingCommand.response(request, ResponseCode.SUCCESS, remark, {"failed": len(refused)})
+        answer = EndTransactionBatchResponseHeader.pack(len(refused))
+        return RemotingCommand.response(request, ResponseCode.SUCCESS, remark, answer)

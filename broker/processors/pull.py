@@ -22,9 +22,9 @@ from rocketpy.broker.subscription import MessageFilter, message_filter_of
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.header.pull import PullMessageRequestHeader
 from rocketpy.perm import is_readable
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.subscription import ExpressionType, SubscriptionData, SubscriptionParseError, parse_subscription
@@ -34,6 +34,8 @@ log = logging.getLogger("rocketpy.broker.pull")
 
 MAX_PULL_MSGS = 1024
 _FILTER_CACHE_MAX = 4096
+#: A pull answer's map, positional (suggested broker id, next begin offset, min offset, max offset).
+_pull_answer = PullMessageResponseHeader.pack
 
 #: The store's answer -> the pull's response code (reference §4). An empty or missing queue asked
 #: from offset 0 is "nothing yet" (PULL_NOT_FOUND) instead; see ``pull_response_code``.
@@ -229,17 +231,11 @@ class PullMessageProcessor:
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
             self.offsets.commit_offset(h.group, h.topic, h.queue_id, h.commit_offset)
         code = pull_response_code(result.status, h.queue_offset)
-        ext = {
-            "suggestWhichBrokerId": 0,
-            "nextBeginOffset": result.next_begin_offset,
-            "minOffset": result.min_offset,
-            "maxOffset": result.max_offset,
-        }
+        suggest = 0
+        if code == ResponseCode.SUCCESS and self.suggest_broker_id is not None:
+            suggest = self.suggest_broker_id(h.topic, h.queue_id, result.next_begin_offset)
+        ext = _pull_answer(suggest, result.next_begin_offset, result.min_offset, result.max_offset)
         if code == ResponseCode.SUCCESS:
-            if self.suggest_broker_id is not None:
-                ext["suggestWhichBrokerId"] = self.suggest_broker_id(
-                    h.topic, h.queue_id, result.next_begin_offset
-                )
             body = result.join()
             result.release()
             self.stats.on_get(h.group, h.topic, result.message_count, len(body))

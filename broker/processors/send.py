@@ -34,9 +34,10 @@ from rocketpy.broker.topic_config import (
 from rocketpy.broker.transaction.half import is_half_message
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.header.send import SendMessageRequestHeader
 from rocketpy.message import MessageConst
 from rocketpy.perm import PERM_WRITE, is_writeable
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.send import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketpy.record import (
     MAX_PROPERTIES_BYTES,
     TRANSACTION_PREPARED_TYPE,
@@ -44,7 +45,6 @@ from rocketpy.record import (
     RecordError,
     decode_batch,
 )
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import HandlerResult
@@ -52,6 +52,8 @@ from rocketpy.route import TopicConfig
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.send")
+#: A stored send's answer map, positional (offset msg id, queue id, queue offset, unique key or None).
+_send_answer = SendMessageResponseHeader.pack
 
 _UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 _TOPIC_CHECK_CACHE_MAX = 65_536
@@ -551,15 +553,7 @@ class SendMessageProcessor:
                 log.log(level, "put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
         self.stats.on_put(topic, msg_num, size_bytes)
-        if uniq:
-            ext = {
-                "msgId": result.offset_msg_id,
-                "queueId": queue_id,
-                "queueOffset": result.queue_offset,
-                "transactionId": uniq,
-            }
-        else:
-            ext = {"msgId": result.offset_msg_id, "queueId": queue_id, "queueOffset": result.queue_offset}
+        ext = _send_answer(result.offset_msg_id, queue_id, result.queue_offset, uniq or None)
         return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)
 
 

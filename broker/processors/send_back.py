@@ -28,9 +28,9 @@ from rocketpy.broker.store import MessageStore, PutMessageResult
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
 from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.header.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.perm import is_writeable
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.route import TopicConfig

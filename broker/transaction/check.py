@@ -40,10 +40,10 @@ from rocketpy.broker.transaction.op_log import op_message, op_next_offset, read_
 from rocketpy.broker.transaction.window import Outcome
 from rocketpy.config import BrokerConfig
 from rocketpy.errors import RemotingConnectError
-from rocketpy.header.transaction import CheckTransactionStateRequestHeader
 from rocketpy.msgid import create_offset_msg_id
+from rocketpy.protocol.codes import RequestCode
+from rocketpy.protocol.headers.transaction import CheckTransactionStateRequestHeader
 from rocketpy.record import RECORD_HEAD
-from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 

@@ -33,8 +33,8 @@ from rocketpy.broker.transaction.op_log import OFFSETS_PER_OP_RECORD, op_message
 from rocketpy.broker.transaction.progress import TransactionProgress
 from rocketpy.broker.transaction.window import RECENT_REPLAY, HalfWindow, Outcome
 from rocketpy.config import BrokerConfig
-from rocketpy.header.transaction import EndTransactionRequestHeader, TransactionDecision
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.topic import TRANS_HALF_TOPIC
 
 log = logging.getLogger("rocketpy.broker.transaction")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from rocketpy.acl.rules import AclFileError, AclRules, load_acl_file
 from rocketpy.acl.validator import AccessValidator
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from rocketpy.acl.resources import ADMIN_CODES, request_needs
 from rocketpy.acl.rules import Account, AclRules
 from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
 from rocketpy.errors import ACCESS_DENIED_PREFIX
-from rocketpy.remoting.codes import code_name
+from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
 
 

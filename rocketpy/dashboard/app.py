@@ -22,7 +22,7 @@ from aiohttp import web
 from rocketpy.dashboard.forms import FormError
 from rocketpy.dashboard.sessions import COOKIE, AdminPool, Session, SessionStore, acl_supported
 from rocketpy.errors import MQBrokerError, RocketpyError
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
 
 _HERE = Path(__file__).resolve().parent
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import (
 )
 
 from rocketpy.latency import LatencyHistogram
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.request_stats import UNKNOWN_CODE
 from rocketpy.remoting.server import RemotingServer
 

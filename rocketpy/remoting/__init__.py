@@ -1,12 +1,12 @@
-"""The RPC layer: frames, commands, codes, server and client (DESIGN §2).
+"""The RPC layer: frames, commands, server and client (DESIGN §2).
 
 Public names are re-exported here: ``RemotingCommand``, ``RemotingServer``, ``RemotingClient``,
-``Channel``, ``RequestCode``, ``ResponseCode``, the frame codec and the ext-field helpers.
+``Channel`` and the frame codec. Codes, headers and ext-field reads are the protocol's
+(``rocketpy.protocol``), imported from there.
 """
 
 from rocketpy.remoting.client import RemotingClient, parse_addr
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame, register_header_codec
-from rocketpy.remoting.codes import RequestCode, ResponseCode, code_name, response_name
 from rocketpy.remoting.command import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -15,7 +15,6 @@ from rocketpy.remoting.command import (
     RemotingCommand,
 )
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_opt_int, ext_opt_str, ext_str
 from rocketpy.remoting.processor import Handler, ProcessorTable
 from rocketpy.remoting.server import RemotingServer
 
@@ -28,21 +27,11 @@ __all__ = [
     "FrameDecoder",
     "FrameError",
     "Handler",
-    "HeaderError",
     "ProcessorTable",
     "RemotingClient",
     "RemotingCommand",
     "RemotingServer",
-    "RequestCode",
-    "ResponseCode",
-    "code_name",
     "encode_frame",
-    "ext_bool",
-    "ext_int",
-    "ext_opt_int",
-    "ext_opt_str",
-    "ext_str",
     "parse_addr",
     "register_header_codec",
-    "response_name",
 ]

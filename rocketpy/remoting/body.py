@@ -18,9 +18,9 @@ from typing import Any
 
 import msgpack
 
+from rocketpy.errors import HeaderError
+from rocketpy.protocol.shape import Shape, check_doc, check_shape
 from rocketpy.remoting.command import SERIALIZE_JSON, Body
-from rocketpy.remoting.headers import HeaderError
-from rocketpy.remoting.shape import Shape, check_doc, check_shape
 
 MAX_BODY_DOC_BYTES = 8 * 1024 * 1024
 
@@ -36,7 +36,7 @@ def encode_body(doc: Any, serialize_type: int) -> bytes:
 
 
 def decode_body(body: Body, serialize_type: int, what: str, shape: Shape | None = None) -> Any:
-    """Decode a structured body and check it (``rocketpy.remoting.shape``).
+    """Decode a structured body and check it (``rocketpy.protocol.shape``).
 
     Args:
         body: the raw body.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.limits import MAX_OPAQUE, MAX_PENDING_REQUESTS_PER_CONNECTION
-from rocketpy.remoting.codes import code_name
+from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:

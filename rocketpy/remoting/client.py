@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.limits import MAX_FRAME_BYTES
+from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.codec import header_codec
-from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler, ProcessorTable
@@ -73,6 +73,10 @@ class RemotingClient:
     def register_processor(self, code: int, handler: Handler) -> None:
         """Serve request ``code`` sent to us by a server (e.g. NOTIFY_CONSUMER_IDS_CHANGED)."""
         self._processors.register(code, handler)
+
+    def served_codes(self) -> list[int]:
+        """The request codes this client serves, sorted."""
+        return self._processors.codes()
 
     def channel(self, addr: str) -> Channel | None:
         """Return the open connection to ``addr``, if any."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rocketpy.remoting.codes import ResponseCode, code_name, response_name
+from rocketpy.protocol.codes import ResponseCode, code_name, response_name
 
 SERIALIZE_JSON = 0x00
 SERIALIZE_MSGPACK = 0x10

@@ -31,9 +31,9 @@ from rocketpy.limits import (
     MAX_WRITE_BUFFER_BYTES,
     TURN_BUDGET_SECONDS,
 )
+from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.calls import CallsMixin
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
-from rocketpy.remoting.codes import code_name
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.pending import PendingRequests

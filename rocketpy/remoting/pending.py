@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Callable
 
 from rocketpy.errors import RemotingTimeoutError
-from rocketpy.remoting.codes import code_name
+from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
 
 _STALE_SLACK = 1024

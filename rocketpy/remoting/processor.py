@@ -15,12 +15,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Union
 
-from rocketpy.remoting.codes import ResponseCode, code_name
+from rocketpy.errors import HeaderError
+from rocketpy.protocol.codes import ResponseCode, code_name
+from rocketpy.protocol.shape import check_ext
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.request_stats import RequestStats
-from rocketpy.remoting.shape import check_ext
 
 if TYPE_CHECKING:
     from rocketpy.remoting.connection import Channel

@@ -15,7 +15,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from rocketpy.latency import LATENCY_BOUNDS_S, LatencyHistogram, bucket_of
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
 
 #: The request code counted for codes this server does not serve.
 UNKNOWN_CODE = -1

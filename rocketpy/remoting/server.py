@@ -99,6 +99,10 @@ class RemotingServer:
         """Serve request ``code`` with ``handler`` (see ``rocketpy.remoting.processor``)."""
         self._processors.register(code, handler)
 
+    def served_codes(self) -> list[int]:
+        """The request codes this server serves, sorted."""
+        return self._processors.codes()
+
     def set_guard(self, guard: Guard | None) -> None:
         """Check every request with ``guard`` before its handler (e.g. the ACL); call before ``start``."""
         self._processors.set_guard(guard)

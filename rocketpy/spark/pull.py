@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator
 
 from rocketpy.client.api import MQClientAPI, PullResult, PullStatus
 from rocketpy.errors import MQClientError
-from rocketpy.header.pull import PullMessageRequestHeader
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader
 from rocketpy.record import POS_QUEUE_OFFSET, Q64, U32
 from rocketpy.spark.offsets import QueueRange, queue_name
 from rocketpy.spark.options import ReadOptions

@@ -15,12 +15,15 @@ from click.testing import CliRunner
 from rocketpy import Admin, LitePullConsumer, Message, Producer
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.errors import AccessDeniedError
-from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
-from rocketpy.header.pull import pull_request_ext
-from rocketpy.header.send import send_ext_v2
 from rocketpy.message import MessageQueue
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.offset import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader
+from rocketpy.protocol.headers.send import send_ext_v2
 from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import SERIALIZE_JSON, RemotingCommand
 from rocketpy.remoting.json_header import ext_text
 from tests.conftest import DaemonPool
@@ -111,7 +114,7 @@ def send_cmd(topic: str) -> RemotingCommand:
 
 
 def pull_cmd(topic: str, group: str) -> RemotingCommand:
-    ext = pull_request_ext(group, topic, 0, 0, 32, 0, 0, 0, "*", 0, "TAG")
+    ext = PullMessageRequestHeader(group, topic, 0, 0, 32).to_ext()
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
 
 

@@ -10,9 +10,9 @@ import msgpack
 import pytest
 
 from rocketpy.message import Message
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import decode_records, encode_batch
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon
 from tests.integration.test_broker_util import (

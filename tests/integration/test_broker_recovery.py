@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from rocketpy.errors import MQClientError
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon
 from tests.integration.test_broker_util import call, pull, send

@@ -10,8 +10,8 @@ from typing import Any
 import msgpack
 
 from rocketpy.message import properties_to_string
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
 FLAG_COMMIT_OFFSET = 0x1

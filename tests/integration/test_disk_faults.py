@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.protocol.codes import ResponseCode
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import ResponseCode
 from tests.conftest import TMPFS_MIB, DaemonPool, fill
 from tests.daemons import Daemon
 from tests.integration.test_broker_util import pull, send

@@ -14,8 +14,8 @@ from rocketpy import Admin, Message, Producer, SendStatus
 from rocketpy.client.consumer_types import ConsumeStatus
 from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 from tests.conftest import DaemonPool
 from tests.consumer_settings import FAST_CONSUMER

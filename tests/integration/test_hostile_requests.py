@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from rocketpy.protocol.codes import ResponseCode, code_name
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codec import FrameDecoder
-from rocketpy.remoting.codes import ResponseCode, code_name
 from rocketpy.remoting.command import RemotingCommand
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import BATCH_HEAD, decode_records
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import SERIALIZE_JSON, RemotingCommand
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketpy.metrics.server import MAX_CONNECTIONS
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon, DaemonStartError
 from tests.integration.test_broker_util import FLAG_SUBSCRIPTION, FLAG_SUSPEND, call, pull, send

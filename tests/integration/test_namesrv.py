@@ -18,8 +18,8 @@ import msgpack
 import pytest
 
 from rocketpy.perm import PERM_READ, PERM_RW
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import (
     ClusterInfo,

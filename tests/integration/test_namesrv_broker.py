@@ -7,8 +7,8 @@ from typing import Any
 
 import msgpack
 
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicRouteData
 from tests.conftest import DaemonPool

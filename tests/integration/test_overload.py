@@ -13,8 +13,8 @@ import time
 import pytest
 
 from rocketpy import Admin, Message, Producer, SendStatus
+from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import ResponseCode
 from tests.conftest import DaemonPool
 from tests.integration.test_broker_util import send
 from tests.integration.test_producer import all_messages

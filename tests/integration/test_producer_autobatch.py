@@ -121,7 +121,7 @@ async def test_broker_killed_mid_batch_sends_retry_on_the_other_each_acked_once(
 def test_bench_producer_auto_batch_switch(daemons: DaemonPool) -> None:
     from click.testing import CliRunner
 
-    from rocketpy.client.bench import bench
+    from rocketpy.bench import bench
 
     ns = daemons.namesrv()
     daemons.broker(ns.addr)

@@ -1,4 +1,4 @@
-"""`rocketpy bench producer|consumer` (client.bench) against real daemons: bounded runs, output asserted."""
+"""`rocketpy bench producer|consumer` (rocketpy.bench) against real daemons: bounded runs, output asserted."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocketpy.client.bench import Stats, bench, progress_bar
+from rocketpy.bench import Stats, bench, progress_bar
 from tests.conftest import DaemonPool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_bench_producer_then_consumer(daemons: DaemonPool) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "rocketpy.client.bench",
+        "rocketpy.bench",
         "producer",
         "-n",
         ns.addr,
@@ -77,7 +77,7 @@ def test_bench_producer_then_consumer(daemons: DaemonPool) -> None:
         [
             sys.executable,
             "-m",
-            "rocketpy.client.bench",
+            "rocketpy.bench",
             "consumer",
             "-n",
             ns.addr,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rocketpy import Admin
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.route import TopicConfig
 from tests.conftest import DaemonPool
 from tests.integration.test_broker_util import call

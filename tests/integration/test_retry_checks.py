@@ -11,12 +11,12 @@ from typing import Any
 
 from rocketpy import Message, Producer
 from rocketpy.client.message_check import batch_ext
-from rocketpy.header.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.record import encode_batch
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from tests.waiting import wait_until_async
 

@@ -13,9 +13,9 @@ from rocketpy import Admin, Message, Producer
 from rocketpy.client.consumer_types import MessageSelector
 from rocketpy.client.lite_pull_consumer import LitePullConsumer
 from rocketpy.errors import MQClientError
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import decode_records
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from tests.integration.test_broker_util import pull, pull_ext, send
 

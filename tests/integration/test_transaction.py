@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from rocketpy import Admin, LocalTransactionState, Message, MQClientError, TransactionProducer
-from rocketpy.header.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.headers.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
 from tests.daemons import daemon_env

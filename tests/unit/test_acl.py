@@ -17,8 +17,8 @@ from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.permission import DENY, PUB, SUB, allows, parse_perm
 from rocketpy.acl.validator import AccessValidator
 from rocketpy.errors import AccessDeniedError, NoPermissionError, broker_error
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import SERIALIZE_JSON, RemotingCommand
 from tests.waiting import wait_until_async
 

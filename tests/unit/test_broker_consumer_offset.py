@@ -13,7 +13,7 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
 from rocketpy.broker.startup import raise_nofile_limit
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
 

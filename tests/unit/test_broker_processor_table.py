@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocketpy.broker.controller import BrokerController
 from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.remoting.codes import RequestCode as C
+from rocketpy.protocol.codes import RequestCode as C
 
 #: Every code the broker served before the table (each processor's own ``register``), by processor.
 SERVED_BEFORE = {

@@ -6,10 +6,10 @@ import pytest
 
 from rocketpy.broker.processors.send import PUT_RESPONSES, put_status_to_response, unique_key_of
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
-from rocketpy.header.send import V1_NAMES, V2_NAMES, SendMessageRequestHeader, read_typical_v2
+from rocketpy.errors import HeaderError
 from rocketpy.message import properties_to_string
-from rocketpy.remoting.codes import ResponseCode
-from rocketpy.remoting.headers import HeaderError
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.send import V1_NAMES, V2_NAMES, SendMessageRequestHeader, read_typical_v2
 
 
 def test_unique_key_of() -> None:

@@ -13,7 +13,7 @@ from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.message import properties_to_string
-from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicConfig
 

@@ -16,12 +16,12 @@ from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.config import BrokerConfig, FlushDiskType, StoreConfig
+from rocketpy.errors import HeaderError
 from rocketpy.message import properties_to_string
 from rocketpy.msgid import decode_offset_msg_id
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import decode_record
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError
 from rocketpy.route import TopicConfig
 from tests.unit.test_store_helpers import tiny_config
 

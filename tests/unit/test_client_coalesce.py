@@ -12,8 +12,8 @@ import pytest
 from rocketpy.client.producer import Producer
 from rocketpy.errors import MessageIllegalError, MQClientError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import decode_batch
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from tests.unit.test_client_send_path import ADDRS, FakeInstance
 from tests.waiting import wait_until_async

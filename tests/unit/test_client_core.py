@@ -24,8 +24,8 @@ from rocketpy.client.route import TopicPublishInfo, publish_queues, subscribe_qu
 from rocketpy.client.selector import RoundRobinIndex, select_by_hash, select_queue
 from rocketpy.errors import MQClientError, RemotingConnectError
 from rocketpy.message import Message, MessageConst, MessageQueue, string_to_properties
+from rocketpy.protocol.codes import ResponseCode
 from rocketpy.record import COMPRESSED_FLAG, decode_batch
-from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicRouteData
 

@@ -22,8 +22,8 @@ from rocketpy.errors import (
     SystemBusyError,
 )
 from rocketpy.message import Message, MessageQueue
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.record import COMPRESSED_FLAG
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicRouteData
 

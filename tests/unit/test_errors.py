@@ -21,7 +21,7 @@ from rocketpy.errors import (
     broker_error,
     error_class,
 )
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.protocol.codes import ResponseCode
 
 #: RocketMQ's DefaultMQProducer.retryResponseCodes (reference §3.2).
 ROCKETMQ_RETRY_CODES = {

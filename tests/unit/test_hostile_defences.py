@@ -20,18 +20,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketpy.errors import RocketpyError
+from rocketpy.errors import HeaderError, RocketpyError
 from rocketpy.limits import TURN_BUDGET_SECONDS
 from rocketpy.logsetup import _DroppingQueueHandler, log_rotation
+from rocketpy.protocol.shape import MAX_BODY_DEPTH, REQUIRED_INT, REQUIRED_STR, Fields, ListOf, check_ext
 from rocketpy.remoting import RemotingClient, RemotingCommand, RemotingServer
 from rocketpy.remoting.body import decode_body
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame_bytes
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.headers import HeaderError
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.processor import ProcessorTable
-from rocketpy.remoting.shape import MAX_BODY_DEPTH, REQUIRED_INT, REQUIRED_STR, Fields, ListOf, check_ext
 from tests.clock import ManualClock
 from tests.hostile_frames import RawMap, bad_header_frame, pack, random_body, random_ext
 from tests.waiting import wait_until_async

@@ -10,8 +10,8 @@ import pytest
 from rocketpy.broker import stats as broker_stats
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.latency import LATENCY_BOUNDS_S, LatencyHistogram
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.remoting import request_stats
-from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.request_stats import UNKNOWN_CODE, RequestStats
 
 

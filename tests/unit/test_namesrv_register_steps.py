@@ -10,13 +10,13 @@ import msgpack
 import pytest
 
 from rocketpy.config import NamesrvConfig
+from rocketpy.errors import HeaderError
 from rocketpy.nameserver.kv_config import KVConfigManager
 from rocketpy.nameserver.processors import NamesrvProcessors
 from rocketpy.nameserver.register_steps import register_parts
 from rocketpy.nameserver.route_info import RouteInfoManager
-from rocketpy.remoting.codes import RequestCode
+from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.headers import HeaderError
 from rocketpy.route import TopicConfig
 
 

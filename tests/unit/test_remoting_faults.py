@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from rocketpy.remoting import Channel, RemotingClient, RemotingCommand, RemotingServer, ResponseCode
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.remoting import Channel, RemotingClient, RemotingCommand, RemotingServer
 from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
 from tests.waiting import wait_until_async
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_opt_int, ext_opt_str, ext_str
+from rocketpy.errors import HeaderError
+from rocketpy.protocol.fields import ext_bool, ext_int, ext_opt_int, ext_opt_str, ext_str
 
 
 def test_ext_int() -> None:

@@ -10,17 +10,9 @@ from typing import Any
 import pytest
 
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
-from rocketpy.remoting import (
-    Channel,
-    Handler,
-    RemotingClient,
-    RemotingCommand,
-    RemotingServer,
-    RequestCode,
-    ResponseCode,
-    ext_int,
-    ext_str,
-)
+from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.protocol.fields import ext_int, ext_str
+from rocketpy.remoting import Channel, Handler, RemotingClient, RemotingCommand, RemotingServer
 from tests.waiting import wait_until_async
 
 NOOP = 900

@@ -30,8 +30,8 @@ from rocketpy import _accel, record, record_columns
 from rocketpy.acl import signing
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.message import BrokerMessage
-from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.message import Message, properties_to_string
+from rocketpy.protocol.headers.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.remoting import codec
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.topic import SCHEDULE_TOPIC

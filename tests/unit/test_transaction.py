@@ -20,8 +20,8 @@ from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.broker.transaction.window import HalfWindow, Outcome
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.message import properties_to_string
+from rocketpy.protocol.codes import ResponseCode
 from rocketpy.record import decode_records, encode_record
-from rocketpy.remoting.codes import ResponseCode
 from rocketpy.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tests.clock import ManualClock
 from tests.waiting import wait_until_async

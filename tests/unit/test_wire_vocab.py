@@ -9,13 +9,16 @@ import pytest
 from rocketpy.broker.processors.pull import PULL_RESPONSE_CODES, pull_response_code
 from rocketpy.broker.store import GetMessageStatus
 from rocketpy.client.message_check import PreparedMessage, batch_ext
-from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
-from rocketpy.header.pull import PullMessageRequestHeader
-from rocketpy.header.send import V2_NAMES, SendMessageRequestHeader
+from rocketpy.errors import HeaderError
 from rocketpy.message import Message, MessageQueue
 from rocketpy.perm import PERM_RW, PermName, is_inherited, is_readable, is_writeable, perm_to_string
-from rocketpy.remoting.codes import ResponseCode
-from rocketpy.remoting.headers import HeaderError
+from rocketpy.protocol.codes import ResponseCode
+from rocketpy.protocol.headers.offset import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader
+from rocketpy.protocol.headers.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.route import TopicConfig
 from rocketpy.subscription import ExpressionType, SubscriptionData, SubscriptionParseError, parse_subscription
 from rocketpy.subscription_group import WIRE_NAMES, SubscriptionGroupConfig

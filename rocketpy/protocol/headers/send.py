@@ -1,4 +1,5 @@
-"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (RocketMQ's SendMessageRequestHeader(V2)).
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (RocketMQ's SendMessageRequestHeader(V2)
+and SendMessageResponseHeader).
 
 Owns the header's fields and both of its namings: V1 (SEND_MESSAGE) uses RocketMQ's field names,
 V2 (SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE) renames them ``a``..``n`` (``V2_NAMES``; ``l``,
@@ -11,10 +12,13 @@ out-of-range ints) goes through the converting helpers, which raise ``HeaderErro
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rocketpy._accel import twin
-from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
+from rocketpy.errors import HeaderError
+from rocketpy.protocol.fields import ext_bool, ext_int, ext_str
+from rocketpy.protocol.header import Header, wire
 from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 #: V1 field name -> V2 short name, in the V2 map's key order.
@@ -35,6 +39,8 @@ V2_NAMES = {
 }
 V1_NAMES = {k: k for k in V2_NAMES}
 _V1_OF_V2 = {short: name for name, short in V2_NAMES.items()}
+#: Attribute name -> V1 field name (each attribute is its field's name in snake case).
+_V1_OF_ATTR = {re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(): name for name in V2_NAMES}
 #: Queues a topic auto-created by a send gets unless the producer asks otherwise.
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 INT32_MAX = (1 << 31) - 1
@@ -145,6 +151,12 @@ class SendMessageRequestHeader:
         )  # fmt: skip
         return ext if v2 else {_V1_OF_V2[k]: v for k, v in ext.items()}
 
+    @staticmethod
+    def wire_names(v2: bool) -> dict[str, str]:
+        """Attribute -> wire name, in V2's short names or V1's (the ACL finds the topic by them)."""
+        names = V2_NAMES if v2 else V1_NAMES
+        return {attr: names[v1] for attr, v1 in _V1_OF_ATTR.items()}
+
     @classmethod
     def from_ext(cls, ext: dict[str, Any] | None, v2: bool) -> SendMessageRequestHeader:
         """Read a V2 (``v2``) or V1 header.
@@ -235,3 +247,19 @@ def read_typical_v2(h: SendMessageRequestHeader, ext: dict[str, Any]) -> bool:
     h.default_topic_queue_nums = default_nums
     h.unit_mode, h.batch, h.broker_name = unit_mode, batch, broker_name
     return True
+
+
+class SendMessageResponseHeader(Header):
+    """A stored send's answer (RocketMQ's SendMessageResponseHeader).
+
+    Attributes:
+        msg_id: the offset msg id of the stored message (of a batch: every message's, joined by ",").
+        queue_id: the queue it was stored in.
+        queue_offset: its queue offset (of a batch: the first message's).
+        transaction_id: the message's unique key, when it had one.
+    """
+
+    msg_id: str = wire("msgId", default="")
+    queue_id: int | None = wire("queueId", default=None)
+    queue_offset: int = wire("queueOffset", default=0)
+    transaction_id: str | None = wire("transactionId", default=None)

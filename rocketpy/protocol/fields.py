@@ -11,13 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rocketpy.errors import RocketpyError
+from rocketpy.errors import HeaderError
 
 _MISSING = object()
-
-
-class HeaderError(RocketpyError):
-    """A request header field is missing or malformed; answered as INVALID_PARAMETER."""
 
 
 def _lookup(ext: Mapping[str, Any] | None, name: str, default: Any) -> Any:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketpy.remoting.headers import HeaderError
+from rocketpy.errors import HeaderError
 
 #: Fields one request header may carry (RocketMQ's largest headers have about 25).
 MAX_EXT_FIELDS = 256

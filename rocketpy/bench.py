@@ -5,7 +5,7 @@ failures, RT sum/max) printed every second as
 ``Send TPS: N | Max RT(ms): N | Average RT(ms): x.xxx | Send Failed: N`` (consumer: ``Consume TPS``,
 born-to-consume and store-to-consume RT), a progress bar on stderr only when it is a terminal, and a
 ``[Complete]`` summary line. Runs are bounded by ``--duration`` seconds and/or ``--count`` messages.
-Run standalone with ``python -m client.bench producer ...``.
+Run standalone with ``python -m rocketpy.bench producer ...``.
 """
 
 from __future__ import annotations

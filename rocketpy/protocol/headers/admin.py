@@ -1,0 +1,53 @@
+"""Broker administration: topics (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER), subscription
+groups (DELETE_SUBSCRIPTIONGROUP) and the statistics calls (GET_CONSUME_STATS,
+GET_TOPIC_STATS_INFO), RocketMQ's field names.
+"""
+
+from __future__ import annotations
+
+from rocketpy.perm import PERM_RW
+from rocketpy.protocol.header import Header, wire
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, MAX_QUEUE_NUMS, SINGLE_TAG
+
+
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC: create or change a topic (RocketMQ's CreateTopicRequestHeader).
+
+    Attributes:
+        topic: the topic's name.
+        default_topic: the template topic (RocketMQ sends TBW102; not used here).
+        read_queue_nums, write_queue_nums: its queues.
+        perm: its permission bits (2 write, 4 read, 6 both).
+        topic_filter_type: SINGLE_TAG (RocketMQ's only filter type).
+        topic_sys_flag: RocketMQ's topic sys flag.
+        order: an ordered topic.
+    """
+
+    topic: str = wire("topic")
+    default_topic: str = wire("defaultTopic", default=AUTO_CREATE_TOPIC_KEY_TOPIC)
+    read_queue_nums: int = wire("readQueueNums", default=8, lo=1, hi=MAX_QUEUE_NUMS)
+    write_queue_nums: int = wire("writeQueueNums", default=8, lo=1, hi=MAX_QUEUE_NUMS)
+    perm: int = wire("perm", default=PERM_RW, lo=0, hi=15, hint="perm bits: 2 write, 4 read, 6 both")
+    topic_filter_type: str = wire("topicFilterType", default=SINGLE_TAG)
+    topic_sys_flag: int = wire("topicSysFlag", default=0)
+    order: bool = wire("order", default=False)
+
+
+class TopicRequestHeader(Header):
+    """A request about one topic: DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, GET_ROUTEINFO_BY_TOPIC."""
+
+    topic: str = wire("topic")
+
+
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP: drop a group's config (and its committed offsets with ``clean_offset``)."""
+
+    group: str = wire("groupName")
+    clean_offset: bool = wire("cleanOffset", default=False)
+
+
+class GetConsumeStatsRequestHeader(Header):
+    """GET_CONSUME_STATS: a group's progress on every topic it consumes here (or on ``topic`` only)."""
+
+    group: str = wire("consumerGroup")
+    topic: str | None = wire("topic", default=None)
