@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Any
 
-from rocketpy.client.api import check, mq_from_wire, pack_body, unpack_body
+from rocketpy.client.api import check, pack_body, unpack_body
 from rocketpy.client.instance import ClientSettings, MQClientInstance
 from rocketpy.client.route import subscribe_queues
 from rocketpy.config import parse_properties
@@ -234,7 +234,7 @@ class Admin:
             for e in body.get("offsetTable", []):
                 rows.append(
                     {
-                        "mq": mq_from_wire(e["mq"]),
+                        "mq": MessageQueue.from_dict(e["mq"]),
                         "min_offset": int(e.get("minOffset", 0)),
                         "max_offset": int(e.get("maxOffset", 0)),
                         "last_update_timestamp": int(e.get("lastUpdateTimestamp", 0)),
@@ -260,7 +260,7 @@ class Admin:
                 b, c = int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0))
                 rows.append(
                     {
-                        "mq": mq_from_wire(e["mq"]),
+                        "mq": MessageQueue.from_dict(e["mq"]),
                         "broker_offset": b,
                         "consumer_offset": c,
                         "diff": b - max(c, 0),

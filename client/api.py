@@ -39,7 +39,13 @@ from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.protocol.codes import RequestCode, ResponseCode, code_name
 from rocketpy.protocol.header import Header
 from rocketpy.protocol.headers.admin import TopicRequestHeader
-from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
+from rocketpy.protocol.headers.client import (
+    ConsumerGroupRequestHeader,
+    UnregisterClientRequestHeader,
+    lock_batch_body,
+    read_consumer_ids,
+    read_locked_queues,
+)
 from rocketpy.protocol.headers.namesrv import (
     KVConfigRequestHeader,
     KVConfigResponseHeader,
@@ -118,16 +124,6 @@ def unpack_body(resp: RemotingCommand) -> Any:
 def pack_body(obj: Any, serialize_type: int = SERIALIZE_MSGPACK) -> bytes:
     """Encode a structured request body (msgpack, or JSON for ``SERIALIZE_JSON``)."""
     return encode_body(obj, serialize_type)
-
-
-def mq_to_wire(mq: MessageQueue) -> dict[str, Any]:
-    """MessageQueue -> ``{"topic","brokerName","queueId"}``."""
-    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
-
-
-def mq_from_wire(d: dict[str, Any]) -> MessageQueue:
-    """``{"topic","brokerName","queueId"}`` -> MessageQueue."""
-    return MessageQueue(d["topic"], d["brokerName"], int(d["queueId"]))
 
 
 class MQClientAPI:
@@ -397,17 +393,17 @@ class MQClientAPI:
         if resp.code == ResponseCode.SYSTEM_ERROR and not resp.body:
             # RocketMQ answers SYSTEM_ERROR when the group has no consumer on that broker.
             return []
-        body = unpack_body(check(resp, addr)) or {}
-        return list(body.get("consumerIdList", []))
+        return read_consumer_ids(unpack_body(check(resp, addr)) or {})
 
     async def lock_batch_mq(
         self, addr: str, group: str, client_id: str, mqs: list[MessageQueue], timeout: float = 3.0
     ) -> set[MessageQueue]:
         """LOCK_BATCH_MQ: returns the queues now locked by ``client_id``."""
-        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq_to_wire(m) for m in mqs]}
+        body = lock_batch_body(group, client_id, mqs)
         cmd = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, self._pack(body))
-        out = unpack_body(check(await self.remoting.invoke(addr, cmd, timeout), addr)) or {}
-        return {mq_from_wire(d) for d in out.get("lockOKMQSet", [])}
+        return read_locked_queues(
+            unpack_body(check(await self.remoting.invoke(addr, cmd, timeout), addr)) or {}
+        )
 
     async def unlock_batch_mq(
         self,
@@ -420,7 +416,7 @@ class MQClientAPI:
         timeout: float = 3.0,
     ) -> None:
         """UNLOCK_BATCH_MQ for ``mqs`` held by ``client_id``."""
-        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq_to_wire(m) for m in mqs]}
+        body = lock_batch_body(group, client_id, mqs)
         cmd = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, self._pack(body), oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(addr, cmd, timeout)

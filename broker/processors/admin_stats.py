@@ -21,6 +21,7 @@ from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig
+from rocketpy.message import MessageQueue
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.admin import GetConsumeStatsRequestHeader, TopicRequestHeader
 from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
@@ -112,7 +113,7 @@ class AdminStatsProcessor:
             result.release()
 
     def _mq(self, topic: str, queue_id: int) -> dict[str, Any]:
-        return {"topic": topic, "brokerName": self.broker_config.broker_name, "queueId": queue_id}
+        return MessageQueue(topic, self.broker_config.broker_name, queue_id).to_dict()
 
     def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUME_STATS: broker offset, committed offset and last consumed time per queue."""

@@ -11,8 +11,15 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.queue_locks import MessageQueueKey, RebalanceLockManager
 from rocketpy.broker.store import MessageStore
+from rocketpy.message import MessageQueue
 from rocketpy.protocol.codes import ResponseCode
-from rocketpy.protocol.headers.client import LOCK_BATCH_BODY, ConsumerGroupRequestHeader
+from rocketpy.protocol.headers.client import (
+    LOCK_BATCH_BODY,
+    ConsumerGroupRequestHeader,
+    consumer_ids_body,
+    locked_queues_body,
+    read_lock_batch,
+)
 from rocketpy.protocol.headers.offset import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -55,7 +62,7 @@ class ConsumerManageProcessor:
                 f"no consumer of group [{group}] is online at this broker; "
                 "start one (it must send heartbeats)",
             )
-        return RemotingCommand.response(request, body=encode({"consumerIdList": ids}, request))
+        return RemotingCommand.response(request, body=encode(consumer_ids_body(ids), request))
 
     def query_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUMER_OFFSET: the group's committed offset, else 0 or QUERY_NOT_FOUND.
@@ -92,15 +99,14 @@ class ConsumerManageProcessor:
 
     def _lock_body(self, request: RemotingCommand) -> tuple[str, str, list[MessageQueueKey]]:
         doc = decode_map(request, "LockBatchRequestBody", LOCK_BATCH_BODY)
-        group, client_id = doc["consumerGroup"], doc["clientId"]
-        mqs = [(mq["topic"], mq["brokerName"], int(mq["queueId"])) for mq in doc.get("mqSet") or ()]
-        return group, client_id, mqs
+        group, client_id, mqs = read_lock_batch(doc)
+        return group, client_id, [(mq.topic, mq.broker_name, mq.queue_id) for mq in mqs]
 
     def lock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """LOCK_BATCH_MQ: lock (or renew) queues for an orderly consumer; answers the locked ones."""
         group, client_id, mqs = self._lock_body(request)
         locked = self.queue_locks.try_lock_batch(group, mqs, client_id)
-        body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in sorted(locked)]}
+        body = locked_queues_body(MessageQueue(t, b, q) for t, b, q in locked)
         return RemotingCommand.response(request, body=encode(body, request))
 
     def unlock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

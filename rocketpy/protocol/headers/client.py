@@ -5,9 +5,11 @@ NOTIFY_CONSUMER_IDS_CHANGED (broker -> client) and the queue locks of orderly co
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rocketpy.heartbeat import SETTING_ORDINALS
+from rocketpy.message import MessageQueue
 from rocketpy.protocol.access import Resource
 from rocketpy.protocol.header import Header, wire
 from rocketpy.protocol.shape import ANY_SCALAR, INT, REQUIRED_INT, REQUIRED_STR, STR, Fields, ListOf, Scalar
@@ -81,3 +83,33 @@ def heartbeat_resources(doc: Any) -> list[Resource]:
             if isinstance(topic, str) and topic:
                 found.append(("topic", topic))
     return found
+
+
+def lock_batch_body(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> dict[str, Any]:
+    """LOCK_BATCH_MQ's (and UNLOCK_BATCH_MQ's) body: RocketMQ's LockBatchRequestBody."""
+    return {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_dict() for mq in mqs]}
+
+
+def read_lock_batch(doc: dict[str, Any]) -> tuple[str, str, list[MessageQueue]]:
+    """``(group, client id, queues)`` of a LockBatchRequestBody (checked against ``LOCK_BATCH_BODY``)."""
+    return doc["consumerGroup"], doc["clientId"], [MessageQueue.from_dict(d) for d in doc.get("mqSet") or ()]
+
+
+def locked_queues_body(mqs: Iterable[MessageQueue]) -> dict[str, Any]:
+    """LOCK_BATCH_MQ's answer: the queues the client holds now (``lockOKMQSet``), sorted."""
+    return {"lockOKMQSet": [mq.to_dict() for mq in sorted(mqs)]}
+
+
+def read_locked_queues(doc: dict[str, Any]) -> set[MessageQueue]:
+    """The queues of a LOCK_BATCH_MQ answer."""
+    return {MessageQueue.from_dict(d) for d in doc.get("lockOKMQSet") or ()}
+
+
+def consumer_ids_body(client_ids: list[str]) -> dict[str, Any]:
+    """GET_CONSUMER_LIST_BY_GROUP's answer: the group's live client ids."""
+    return {"consumerIdList": client_ids}
+
+
+def read_consumer_ids(doc: dict[str, Any]) -> list[str]:
+    """The client ids of a GET_CONSUMER_LIST_BY_GROUP answer."""
+    return [str(c) for c in doc.get("consumerIdList") or ()]
