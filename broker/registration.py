@@ -104,9 +104,10 @@ class BrokerRegistrar:
         part's ``(index, total)`` of a split registration."""
         i = self.identity
         index, total = split if split is not None else (None, None)
-        return RegisterBrokerRequestHeader.pack(
-            i.broker_name, i.broker_addr, i.cluster_name, i.broker_id, i.ha_server_addr, index, total
-        )
+        return RegisterBrokerRequestHeader(
+            cluster_name=i.cluster_name, broker_addr=i.broker_addr, broker_name=i.broker_name,
+            broker_id=i.broker_id, ha_server_addr=i.ha_server_addr, split_index=index, split_total=total,
+        ).to_ext()  # fmt: skip
 
     async def register_all(self) -> list[str]:
         """Register with every NameServer concurrently; returns the addresses that accepted."""

@@ -214,7 +214,7 @@ class Admin:
             addrs = [a for bd in route.broker_datas if (a := bd.master_addr())]
         for addr in addrs:
             await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader.pack(topic))
-        ext = DeleteTopicFromNamesrvRequestHeader.pack(topic, cluster or None)
+        ext = DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster or None).to_ext()
         await self.instance.api.invoke_all_namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext, self.timeout)
 
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
@@ -252,7 +252,7 @@ class Admin:
         else:
             info = await self.cluster_info()
             addrs = [a for bd in info.broker_addr_table.values() if (a := _reader_addr(bd.broker_addrs))]
-        ext = GetConsumeStatsRequestHeader.pack(group, topic or None)
+        ext = GetConsumeStatsRequestHeader(group=group, topic=topic or None).to_ext()
         rows: list[dict[str, Any]] = []
         for addr in sorted(set(addrs)):
             body = unpack_body(await self._invoke(addr, RequestCode.GET_CONSUME_STATS, ext)) or {}
@@ -434,7 +434,9 @@ class Admin:
         """Messages of ``topic`` whose KEYS (or unique id) equal ``key``, from every broker's index."""
         route = await self.topic_route(topic)
         end = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
-        ext = QueryMessageRequestHeader.pack(topic, key, max_num, begin_ms, end)
+        ext = QueryMessageRequestHeader(
+            topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
+        ).to_ext()
         found: list[MessageExt] = []
         for bd in route.broker_datas:
             addr = bd.master_addr()

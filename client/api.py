@@ -222,7 +222,7 @@ class MQClientAPI:
         Raises:
             MQClientError / MQBrokerError: no NameServer stored it.
         """
-        ext = PutKVConfigRequestHeader.pack(namespace, key, value)
+        ext = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).to_ext()
         await self.invoke_all_namesrv(RequestCode.PUT_KV_CONFIG, ext, timeout)
 
     async def delete_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> None:
@@ -232,7 +232,9 @@ class MQClientAPI:
             MQClientError / MQBrokerError: no NameServer deleted it.
         """
         await self.invoke_all_namesrv(
-            RequestCode.DELETE_KV_CONFIG, KVConfigRequestHeader.pack(namespace, key), timeout
+            RequestCode.DELETE_KV_CONFIG,
+            KVConfigRequestHeader(namespace=namespace, key=key).to_ext(),
+            timeout,
         )
 
     async def get_kv_config(self, namespace: str, key: str, timeout: float = 3.0) -> dict[str, str | None]:
@@ -246,7 +248,7 @@ class MQClientAPI:
         """
         out: dict[str, str | None] = {}
         errors: list[str] = []
-        ext = KVConfigRequestHeader.pack(namespace, key)
+        ext = KVConfigRequestHeader(namespace=namespace, key=key).to_ext()
         for addr in self.namesrv_addrs:
             cmd = RemotingCommand.request(RequestCode.GET_KV_CONFIG, ext)
             try:
@@ -337,14 +339,20 @@ class MQClientAPI:
     async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
         """GET_MAX_OFFSET: the queue's next offset to be written."""
         resp = await self._queue_call(
-            RequestCode.GET_MAX_OFFSET, addr, QueueRequestHeader.pack(topic, queue_id), timeout
+            RequestCode.GET_MAX_OFFSET,
+            addr,
+            QueueRequestHeader(topic=topic, queue_id=queue_id).to_ext(),
+            timeout,
         )
         return answer_header(resp, addr, OffsetResponseHeader).offset
 
     async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
         """GET_MIN_OFFSET: the queue's smallest readable offset."""
         resp = await self._queue_call(
-            RequestCode.GET_MIN_OFFSET, addr, QueueRequestHeader.pack(topic, queue_id), timeout
+            RequestCode.GET_MIN_OFFSET,
+            addr,
+            QueueRequestHeader(topic=topic, queue_id=queue_id).to_ext(),
+            timeout,
         )
         return answer_header(resp, addr, OffsetResponseHeader).offset
 
@@ -352,7 +360,7 @@ class MQClientAPI:
         self, addr: str, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0
     ) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp_ms``."""
-        ext = SearchOffsetRequestHeader.pack(topic, queue_id, int(timestamp_ms))
+        ext = SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=int(timestamp_ms)).to_ext()
         resp = await self._queue_call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, ext, timeout)
         return answer_header(resp, addr, OffsetResponseHeader).offset
 
@@ -360,7 +368,7 @@ class MQClientAPI:
         self, addr: str, topic: str, queue_id: int, timeout: float = 3.0
     ) -> int:
         """GET_EARLIEST_MSG_STORETIME (ms)."""
-        ext = QueueRequestHeader.pack(topic, queue_id)
+        ext = QueueRequestHeader(topic=topic, queue_id=queue_id).to_ext()
         resp = await self._queue_call(RequestCode.GET_EARLIEST_MSG_STORETIME, addr, ext, timeout)
         return answer_header(resp, addr, StoreTimeResponseHeader).timestamp
 
@@ -380,7 +388,9 @@ class MQClientAPI:
         timeout: float = 3.0,
     ) -> None:
         """UNREGISTER_CLIENT for one group of one client id."""
-        ext = UnregisterClientRequestHeader.pack(client_id, producer_group or None, consumer_group or None)
+        ext = UnregisterClientRequestHeader(
+            client_id=client_id, producer_group=producer_group or None, consumer_group=consumer_group or None
+        ).to_ext()
         cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext)
         check(await self.remoting.invoke(addr, cmd, timeout), addr)
 

@@ -157,7 +157,9 @@ class NamesrvProcessors:
             # loop for most of a second, over and over. The tables are long-lived and free of
             # cycles (replaced entries go by reference counting), so they leave the GC's view.
             gc.freeze()
-        answer = RegisterBrokerResponseHeader.pack(result.master_addr or None, result.ha_server_addr or None)
+        answer = RegisterBrokerResponseHeader(
+            master_addr=result.master_addr or None, ha_server_addr=result.ha_server_addr or None
+        ).to_ext()
         return RemotingCommand.response(request, ext=answer or None)
 
     async def _register_in_steps(

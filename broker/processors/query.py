@@ -68,9 +68,10 @@ class QueryProcessor:
         result = self.store.query_message(topic, key, max_num, begin, end)
         if not result.buffers:  # maybe waiting for its delivery time (delay level or timer)
             result = find_waiting(self.store, topic, key, max_num, begin, end)
-        out_ext = QueryMessageResponseHeader.pack(
-            result.index_last_update_timestamp, result.index_last_update_phyoffset
-        )
+        out_ext = QueryMessageResponseHeader(
+            index_last_update_timestamp=result.index_last_update_timestamp,
+            index_last_update_phyoffset=result.index_last_update_phyoffset,
+        ).to_ext()
         if not result.buffers:
             return RemotingCommand.response(
                 request,

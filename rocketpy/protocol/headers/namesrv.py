@@ -12,9 +12,9 @@ from rocketpy.protocol.header import Header, wire
 class BrokerIdentityHeader(Header):
     """Who a broker is: UNREGISTER_BROKER, QUERY_DATA_VERSION (and the start of REGISTER_BROKER's)."""
 
-    broker_name: str = wire("brokerName")
-    broker_addr: str = wire("brokerAddr")
     cluster_name: str = wire("clusterName")
+    broker_addr: str = wire("brokerAddr")
+    broker_name: str = wire("brokerName")
     broker_id: int = wire("brokerId")
     ha_server_addr: str = wire("haServerAddr", default="")
 
@@ -23,14 +23,14 @@ class RegisterBrokerRequestHeader(Header):
     """REGISTER_BROKER: a broker's identity, and which part of its topic table the body holds.
 
     Attributes:
-        broker_name, broker_addr, cluster_name, broker_id, ha_server_addr: the broker.
+        cluster_name, broker_addr, broker_name, broker_id, ha_server_addr: the broker.
         split_index, split_total: this request's part of a split table (RocketMQ 5's split
             registration); both None for a whole table (or none: liveness only).
     """
 
-    broker_name: str = wire("brokerName")
-    broker_addr: str = wire("brokerAddr")
     cluster_name: str = wire("clusterName")
+    broker_addr: str = wire("brokerAddr")
+    broker_name: str = wire("brokerName")
     broker_id: int = wire("brokerId")
     ha_server_addr: str = wire("haServerAddr", default="")
     split_index: int | None = wire("splitIndex", default=None)
