@@ -24,6 +24,7 @@ from typing import Any
 
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
+from rocketpy.addresses import parse_namesrv_addrs
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.ha.role import SEND_CODES, Replication
 from rocketpy.broker.metrics import BrokerCollector
@@ -38,7 +39,7 @@ from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.processors.send_back import SendBackProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
-from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
+from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -209,7 +210,7 @@ class BrokerController:
         )
         self.registrar = BrokerRegistrar(
             self.client,
-            parse_namesrv_list(bc.namesrv_addr),
+            parse_namesrv_addrs(bc.namesrv_addr) if bc.namesrv_addr else [],  # none: a broker alone
             identity,
             self.registration_wrapper,
             bc.register_broker_timeout_mills,

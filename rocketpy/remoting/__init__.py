@@ -4,7 +4,7 @@ Public names are re-exported here: ``RemotingCommand``, ``RemotingServer``, ``Re
 ``Channel``, ``RequestCode``, ``ResponseCode``, the frame codec and the ext-field helpers.
 """
 
-from rocketpy.remoting.client import RemotingClient, parse_addr
+from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame, register_header_codec
 from rocketpy.remoting.codes import RequestCode, ResponseCode, code_name, response_name
 from rocketpy.remoting.command import (
@@ -42,7 +42,6 @@ __all__ = [
     "ext_opt_int",
     "ext_opt_str",
     "ext_str",
-    "parse_addr",
     "register_header_codec",
     "response_name",
 ]

@@ -25,18 +25,6 @@ log = logging.getLogger("rocketpy.remoting")
 _CLOSE_WAIT_S = 1.0
 
 
-def parse_addr(addr: str) -> tuple[str, int]:
-    """Split ``"host:port"`` into its parts.
-
-    Raises:
-        MQClientError: ``addr`` is not of the form host:port.
-    """
-    host, sep, port_text = addr.strip().rpartition(":")
-    if sep and host and port_text.isdigit() and 0 < int(port_text) < 65536:
-        return host.strip("[]"), int(port_text)
-    raise MQClientError(f"bad address {addr!r}: expected host:port, e.g. 127.0.0.1:9876")
-
-
 class RemotingClient:
     """Sends requests to servers by address over shared, pipelined connections.
 
@@ -161,6 +149,9 @@ class RemotingClient:
             task.exception()  # retrieved: every waiter already got it
 
     async def _connect(self, addr: str) -> Channel:
+        # imported here: rocketpy.errors imports this package, and rocketpy.addresses imports errors
+        from rocketpy.addresses import parse_addr
+
         host, port = parse_addr(addr)
         loop = asyncio.get_running_loop()
         try:

@@ -33,7 +33,8 @@ import uvloop
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.client.api import MQClientAPI
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import select_by_hash

@@ -8,7 +8,8 @@ import zlib
 import msgpack
 import pytest
 
-from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.client.api import MQClientAPI
 from rocketpy.client.fault import LatencyFaultTolerance, not_available_duration_ms
 from rocketpy.client.instance import ClientSettings, new_client_id
 from rocketpy.client.message_check import (
@@ -400,5 +401,5 @@ def test_namesrv_start_is_random() -> None:
 
 def test_parse_namesrv_addrs() -> None:
     assert parse_namesrv_addrs("a:1; b:2;") == ["a:1", "b:2"]
-    with pytest.raises(MQClientError, match="host:port"):
+    with pytest.raises(MQClientError, match="HOST:PORT"):
         parse_namesrv_addrs("nohost")

@@ -277,7 +277,7 @@ async def test_connect_refused_names_address() -> None:
     client = RemotingClient()
     with pytest.raises(RemotingConnectError, match=f"127.0.0.1:{port}"):
         await client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(NOOP), 2.0)
-    with pytest.raises(MQClientError, match="expected host:port"):
+    with pytest.raises(MQClientError, match="'localhost' is not HOST:PORT"):
         await client.invoke("localhost", RemotingCommand.request(NOOP), 2.0)
     await client.close()
 
