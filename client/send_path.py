@@ -44,6 +44,7 @@ from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import QueueSelector, select_queue, select_with
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import Message, MessageQueue
+from rocketpy.message_props import may_be_timed_or_half
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
@@ -246,7 +247,7 @@ class SendPath:
             return
         p = job.prepared
         props = p.properties
-        if p.needs_compress or p.sys_flag or "DELAY" in props or "TIMER_" in props or "TRAN_MSG" in props:
+        if p.needs_compress or p.sys_flag or may_be_timed_or_half(props):
             return
         size = item_bytes(len(p.body), len(props) if props.isascii() else len(props.encode()))
         if size <= co.batch_max_bytes:

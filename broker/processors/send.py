@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
-from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
+from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
@@ -31,11 +31,16 @@ from rocketpy.broker.topic_config import (
     is_send_forbidden_topic,
     validate_topic_name,
 )
-from rocketpy.broker.transaction.half import is_half_message
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.header.send import SendMessageRequestHeader
-from rocketpy.message import MessageConst
+from rocketpy.message_props import (
+    UNIQ_SEP,
+    get_property,
+    is_half_message,
+    may_be_timed,
+    may_be_timed_or_half,
+)
 from rocketpy.perm import PERM_WRITE, is_writeable
 from rocketpy.record import (
     MAX_PROPERTIES_BYTES,
@@ -53,7 +58,6 @@ from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.send")
 
-_UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 _TOPIC_CHECK_CACHE_MAX = 65_536
 #: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
 MAX_RUN_GROUP = 256
@@ -62,16 +66,6 @@ _TIMED_BATCH = (
     "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
     "as in RocketMQ; send them one by one"
 )
-
-
-def unique_key_of(properties: str) -> str | None:
-    """The UNIQ_KEY value inside a properties string, without decoding the rest."""
-    start = properties.find(_UNIQ_PREFIX)
-    if start < 0 or (start > 0 and properties[start - 1] != "\x02"):
-        return None
-    start += len(_UNIQ_PREFIX)
-    end = properties.find("\x02", start)
-    return properties[start : end if end >= 0 else len(properties)]
 
 
 @twin
@@ -93,11 +87,22 @@ def batch_messages(
     """
     msgs, uniqs, screened = [], [], []
     for i, (body, flag, props) in enumerate(items):
-        if len(body) > max_body or len(props) > short_props or may_be_timed(props) or is_half_message(props):
+        if len(body) > max_body or len(props) > short_props or may_be_timed_or_half(props):
             screened.append(i)
         msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
-        uniqs.append(unique_key_of(props) or "")
+        uniqs.append(_batch_unique_key(props))
     return msgs, ",".join(uniqs), screened
+
+
+def _batch_unique_key(props: str) -> str:
+    """A batch item's UNIQ_KEY for the answer's msgId, by the compiled ``batch_messages``' rule: the
+    first ``UNIQ_KEY\\x01`` in the string only, "" when that one does not start a pair (where
+    ``get_property`` would look further). The two twins must answer alike until the compiled one
+    walks pairs as ``get_property`` does."""
+    i = props.find(UNIQ_SEP)
+    if i < 0 or (i > 0 and props[i - 1] != "\x02"):
+        return ""
+    return get_property(props, UNIQ_SEP) or ""
 
 
 def born_host_of(peer: tuple[str, int] | None) -> tuple[str, int] | None:
@@ -264,7 +269,7 @@ class SendMessageProcessor:
             for i, result in zip(members, _per_record(put, len(members)), strict=True):
                 request, msg, queue_id, props = out[i]
                 out[i] = self._response(
-                    request, result, queue_id, unique_key_of(props), 1, len(request.body), msg.topic
+                    request, result, queue_id, get_property(props, UNIQ_SEP), 1, len(request.body), msg.topic
                 )
             return
         # the SYNC_FLUSH wait (or next file) of the whole group, awaited by each member's task
@@ -293,7 +298,7 @@ class SendMessageProcessor:
         """The answer of the ``n``-th request of a group whose put suspended."""
         result = (await asyncio.shield(shared))[n]
         return self._response(
-            request, result, queue_id, unique_key_of(properties), 1, len(request.body), msg.topic
+            request, result, queue_id, get_property(properties, UNIQ_SEP), 1, len(request.body), msg.topic
         )
 
     def _busy(self, request: RemotingCommand) -> RemotingCommand | None:
@@ -461,7 +466,7 @@ class SendMessageProcessor:
         else:
             put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult) and self.replica_wait is None:
-            uniq = unique_key_of(h.properties)
+            uniq = get_property(h.properties, UNIQ_SEP)
             return self._response(request, put, queue_id, uniq, 1, len(request.body), h.topic)
         return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok, h.topic)
 
@@ -482,7 +487,7 @@ class SendMessageProcessor:
                 await self.replica_wait(result, wait)
         finally:
             self.send_queue.leave(ticket)
-        uniq = unique_key_of(properties)
+        uniq = get_property(properties, UNIQ_SEP)
         return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
 
     async def _send_batch(

@@ -29,11 +29,6 @@ log = logging.getLogger("rocketpy.broker.schedule")
 MAX_CLAMP_LOGGED = 4096
 
 
-def may_be_timed(properties: str) -> bool:
-    """Cheap screen for the send path: False means the message certainly has no delivery time."""
-    return "DELAY" in properties or "TIMER_" in properties
-
-
 def asks_later_delivery(properties: str) -> bool:
     """True when a message's properties ask for a later delivery (a delay level > 0 or a timer time)."""
     props = string_to_properties(properties)

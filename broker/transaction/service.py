@@ -24,7 +24,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
-from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
+from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.check import TransactionCheckService
@@ -34,6 +34,7 @@ from rocketpy.broker.transaction.progress import TransactionProgress
 from rocketpy.broker.transaction.window import RECENT_REPLAY, HalfWindow, Outcome
 from rocketpy.config import BrokerConfig
 from rocketpy.header.transaction import EndTransactionRequestHeader, TransactionDecision
+from rocketpy.message_props import may_be_timed
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.topic import TRANS_HALF_TOPIC
 
