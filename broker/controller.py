@@ -34,6 +34,7 @@ from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
+from rocketpy.broker.processors.guard import Guard
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
@@ -110,15 +111,10 @@ class BrokerController:
         )
         # built here, not in processor_table: the controller wires its held pulls to the store's
         # dispatch, to connection closes and to shutdown
+        # the checks in front of pulls, sends and send-backs (broker/processors/guard.py)
+        self.guard = Guard(bc, self.topic_config, self.subscription_groups)
         self.pull_processor = PullMessageProcessor(
-            bc,
-            store_config,
-            self.topic_config,
-            self.subscription_groups,
-            self.consumer_manager,
-            self.offsets,
-            self.store,
-            self.stats,
+            self.guard, store_config, self.consumer_manager, self.offsets, self.store, self.stats
         )
         self.long_polling = self.pull_processor.holds
         # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
@@ -241,11 +237,11 @@ class BrokerController:
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
         send = SendMessageProcessor(
-            bc, sc, topics, store, self.delivery, self.stats, self.transactions, self.send_queue
+            self.guard, sc, store, self.delivery, self.stats, self.transactions, self.send_queue
         )
         self.send_processor = send  # also takes the sends of one read together (start)
         end_transaction = EndTransactionProcessor(self.transactions)
-        send_back = SendBackProcessor(bc, sc, topics, groups, store, self.delivery, self.stats)
+        send_back = SendBackProcessor(send)
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)

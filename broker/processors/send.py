@@ -21,18 +21,18 @@ from typing import Any, NamedTuple
 
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
+from rocketpy.broker.processors.guard import SEND, Guard
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
 from rocketpy.broker.topic_config import (
-    TopicConfigManager,
     TopicLimitError,
     is_send_forbidden_topic,
     validate_topic_name,
 )
 from rocketpy.broker.transaction.service import TransactionService
-from rocketpy.config import BrokerConfig, StoreConfig
+from rocketpy.config import StoreConfig
 from rocketpy.header.send import SendMessageRequestHeader
 from rocketpy.message_props import (
     UNIQ_SEP,
@@ -41,7 +41,7 @@ from rocketpy.message_props import (
     may_be_timed,
     may_be_timed_or_half,
 )
-from rocketpy.perm import PERM_WRITE, is_writeable
+from rocketpy.perm import PERM_WRITE
 from rocketpy.record import (
     MAX_PROPERTIES_BYTES,
     TRANSACTION_PREPARED_TYPE,
@@ -129,9 +129,9 @@ class SendMessageProcessor:
     """Handles the send codes for one broker.
 
     Args:
-        broker_config: the broker's permission, names and topic auto-creation settings (live).
+        guard: the broker's checks (permission, topic) over its config and topic table (lookups,
+            auto-creation on send).
         store_config: the message size limit and sync-flush timeout.
-        topic_config: the topic table (lookups, auto-creation on send).
         store: where messages are put.
         stats: counts stored messages and bytes.
         transactions: stores TRAN_MSG sends as half messages.
@@ -140,18 +140,18 @@ class SendMessageProcessor:
 
     def __init__(
         self,
-        broker_config: BrokerConfig,
+        guard: Guard,
         store_config: StoreConfig,
-        topic_config: TopicConfigManager,
         store: MessageStore,
         delivery: DeliveryTimeService,
         stats: BrokerStats,
         transactions: TransactionService | None = None,
         send_queue: SendQueue | None = None,
     ) -> None:
-        self.broker_config = broker_config
+        self.guard = guard
+        self.broker_config = broker_config = guard.broker_config
         self.store_config = store_config
-        self.topic_config = topic_config
+        self.topic_config = guard.topic_config
         self.store = store
         self.delivery = delivery
         self.stats = stats
@@ -348,7 +348,8 @@ class SendMessageProcessor:
         """The topic's config when the send may go ahead, else the error response.
 
         The common case (writable broker, known valid topic, writable, queue in range) is decided
-        with a few lookups; anything else goes through ``_check_slow``, which also auto-creates.
+        with a few lookups; anything else goes through ``_check_slow``: the guard's steps in order
+        (``guard.py``, whose remarks the answer carries), with auto-creation.
         """
         if (
             self.broker_config.broker_permission & PERM_WRITE
@@ -366,44 +367,27 @@ class SendMessageProcessor:
     def _check_slow(
         self, request: RemotingCommand, h: SendMessageRequestHeader
     ) -> TopicConfig | RemotingCommand:
-        bc = self.broker_config
-        name = bc.broker_name
-        if not is_writeable(bc.broker_permission):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{name}] does not accept messages now: its write permission is wiped "
-                "(brokerPermission); send to another broker or restore it with mqadmin updateBrokerConfig",
-            )
+        refused = self.guard.broker(SEND)
+        if refused is not None:
+            return self._error(request, *refused)
         problem = self._topic_problem(h.topic)
         if problem is not None:
             return self._error(request, *problem)
         try:
-            tc = self._topic_config(h)
+            found = self._topic_config(h)
         except TopicLimitError as e:
             return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
-        if tc is None:
-            return self._error(
-                request,
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{h.topic}] does not exist on broker {name} and autoCreateTopicEnable is false; "
-                f"create it with: mqadmin updateTopic -t {h.topic} -c {bc.broker_cluster_name}",
-            )
-        if not is_writeable(tc.perm):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"topic[{h.topic}] on broker {name} is not writable (perm={tc.perm}); "
-                "restore its write permission with mqadmin updateTopic -p 6",
-            )
+        tc = self.guard.topic(SEND, h.topic, found)
+        if isinstance(tc, tuple):
+            return self._error(request, *tc)
         limit = max(tc.write_queue_nums, tc.read_queue_nums)
         if h.queue_id >= limit:
             return self._error(
                 request,
                 ResponseCode.INVALID_PARAMETER,
-                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker {name}: "
-                f"it has {tc.write_queue_nums} write queues (ids 0..{tc.write_queue_nums - 1}); "
-                "refresh the route",
+                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker "
+                f"{self.broker_config.broker_name}: it has {tc.write_queue_nums} write queues "
+                f"(ids 0..{tc.write_queue_nums - 1}); refresh the route",
             )
         return tc
 
