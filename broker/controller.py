@@ -118,7 +118,7 @@ class BrokerController:
         )
         self.long_polling = self.pull_processor.holds
         # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
-        self.send_queue = SendQueue(bc, store_config, lambda: self.store.commitlog.flush_started)
+        self.send_queue = SendQueue(bc, store_config, self.store.flush_started)
         self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)

@@ -10,7 +10,7 @@ from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.queue_locks import MessageQueueKey, RebalanceLockManager
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.header.offset import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
@@ -42,7 +42,7 @@ class ConsumerManageProcessor:
         consumer_manager: ConsumerManager,
         offsets: ConsumerOffsetManager,
         queue_locks: RebalanceLockManager,
-        store: MessageStore,
+        store: Store,
     ) -> None:
         self.consumer_manager = consumer_manager
         self.offsets = offsets

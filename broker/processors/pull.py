@@ -18,7 +18,7 @@ from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.guard import Guard
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import GetMessageResult, GetMessageStatus, MessageStore
+from rocketpy.broker.store import GetMessageResult, GetMessageStatus, Store
 from rocketpy.broker.subscription import MessageFilter, message_filter_of
 from rocketpy.config import StoreConfig
 from rocketpy.header.pull import PullMessageRequestHeader
@@ -76,7 +76,7 @@ class PullMessageProcessor:
         store_config: StoreConfig,
         consumer_manager: ConsumerManager,
         offsets: ConsumerOffsetManager,
-        store: MessageStore,
+        store: Store,
         stats: BrokerStats,
     ) -> None:
         self.guard = guard

@@ -7,7 +7,7 @@ Owns the header checks of those codes; every answer comes from one store call.
 from __future__ import annotations
 
 from rocketpy.broker.schedule.query import find_waiting
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
@@ -24,7 +24,7 @@ class QueryProcessor:
         store: the message store every answer comes from.
     """
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def _queue(self, request: RemotingCommand) -> tuple[str, int]:

@@ -25,7 +25,7 @@ from rocketpy.broker.processors.guard import SEND, Guard
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus, Store
 from rocketpy.broker.topic_config import (
     TopicLimitError,
     is_send_forbidden_topic,
@@ -142,7 +142,7 @@ class SendMessageProcessor:
         self,
         guard: Guard,
         store_config: StoreConfig,
-        store: MessageStore,
+        store: Store,
         delivery: DeliveryTimeService,
         stats: BrokerStats,
         transactions: TransactionService | None = None,
@@ -158,9 +158,7 @@ class SendMessageProcessor:
         self.transactions = transactions  # None: TRAN_MSG sends are stored as plain messages
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
         # puts waiting for the disk and the SYSTEM_BUSY rules (one per broker)
-        self.send_queue = send_queue or SendQueue(
-            broker_config, store_config, lambda: store.commitlog.flush_started
-        )
+        self.send_queue = send_queue or SendQueue(broker_config, store_config, store.flush_started)
         #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
         self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
 

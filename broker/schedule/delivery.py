@@ -17,7 +17,7 @@ import os
 from rocketpy.broker.schedule.offsets import DelayOffsetTable
 from rocketpy.broker.schedule.records import to_waiting_topic
 from rocketpy.broker.schedule.service import ScheduleMessageService
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus, Store
 from rocketpy.broker.timer.service import TimerMessageService
 from rocketpy.broker.topic_config import SCHEDULE_TOPIC
 from rocketpy.config import StoreConfig, parse_delay_levels
@@ -47,7 +47,7 @@ class DeliveryTimeService:
         config_dir: the broker's ``config`` directory (``delayOffset.json``).
     """
 
-    def __init__(self, store: MessageStore, config: StoreConfig, config_dir: str) -> None:
+    def __init__(self, store: Store, config: StoreConfig, config_dir: str) -> None:
         self.store = store
         self.config = config
         self.levels_ms = parse_delay_levels(config.message_delay_level)

@@ -7,7 +7,7 @@ keeps the records whose ``REAL_TOPIC`` is the topic asked for.
 
 from __future__ import annotations
 
-from rocketpy.broker.store import MessageStore, QueryMessageResult
+from rocketpy.broker.store import QueryMessageResult, Store
 from rocketpy.broker.timer.service import TIMER_TOPIC
 from rocketpy.broker.topic_config import SCHEDULE_TOPIC
 from rocketpy.message_props import REAL_TOPIC_SEP, get_property
@@ -15,7 +15,7 @@ from rocketpy.record import HEAD_SIZE, POS_BODY_LEN, U32
 
 
 def find_waiting(
-    store: MessageStore, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    store: Store, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
 ) -> QueryMessageResult:
     """Records waiting in the schedule or timer topic for delivery to ``topic`` with ``key``."""
     out = QueryMessageResult()

@@ -25,7 +25,7 @@ from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, Store
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.check import TransactionCheckService
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID, HalfRecord, to_half
@@ -72,7 +72,7 @@ class TransactionService:
     def __init__(
         self,
         broker_config: BrokerConfig,
-        store: MessageStore,
+        store: Store,
         delivery: DeliveryTimeService,
         topic_config: TopicConfigManager,
         consumer_manager: ConsumerManager,
