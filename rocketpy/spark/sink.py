@@ -400,12 +400,11 @@ def _rows(messages: list[Any]) -> int:
     return sum(m.rows for m in messages if isinstance(m, SentPartition))
 
 
-class PlainDelivery:
-    """At-least-once delivery: plain sends in the tasks; commit and abort only report.
+class Delivery:
+    """What a task does with its rows and what the driver does at commit and abort.
 
-    In a stream, a micro-batch is recorded in the ledger at its commit, so a replay of it after a
-    restart sends nothing; a driver that dies before that record leaves its rows visible and the
-    replay sends them again (at-least-once).
+    ``send_partition`` is the task side of every delivery: a task of a micro-batch decided before
+    sends nothing (``_replay_partition``), any other sends its rows as the subclass does (``_send``).
     """
 
     def send_partition(
@@ -416,10 +415,47 @@ class PlainDelivery:
         rows: Iterator[Any],
         stream: StreamBatch | None,
     ) -> SentPartition:
-        """Send one task's rows (in a Spark worker)."""
+        """Send one task's rows (in a Spark worker), unless its micro-batch is a replay."""
         replay = _replay_partition(opts, job_id, stream)
         if replay is not None:
             return replay
+        return self._send(opts, layout, job_id, rows, stream)
+
+    def _send(
+        self,
+        opts: WriteOptions,
+        layout: WriteLayout,
+        job_id: str,
+        rows: Iterator[Any],
+        stream: StreamBatch | None,
+    ) -> SentPartition:
+        raise NotImplementedError
+
+    def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
+        """Every task succeeded."""
+        raise NotImplementedError
+
+    def abort(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
+        """The job failed."""
+        raise NotImplementedError
+
+
+class PlainDelivery(Delivery):
+    """At-least-once delivery: plain sends in the tasks; commit and abort only report.
+
+    In a stream, a micro-batch is recorded in the ledger at its commit, so a replay of it after a
+    restart sends nothing; a driver that dies before that record leaves its rows visible and the
+    replay sends them again (at-least-once).
+    """
+
+    def _send(
+        self,
+        opts: WriteOptions,
+        layout: WriteLayout,
+        job_id: str,
+        rows: Iterator[Any],
+        stream: StreamBatch | None,
+    ) -> SentPartition:
         sent = _run(lambda: _send_rows(opts, layout, rows))
         return SentPartition(job_id, *_task_ids(), sent, stream)
 
@@ -441,14 +477,14 @@ class PlainDelivery:
         )
 
 
-class TransactionalDelivery:
+class TransactionalDelivery(Delivery):
     """All-or-nothing per job: half messages in the tasks, committed or rolled back by the driver.
 
     In a stream, exactly once: a replayed micro-batch's tasks send nothing, or (when they ran
     before the original's commit was recorded) its driver rolls back what they sent.
     """
 
-    def send_partition(
+    def _send(
         self,
         opts: WriteOptions,
         layout: WriteLayout,
@@ -456,10 +492,7 @@ class TransactionalDelivery:
         rows: Iterator[Any],
         stream: StreamBatch | None,
     ) -> SentPartition:
-        """Send one task's rows as half messages (in a Spark worker)."""
-        replay = _replay_partition(opts, job_id, stream)
-        if replay is not None:
-            return replay
+        """The rows as half messages."""
         key = stream.key if stream is not None else job_id
         sent, halves = _run(lambda: _send_halves(opts, layout, rows, key))
         return SentPartition(job_id, *_task_ids(), sent, stream, halves)
@@ -519,7 +552,7 @@ class TransactionalDelivery:
         return rows, int(_run(go))
 
 
-def delivery_for(opts: WriteOptions) -> PlainDelivery | TransactionalDelivery:
+def delivery_for(opts: WriteOptions) -> Delivery:
     return TransactionalDelivery() if opts.transactional else PlainDelivery()
 
 
