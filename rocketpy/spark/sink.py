@@ -401,11 +401,8 @@ def _rows(messages: list[Any]) -> int:
 
 
 class Delivery:
-    """What a task does with its rows and what the driver does at commit and abort.
-
-    ``send_partition`` is the task side of every delivery: a task of a micro-batch decided before
-    sends nothing (``_replay_partition``), any other sends its rows as the subclass does (``_send``).
-    """
+    """The task side of a delivery: a task of a micro-batch decided before sends nothing
+    (``_replay_partition``); any other sends its rows as the subclass does (``_send``)."""
 
     def send_partition(
         self,
@@ -419,24 +416,14 @@ class Delivery:
         replay = _replay_partition(opts, job_id, stream)
         if replay is not None:
             return replay
-        return self._send(opts, layout, job_id, rows, stream)
+        key = stream.key if stream is not None else job_id
+        sent, halves = _run(lambda: self._send(opts, layout, rows, key))
+        return SentPartition(job_id, *_task_ids(), sent, stream, halves)
 
-    def _send(
-        self,
-        opts: WriteOptions,
-        layout: WriteLayout,
-        job_id: str,
-        rows: Iterator[Any],
-        stream: StreamBatch | None,
-    ) -> SentPartition:
-        raise NotImplementedError
-
-    def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
-        """Every task succeeded."""
-        raise NotImplementedError
-
-    def abort(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
-        """The job failed."""
+    async def _send(
+        self, opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], key: str
+    ) -> tuple[int, Halves]:
+        """Send the rows of the write ``key``; returns how many, and the half messages to decide."""
         raise NotImplementedError
 
 
@@ -448,16 +435,10 @@ class PlainDelivery(Delivery):
     replay sends them again (at-least-once).
     """
 
-    def _send(
-        self,
-        opts: WriteOptions,
-        layout: WriteLayout,
-        job_id: str,
-        rows: Iterator[Any],
-        stream: StreamBatch | None,
-    ) -> SentPartition:
-        sent = _run(lambda: _send_rows(opts, layout, rows))
-        return SentPartition(job_id, *_task_ids(), sent, stream)
+    async def _send(
+        self, opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], key: str
+    ) -> tuple[int, Halves]:
+        return await _send_rows(opts, layout, rows), {}  # plain messages: nothing left to decide
 
     def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Every task succeeded: the rows are already visible."""
@@ -484,18 +465,10 @@ class TransactionalDelivery(Delivery):
     before the original's commit was recorded) its driver rolls back what they sent.
     """
 
-    def _send(
-        self,
-        opts: WriteOptions,
-        layout: WriteLayout,
-        job_id: str,
-        rows: Iterator[Any],
-        stream: StreamBatch | None,
-    ) -> SentPartition:
-        """The rows as half messages."""
-        key = stream.key if stream is not None else job_id
-        sent, halves = _run(lambda: _send_halves(opts, layout, rows, key))
-        return SentPartition(job_id, *_task_ids(), sent, stream, halves)
+    async def _send(
+        self, opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], key: str
+    ) -> tuple[int, Halves]:
+        return await _send_halves(opts, layout, rows, key)
 
     def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Commit every task's half messages (roll them back when the micro-batch is a replay).
@@ -552,7 +525,7 @@ class TransactionalDelivery(Delivery):
         return rows, int(_run(go))
 
 
-def delivery_for(opts: WriteOptions) -> Delivery:
+def delivery_for(opts: WriteOptions) -> PlainDelivery | TransactionalDelivery:
     return TransactionalDelivery() if opts.transactional else PlainDelivery()
 
 
