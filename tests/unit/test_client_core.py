@@ -22,7 +22,7 @@ from rocketpy.client.message_check import (
     wire_properties,
 )
 from rocketpy.client.route import TopicPublishInfo, publish_queues, subscribe_queues
-from rocketpy.client.selector import RoundRobinIndex, select_by_hash, select_queue
+from rocketpy.client.selector import RoundRobinIndex, UserChoice, select_by_hash, select_queue, user_choice
 from rocketpy.errors import MQClientError, RemotingConnectError
 from rocketpy.message import Message, MessageConst, MessageQueue, string_to_properties
 from rocketpy.record import COMPRESSED_FLAG, decode_batch
@@ -139,6 +139,23 @@ def test_select_by_hash_is_stable() -> None:
     m = Message("T", b"x")
     assert select_by_hash(qs, m, 42) == qs[42 % 4]
     assert select_by_hash(qs, m, "order-7") == select_by_hash(qs, m, "order-7")
+
+
+def test_a_user_choice_calls_the_selector_with_its_message_and_arg() -> None:
+    qs = _queues({"a": 4})
+    m = Message("T", b"x")
+    assert user_choice(None, m, 1) is None  # no selector: round robin
+    seen: list[tuple[Message, object]] = []
+
+    def pick_last(queues: list[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+        seen.append((msg, arg))
+        return queues[-1]
+
+    choice = user_choice(pick_last, m, "k")
+    assert choice == UserChoice(pick_last, m, "k") and choice.select(qs) == qs[-1]
+    assert seen == [(m, "k")]
+    with pytest.raises(MQClientError, match="not one of the 4 queues"):
+        UserChoice(lambda queues, msg, arg: "q0", m, None).select(qs)  # type: ignore[arg-type, return-value]
 
 
 # ---- routes -------------------------------------------------------------------------------------------
