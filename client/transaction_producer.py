@@ -129,7 +129,7 @@ class TransactionProducer(Producer):
             msg_id=result.msg_id,
             transaction_id=result.msg_id,
         )
-        return TransactionSendResult.of(result, state)
+        return TransactionSendResult(result, state)
 
     async def send_half(
         self,

@@ -420,3 +420,17 @@ def test_parse_namesrv_addrs() -> None:
     assert parse_namesrv_addrs("a:1; b:2;") == ["a:1", "b:2"]
     with pytest.raises(MQClientError, match="HOST:PORT"):
         parse_namesrv_addrs("nohost")
+
+
+def test_a_transaction_send_result_is_its_send_result_plus_the_state() -> None:
+    from rocketpy.client.results import SendResult, SendStatus
+    from rocketpy.client.transaction import LocalTransactionState, TransactionSendResult
+
+    sent = SendResult(SendStatus.SEND_OK, "U1", "0A" * 16, MessageQueue("T", "b", 2), 7)
+    result = TransactionSendResult(sent, LocalTransactionState.COMMIT_MESSAGE)
+    fields = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset")
+    assert [getattr(result, f) for f in fields] == [getattr(sent, f) for f in fields]
+    assert result.transaction_id == "U1"
+    assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    text = repr(result)
+    assert text.startswith("TransactionSendResult(status=SEND_OK") and "COMMIT_MESSAGE" in text
