@@ -24,6 +24,7 @@ from typing import Any
 
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
+from rocketpy.addresses import parse_namesrv_addrs
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.ha.role import SEND_CODES, Replication
 from rocketpy.broker.metrics import BrokerCollector
@@ -33,12 +34,13 @@ from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
+from rocketpy.broker.processors.guard import Guard
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.processors.send_back import SendBackProcessor
 from rocketpy.broker.queue_locks import RebalanceLockManager
-from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar, parse_namesrv_list
+from rocketpy.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -111,19 +113,14 @@ class BrokerController:
         )
         # built here, not in processor_table: the controller wires its held pulls to the store's
         # dispatch, to connection closes and to shutdown
+        # the checks in front of pulls, sends and send-backs (broker/processors/guard.py)
+        self.guard = Guard(bc, self.topic_config, self.subscription_groups)
         self.pull_processor = PullMessageProcessor(
-            bc,
-            store_config,
-            self.topic_config,
-            self.subscription_groups,
-            self.consumer_manager,
-            self.offsets,
-            self.store,
-            self.stats,
+            self.guard, store_config, self.consumer_manager, self.offsets, self.store, self.stats
         )
         self.long_polling = self.pull_processor.holds
         # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
-        self.send_queue = SendQueue(bc, store_config, lambda: self.store.commitlog.flush_started)
+        self.send_queue = SendQueue(bc, store_config, self.store.flush_started)
         self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
@@ -212,7 +209,7 @@ class BrokerController:
         )
         self.registrar = BrokerRegistrar(
             self.client,
-            parse_namesrv_list(bc.namesrv_addr),
+            parse_namesrv_addrs(bc.namesrv_addr) if bc.namesrv_addr else [],  # none: a broker alone
             identity,
             self.registration_wrapper,
             bc.register_broker_timeout_mills,
@@ -243,11 +240,11 @@ class BrokerController:
         bc, sc, store, topics = self.broker_config, self.store_config, self.store, self.topic_config
         groups, consumers, offsets = self.subscription_groups, self.consumer_manager, self.offsets
         send = SendMessageProcessor(
-            bc, sc, topics, store, self.delivery, self.stats, self.transactions, self.send_queue
+            self.guard, sc, store, self.delivery, self.stats, self.transactions, self.send_queue
         )
         self.send_processor = send  # also takes the sends of one read together (start)
         end_transaction = EndTransactionProcessor(self.transactions)
-        send_back = SendBackProcessor(bc, sc, topics, groups, store, self.delivery, self.stats)
+        send_back = SendBackProcessor(send)
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)

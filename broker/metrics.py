@@ -21,7 +21,7 @@ from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
 from rocketpy.broker.processors.admin_stats import VERSION_DESC
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.latency import LatencyHistogram
@@ -42,7 +42,7 @@ class BrokerCollector(Collector):
         store_config: StoreConfig,
         server: RemotingServer,
         stats: BrokerStats,
-        store: MessageStore,
+        store: Store,
         topic_config: TopicConfigManager,
         offsets: ConsumerOffsetManager,
         holds: PullRequestHoldService,
@@ -158,13 +158,12 @@ class BrokerCollector(Collector):
         yield gauge("topics", "Topics in the broker's topic table.", len(self.topic_config.table))
 
     def _store(self) -> Iterator[Metric]:
-        cl = self.store.commitlog
-        yield gauge("commitlog_max_offset", "Commitlog offset past the last stored message.", cl.max_offset)
+        store = self.store
+        top = store.max_physical_offset
+        yield gauge("commitlog_max_offset", "Commitlog offset past the last stored message.", top)
         yield gauge("commitlog_bytes", "Commitlog bytes still stored (max minus min offset).",
-                    cl.max_offset - cl.min_offset)  # fmt: skip
-        cleanup = self.store.cleanup
-        yield gauge("disk_used_ratio", "Used fraction of the commitlog's disk (0..1).",
-                    cleanup.disk_ratio if cleanup is not None else 0.0)  # fmt: skip
+                    top - store.min_physical_offset)  # fmt: skip
+        yield gauge("disk_used_ratio", "Used fraction of the commitlog's disk (0..1).", store.disk_ratio)
 
     def _replication(self) -> Iterator[Metric]:
         rep = self.replication

@@ -44,13 +44,6 @@ class BrokerIdentity:
     ha_server_addr: str = ""
 
 
-def parse_namesrv_list(addr: str | None) -> list[str]:
-    """Split a ``namesrvAddr`` value (``host:port;host:port``) into addresses."""
-    if not addr:
-        return []
-    return [a.strip() for a in addr.replace(",", ";").split(";") if a.strip()]
-
-
 class BrokerRegistrar:
     """Registers a broker with a set of NameServers.
 

@@ -73,21 +73,6 @@ H = TypeVar("H", bound=Header)
 __all__ = ["MQClientAPI", "PullResult", "PullStatus", "SendResult", "SendStatus"]
 
 
-def parse_namesrv_addrs(namesrv_addr: str | None) -> list[str]:
-    """Split ``"a:1;b:2"`` into addresses; raise MQClientError when empty or malformed."""
-    addrs = [a.strip() for a in (namesrv_addr or "").replace(",", ";").split(";") if a.strip()]
-    if not addrs:
-        raise MQClientError(
-            "no NameServer address given: pass namesrv_addr='host:9876' (several separated by ';')"
-            " or set NAMESRV_ADDR"
-        )
-    for a in addrs:
-        host, _, port = a.rpartition(":")
-        if not host or not port.isdigit():
-            raise MQClientError(f"bad NameServer address {a!r}: expected host:port, e.g. 127.0.0.1:9876")
-    return addrs
-
-
 def check(resp: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
     """Return ``resp`` if its code is SUCCESS (or one of ``ok``), else raise its MQBrokerError."""
     if resp.code == _SUCCESS or resp.code in ok:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketpy.acl.signing import RequestSigner
-from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.client.api import MQClientAPI
 from rocketpy.client.heartbeat import ConsumerLike, heartbeat_datas, send_heartbeats
 from rocketpy.client.pull_node import PullNodeTable
 from rocketpy.client.results import PullResult

@@ -35,7 +35,7 @@ from rocketpy.client.message_check import (
     split_batch,
 )
 from rocketpy.client.results import SendResult, SendStatus
-from rocketpy.client.selector import QueueSelector
+from rocketpy.client.selector import QueueSelector, user_choice
 from rocketpy.client.send_path import BatchJob, MessageJob, SendPath
 from rocketpy.errors import MQClientError
 from rocketpy.message import Message, MessageQueue
@@ -209,7 +209,7 @@ class Producer:
         """
         prepared = self._prepare(msg)
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
-        job = MessageJob(prepared, self.retry_times, deadline, msg, selector, arg)
+        job = MessageJob(prepared, self.retry_times, deadline, user_choice(selector, msg, arg))
         self._path.coalesce(job)
         result: SendResult = await self._path.run(job)
         return result
@@ -231,14 +231,14 @@ class Producer:
         Raises:
             MQClientError: bad message, producer not started, or ``max_async_pending`` sends unfinished.
         """
-        job = MessageJob(self._prepare(msg), self.retry_times, 0.0, msg, selector, arg)
+        job = MessageJob(self._prepare(msg), self.retry_times, 0.0, user_choice(selector, msg, arg))
         self._path.coalesce(job)
         start = functools.partial(self._path.start, job)  # the deadline is set when it is launched
         return self._async.submit(start, timeout or self.send_timeout, callback)
 
     async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
         """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
-        job = MessageJob(self._prepare(msg), 0, 0.0, msg, selector, arg)
+        job = MessageJob(self._prepare(msg), 0, 0.0, user_choice(selector, msg, arg))
         await self._path.oneway(job, self.send_timeout)
 
     async def send_batch(
@@ -291,9 +291,7 @@ class Producer:
                 self.retry_times,
                 deadline,
                 sys_flag,
-                msgs[0],
-                selector,
-                arg,
+                user_choice(selector, msgs[0], arg),
             )
             results.extend(await self._path.run(job))
         return results

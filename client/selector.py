@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.errors import MQClientError
@@ -89,6 +89,23 @@ def select_with(selector: QueueSelector, queues: list[MessageQueue], msg: Messag
             " return an element of the list"
         )
     return mq
+
+
+class UserChoice(NamedTuple):
+    """A send's own queue choice: the user's selector and the message and argument it is called with."""
+
+    selector: QueueSelector
+    msg: Message
+    arg: Any
+
+    def select(self, queues: list[MessageQueue]) -> MessageQueue:
+        """The queue the selector picks among ``queues`` (checked by ``select_with``)."""
+        return select_with(self.selector, queues, self.msg, self.arg)
+
+
+def user_choice(selector: QueueSelector | None, msg: Message, arg: Any) -> UserChoice | None:
+    """The send's own choice when the user gave a selector; None: round robin with failover."""
+    return None if selector is None else UserChoice(selector, msg, arg)
 
 
 def select_by_hash(queues: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:

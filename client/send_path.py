@@ -41,9 +41,10 @@ from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.message_check import PreparedMessage, batch_ext, item_bytes
 from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
 from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
-from rocketpy.client.selector import QueueSelector, select_queue, select_with
+from rocketpy.client.selector import UserChoice, select_queue
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
-from rocketpy.message import Message, MessageQueue
+from rocketpy.message import MessageQueue
+from rocketpy.message_props import may_be_timed_or_half
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 
@@ -69,6 +70,7 @@ class SendJob(DirectSend):
         topic: the topic sent to.
         attempts: most attempts: 1 for selector sends (they stay on the queue chosen), else
             1 + ``retry_times``.
+        choice: the user's queue choice (selector, message, argument), or None: round robin.
         deadline: loop time after which no attempt starts (set by ``SendPath.start`` for async sends).
         tried: attempts made so far.
         last_broker / last_error: the broker and error of the last failed attempt.
@@ -77,18 +79,16 @@ class SendJob(DirectSend):
 
     __slots__ = (
         "addr",
-        "arg",
         "attempts",
+        "choice",
         "deadline",
         "item_size",
         "last_broker",
         "last_error",
         "last_result",
         "mq",
-        "msg",
         "needs_compress",
         "path",
-        "selector",
         "started",
         "topic",
         "tried",
@@ -99,17 +99,11 @@ class SendJob(DirectSend):
     started: float
 
     def __init__(
-        self,
-        topic: str,
-        retry_times: int,
-        deadline: float,
-        msg: Message | None = None,
-        selector: QueueSelector | None = None,
-        arg: Any = None,
+        self, topic: str, retry_times: int, deadline: float, choice: UserChoice | None = None
     ) -> None:
         self.topic, self.deadline = topic, deadline
-        self.attempts = 1 if selector is not None else 1 + retry_times
-        self.msg, self.selector, self.arg = msg, selector, arg
+        self.attempts = 1 if choice is not None else 1 + retry_times
+        self.choice = choice
         self.tried = 0
         self.last_broker: str | None = None
         self.last_error: RocketpyError | None = None
@@ -142,15 +136,9 @@ class MessageJob(SendJob):
     __slots__ = ("prepared",)
 
     def __init__(
-        self,
-        prepared: PreparedMessage,
-        retry_times: int,
-        deadline: float,
-        msg: Message | None = None,
-        selector: QueueSelector | None = None,
-        arg: Any = None,
+        self, prepared: PreparedMessage, retry_times: int, deadline: float, choice: UserChoice | None = None
     ) -> None:
-        SendJob.__init__(self, prepared.topic, retry_times, deadline, msg, selector, arg)
+        SendJob.__init__(self, prepared.topic, retry_times, deadline, choice)
         self.prepared = prepared
         self.needs_compress = prepared.needs_compress
 
@@ -184,11 +172,9 @@ class BatchJob(SendJob):
         retry_times: int,
         deadline: float,
         sys_flag: int = 0,
-        first: Message | None = None,
-        selector: QueueSelector | None = None,
-        arg: Any = None,
+        choice: UserChoice | None = None,
     ) -> None:
-        SendJob.__init__(self, topic, retry_times, deadline, first, selector, arg)
+        SendJob.__init__(self, topic, retry_times, deadline, choice)
         self.body, self.uniq_keys, self.queue_nums, self.sys_flag = body, uniq_keys, queue_nums, sys_flag
 
     def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
@@ -246,7 +232,7 @@ class SendPath:
             return
         p = job.prepared
         props = p.properties
-        if p.needs_compress or p.sys_flag or "DELAY" in props or "TIMER_" in props or "TRAN_MSG" in props:
+        if p.needs_compress or p.sys_flag or may_be_timed_or_half(props):
             return
         size = item_bytes(len(p.body), len(props) if props.isascii() else len(props.encode()))
         if size <= co.batch_max_bytes:
@@ -259,9 +245,9 @@ class SendPath:
     def choose(self, tp: TopicPublishInfo, job: SendJob) -> MessageQueue:
         """The queue of ``job``'s next attempt: the user's selector, else round robin avoiding
         unavailable brokers and the one that failed last."""
-        if job.selector is None:
+        if job.choice is None:
             return select_queue(tp.message_queues, tp.index, self.fault, job.last_broker)
-        return select_with(job.selector, list(tp.message_queues), job.msg or Message(job.topic), job.arg)
+        return job.choice.select(list(tp.message_queues))
 
     def start(self, job: SendJob, remaining: float) -> SendJob | Coroutine[Any, Any, Any]:
         """Launch ``job`` with ``remaining`` seconds: its first attempt written now when the route is

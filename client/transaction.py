@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import Any, Protocol
 
-from rocketpy.client.results import SendResult, SendStatus
+from rocketpy.client.results import SendResult
 from rocketpy.errors import MQClientError
-from rocketpy.message import Message, MessageExt, MessageQueue
+from rocketpy.message import Message, MessageExt
 from rocketpy.protocol.headers.transaction import TransactionDecision
 
 log = logging.getLogger("rocketpy.client.transaction")
@@ -116,7 +116,7 @@ class ListenerRunner:
 
 
 class TransactionSendResult(SendResult):
-    """A half message's SendResult plus what its local transaction came to.
+    """A half message's SendResult plus what its local transaction came to (built from both).
 
     Attributes:
         local_transaction_state: the listener's answer (ROLLBACK_MESSAGE when the half message was
@@ -126,30 +126,12 @@ class TransactionSendResult(SendResult):
 
     __slots__ = ("local_transaction_state", "transaction_id")
 
-    def __init__(
-        self,
-        status: SendStatus,
-        msg_id: str,
-        offset_msg_id: str,
-        message_queue: MessageQueue,
-        queue_offset: int,
-        local_transaction_state: LocalTransactionState,
-    ) -> None:
-        super().__init__(status, msg_id, offset_msg_id, message_queue, queue_offset)
-        self.local_transaction_state = local_transaction_state
-        self.transaction_id = msg_id
-
-    @classmethod
-    def of(cls, result: SendResult, state: LocalTransactionState) -> TransactionSendResult:
-        """``result`` with ``state``."""
-        return cls(
-            result.status,
-            result.msg_id,
-            result.offset_msg_id,
-            result.message_queue,
-            result.queue_offset,
-            state,
+    def __init__(self, result: SendResult, local_transaction_state: LocalTransactionState) -> None:
+        super().__init__(
+            result.status, result.msg_id, result.offset_msg_id, result.message_queue, result.queue_offset
         )
+        self.local_transaction_state = local_transaction_state
+        self.transaction_id = result.msg_id
 
     def __repr__(self) -> str:
         state = self.local_transaction_state.name

@@ -29,7 +29,7 @@ from typing import Any
 from rocketpy.client.api import answer_header
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
-from rocketpy.client.selector import QueueSelector
+from rocketpy.client.selector import QueueSelector, user_choice
 from rocketpy.client.send_path import MessageJob
 from rocketpy.client.transaction import (
     ListenerRunner,
@@ -131,7 +131,7 @@ class TransactionProducer(Producer):
             msg_id=result.msg_id,
             transaction_id=result.msg_id,
         )
-        return TransactionSendResult.of(result, state)
+        return TransactionSendResult(result, state)
 
     async def send_half(
         self,
@@ -162,7 +162,9 @@ class TransactionProducer(Producer):
         prepared.sys_flag |= TRANSACTION_PREPARED_TYPE
         msg.properties[MessageConst.UNIQ_KEY] = prepared.uniq_key
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
-        result = await self._path.run(MessageJob(prepared, self.retry_times, deadline, msg, selector, arg))
+        result = await self._path.run(
+            MessageJob(prepared, self.retry_times, deadline, user_choice(selector, msg, arg))
+        )
         await self._announce(await self.broker_addr_of(result))
         return result
 

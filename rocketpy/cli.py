@@ -253,13 +253,12 @@ def dashboard_cmd(namesrv_addr: str, host: str, port: int) -> int:
         ) from None
     import uvloop
 
-    from rocketpy.client.api import parse_namesrv_addrs
+    from rocketpy.addresses import AddressError, parse_namesrv_addrs
     from rocketpy.dashboard.app import serve
-    from rocketpy.errors import MQClientError
 
     try:
         parse_namesrv_addrs(namesrv_addr)
-    except MQClientError as e:
+    except AddressError as e:
         raise ConfigError(f"error: -n {namesrv_addr!r}: {e}") from None
     try:
         uvloop.run(serve(namesrv_addr, host, port))

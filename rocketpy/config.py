@@ -25,6 +25,7 @@ import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 
+from rocketpy.addresses import AddressError, parse_namesrv_addrs
 from rocketpy.errors import ConfigError
 from rocketpy.limits import (
     CHANNEL_IDLE_SECONDS,
@@ -51,7 +52,6 @@ __all__ = [
     "load_broker_config",
     "load_namesrv_config",
     "parse_delay_levels",
-    "parse_namesrv_addr",
     "parse_properties",
     "read_properties_file",
 ]
@@ -446,9 +446,10 @@ def _convert(field: FieldInfo, key: str, raw: str, where: str) -> Any:
             return base(value.upper())
         raise ConfigError(f"error: {where}: {key}='{value}' is not one of {', '.join(names)}")
     if key == "namesrvAddr":
-        problem = _namesrv_addr_problem(value)
-        if problem:
-            raise ConfigError(f"error: {where}: {key}='{value}': {problem}")
+        try:
+            parse_namesrv_addrs(value)
+        except AddressError as e:
+            raise ConfigError(f"error: {where}: {key}='{value}': {e}") from e
     return value
 
 
@@ -491,29 +492,6 @@ def _check_role(broker: BrokerConfig, store: StoreConfig, entries: list[_Entry])
             f"error: {where}: brokerId='{broker.broker_id}' with brokerRole={store.broker_role.value}: "
             "a master has brokerId 0; set brokerRole=SLAVE for a slave"
         )
-
-
-def _namesrv_addr_problem(value: str) -> str | None:
-    addrs = [a.strip() for a in value.split(";") if a.strip()]
-    if not addrs:
-        return "no address given: use HOST:PORT, several separated by ';'"
-    for addr in addrs:
-        host, sep, port = addr.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            return f"'{addr}' is not HOST:PORT (separate several addresses with ';')"
-    return None
-
-
-def parse_namesrv_addr(value: str) -> list[str]:
-    """Split a ``namesrvAddr`` value (``"a:9876;b:9876"``) into its ``HOST:PORT`` addresses.
-
-    Raises:
-        ConfigError: an empty list or an entry that is not HOST:PORT.
-    """
-    problem = _namesrv_addr_problem(value)
-    if problem:
-        raise ConfigError(f"error: namesrvAddr='{value}': {problem}")
-    return [a.strip() for a in value.split(";") if a.strip()]
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,39 +10,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from rocketpy.client.consumer_types import (
+import rocketpy
+from rocketpy import (  # noqa: F401  (re-exported: the same classes as rocketpy's)
     AllocateStrategy,
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
     ConsumeStatus,
+    LocalTransactionState,
+    Message,
+    MessageExt,
     MessageModel,
+    MessageQueue,
     MessageSelector,
+    MQBrokerError,
+    MQClientError,
+    RocketpyError,
+    SendResult,
+    SendStatus,
+    TransactionSendResult,
 )
-from rocketpy.client.producer import SendResult, SendStatus
 from rocketpy.client.sync import TWINS, twin
-from rocketpy.client.transaction import LocalTransactionState, TransactionSendResult
-from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
-from rocketpy.message import Message, MessageExt, MessageQueue
 
-__all__ = [
-    "AllocateStrategy",
-    "ConsumeFromWhere",
-    "ConsumeOrderlyStatus",
-    "ConsumeStatus",
-    "LocalTransactionState",
-    "MQBrokerError",
-    "MQClientError",
-    "Message",
-    "MessageExt",
-    "MessageModel",
-    "MessageQueue",
-    "MessageSelector",
-    "RocketpyError",
-    "SendResult",
-    "SendStatus",
-    "TransactionSendResult",
-    *sorted(TWINS),  # Admin, LitePullConsumer, Producer, PushConsumer, TransactionProducer (lazily)
-]
+#: rocketpy's own public names: the SDK classes as blocking twins (lazily), the rest as rocketpy's.
+__all__ = list(rocketpy.__all__)
+assert set(TWINS) <= set(__all__)
 
 
 def __getattr__(name: str) -> Any:

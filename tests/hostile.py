@@ -26,15 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketpy.addresses import parse_addr
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 from tests.hostile_frames import BURST, KINDS, MUST_CLOSE, frame_of_kind, malformed_request
-
-
-def parse_addr(addr: str) -> tuple[str, int]:
-    """``"host:port"`` -> ``(host, port)``."""
-    host, port = addr.rsplit(":", 1)
-    return host, int(port)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from rocketpy.broker.ha.protocol import (
     describe_stream_error,
     encode_hello,
 )
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.broker.store.replica import ReplicaError
 from rocketpy.config import StoreConfig
 
@@ -61,7 +61,7 @@ class HAClient:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: Store,
         config: StoreConfig,
         broker_name: str,
         broker_id: int,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 
 SLAVE_ID = 1
 
@@ -23,9 +23,7 @@ def physical_memory_bytes() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def slave_read_rule(
-    store: MessageStore, ratio_percent: int, memory_bytes: int
-) -> Callable[[str, int, int], int]:
+def slave_read_rule(store: Store, ratio_percent: int, memory_bytes: int) -> Callable[[str, int, int], int]:
     """``(topic, queue_id, next_offset) -> broker id`` to suggest after a successful pull."""
     limit = memory_bytes * ratio_percent // 100
 

@@ -25,7 +25,7 @@ from rocketpy.broker.ha.reads import physical_memory_bytes, slave_read_rule
 from rocketpy.broker.ha.service import HAService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.schedule.offsets import DelayOffsetTable
-from rocketpy.broker.store import MessageStore, PutMessageResult, PutMessageStatus
+from rocketpy.broker.store import PutMessageResult, PutMessageStatus, Store
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, BrokerRole, StoreConfig
@@ -55,7 +55,7 @@ class Replication:
         self,
         broker_config: BrokerConfig,
         store_config: StoreConfig,
-        store: MessageStore,
+        store: Store,
         client: RemotingClient,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,

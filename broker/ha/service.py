@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from rocketpy.broker.ha.connection import HAConnection
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.config import StoreConfig
 from rocketpy.waits import wait_done
 
@@ -39,7 +39,7 @@ class HAService:
         broker_name: slaves must belong to this brokerName.
     """
 
-    def __init__(self, store: MessageStore, config: StoreConfig, broker_name: str) -> None:
+    def __init__(self, store: Store, config: StoreConfig, broker_name: str) -> None:
         self.store = store
         self.config = config
         self.broker_name = broker_name

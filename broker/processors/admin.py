@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError, validate_topic_name
 from rocketpy.config import BrokerConfig, ConfigError, StoreConfig, config_lines, parse_properties
@@ -77,7 +77,7 @@ class AdminProcessor:
         topic_config: TopicConfigManager,
         subscription_groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
-        store: MessageStore,
+        store: Store,
         topics_changed: Callable[[], Awaitable[None]],
         broker_config_changed: Callable[[set[str]], Awaitable[None]],
     ) -> None:

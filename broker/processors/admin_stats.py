@@ -18,7 +18,7 @@ from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import encode
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig
 from rocketpy.message import MessageQueue
@@ -54,7 +54,7 @@ class AdminStatsProcessor:
         topic_config: TopicConfigManager,
         consumer_manager: ConsumerManager,
         offsets: ConsumerOffsetManager,
-        store: MessageStore,
+        store: Store,
         stats: BrokerStats,
         holds: PullRequestHoldService,
         delivery: DeliveryTimeService | None = None,

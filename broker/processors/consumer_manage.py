@@ -10,7 +10,7 @@ from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.queue_locks import MessageQueueKey, RebalanceLockManager
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.message import MessageQueue
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.client import (
@@ -44,7 +44,7 @@ class ConsumerManageProcessor:
         consumer_manager: ConsumerManager,
         offsets: ConsumerOffsetManager,
         queue_locks: RebalanceLockManager,
-        store: MessageStore,
+        store: Store,
     ) -> None:
         self.consumer_manager = consumer_manager
         self.offsets = offsets

@@ -16,13 +16,11 @@ from collections.abc import Callable
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.processors.guard import Guard
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import GetMessageResult, GetMessageStatus, MessageStore
+from rocketpy.broker.store import GetMessageResult, GetMessageStatus, Store
 from rocketpy.broker.subscription import MessageFilter, message_filter_of
-from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import TopicConfigManager
-from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.perm import is_readable
+from rocketpy.config import StoreConfig
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketpy.remoting.command import RemotingCommand
@@ -66,10 +64,8 @@ class PullMessageProcessor:
     """Handles pulls for one broker; owns the table of held pulls (``holds``).
 
     Args:
-        broker_config: the broker's permission and polling settings (live).
+        guard: the broker's checks (permission, group, topic) and its config (polling settings).
         store_config: the transfer limits of one pull.
-        topic_config: the topic table.
-        subscription_groups: the group table (existence, consumeEnable).
         consumer_manager: the subscriptions heartbeats announced (pulls without FLAG_SUBSCRIPTION).
         offsets: where a pull's commit offset goes.
         store: where messages are read.
@@ -78,19 +74,16 @@ class PullMessageProcessor:
 
     def __init__(
         self,
-        broker_config: BrokerConfig,
+        guard: Guard,
         store_config: StoreConfig,
-        topic_config: TopicConfigManager,
-        subscription_groups: SubscriptionGroupManager,
         consumer_manager: ConsumerManager,
         offsets: ConsumerOffsetManager,
-        store: MessageStore,
+        store: Store,
         stats: BrokerStats,
     ) -> None:
-        self.broker_config = broker_config
+        self.guard = guard
+        self.broker_config = guard.broker_config
         self.store_config = store_config
-        self.topic_config = topic_config
-        self.subscription_groups = subscription_groups
         self.consumer_manager = consumer_manager
         self.offsets = offsets
         self.store = store
@@ -112,47 +105,16 @@ class PullMessageProcessor:
         return RemotingCommand.response(request, code, remark)
 
     def _check(self, request: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand | None:
-        name = self.broker_config.broker_name
-        if not is_readable(self.broker_config.broker_permission):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{name}] pulling message is forbidden (brokerPermission has no read bit)",
-            )
-        group_cfg = self.subscription_groups.find(h.group)
-        if group_cfg is None:
-            return self._error(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.group}] does not exist on broker {name}; create it with "
-                "mqadmin updateSubGroup or set autoCreateSubscriptionGroup=true",
-            )
-        if not group_cfg.consume_enable:
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"subscription group [{h.group}] may not consume (consumeEnable=false)",
-            )
-        tc = self.topic_config.get(h.topic)
-        if tc is None:
-            return self._error(
-                request,
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{h.topic}] does not exist on broker {name}; check the topic name or create "
-                f"it with mqadmin updateTopic -t {h.topic}",
-            )
-        if not is_readable(tc.perm):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"topic[{h.topic}] on broker {name} is not readable (perm={tc.perm})",
-            )
+        tc = self.guard.pull(h.group, h.topic)
+        if isinstance(tc, tuple):
+            return self._error(request, *tc)
         if not 0 <= h.queue_id < tc.read_queue_nums:
             return self._error(
                 request,
                 ResponseCode.INVALID_PARAMETER,
-                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker {name}: it has "
-                f"{tc.read_queue_nums} read queues (ids 0..{tc.read_queue_nums - 1})",
+                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker "
+                f"{self.broker_config.broker_name}: it has {tc.read_queue_nums} read queues "
+                f"(ids 0..{tc.read_queue_nums - 1})",
             )
         return None
 

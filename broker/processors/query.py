@@ -7,7 +7,7 @@ Every answer comes from one store call; the headers are ``rocketpy.protocol.head
 from __future__ import annotations
 
 from rocketpy.broker.schedule.query import find_waiting
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.offset import (
     OffsetResponseHeader,
@@ -33,7 +33,7 @@ class QueryProcessor:
         store: the message store every answer comes from.
     """
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def get_max_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

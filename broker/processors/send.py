@@ -21,21 +21,26 @@ from typing import Any, NamedTuple
 
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
-from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
+from rocketpy.broker.processors.guard import SEND, Guard
+from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus, Store
 from rocketpy.broker.topic_config import (
-    TopicConfigManager,
     TopicLimitError,
     is_send_forbidden_topic,
     validate_topic_name,
 )
-from rocketpy.broker.transaction.half import is_half_message
 from rocketpy.broker.transaction.service import TransactionService
-from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.message import MessageConst
-from rocketpy.perm import PERM_WRITE, is_writeable
+from rocketpy.config import StoreConfig
+from rocketpy.message_props import (
+    UNIQ_SEP,
+    get_property,
+    is_half_message,
+    may_be_timed,
+    may_be_timed_or_half,
+)
+from rocketpy.perm import PERM_WRITE
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.send import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketpy.record import (
@@ -55,7 +60,6 @@ log = logging.getLogger("rocketpy.broker.send")
 #: A stored send's answer map, positional (offset msg id, queue id, queue offset, unique key or None).
 _send_answer = SendMessageResponseHeader.pack
 
-_UNIQ_PREFIX = MessageConst.UNIQ_KEY + "\x01"
 _TOPIC_CHECK_CACHE_MAX = 65_536
 #: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
 MAX_RUN_GROUP = 256
@@ -64,16 +68,6 @@ _TIMED_BATCH = (
     "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
     "as in RocketMQ; send them one by one"
 )
-
-
-def unique_key_of(properties: str) -> str | None:
-    """The UNIQ_KEY value inside a properties string, without decoding the rest."""
-    start = properties.find(_UNIQ_PREFIX)
-    if start < 0 or (start > 0 and properties[start - 1] != "\x02"):
-        return None
-    start += len(_UNIQ_PREFIX)
-    end = properties.find("\x02", start)
-    return properties[start : end if end >= 0 else len(properties)]
 
 
 @twin
@@ -95,11 +89,22 @@ def batch_messages(
     """
     msgs, uniqs, screened = [], [], []
     for i, (body, flag, props) in enumerate(items):
-        if len(body) > max_body or len(props) > short_props or may_be_timed(props) or is_half_message(props):
+        if len(body) > max_body or len(props) > short_props or may_be_timed_or_half(props):
             screened.append(i)
         msgs.append(BrokerMessage(topic, queue_id, body, props, flag, sys_flag, born_ts, born, reconsume))
-        uniqs.append(unique_key_of(props) or "")
+        uniqs.append(_batch_unique_key(props))
     return msgs, ",".join(uniqs), screened
+
+
+def _batch_unique_key(props: str) -> str:
+    """A batch item's UNIQ_KEY for the answer's msgId, by the compiled ``batch_messages``' rule: the
+    first ``UNIQ_KEY\\x01`` in the string only, "" when that one does not start a pair (where
+    ``get_property`` would look further). The two twins must answer alike until the compiled one
+    walks pairs as ``get_property`` does."""
+    i = props.find(UNIQ_SEP)
+    if i < 0 or (i > 0 and props[i - 1] != "\x02"):
+        return ""
+    return get_property(props, UNIQ_SEP) or ""
 
 
 def born_host_of(peer: tuple[str, int] | None) -> tuple[str, int] | None:
@@ -126,9 +131,9 @@ class SendMessageProcessor:
     """Handles the send codes for one broker.
 
     Args:
-        broker_config: the broker's permission, names and topic auto-creation settings (live).
+        guard: the broker's checks (permission, topic) over its config and topic table (lookups,
+            auto-creation on send).
         store_config: the message size limit and sync-flush timeout.
-        topic_config: the topic table (lookups, auto-creation on send).
         store: where messages are put.
         stats: counts stored messages and bytes.
         transactions: stores TRAN_MSG sends as half messages.
@@ -137,27 +142,25 @@ class SendMessageProcessor:
 
     def __init__(
         self,
-        broker_config: BrokerConfig,
+        guard: Guard,
         store_config: StoreConfig,
-        topic_config: TopicConfigManager,
-        store: MessageStore,
+        store: Store,
         delivery: DeliveryTimeService,
         stats: BrokerStats,
         transactions: TransactionService | None = None,
         send_queue: SendQueue | None = None,
     ) -> None:
-        self.broker_config = broker_config
+        self.guard = guard
+        self.broker_config = broker_config = guard.broker_config
         self.store_config = store_config
-        self.topic_config = topic_config
+        self.topic_config = guard.topic_config
         self.store = store
         self.delivery = delivery
         self.stats = stats
         self.transactions = transactions  # None: TRAN_MSG sends are stored as plain messages
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
         # puts waiting for the disk and the SYSTEM_BUSY rules (one per broker)
-        self.send_queue = send_queue or SendQueue(
-            broker_config, store_config, lambda: store.commitlog.flush_started
-        )
+        self.send_queue = send_queue or SendQueue(broker_config, store_config, store.flush_started)
         #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
         self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
 
@@ -266,7 +269,7 @@ class SendMessageProcessor:
             for i, result in zip(members, _per_record(put, len(members)), strict=True):
                 request, msg, queue_id, props = out[i]
                 out[i] = self._response(
-                    request, result, queue_id, unique_key_of(props), 1, len(request.body), msg.topic
+                    request, result, queue_id, get_property(props, UNIQ_SEP), 1, len(request.body), msg.topic
                 )
             return
         # the SYNC_FLUSH wait (or next file) of the whole group, awaited by each member's task
@@ -295,7 +298,7 @@ class SendMessageProcessor:
         """The answer of the ``n``-th request of a group whose put suspended."""
         result = (await asyncio.shield(shared))[n]
         return self._response(
-            request, result, queue_id, unique_key_of(properties), 1, len(request.body), msg.topic
+            request, result, queue_id, get_property(properties, UNIQ_SEP), 1, len(request.body), msg.topic
         )
 
     def _busy(self, request: RemotingCommand) -> RemotingCommand | None:
@@ -345,7 +348,8 @@ class SendMessageProcessor:
         """The topic's config when the send may go ahead, else the error response.
 
         The common case (writable broker, known valid topic, writable, queue in range) is decided
-        with a few lookups; anything else goes through ``_check_slow``, which also auto-creates.
+        with a few lookups; anything else goes through ``_check_slow``: the guard's steps in order
+        (``guard.py``, whose remarks the answer carries), with auto-creation.
         """
         if (
             self.broker_config.broker_permission & PERM_WRITE
@@ -363,44 +367,27 @@ class SendMessageProcessor:
     def _check_slow(
         self, request: RemotingCommand, h: SendMessageRequestHeader
     ) -> TopicConfig | RemotingCommand:
-        bc = self.broker_config
-        name = bc.broker_name
-        if not is_writeable(bc.broker_permission):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{name}] does not accept messages now: its write permission is wiped "
-                "(brokerPermission); send to another broker or restore it with mqadmin updateBrokerConfig",
-            )
+        refused = self.guard.broker(SEND)
+        if refused is not None:
+            return self._error(request, *refused)
         problem = self._topic_problem(h.topic)
         if problem is not None:
             return self._error(request, *problem)
         try:
-            tc = self._topic_config(h)
+            found = self._topic_config(h)
         except TopicLimitError as e:
             return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
-        if tc is None:
-            return self._error(
-                request,
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{h.topic}] does not exist on broker {name} and autoCreateTopicEnable is false; "
-                f"create it with: mqadmin updateTopic -t {h.topic} -c {bc.broker_cluster_name}",
-            )
-        if not is_writeable(tc.perm):
-            return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"topic[{h.topic}] on broker {name} is not writable (perm={tc.perm}); "
-                "restore its write permission with mqadmin updateTopic -p 6",
-            )
+        tc = self.guard.topic(SEND, h.topic, found)
+        if isinstance(tc, tuple):
+            return self._error(request, *tc)
         limit = max(tc.write_queue_nums, tc.read_queue_nums)
         if h.queue_id >= limit:
             return self._error(
                 request,
                 ResponseCode.INVALID_PARAMETER,
-                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker {name}: "
-                f"it has {tc.write_queue_nums} write queues (ids 0..{tc.write_queue_nums - 1}); "
-                "refresh the route",
+                f"queueId {h.queue_id} is out of range for topic[{h.topic}] on broker "
+                f"{self.broker_config.broker_name}: it has {tc.write_queue_nums} write queues "
+                f"(ids 0..{tc.write_queue_nums - 1}); refresh the route",
             )
         return tc
 
@@ -463,7 +450,7 @@ class SendMessageProcessor:
         else:
             put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult) and self.replica_wait is None:
-            uniq = unique_key_of(h.properties)
+            uniq = get_property(h.properties, UNIQ_SEP)
             return self._response(request, put, queue_id, uniq, 1, len(request.body), h.topic)
         return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok, h.topic)
 
@@ -484,7 +471,7 @@ class SendMessageProcessor:
                 await self.replica_wait(result, wait)
         finally:
             self.send_queue.leave(ticket)
-        uniq = unique_key_of(properties)
+        uniq = get_property(properties, UNIQ_SEP)
         return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
 
     async def _send_batch(

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import random
 
-from rocketpy.broker.processors.send import STORED_STATUSES, put_status_to_response
+from rocketpy.broker.processors.guard import SEND_BACK, Refusal
+from rocketpy.broker.processors.send import STORED_STATUSES, SendMessageProcessor, put_status_to_response
 from rocketpy.broker.retry import (
     FailedRecord,
     ensure_dlq_topic,
@@ -22,18 +23,12 @@ from rocketpy.broker.retry import (
     read_failed_record,
     send_back_message,
 )
-from rocketpy.broker.schedule.delivery import DeliveryTimeService
-from rocketpy.broker.stats import BrokerStats
-from rocketpy.broker.store import MessageStore, PutMessageResult
-from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
-from rocketpy.config import BrokerConfig, StoreConfig
-from rocketpy.perm import is_writeable
+from rocketpy.broker.store import PutMessageResult
+from rocketpy.broker.topic_config import TopicLimitError
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.route import TopicConfig
 from rocketpy.subscription_group import SubscriptionGroupConfig
 from rocketpy.topic import dlq_topic, retry_topic
 
@@ -46,33 +41,25 @@ RETRY_BASE_LEVEL = 3
 class SendBackProcessor:
     """Handles CONSUMER_SEND_MSG_BACK for one broker.
 
+    A send-back is stored as a send is (in RocketMQ the send processor answers both codes), so it is
+    built from the broker's ``SendMessageProcessor`` and uses that one's parts: the guard (the
+    broker's permission, its group table for the retry queue count and retryMaxTimes, its topic
+    table where retry and DLQ topics are created), the store (the failed record is read there, the
+    dead letter put there), the delivery service (the retry message waits for its delay level),
+    the store config (the FLUSH_DISK_TIMEOUT remark) and the stats.
+
     Args:
-        broker_config: the broker's permission and name (live).
-        store_config: the sync-flush timeout (for the FLUSH_DISK_TIMEOUT remark).
-        topic_config: the topic table (retry and DLQ topics are created in it).
-        subscription_groups: the group table (retry queue count, retryMaxTimes).
-        store: where the failed record is read and the dead letter is put.
-        delivery: puts the retry message at its delay level.
-        stats: counts stored messages.
+        send: the broker's send processor.
     """
 
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: StoreConfig,
-        topic_config: TopicConfigManager,
-        subscription_groups: SubscriptionGroupManager,
-        store: MessageStore,
-        delivery: DeliveryTimeService,
-        stats: BrokerStats,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.topic_config = topic_config
-        self.subscription_groups = subscription_groups
-        self.store = store
-        self.delivery = delivery
-        self.stats = stats
+    def __init__(self, send: SendMessageProcessor) -> None:
+        self.guard = send.guard
+        self.broker_config = send.broker_config
+        self.store_config = send.store_config
+        self.topic_config = send.topic_config
+        self.store = send.store
+        self.delivery = send.delivery
+        self.stats = send.stats
 
     async def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """Store the failed message again (retry topic at a delay level, or the DLQ)."""
@@ -112,32 +99,12 @@ class SendBackProcessor:
         code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
         return self._error(request, code, remark or result.status.name)
 
-    def _refusal(self, h: ConsumerSendMsgBackRequestHeader) -> SubscriptionGroupConfig | tuple[int, str]:
+    def _refusal(self, h: ConsumerSendMsgBackRequestHeader) -> SubscriptionGroupConfig | Refusal:
         """The group's config when the send-back may go ahead, else (code, remark)."""
-        group = self.subscription_groups.find(h.group)
-        if group is None:
-            return (
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.group}] does not exist on this broker; create it with "
-                "mqadmin updateSubGroup or set autoCreateSubscriptionGroup=true",
-            )
-        if not is_writeable(self.broker_config.broker_permission):
-            return (
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.broker_config.broker_name}] does not accept messages now (its write "
-                "permission is wiped); the consumer retries locally",
-            )
-        return group
-
-    @staticmethod
-    def _not_writable(tc: TopicConfig) -> tuple[int, str] | None:
-        if is_writeable(tc.perm):
-            return None
-        return (
-            ResponseCode.NO_PERMISSION,
-            f"topic[{tc.topic_name}] is not writable (perm={tc.perm}); "
-            "restore it with mqadmin updateTopic -p 6",
-        )
+        group = self.guard.group(SEND_BACK, h.group)
+        if isinstance(group, tuple):
+            return group
+        return self.guard.broker(SEND_BACK) or group
 
     async def _retry(
         self,
@@ -145,11 +112,11 @@ class SendBackProcessor:
         group: SubscriptionGroupConfig,
         failed: FailedRecord,
         max_times: int,
-    ) -> PutMessageResult | tuple[int, str]:
-        tc = ensure_retry_topic(self.topic_config, group)
-        problem = self._not_writable(tc)
-        if problem:
-            return problem
+    ) -> PutMessageResult | Refusal:
+        retry = ensure_retry_topic(self.topic_config, group)
+        tc = self.guard.topic(SEND_BACK, retry.topic_name, retry)
+        if isinstance(tc, tuple):
+            return tc
         queue_id = random.randrange(tc.write_queue_nums)
         level = h.delay_level if h.delay_level > 0 else RETRY_BASE_LEVEL + failed.reconsume_times
         msg = send_back_message(failed, tc.topic_name, queue_id, h.origin_msg_id, max_times)
@@ -157,11 +124,11 @@ class SendBackProcessor:
 
     async def _dead_letter(
         self, h: ConsumerSendMsgBackRequestHeader, failed: FailedRecord, max_times: int
-    ) -> PutMessageResult | tuple[int, str]:
-        tc = ensure_dlq_topic(self.topic_config, h.group)
-        problem = self._not_writable(tc)
-        if problem:
-            return problem
+    ) -> PutMessageResult | Refusal:
+        dlq = ensure_dlq_topic(self.topic_config, h.group)
+        tc = self.guard.topic(SEND_BACK, dlq.topic_name, dlq)
+        if isinstance(tc, tuple):
+            return tc
         msg = send_back_message(failed, tc.topic_name, 0, h.origin_msg_id, max_times)
         log.info(
             "message %s of group %s goes to %s after %d consume attempt(s)",

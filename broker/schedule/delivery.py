@@ -17,7 +17,7 @@ import os
 from rocketpy.broker.schedule.offsets import DelayOffsetTable
 from rocketpy.broker.schedule.records import to_waiting_topic
 from rocketpy.broker.schedule.service import ScheduleMessageService
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus, Store
 from rocketpy.broker.timer.service import TimerMessageService
 from rocketpy.broker.topic_config import SCHEDULE_TOPIC
 from rocketpy.config import StoreConfig, parse_delay_levels
@@ -27,11 +27,6 @@ log = logging.getLogger("rocketpy.broker.schedule")
 
 #: Producers remembered as told about a clamped delay level (the set is cleared when full).
 MAX_CLAMP_LOGGED = 4096
-
-
-def may_be_timed(properties: str) -> bool:
-    """Cheap screen for the send path: False means the message certainly has no delivery time."""
-    return "DELAY" in properties or "TIMER_" in properties
 
 
 def asks_later_delivery(properties: str) -> bool:
@@ -52,7 +47,7 @@ class DeliveryTimeService:
         config_dir: the broker's ``config`` directory (``delayOffset.json``).
     """
 
-    def __init__(self, store: MessageStore, config: StoreConfig, config_dir: str) -> None:
+    def __init__(self, store: Store, config: StoreConfig, config_dir: str) -> None:
         self.store = store
         self.config = config
         self.levels_ms = parse_delay_levels(config.message_delay_level)

@@ -7,17 +7,15 @@ keeps the records whose ``REAL_TOPIC`` is the topic asked for.
 
 from __future__ import annotations
 
-from rocketpy.broker.store import MessageStore, QueryMessageResult
-from rocketpy.broker.store.props import get_property
+from rocketpy.broker.store import QueryMessageResult, Store
 from rocketpy.broker.timer.service import TIMER_TOPIC
 from rocketpy.broker.topic_config import SCHEDULE_TOPIC
+from rocketpy.message_props import REAL_TOPIC_SEP, get_property
 from rocketpy.record import HEAD_SIZE, POS_BODY_LEN, U32
-
-_REAL_TOPIC_SEP = "REAL_TOPIC\x01"
 
 
 def find_waiting(
-    store: MessageStore, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    store: Store, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
 ) -> QueryMessageResult:
     """Records waiting in the schedule or timer topic for delivery to ``topic`` with ``key``."""
     out = QueryMessageResult()
@@ -34,4 +32,4 @@ def find_waiting(
 def _real_topic(record: bytes) -> str | None:
     t = HEAD_SIZE + U32.unpack_from(record, POS_BODY_LEN)[0]
     props = record[t + 3 + record[t] :].decode(errors="replace")
-    return get_property(props, _REAL_TOPIC_SEP)
+    return get_property(props, REAL_TOPIC_SEP)

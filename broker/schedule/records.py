@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from rocketpy.broker.store import BrokerMessage, MessageStore
+from rocketpy.broker.store import BrokerMessage, Store
 from rocketpy.message import MessageConst, properties_to_string, string_to_properties
 from rocketpy.record import HEAD_SIZE, RECORD_HEAD
 
@@ -83,7 +83,7 @@ def real_message(record: memoryview | bytes) -> BrokerMessage | None:
 
 
 async def put_in_order(
-    store: MessageStore, msgs: list[BrokerMessage | None], on_stored: Callable[[int], None]
+    store: Store, msgs: list[BrokerMessage | None], on_stored: Callable[[int], None]
 ) -> int:
     """Put ``msgs`` in order, one batch per run of one real queue (``None``: skipped).
 

@@ -17,9 +17,7 @@ from collections.abc import Callable
 
 from rocketpy.broker.schedule.offsets import DelayOffsetTable
 from rocketpy.broker.schedule.records import put_in_order, real_message
-from rocketpy.broker.store import BrokerMessage, MessageStore
-from rocketpy.broker.store.consume_queue import units_struct
-from rocketpy.broker.store.reads import min_offset, record_view
+from rocketpy.broker.store import BrokerMessage, Store
 from rocketpy.broker.topic_config import SCHEDULE_TOPIC
 
 log = logging.getLogger("rocketpy.broker.schedule")
@@ -40,7 +38,7 @@ class ScheduleMessageService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: Store,
         levels_ms: list[int],
         offsets: DelayOffsetTable,
         clock: Callable[[], float] = time.time,
@@ -73,8 +71,7 @@ class ScheduleMessageService:
 
     def waiting(self, level: int) -> int:
         """Messages of ``level`` stored and not yet delivered."""
-        cq = self.store.dispatcher.cqs.get((SCHEDULE_TOPIC, level - 1))
-        return max(0, cq.next_offset - self.offsets.get(level)) if cq is not None else 0
+        return max(0, self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1) - self.offsets.get(level))
 
     async def _run(self, level: int) -> None:
         ev = self._events[level]
@@ -102,20 +99,20 @@ class ScheduleMessageService:
         """
         qid = level - 1
         delay_ms = self.levels_ms[level - 1]
+        store = self.store
         while not self._stopping:
-            cq = self.store.dispatcher.cqs.get((SCHEDULE_TOPIC, qid))
-            if cq is None:
-                return None
+            next_offset = store.get_max_offset_in_queue(SCHEDULE_TOPIC, qid)
+            if next_offset == 0:
+                return None  # nothing was ever stored at this level
             # cleanup may have removed some
-            offset = max(self.offsets.get(level), min_offset(self.store.commitlog, cq))
-            count = min(cq.next_offset - offset, SCAN_UNITS)
+            offset = max(self.offsets.get(level), store.get_min_offset_in_queue(SCHEDULE_TOPIC, qid))
+            count = min(next_offset - offset, SCAN_UNITS)
             if count <= 0:
                 self.offsets.set(level, offset)
                 return None
-            raw, n = cq.read_units(offset, count)
-            if n == 0:
+            units = store.read_queue_units(SCHEDULE_TOPIC, qid, offset, count)
+            if not units:
                 return 0.01  # the unit is not readable yet (its file is being created)
-            units = units_struct(n).unpack_from(raw)
             now_ms = int(self.clock() * 1000)
             due, wait_ms = self._due_messages(units, now_ms, delay_ms)
             taken = await self._put_runs(level, offset, due)
@@ -138,7 +135,7 @@ class ScheduleMessageService:
             # back; deliver it now rather than hold it for as long as the clock was off.
             if now_ms < deliver_ms <= now_ms + delay_ms:
                 return out, deliver_ms - now_ms
-            view = record_view(self.store.commitlog, phys)
+            view = self.store.record_view(phys)
             msg = real_message(view) if view is not None else None
             if view is not None and msg is None:
                 log.warning("schedule record at %d has no REAL_TOPIC/REAL_QID; skipped", phys)

@@ -3,6 +3,7 @@
 A library the broker wraps; it imports nothing from the rest of ``broker`` nor from the network layer.
 """
 
+from rocketpy.broker.store.interface import Store
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.message_store import MessageStore
 from rocketpy.broker.store.results import (
@@ -25,6 +26,7 @@ __all__ = [
     "PutMessageResult",
     "PutMessageStatus",
     "QueryMessageResult",
+    "Store",
     "StoreError",
     "StoreLockedError",
 ]

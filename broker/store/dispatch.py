@@ -16,14 +16,15 @@ from rocketpy._accel import twin
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.index import IndexService
 from rocketpy.broker.store.message import BrokerMessage
-from rocketpy.broker.store.props import DELAY_SEP, get_property, index_keys, tags_hash
+from rocketpy.broker.store.props import index_keys, tags_hash
 from rocketpy.config import parse_delay_levels  # one parser: the config validates with it
+from rocketpy.message_props import DELAY_SEP, get_property
 from rocketpy.topic import SCHEDULE_TOPIC
 
 log = logging.getLogger("rocketpy.store")
 
 Listener = Callable[[str, int, int, int, int], None]
-__all__ = ["Dispatcher", "Listener", "dispatch_run", "get_property", "index_keys", "parse_delay_levels"]
+__all__ = ["Dispatcher", "Listener", "dispatch_run", "index_keys", "parse_delay_levels"]
 
 
 class Dispatcher:

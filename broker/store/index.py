@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
 from rocketpy.broker.store.mapped_file import MappedFile
-from rocketpy.broker.store.props import KEYS_SEP, UNIQ_SEP, get_property, index_keys
+from rocketpy.broker.store.props import index_keys
 from rocketpy.filter.tags import POW31, java_string_hash, key_hash_u32, topic_key_hash
+from rocketpy.message_props import KEYS_SEP, UNIQ_SEP, get_property
 
 if TYPE_CHECKING:
     from mmap import mmap

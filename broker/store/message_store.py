@@ -24,6 +24,7 @@ from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.cleanup import CleanupService, delete_queue_files
 from rocketpy.broker.store.commitlog import CommitLog
+from rocketpy.broker.store.consume_queue import units_struct
 from rocketpy.broker.store.dispatch import Dispatcher, Listener, parse_delay_levels
 from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.store.flush import FlushService
@@ -405,6 +406,16 @@ class MessageStore:
         """Store time of the queue's first stored message, -1 when none."""
         return reads.earliest_time(self.commitlog, self.dispatcher.cqs.get((topic, queue_id)))
 
+    def read_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int) -> tuple[int, ...]:
+        """Up to ``max_count`` units of a queue from ``offset`` (within one file), flattened:
+        ``(commitlog offset, size, tag code)`` per unit. Empty for an unknown queue, past its end,
+        or while the unit's file is being created."""
+        cq = self.dispatcher.cqs.get((topic, queue_id))
+        if cq is None:
+            return ()
+        raw, n = cq.read_units(offset, max_count)
+        return units_struct(n).unpack_from(raw) if n else ()
+
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Commitlog offset of a queue unit, -1 when not stored."""
         cq = self.dispatcher.cqs.get((topic, queue_id))
@@ -415,6 +426,10 @@ class MessageStore:
         """The raw record at ``commitlog_offset``, or None when there is none."""
         return reads.record_at(self.commitlog, commitlog_offset)
 
+    def record_view(self, commitlog_offset: int) -> memoryview | None:
+        """A view of the record at ``commitlog_offset`` (no copy; valid while its file is), or None."""
+        return reads.record_view(self.commitlog, commitlog_offset)
+
     def query_message(
         self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
     ) -> QueryMessageResult:
@@ -422,6 +437,16 @@ class MessageStore:
         return reads.query_message(
             self.commitlog, self.dispatcher.index, topic, key, max_num, begin_ts, end_ts
         )
+
+    def flush_started(self) -> float:
+        """When the running commitlog flush began (``time.monotonic()``; 0: none runs). A method:
+        the send queue calls it, bound, on every send (one call, as a lambda would be)."""
+        return self.commitlog.flush_started
+
+    @property
+    def disk_ratio(self) -> float:
+        """Used fraction (0..1) of the commitlog's disk at the cleanup's last look (0 before ``start``)."""
+        return self.cleanup.disk_ratio if self.cleanup is not None else 0.0
 
     @property
     def flush_latency(self) -> LatencyHistogram | None:
@@ -438,7 +463,7 @@ class MessageStore:
             "putMessageTimesTotal": str(self.stats.put_total),
             "getMessageTransferedMsgCount": str(self.stats.get_total),
             "consumeQueueCount": str(len(self.dispatcher.cqs)),
-            "commitLogDiskRatio": f"{self.cleanup.disk_ratio if self.cleanup else 0.0:.4f}",
+            "commitLogDiskRatio": f"{self.disk_ratio:.4f}",
             "diskFullRemark": self.disk_full_remark,
             "readOnlyRemark": self.read_only_remark,
             "storeRootDir": self.root,

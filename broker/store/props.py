@@ -1,28 +1,13 @@
-"""Reading TAGS / KEYS / UNIQ_KEY / DELAY out of a RocketMQ properties string (``k\\x01v\\x02``
-pairs) without building a dict: the put path needs one or two values of a few names.
+"""What the put path derives from a record's properties: the TAGS hash code of its consume-queue
+unit and the keys of its index entries, read with ``rocketpy.message_props.get_property`` (the one
+single-key scanner) without building a dict.
 """
 
 from __future__ import annotations
 
 from rocketpy._accel import twin
 from rocketpy.filter.tags import java_string_hash
-
-TAGS_SEP = "TAGS\x01"
-KEYS_SEP = "KEYS\x01"
-UNIQ_SEP = "UNIQ_KEY\x01"
-DELAY_SEP = "DELAY\x01"
-
-
-def get_property(props: str, name_sep: str) -> str | None:
-    """The value of the property whose ``name + "\\x01"`` is ``name_sep``, or None."""
-    i = props.find(name_sep)
-    while i > 0 and props[i - 1] != "\x02":
-        i = props.find(name_sep, i + 1)
-    if i < 0:
-        return None
-    start = i + len(name_sep)
-    j = props.find("\x02", start)
-    return props[start:] if j < 0 else props[start:j]
+from rocketpy.message_props import KEYS_SEP, TAGS_SEP, UNIQ_SEP, get_property
 
 
 @twin

@@ -51,7 +51,12 @@ def get_message(
     max_bytes: int,
     message_filter: MessageFilter | None,
 ) -> GetMessageResult:
-    """See ``MessageStore.get_message`` (``cq`` None: the queue is unknown)."""
+    """See ``MessageStore.get_message`` (``cq`` None: the queue is unknown).
+
+    A read with no filter, a match-all one or one decided by its tag codes first tries
+    ``_take_run`` (the units' records back to back: one view); anything else, or a run that is not
+    contiguous, goes record by record (``_collect_each``).
+    """
     if cq is None:
         return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     lo, hi = min_offset(cl, cq), cq.next_offset
@@ -65,21 +70,7 @@ def get_message(
         return GetMessageResult(_S.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
     result = GetMessageResult(_S.NO_MATCHED_MESSAGE, offset, lo, hi)
     scan_limit = max(max_msgs, MAX_FILTER_SCAN_UNITS) if message_filter is not None else max_msgs
-    _collect(cl, cq, result, offset, max_msgs, max_bytes, scan_limit, message_filter)
-    return result
-
-
-def _collect(
-    cl: CommitLog,
-    cq: ConsumeQueue,
-    r: GetMessageResult,
-    offset: int,
-    max_msgs: int,
-    max_bytes: int,
-    scan_limit: int,
-    flt: MessageFilter | None,
-) -> None:
-    codes: frozenset[int] | None = None
+    flt, codes = message_filter, None
     if flt is not None:
         if getattr(flt, "matches_all", False):
             flt = None  # a match-all filter ("*"): no per-message filter call
@@ -91,9 +82,10 @@ def _collect(
         first = t = units_struct(n).unpack_from(raw) if n else ()
         whole = n == max_msgs or offset + n == cq.next_offset  # else the batch goes on in the next CQ file
         if t and whole and (codes is None or all(c & _MASK32 in codes for c in t[2::3])):
-            if _take_run(cl, r, offset, t, max_bytes):  # every unit passes the filter: maybe one view
-                return
-    _collect_each(cl, cq, r, offset, max_msgs, max_bytes, scan_limit, flt, codes, first)
+            if _take_run(cl, result, offset, t, max_bytes):  # every unit passes the filter: maybe one view
+                return result
+    _collect_each(cl, cq, result, offset, max_msgs, max_bytes, scan_limit, flt, codes, first)
+    return result
 
 
 def _take_run(cl: CommitLog, r: GetMessageResult, offset: int, t: tuple[int, ...], max_bytes: int) -> bool:

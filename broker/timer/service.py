@@ -28,9 +28,7 @@ import os
 
 from rocketpy.broker.persistence import JsonTable
 from rocketpy.broker.schedule.records import put_in_order, real_message, to_waiting_topic
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult, PutMessageStatus
-from rocketpy.broker.store.consume_queue import units_struct
-from rocketpy.broker.store.reads import record_view
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, PutMessageStatus, Store
 from rocketpy.broker.timer.log import TimerLog
 from rocketpy.broker.timer.wheel import TimerWheel
 from rocketpy.config import StoreConfig
@@ -52,7 +50,7 @@ class TimerMessageService:
         config_dir: the broker's ``config`` directory (``timercheck.json``).
     """
 
-    def __init__(self, store: MessageStore, config: StoreConfig, config_dir: str) -> None:
+    def __init__(self, store: Store, config: StoreConfig, config_dir: str) -> None:
         self.store = store
         self.clock = store.clock
         self.max_delay_ms = config.timer_max_delay_sec * 1000
@@ -183,12 +181,12 @@ class TimerMessageService:
 
     async def _enqueue_batch(self) -> int:
         """Link the next timer-queue units into the wheel; returns how many."""
-        cq = self.store.dispatcher.cqs.get((TIMER_TOPIC, 0))
-        if cq is None or cq.next_offset <= self.enqueue_offset:
+        store = self.store
+        if store.get_max_offset_in_queue(TIMER_TOPIC, 0) <= self.enqueue_offset:
             return 0
         await self._room(ENQUEUE_BATCH)
-        raw, n = cq.read_units(self.enqueue_offset, min(cq.next_offset - self.enqueue_offset, ENQUEUE_BATCH))
-        units = units_struct(n).unpack_from(raw) if n else ()
+        units = store.read_queue_units(TIMER_TOPIC, 0, self.enqueue_offset, ENQUEUE_BATCH)
+        n = len(units) // 3
         now_sec = int(self.clock())
         for i in range(n):
             phys, size, deliver_ms = units[3 * i : 3 * i + 3]
@@ -273,7 +271,7 @@ class TimerMessageService:
                 batch.append(heapq.heappop(due))
             msgs: list[BrokerMessage | None] = []
             for _ms, _seq, phys, _size in batch:
-                view = record_view(self.store.commitlog, phys)
+                view = self.store.record_view(phys)
                 msgs.append(real_message(view) if view is not None else None)
             taken = await put_in_order(self.store, msgs, lambda n: None)
             self.waiting -= taken

@@ -33,7 +33,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from rocketpy.broker.consumer_manager import ConsumerManager
-from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store import Store
 from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID, HalfRecord
 from rocketpy.broker.transaction.op_log import op_message, op_next_offset, read_records
@@ -70,7 +70,7 @@ class TransactionCheckService:
         self,
         service: TransactionService,
         broker_config: BrokerConfig,
-        store: MessageStore,
+        store: Store,
         topic_config: TopicConfigManager,
         consumer_manager: ConsumerManager,
     ) -> None:

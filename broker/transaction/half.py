@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from rocketpy.broker.store import BrokerMessage
 from rocketpy.message import MessageConst, properties_to_string, string_to_properties
+from rocketpy.message_props import TRAN_MARK
 from rocketpy.record import (
     HEAD_SIZE,
     RECORD_HEAD,
@@ -28,15 +29,11 @@ from rocketpy.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 
 #: The one queue of the half and op topics.
 HALF_QUEUE_ID = 0
-#: What marks a send as a half message (the properties string holds ``TRAN_MSG=true``).
-_TRAN_MARK = MessageConst.TRAN_MSG + "\x01true"
+#: What marks a send as a half message (``rocketpy.message_props``); the compiled ``batch_messages``
+#: reads it here.
+_TRAN_MARK = TRAN_MARK
 #: Properties a committed message does not keep.
 _TRANSACTION_ONLY = (MessageConst.TRAN_MSG, MessageConst.REAL_TOPIC, MessageConst.REAL_QID)
-
-
-def is_half_message(properties: str) -> bool:
-    """True when a send's properties ask for a transaction (``TRAN_MSG=true``)."""
-    return _TRAN_MARK in properties
 
 
 def to_half(msg: BrokerMessage, producer_group: str) -> BrokerMessage:

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 
-from rocketpy.broker.store import BrokerMessage, MessageStore
+from rocketpy.broker.store import BrokerMessage, Store
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID
 from rocketpy.broker.transaction.window import HalfWindow, Outcome
 from rocketpy.message import MessageConst, string_to_properties
@@ -51,14 +51,12 @@ def op_message(
     return BrokerMessage(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, body, props, 0, 0, now_ms, host)
 
 
-def op_next_offset(store: MessageStore) -> int:
+def op_next_offset(store: Store) -> int:
     """Where the next op record goes in the op queue."""
     return store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
 
 
-async def read_records(
-    store: MessageStore, topic: str, start: int, end: int
-) -> AsyncIterator[tuple[int, bytes]]:
+async def read_records(store: Store, topic: str, start: int, end: int) -> AsyncIterator[tuple[int, bytes]]:
     """``(queue offset, record copy)`` of queue 0 of ``topic`` from ``start`` up to ``end`` (records
     already cleaned up are skipped); yields to the loop every ``READ_YIELD_EVERY`` records."""
     start = max(start, store.get_min_offset_in_queue(topic, HALF_QUEUE_ID))
@@ -91,7 +89,7 @@ def parse_op(record: bytes) -> tuple[list[int], Outcome | None] | None:
         return None
 
 
-async def replay(store: MessageStore, window: HalfWindow, start: int) -> int:
+async def replay(store: Store, window: HalfWindow, start: int) -> int:
     """Apply the op records from ``start`` to the queue's end to ``window``; returns how many."""
     n = 0
     async for offset, record in read_records(store, TRANS_OP_HALF_TOPIC, start, op_next_offset(store)):

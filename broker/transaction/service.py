@@ -24,8 +24,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
-from rocketpy.broker.schedule.delivery import DeliveryTimeService, may_be_timed
-from rocketpy.broker.store import BrokerMessage, MessageStore, PutMessageResult
+from rocketpy.broker.schedule.delivery import DeliveryTimeService
+from rocketpy.broker.store import BrokerMessage, PutMessageResult, Store
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.check import TransactionCheckService
 from rocketpy.broker.transaction.half import HALF_QUEUE_ID, HalfRecord, to_half
@@ -33,6 +33,7 @@ from rocketpy.broker.transaction.op_log import OFFSETS_PER_OP_RECORD, op_message
 from rocketpy.broker.transaction.progress import TransactionProgress
 from rocketpy.broker.transaction.window import RECENT_REPLAY, HalfWindow, Outcome
 from rocketpy.config import BrokerConfig
+from rocketpy.message_props import may_be_timed
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.topic import TRANS_HALF_TOPIC
@@ -71,7 +72,7 @@ class TransactionService:
     def __init__(
         self,
         broker_config: BrokerConfig,
-        store: MessageStore,
+        store: Store,
         delivery: DeliveryTimeService,
         topic_config: TopicConfigManager,
         consumer_manager: ConsumerManager,

@@ -5,7 +5,7 @@ Public names are re-exported here: ``RemotingCommand``, ``RemotingServer``, ``Re
 (``rocketpy.protocol``), imported from there.
 """
 
-from rocketpy.remoting.client import RemotingClient, parse_addr
+from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame, register_header_codec
 from rocketpy.remoting.command import (
     FLAG_ONEWAY,
@@ -32,6 +32,5 @@ __all__ = [
     "RemotingCommand",
     "RemotingServer",
     "encode_frame",
-    "parse_addr",
     "register_header_codec",
 ]

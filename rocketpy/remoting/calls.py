@@ -58,7 +58,7 @@ class CallsMixin:
         The future fails with ``RemotingTimeoutError`` after ``timeout`` seconds, or with
         ``RemotingConnectError`` when the connection closes first. A cancelled future's table
         entry is dropped by its response or its deadline, whichever comes first. When the peer is
-        not reading (write pressure), the call waits for it inside a task, as ``invoke`` does.
+        not reading (write pressure), the call waits for it inside a task (``_call_when_writable``).
 
         Raises:
             RemotingConnectError: the connection is closed.
@@ -69,23 +69,27 @@ class CallsMixin:
         if len(self._pending) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
             self._refuse(cmd)
         if self._write_paused:
-            return asyncio.ensure_future(self.invoke(cmd, timeout))
+            return asyncio.ensure_future(self._call_when_writable(cmd, timeout))
         return self._start_call(cmd, timeout)
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
-        """Send request ``cmd`` and return its response, whatever its code.
+        """Send request ``cmd`` (``invoke_future``) and return its response, whatever its code; the
+        call's table entry is dropped when this returns or is cancelled.
 
         Raises:
             RemotingTimeoutError: no response within ``timeout`` seconds.
             RemotingConnectError: the connection is closed, or closes before the response.
             MQClientError: too many requests are already pending on this connection.
         """
-        if self.closed:
-            self._check_open(cmd)
-        if len(self._pending) >= MAX_PENDING_REQUESTS_PER_CONNECTION:
-            self._refuse(cmd)
-        if self._write_paused:
-            timeout = await self.wait_writable(timeout, cmd.code)
+        future = self.invoke_future(cmd, timeout)
+        try:
+            return await future
+        finally:
+            self._pending.discard(cmd.opaque)
+
+    async def _call_when_writable(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
+        """``invoke_future``'s call under write pressure: made once the peer reads, within ``timeout``."""
+        timeout = await self.wait_writable(timeout, cmd.code)
         future = self._start_call(cmd, timeout)
         try:
             return await future

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from rocketpy.addresses import parse_addr
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.limits import MAX_FRAME_BYTES
 from rocketpy.protocol.codes import code_name
@@ -23,18 +24,6 @@ from rocketpy.remoting.processor import Handler, ProcessorTable
 log = logging.getLogger("rocketpy.remoting")
 
 _CLOSE_WAIT_S = 1.0
-
-
-def parse_addr(addr: str) -> tuple[str, int]:
-    """Split ``"host:port"`` into its parts.
-
-    Raises:
-        MQClientError: ``addr`` is not of the form host:port.
-    """
-    host, sep, port_text = addr.strip().rpartition(":")
-    if sep and host and port_text.isdigit() and 0 < int(port_text) < 65536:
-        return host.strip("[]"), int(port_text)
-    raise MQClientError(f"bad address {addr!r}: expected host:port, e.g. 127.0.0.1:9876")
 
 
 class RemotingClient:
@@ -165,6 +154,7 @@ class RemotingClient:
             task.exception()  # retrieved: every waiter already got it
 
     async def _connect(self, addr: str) -> Channel:
+
         host, port = parse_addr(addr)
         loop = asyncio.get_running_loop()
         try:

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import uvloop
 
-from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.client.api import MQClientAPI
 from rocketpy.client.route import subscribe_queues
 from rocketpy.errors import MQClientError
 from rocketpy.remoting.client import RemotingClient

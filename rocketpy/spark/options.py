@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rocketpy.client.api import parse_namesrv_addrs
+from rocketpy.addresses import AddressError, parse_namesrv_addrs
 from rocketpy.errors import MQClientError
 from rocketpy.topic import TOPIC_MAX_LENGTH, TOPIC_NAME_RE
 
@@ -159,7 +159,7 @@ def _namesrv(options: Mapping[str, str]) -> str:
     addr = _get(options, "namesrvAddr") or os.environ.get("NAMESRV_ADDR", "")
     try:
         parse_namesrv_addrs(addr)
-    except MQClientError as e:
+    except AddressError as e:
         raise SparkOptionError(f"option namesrvAddr: {e}") from None
     return addr
 

@@ -33,7 +33,8 @@ import uvloop
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.client.api import MQClientAPI
 from rocketpy.client.producer import Producer
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import select_by_hash
@@ -399,13 +400,9 @@ def _rows(messages: list[Any]) -> int:
     return sum(m.rows for m in messages if isinstance(m, SentPartition))
 
 
-class PlainDelivery:
-    """At-least-once delivery: plain sends in the tasks; commit and abort only report.
-
-    In a stream, a micro-batch is recorded in the ledger at its commit, so a replay of it after a
-    restart sends nothing; a driver that dies before that record leaves its rows visible and the
-    replay sends them again (at-least-once).
-    """
+class Delivery:
+    """The task side of a delivery: a task of a micro-batch decided before sends nothing
+    (``_replay_partition``); any other sends its rows as the subclass does (``_send``)."""
 
     def send_partition(
         self,
@@ -415,12 +412,33 @@ class PlainDelivery:
         rows: Iterator[Any],
         stream: StreamBatch | None,
     ) -> SentPartition:
-        """Send one task's rows (in a Spark worker)."""
+        """Send one task's rows (in a Spark worker), unless its micro-batch is a replay."""
         replay = _replay_partition(opts, job_id, stream)
         if replay is not None:
             return replay
-        sent = _run(lambda: _send_rows(opts, layout, rows))
-        return SentPartition(job_id, *_task_ids(), sent, stream)
+        key = stream.key if stream is not None else job_id
+        sent, halves = _run(lambda: self._send(opts, layout, rows, key))
+        return SentPartition(job_id, *_task_ids(), sent, stream, halves)
+
+    async def _send(
+        self, opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], key: str
+    ) -> tuple[int, Halves]:
+        """Send the rows of the write ``key``; returns how many, and the half messages to decide."""
+        raise NotImplementedError
+
+
+class PlainDelivery(Delivery):
+    """At-least-once delivery: plain sends in the tasks; commit and abort only report.
+
+    In a stream, a micro-batch is recorded in the ledger at its commit, so a replay of it after a
+    restart sends nothing; a driver that dies before that record leaves its rows visible and the
+    replay sends them again (at-least-once).
+    """
+
+    async def _send(
+        self, opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], key: str
+    ) -> tuple[int, Halves]:
+        return await _send_rows(opts, layout, rows), {}  # plain messages: nothing left to decide
 
     def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Every task succeeded: the rows are already visible."""
@@ -440,28 +458,17 @@ class PlainDelivery:
         )
 
 
-class TransactionalDelivery:
+class TransactionalDelivery(Delivery):
     """All-or-nothing per job: half messages in the tasks, committed or rolled back by the driver.
 
     In a stream, exactly once: a replayed micro-batch's tasks send nothing, or (when they ran
     before the original's commit was recorded) its driver rolls back what they sent.
     """
 
-    def send_partition(
-        self,
-        opts: WriteOptions,
-        layout: WriteLayout,
-        job_id: str,
-        rows: Iterator[Any],
-        stream: StreamBatch | None,
-    ) -> SentPartition:
-        """Send one task's rows as half messages (in a Spark worker)."""
-        replay = _replay_partition(opts, job_id, stream)
-        if replay is not None:
-            return replay
-        key = stream.key if stream is not None else job_id
-        sent, halves = _run(lambda: _send_halves(opts, layout, rows, key))
-        return SentPartition(job_id, *_task_ids(), sent, stream, halves)
+    async def _send(
+        self, opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any], key: str
+    ) -> tuple[int, Halves]:
+        return await _send_halves(opts, layout, rows, key)
 
     def commit(self, opts: WriteOptions, messages: list[Any], job_id: str) -> None:
         """Commit every task's half messages (roll them back when the micro-batch is a replay).

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rocketpy import Admin, Message, Producer, SendStatus
+from rocketpy.addresses import parse_addr
 from rocketpy.client.consumer_types import ConsumeStatus
 from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
@@ -21,7 +22,6 @@ from tests.conftest import DaemonPool
 from tests.consumer_settings import FAST_CONSUMER
 from tests.daemons import Daemon
 from tests.faultproxy import FaultProxy, start_broker_behind_proxy
-from tests.hostile import parse_addr
 from tests.integration.test_producer import all_messages
 from tests.waiting import wait_until_async
 

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from rocketpy.broker.processors.send import PUT_RESPONSES, put_status_to_response, unique_key_of
+from rocketpy.broker.processors.send import PUT_RESPONSES, put_status_to_response
 from rocketpy.broker.store import PutMessageResult, PutMessageStatus
 from rocketpy.errors import HeaderError
 from rocketpy.message import properties_to_string
+from rocketpy.message_props import UNIQ_SEP, get_property
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.send import V1_NAMES, V2_NAMES, SendMessageRequestHeader, read_typical_v2
 
 
-def test_unique_key_of() -> None:
+def test_unique_key_lookup() -> None:
     props = properties_to_string({"TAGS": "A", "UNIQ_KEY": "ABC123", "KEYS": "k"})
-    assert unique_key_of(props) == "ABC123"
-    assert unique_key_of(properties_to_string({"UNIQ_KEY": "X"})) == "X"
-    assert unique_key_of(properties_to_string({"NOT_UNIQ_KEY": "X"})) is None
-    assert unique_key_of("") is None
+    assert get_property(props, UNIQ_SEP) == "ABC123"
+    assert get_property(properties_to_string({"UNIQ_KEY": "X"}), UNIQ_SEP) == "X"
+    assert get_property(properties_to_string({"NOT_UNIQ_KEY": "X"}), UNIQ_SEP) is None
+    assert get_property("", UNIQ_SEP) is None
 
 
 def test_send_header_v1_v2_and_errors() -> None:

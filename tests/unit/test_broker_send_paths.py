@@ -7,6 +7,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+from rocketpy.broker.processors.guard import Guard
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -33,12 +34,16 @@ class FakeStore:
 
 
 def _processor(store: FakeStore) -> SendMessageProcessor:
-    return SendMessageProcessor(
+    guard = Guard(
         SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),  # type: ignore[arg-type]
-        SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),  # type: ignore[arg-type]
         SimpleNamespace(  # type: ignore[arg-type]
             get=lambda topic: TopicConfig(topic_name=topic, read_queue_nums=4, write_queue_nums=4)
         ),
+        SimpleNamespace(),  # type: ignore[arg-type]  # sends check no group
+    )
+    return SendMessageProcessor(
+        guard,
+        SimpleNamespace(max_message_size=4 << 20, sync_flush_timeout=5000),  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]  # no delayed messages in these tests
         BrokerStats(),

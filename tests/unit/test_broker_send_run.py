@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rocketpy.broker.processors.guard import Guard
 from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -47,12 +48,16 @@ class CountingStore:
 
 
 def _processor(store: CountingStore) -> SendMessageProcessor:
-    return SendMessageProcessor(
+    guard = Guard(
         SimpleNamespace(broker_permission=6, broker_name="b", broker_cluster_name="c"),  # type: ignore[arg-type]
-        SimpleNamespace(max_message_size=2048, sync_flush_timeout=5000),  # type: ignore[arg-type]
         SimpleNamespace(  # type: ignore[arg-type]
             get=lambda topic: TopicConfig(topic_name=topic, read_queue_nums=4, write_queue_nums=4)
         ),
+        SimpleNamespace(),  # type: ignore[arg-type]  # sends check no group
+    )
+    return SendMessageProcessor(
+        guard,
+        SimpleNamespace(max_message_size=2048, sync_flush_timeout=5000),  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
         SimpleNamespace(put=None),  # type: ignore[arg-type]  # timed messages are not sent here
         BrokerStats(),

@@ -8,7 +8,8 @@ import zlib
 import msgpack
 import pytest
 
-from rocketpy.client.api import MQClientAPI, parse_namesrv_addrs
+from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.client.api import MQClientAPI
 from rocketpy.client.fault import LatencyFaultTolerance, not_available_duration_ms
 from rocketpy.client.instance import ClientSettings, new_client_id
 from rocketpy.client.message_check import (
@@ -21,7 +22,7 @@ from rocketpy.client.message_check import (
     wire_properties,
 )
 from rocketpy.client.route import TopicPublishInfo, publish_queues, subscribe_queues
-from rocketpy.client.selector import RoundRobinIndex, select_by_hash, select_queue
+from rocketpy.client.selector import RoundRobinIndex, UserChoice, select_by_hash, select_queue, user_choice
 from rocketpy.errors import MQClientError, RemotingConnectError
 from rocketpy.message import Message, MessageConst, MessageQueue, string_to_properties
 from rocketpy.protocol.codes import ResponseCode
@@ -138,6 +139,23 @@ def test_select_by_hash_is_stable() -> None:
     m = Message("T", b"x")
     assert select_by_hash(qs, m, 42) == qs[42 % 4]
     assert select_by_hash(qs, m, "order-7") == select_by_hash(qs, m, "order-7")
+
+
+def test_a_user_choice_calls_the_selector_with_its_message_and_arg() -> None:
+    qs = _queues({"a": 4})
+    m = Message("T", b"x")
+    assert user_choice(None, m, 1) is None  # no selector: round robin
+    seen: list[tuple[Message, object]] = []
+
+    def pick_last(queues: list[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+        seen.append((msg, arg))
+        return queues[-1]
+
+    choice = user_choice(pick_last, m, "k")
+    assert choice == UserChoice(pick_last, m, "k") and choice.select(qs) == qs[-1]
+    assert seen == [(m, "k")]
+    with pytest.raises(MQClientError, match="not one of the 4 queues"):
+        UserChoice(lambda queues, msg, arg: "q0", m, None).select(qs)  # type: ignore[arg-type, return-value]
 
 
 # ---- routes -------------------------------------------------------------------------------------------
@@ -400,5 +418,19 @@ def test_namesrv_start_is_random() -> None:
 
 def test_parse_namesrv_addrs() -> None:
     assert parse_namesrv_addrs("a:1; b:2;") == ["a:1", "b:2"]
-    with pytest.raises(MQClientError, match="host:port"):
+    with pytest.raises(MQClientError, match="HOST:PORT"):
         parse_namesrv_addrs("nohost")
+
+
+def test_a_transaction_send_result_is_its_send_result_plus_the_state() -> None:
+    from rocketpy.client.results import SendResult, SendStatus
+    from rocketpy.client.transaction import LocalTransactionState, TransactionSendResult
+
+    sent = SendResult(SendStatus.SEND_OK, "U1", "0A" * 16, MessageQueue("T", "b", 2), 7)
+    result = TransactionSendResult(sent, LocalTransactionState.COMMIT_MESSAGE)
+    fields = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset")
+    assert [getattr(result, f) for f in fields] == [getattr(sent, f) for f in fields]
+    assert result.transaction_id == "U1"
+    assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    text = repr(result)
+    assert text.startswith("TransactionSendResult(status=SEND_OK") and "COMMIT_MESSAGE" in text

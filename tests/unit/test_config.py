@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketpy.addresses import parse_namesrv_addrs
 from rocketpy.config import (
     BrokerRole,
     FlushDiskType,
@@ -13,7 +14,6 @@ from rocketpy.config import (
     config_lines,
     load_broker_config,
     load_namesrv_config,
-    parse_namesrv_addr,
 )
 from rocketpy.errors import ConfigError
 
@@ -100,13 +100,13 @@ def test_namesrv_error_messages(tmp_path: Path, text: str, message: str) -> None
         ),
         (
             "namesrvAddr=localhost",
-            "error: FILE:1: namesrvAddr='localhost': 'localhost' is not HOST:PORT "
-            "(separate several addresses with ';')",
+            "error: FILE:1: namesrvAddr='localhost': 'localhost' is not HOST:PORT: use a host name or IP "
+            "and a port from 1 to 65535 (several separated by ';')",
         ),
         (
             "namesrvAddr=a:1;b:99999",
-            "error: FILE:1: namesrvAddr='a:1;b:99999': 'b:99999' is not HOST:PORT "
-            "(separate several addresses with ';')",
+            "error: FILE:1: namesrvAddr='a:1;b:99999': 'b:99999' is not HOST:PORT: use a host name or "
+            "IP and a port from 1 to 65535 (several separated by ';')",
         ),
         (
             "brokerRole=SLAVE\n",
@@ -136,8 +136,8 @@ def test_error_in_override_names_the_command_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as ei:
         load_broker_config(path, {"namesrvAddr": "nohost"})
     message = (
-        "error: command line: namesrvAddr='nohost': 'nohost' is not HOST:PORT "
-        "(separate several addresses with ';')"
+        "error: command line: namesrvAddr='nohost': 'nohost' is not HOST:PORT: use a host name or IP "
+        "and a port from 1 to 65535 (several separated by ';')"
     )
     assert str(ei.value) == message
 
@@ -182,7 +182,7 @@ def test_broker_file_holds_broker_and_store_keys(tmp_path: Path) -> None:
     assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
     assert store.mapped_file_size_commit_log == 8192  # old spelling accepted
     assert store.mapped_file_size_consume_queue == 600
-    assert parse_namesrv_addr(broker.namesrv_addr or "") == ["127.0.0.1:9876", "127.0.0.1:9877"]
+    assert parse_namesrv_addrs(broker.namesrv_addr) == ["127.0.0.1:9876", "127.0.0.1:9877"]
 
 
 def test_namesrv_addr_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,13 +229,12 @@ def test_namesrv_config_lines_use_rocketmq_keys() -> None:
     ]
 
 
-def test_parse_namesrv_addr_errors() -> None:
-    with pytest.raises(ConfigError) as ei:
-        parse_namesrv_addr(" ; ")
-    assert (
-        str(ei.value) == "error: namesrvAddr=' ; ': no address given: use HOST:PORT, several separated by ';'"
+def test_empty_namesrv_list_names_the_key(tmp_path: Path) -> None:
+    message = broker_error(tmp_path, "namesrvAddr= ; ")
+    assert message == (
+        "error: FILE:1: namesrvAddr=';': no NameServer address given: use HOST:PORT, several separated "
+        "by ';' (or set NAMESRV_ADDR)"
     )
-    assert parse_namesrv_addr("h:1;") == ["h:1"]
 
 
 def test_advertised_host_is_never_the_wildcard() -> None:

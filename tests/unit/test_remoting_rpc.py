@@ -269,7 +269,7 @@ async def test_connect_refused_names_address() -> None:
     client = RemotingClient()
     with pytest.raises(RemotingConnectError, match=f"127.0.0.1:{port}"):
         await client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(NOOP), 2.0)
-    with pytest.raises(MQClientError, match="expected host:port"):
+    with pytest.raises(MQClientError, match="'localhost' is not HOST:PORT"):
         await client.invoke("localhost", RemotingCommand.request(NOOP), 2.0)
     await client.close()
 
@@ -356,3 +356,47 @@ async def test_invoke_future_times_out_and_fails_on_close(rpc: Fixture) -> None:
         await held
     with pytest.raises(RemotingConnectError):
         channel.invoke_future(RemotingCommand.request(NOOP), 1.0)
+
+
+async def test_calls_to_a_peer_that_does_not_read_wait_then_time_out() -> None:
+    """``invoke`` and ``invoke_future`` under write pressure: both wait for the peer inside one call
+    path, time out with the same error and leave no table entry behind."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        held.append(w)  # never reads
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    addr = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    client = RemotingClient()
+    try:
+        await client.invoke_oneway(addr, RemotingCommand.request(NOOP), 2.0)
+        channel = client.channel(addr)
+        assert channel is not None
+        body = b"x" * (1 << 20)
+        for _ in range(64):  # fill the socket buffers until the transport pauses writing
+            if channel._write_paused:
+                break
+            channel.invoke_future(RemotingCommand.request(NOOP, body=body), 30.0).add_done_callback(
+                lambda f: f.cancelled() or f.exception()
+            )
+            await asyncio.sleep(0)
+        assert channel._write_paused
+        pending = len(channel._pending)
+        with pytest.raises(RemotingTimeoutError, match=r"could not be written within 0\.200s"):
+            await channel.invoke(RemotingCommand.request(NOOP), 0.2)
+        future = channel.invoke_future(RemotingCommand.request(NOOP), 0.2)
+        with pytest.raises(RemotingTimeoutError, match=r"could not be written within 0\.200s"):
+            await future
+        waiting = asyncio.ensure_future(channel.invoke(RemotingCommand.request(NOOP), 30.0))
+        await asyncio.sleep(0.05)
+        waiting.cancel()  # the caller gives up while the call waits for the peer
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert len(channel._pending) == pending  # none of the three calls got an entry
+    finally:
+        await client.close()
+        for w in held:
+            w.close()
+        server.close()
+        await server.wait_closed()

@@ -14,12 +14,13 @@ from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.store import BrokerMessage, MessageStore
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction import check
-from rocketpy.broker.transaction.half import HalfRecord, is_half_message
+from rocketpy.broker.transaction.half import HalfRecord
 from rocketpy.broker.transaction.op_log import OFFSETS_PER_OP_RECORD, op_message, parse_op
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.broker.transaction.window import HalfWindow, Outcome
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.message import properties_to_string
+from rocketpy.message_props import is_half_message
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.record import decode_records, encode_record
 from rocketpy.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC

@@ -1,0 +1,131 @@
+"""``Store``: what the broker's parts may ask of the message store (RocketMQ's ``MessageStore``
+interface, which ``DefaultMessageStore`` implements).
+
+Exactly the members that code outside ``broker/store`` uses: the processors, the schedule and timer
+services, transactions, replication and the metrics collector are typed against this protocol, so
+they reach no further than it (no ``store.commitlog``, ``store.dispatcher.cqs``); ``MessageStore``
+implements it, and the controller, which builds and runs the store, holds the concrete class
+(lifecycle, fault injection). A new need outside the store is a new member here and a public
+method there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from rocketpy.broker.store.dispatch import Listener
+from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.broker.store.results import (
+    GetMessageResult,
+    MessageFilter,
+    PutMessageResult,
+    QueryMessageResult,
+)
+from rocketpy.latency import LatencyHistogram
+
+
+class Store(Protocol):
+    """The message store as the rest of the broker sees it (see the module docstring).
+
+    Attributes:
+        clock: the store's seconds clock (store timestamps; delivery times are reckoned by it).
+    """
+
+    clock: Callable[[], float]
+
+    # -- identity and state ----------------------------------------------------------------------
+    @property
+    def store_host(self) -> tuple[str, int]:
+        """``(ipv4, port)`` written into every record (part of the offset msg id)."""
+
+    @property
+    def read_only_remark(self) -> str:
+        """Why writes are refused after a disk error ("" when they are accepted)."""
+
+    def flush_started(self) -> float:
+        """When the running commitlog flush began (``time.monotonic()``; 0: none runs)."""
+
+    @property
+    def flush_latency(self) -> LatencyHistogram | None:
+        """Durations of the commitlog flushes that wrote something (None before ``start``)."""
+
+    @property
+    def disk_ratio(self) -> float:
+        """Used fraction (0..1) of the commitlog's disk."""
+
+    def runtime_info(self) -> dict[str, str]:
+        """Store figures for GET_BROKER_RUNTIME_INFO."""
+
+    # -- put ---------------------------------------------------------------------------------------
+    def put_message(self, msg: BrokerMessage) -> Coroutine[Any, Any, PutMessageResult]:
+        """Append one message, dispatch it and (SYNC_FLUSH) wait for the flush (await it)."""
+
+    def put_messages(self, msgs: list[BrokerMessage]) -> Coroutine[Any, Any, PutMessageResult]:
+        """Append a batch of one topic and queue, all or nothing (await it)."""
+
+    def add_dispatch_listener(self, fn: Listener) -> None:
+        """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch."""
+
+    def delete_topics(self, topics: set[str]) -> None:
+        """Drop the consume queues of ``topics``."""
+
+    # -- raw commitlog (replication) -----------------------------------------------------------------
+    @property
+    def max_physical_offset(self) -> int:
+        """Commitlog offset where the next record goes."""
+
+    @property
+    def min_physical_offset(self) -> int:
+        """Commitlog offset of the oldest stored byte."""
+
+    async def append_replica(self, offset: int, data: bytes | memoryview) -> int:
+        """Append a master's raw commitlog bytes at ``offset``; returns the new max offset."""
+
+    def read_commitlog(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` raw commitlog bytes at ``offset`` within one file."""
+
+    # -- queues and records ------------------------------------------------------------------------
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        max_bytes: int | None = None,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Up to ``max_msgs`` raw records of a queue from ``offset`` (views of the commitlog)."""
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's next offset (0 for an unknown queue)."""
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's first offset still stored (0 for an unknown queue)."""
+
+    def queue_max_offsets(self) -> list[tuple[str, int, int]]:
+        """``(topic, queue_id, next offset)`` of every consume queue that exists."""
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset whose store time is >= ``timestamp_ms``."""
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's first stored message, -1 when none."""
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Commitlog offset of a queue unit, -1 when not stored."""
+
+    def read_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int) -> tuple[int, ...]:
+        """Up to ``max_count`` units from ``offset``: ``(commitlog offset, size, tag code)`` each."""
+
+    def record_view(self, commitlog_offset: int) -> memoryview | None:
+        """A view of the record at ``commitlog_offset``, or None."""
+
+    def lookup_message_by_offset(self, commitlog_offset: int) -> bytes | None:
+        """A copy of the record at ``commitlog_offset``, or None."""
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int
+    ) -> QueryMessageResult:
+        """Records of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, stored in [begin_ts, end_ts]."""
