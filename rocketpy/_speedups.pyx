@@ -22,22 +22,13 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.string cimport memcmp, memcpy, memset
 
-import struct
+from rocketpy._cshared cimport (
+    PyUnicode_1BYTE_KIND, PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_KIND,
+    PyUnicode_New, PyUnicode_READY, _Buf, _contains, _crc32, _get_u32, _get_u64, _grow, _int, _latin1, _put,
+    _put_u32, _put_u64, _struct_error, _writable, memmem, rocketpy_crc32,
+)
+
 import zlib
-
-
-cdef extern from "Python.h":
-    int PyUnicode_READY(object o) except -1
-    int PyUnicode_KIND(object o)
-    void* PyUnicode_DATA(object o)
-    bint PyUnicode_IS_ASCII(object o)
-    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
-    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    int PyUnicode_1BYTE_KIND
-
-
-cdef extern from "crc32_fold.h":
-    uint32_t rocketpy_crc32(uint32_t crc, const unsigned char *buf, size_t length) nogil
 
 
 # -- layout bound from the pure modules on first use ----------------------------------------------
@@ -63,7 +54,6 @@ cdef Py_ssize_t WRITE_JOIN_MAX_BODY_BYTES = 0
 cdef object _new_ext = None  # MessageExt.__new__, bound with the record layout
 cdef object _MessageExt = None
 cdef object _decompress = zlib.decompress
-cdef object _struct_error = struct.error
 
 
 cdef int _bind_record() except -1:
@@ -105,31 +95,6 @@ cdef int _bind_codec() except -1:
     return 0
 
 
-# -- big-endian helpers ------------------------------------------------------------------------
-cdef inline void _put_u32(unsigned char* p, uint32_t v) noexcept nogil:
-    p[0] = <unsigned char>(v >> 24)
-    p[1] = <unsigned char>(v >> 16)
-    p[2] = <unsigned char>(v >> 8)
-    p[3] = <unsigned char>v
-
-
-cdef inline void _put_u64(unsigned char* p, uint64_t v) noexcept nogil:
-    _put_u32(p, <uint32_t>(v >> 32))
-    _put_u32(p + 4, <uint32_t>v)
-
-
-cdef inline uint32_t _get_u32(const unsigned char* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
-
-
-cdef inline uint64_t _get_u64(const unsigned char* p) noexcept nogil:
-    return (<uint64_t>_get_u32(p) << 32) | <uint64_t>_get_u32(p + 4)
-
-
-cdef inline uint32_t _crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    return rocketpy_crc32(0, p, <size_t>n)
-
-
 def crc32(data, uint32_t value=0):
     """CRC-32 of ``data`` continuing from ``value``, as ``zlib.crc32`` (its twin: ``rocketpy.record.body_crc``)."""
     cdef Py_buffer b
@@ -141,20 +106,6 @@ def crc32(data, uint32_t value=0):
     finally:
         PyBuffer_Release(&b)
     return c
-
-
-cdef inline int64_t _int(object v, int64_t lo, int64_t hi, str fmt) except? -1:
-    """``v`` as a C integer within [lo, hi], else ``struct.error`` as ``struct.pack`` raises."""
-    cdef int64_t x
-    if type(v) is not int and not isinstance(v, int):
-        raise _struct_error("required argument is not an integer")
-    try:
-        x = v
-    except OverflowError:
-        raise _struct_error("argument out of range") from None
-    if x < lo or x > hi:
-        raise _struct_error(f"'{fmt}' format requires {lo} <= number <= {hi}")
-    return x
 
 
 cdef inline void _put_host(unsigned char* p, const Py_buffer* b) noexcept nogil:
@@ -237,14 +188,6 @@ cdef Py_ssize_t _pack_record(Py_buffer* out, Py_ssize_t pos, topic_b, props_b, b
             PyBuffer_Release(&pb)
         if got >= 1:
             PyBuffer_Release(&tb)
-
-
-cdef int _writable(object buf, Py_buffer* out) except -1:
-    try:
-        PyObject_GetBuffer(buf, out, PyBUF_WRITABLE)
-    except BufferError:  # as struct.pack_into says it
-        raise TypeError(f"argument must be read-write bytes-like object, not {type(buf).__name__}") from None
-    return 0
 
 
 def pack_record(buf, Py_ssize_t pos, topic_b, props_b, body, queue_id, flag, queue_offset, phys, sys_flag,
@@ -777,35 +720,6 @@ cdef int _bind_columns() except -1:
     return 0
 
 
-cdef struct _Buf:
-    char* p
-    Py_ssize_t n
-    Py_ssize_t cap
-
-
-cdef int _grow(_Buf* b, Py_ssize_t k) except -1:
-    cdef Py_ssize_t cap = b.cap * 2
-    cdef char* q
-    if cap < b.n + k:
-        cap = b.n + k
-    if cap < 256:
-        cap = 256
-    q = <char*>PyMem_Realloc(b.p, cap)
-    if q == NULL:
-        raise MemoryError()
-    b.p = q
-    b.cap = cap
-    return 0
-
-
-cdef inline int _put(_Buf* b, const void* src, Py_ssize_t k) except -1:
-    if b.n + k > b.cap:
-        _grow(b, k)
-    memcpy(b.p + b.n, src, k)
-    b.n += k
-    return 0
-
-
 cdef inline int _put_i32(_Buf* b, Py_ssize_t v) except -1:
     cdef int32_t x
     if v > 0x7FFFFFFF:
@@ -1209,15 +1123,6 @@ cdef int _bind_put_path() except -1:
     return 0
 
 
-cdef inline const unsigned char* _latin1(str s, Py_ssize_t* n) except? NULL:
-    """The code points of ``s`` as bytes when every one is below 256 (else NULL: use the pure twin)."""
-    PyUnicode_READY(s)
-    n[0] = PyUnicode_GET_LENGTH(s)
-    if PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND:
-        return NULL
-    return <const unsigned char*>PyUnicode_DATA(s)
-
-
 cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, const char* name_sep, Py_ssize_t k,
                                        Py_ssize_t* end) noexcept nogil:
     """``get_property``: where the value of the first item named ``name_sep[:k]`` (name + ``\\x01``)
@@ -1234,14 +1139,6 @@ cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, con
             i += 1
         i += 1
     return -1
-
-
-cdef extern from "string.h":
-    void* memmem(const void* haystack, size_t n, const void* needle, size_t k) nogil  # GNU (pyconfig.h sets _GNU_SOURCE)
-
-
-cdef inline bint _contains(const unsigned char* p, Py_ssize_t n, const char* word, Py_ssize_t k) noexcept nogil:
-    return n >= k and memmem(p, <size_t>n, word, <size_t>k) != NULL
 
 
 cdef inline int32_t _tags_code(const unsigned char* p, Py_ssize_t n) noexcept nogil:
