@@ -12,6 +12,10 @@ from setuptools import Extension, setup
 MODULES = [
     "rocketpy._speedups",
     "rocketpy.remoting._speedups",
+    "rocketpy.header._speedups",
+    "rocketpy.acl._speedups",
+    "rocketpy.broker.store._speedups",
+    "rocketpy.broker.processors._speedups",
 ]
 
 setup(

@@ -40,6 +40,10 @@ NO_EXTENSIONS_ENV = "ROCKETPY_NO_EXTENSIONS"
 MODULES = (
     "rocketpy._speedups",  # the record layout, the batch encoding, properties, record columns
     "rocketpy.remoting._speedups",  # the frame codec
+    "rocketpy.header._speedups",  # the SEND_MESSAGE_V2 header
+    "rocketpy.acl._speedups",  # the ACL signature
+    "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry
+    "rocketpy.broker.processors._speedups",  # the send processor's batch helper
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
