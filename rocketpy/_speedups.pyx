@@ -71,7 +71,7 @@ cdef int _bind_record() except -1:
     return 0
 
 
-def crc32(data, uint32_t value=0):
+def crc32(data, uint32_t value=0, /):
     """CRC-32 of ``data`` continuing from ``value``, as ``zlib.crc32`` (its twin: ``rocketpy.record.body_crc``)."""
     cdef Py_buffer b
     cdef uint32_t c

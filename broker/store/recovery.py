@@ -213,12 +213,12 @@ def _dispatched_point(dispatcher: Dispatcher) -> int:
 
 
 @twin
-def redispatch(dispatcher: Dispatcher, record: StoredRecord, phys: int) -> None:
-    """Hand one valid record (read with its text) at ``phys`` to the dispatcher (which skips what its
-    queue and the index hold). The compiled twin in ``_speedups`` takes a record whose queue exists
-    and is at its end with room in its last file as ``dispatch_run`` does, in C."""
+def redispatch(d: Dispatcher, record: StoredRecord, phys: int) -> None:
+    """Hand one valid record (read with its text) at ``phys`` to the dispatcher ``d`` (which skips what
+    its queue and the index hold). The compiled twin in ``_speedups`` takes a record whose queue
+    exists and is at its end with room in its last file as ``dispatch_run`` does, in C."""
     total, queue_id, queue_offset, store_ts, topic, props = record
-    dispatcher.dispatch(dispatcher.cq(topic, queue_id), queue_offset, phys, total, None, props, store_ts)
+    d.dispatch(d.cq(topic, queue_id), queue_offset, phys, total, None, props, store_ts)
 
 
 def recover(
