@@ -15,6 +15,18 @@ under its full name: ``importlib.import_module(name)`` and ``from package import
 it there. A compiled module reads what it needs from its own package, or from packages below it,
 the first time one of its functions runs.
 
+Each compiled module has a stub, ``_speedups.pyi``; a twin's three signatures (pure, stub, compiled)
+are kept the same:
+
+- stub and pure twin: every module that declares twins ends with an ``if TYPE_CHECKING`` block
+  calling ``same_signature(pure)(compiled)`` and ``same_signature(compiled)(pure)``; mypy
+  (``scripts/check``) rejects a stub whose function differs from the pure one in a parameter's
+  name, kind, type or default, or in its return type;
+- stub and built module: ``scripts/check`` runs mypy's ``stubtest`` on ``MODULES``, which rejects
+  a stub whose parameter names, kinds or defaults, or ``__all__``, differ from the compiled ones.
+
+``tests/unit/test_speedups.py`` compares the pure and compiled functions' run-time signatures too.
+
 Attributes:
     MODULES: the compiled modules by import name, each after the ones it cimports from.
     ACTIVE: ``"compiled"`` (every module of ``MODULES`` loaded) or ``"pure"`` — what this process runs.
@@ -113,3 +125,15 @@ def twin(pure: F) -> F:
     if not COMPILED:
         return pure
     return cast(F, COMPILED[pure.__name__])
+
+
+def same_signature(pure: F) -> Callable[[F], None]:
+    """For mypy: ``same_signature(a)(b)`` type-checks when ``b`` can stand in for ``a`` (the same
+    parameter names, kinds and defaults; parameter types at least as wide, a return type at least as
+    narrow). Written both ways, for a pure function and its compiled twin as the stub declares it,
+    it holds only when the two signatures are the same. Called under ``if TYPE_CHECKING`` only."""
+
+    def check(compiled: F) -> None:
+        return None
+
+    return check

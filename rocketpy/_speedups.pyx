@@ -13,6 +13,9 @@ The layout constants, the error class and the message classes are read from ``ro
 ``rocketpy.message``, ``rocketpy.msgid`` and ``rocketpy.record_columns`` the first time a function
 runs (``_bind_*``), not copied: ``rocketpy._accel`` loads this module before those exist. Every
 buffer access is bounds-checked by hand before it happens: no input may crash the process.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -30,10 +33,10 @@ from rocketpy._cshared cimport (
 
 import zlib
 
-__all__ = (
-    "crc32", "pack_record", "string_to_properties", "properties_to_string", "_decode_at",
-    "decode_records", "encode_batch", "decode_batch", "decode_columns",
-)
+__all__ = [
+    "crc32", "pack_record", "string_to_properties", "properties_to_string", "_decode_at", "decode_records",
+    "encode_batch", "decode_batch", "decode_columns",
+]
 
 
 # -- the record layout, bound from rocketpy.record on first use ----------------------------------

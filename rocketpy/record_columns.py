@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from rocketpy._accel import PURE, twin
+from rocketpy._accel import PURE, same_signature, twin
 from rocketpy.record import decode_records  # noqa: F401  (registers the pure decode_records twin)
 
 
@@ -99,3 +99,10 @@ def decode_columns(buf: bytes | bytearray | memoryview) -> ColumnBuffers:
         *_strings(names),
         *_strings(values),
     )
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy import _speedups
+
+    same_signature(decode_columns)(_speedups.decode_columns)
+    same_signature(_speedups.decode_columns)(decode_columns)

@@ -4,13 +4,16 @@
 ``rocketpy._accel`` chooses it or its pure twin. The message class and the transaction mark are read
 from ``rocketpy.broker.store`` and ``rocketpy.broker.transaction`` the first time it runs
 (``_bind_batch``), not copied: ``rocketpy._accel`` loads this module before those exist.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.unicode cimport PyUnicode_Substring
 
 from rocketpy._cshared cimport _contains, _latin1, memmem
 
-__all__ = ("batch_messages",)
+__all__ = ["batch_messages"]
 
 
 # -- the message class and marks, bound on first use ----------------------------------------------

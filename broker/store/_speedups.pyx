@@ -11,6 +11,9 @@ Layout constants, result types and the pure twins a function hands its uncommon 
 (``rocketpy.record``, ``rocketpy.topic``) the first time a function runs (``_bind_*``), never from the
 rest of the broker: ``rocketpy._accel`` loads this module before those exist. Every buffer access is
 bounds-checked before it happens: no input may crash the process.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -24,7 +27,7 @@ from rocketpy._cshared cimport (
 )
 from rocketpy._speedups cimport _bind_record, _pack_record
 
-__all__ = ("append_records", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "redispatch")
+__all__ = ["append_records", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "redispatch"]
 
 
 # -- the commitlog's append callback --------------------------------------------------------------

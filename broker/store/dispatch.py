@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from rocketpy._accel import twin
+from rocketpy._accel import same_signature, twin
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.index import IndexService
 from rocketpy.broker.store.message import BrokerMessage
@@ -183,3 +184,10 @@ def _rebuilds(cq: ConsumeQueue, queue_offset: int, phys: int) -> bool:
         log.warning("consume queue %s/%d jumps from %d to %d while rebuilding", cq.topic, cq.queue_id,
                     cq.next_offset, queue_offset)  # fmt: skip
     return True
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy.broker.store import _speedups
+
+    same_signature(dispatch_run)(_speedups.dispatch_run)
+    same_signature(_speedups.dispatch_run)(dispatch_run)

@@ -4,7 +4,9 @@ pairs) without building a dict: the put path needs one or two values of a few na
 
 from __future__ import annotations
 
-from rocketpy._accel import twin
+from typing import TYPE_CHECKING
+
+from rocketpy._accel import same_signature, twin
 from rocketpy.filter.tags import java_string_hash
 
 TAGS_SEP = "TAGS\x01"
@@ -45,3 +47,10 @@ def index_keys(props: str) -> list[str]:
         if uniq:
             out.append(uniq)
     return out
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy.broker.store import _speedups
+
+    same_signature(tags_hash)(_speedups.tags_hash)
+    same_signature(_speedups.tags_hash)(tags_hash)

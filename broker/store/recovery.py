@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
-from rocketpy._accel import twin
+from rocketpy._accel import same_signature, twin
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
@@ -342,3 +343,12 @@ def load_index_files(directory: str, size: int) -> list[MappedFile]:
             continue
         out.append(MappedFile.open(path, 0, size))
     return out
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy.broker.store import _speedups
+
+    same_signature(read_record)(_speedups.read_record)
+    same_signature(_speedups.read_record)(read_record)
+    same_signature(redispatch)(_speedups.redispatch)
+    same_signature(_speedups.redispatch)(redispatch)

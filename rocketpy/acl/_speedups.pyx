@@ -5,6 +5,9 @@
 the ext value text form are read from ``rocketpy.acl.signing`` and ``rocketpy.remoting.json_header``
 the first time a function runs (``_bind_signing``), not copied: ``rocketpy._accel`` loads this
 module before those exist.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -17,7 +20,7 @@ from rocketpy._cshared cimport (
     PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, PyUnicode_READY, _Buf, _put,
 )
 
-__all__ = ("signed_ext", "hmac_signature")
+__all__ = ["signed_ext", "hmac_signature"]
 
 
 # -- the signing rules, bound from rocketpy.acl.signing on first use ------------------------------

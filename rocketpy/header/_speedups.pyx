@@ -4,13 +4,16 @@
 ``rocketpy._accel`` chooses it or its pure twin. The default topic and the field types it expects
 are read from ``rocketpy.header.send`` the first time it runs (``_bind_send``), not copied:
 ``rocketpy._accel`` loads this module before that one exists.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.dict cimport PyDict_GetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 
-__all__ = ("read_typical_v2",)
+__all__ = ["read_typical_v2"]
 
 
 # -- the header's shape, bound from rocketpy.header.send on first use ------------------------------

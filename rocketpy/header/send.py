@@ -11,9 +11,9 @@ out-of-range ints) goes through the converting helpers, which raise ``HeaderErro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rocketpy._accel import twin
+from rocketpy._accel import same_signature, twin
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 
@@ -235,3 +235,10 @@ def read_typical_v2(h: SendMessageRequestHeader, ext: dict[str, Any]) -> bool:
     h.default_topic_queue_nums = default_nums
     h.unit_mode, h.batch, h.broker_name = unit_mode, batch, broker_name
     return True
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy.header import _speedups
+
+    same_signature(read_typical_v2)(_speedups.read_typical_v2)
+    same_signature(_speedups.read_typical_v2)(read_typical_v2)

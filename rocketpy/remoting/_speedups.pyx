@@ -5,6 +5,9 @@
 header codecs are read from ``rocketpy.remoting.codec`` the first time a function runs
 (``_bind_codec``), not copied: ``rocketpy._accel`` loads this module before that one exists. Every
 buffer access is bounds-checked before it happens: no input may crash the process.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -15,7 +18,7 @@ from libc.string cimport memcpy
 
 from rocketpy._cshared cimport _get_u32, _put_u32
 
-__all__ = ("encode_frame", "split_frames")
+__all__ = ["encode_frame", "split_frames"]
 
 
 # -- the frame layout, bound from rocketpy.remoting.codec on first use -------------------------------

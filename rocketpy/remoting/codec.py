@@ -20,11 +20,11 @@ input and must not be fed again afterwards.
 from __future__ import annotations
 
 import struct
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 
-from rocketpy._accel import twin
+from rocketpy._accel import same_signature, twin
 from rocketpy.errors import RocketpyError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
@@ -335,3 +335,12 @@ def split_frames(
     finally:
         view.release()
     return out, pos
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy.remoting import _speedups
+
+    same_signature(encode_frame)(_speedups.encode_frame)
+    same_signature(_speedups.encode_frame)(encode_frame)
+    same_signature(split_frames)(_speedups.split_frames)
+    same_signature(_speedups.split_frames)(split_frames)
