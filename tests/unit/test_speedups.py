@@ -9,14 +9,18 @@ compare both in either mode of ``scripts/test``; they skip when the compiled cor
 
 from __future__ import annotations
 
+import ast
+import inspect
 import itertools
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import zlib
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -128,6 +132,67 @@ def test_active_implementation_matches_the_environment() -> None:
 def test_every_twin_has_a_compiled_function() -> None:
     for name in PURE:
         assert callable(getattr(speedups, name)), name
+
+
+def _parameters(fn: Any) -> list[tuple[str, str, Any]]:
+    return [(p.name, p.kind.name, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+@needs_compiled
+def test_compiled_signatures_are_the_pure_ones() -> None:
+    """Names, kinds and defaults at run time (mypy checks the stubs' types against the pure twins)."""
+    for name, pure in PURE.items():
+        assert _parameters(getattr(speedups, name)) == _parameters(pure), name
+
+
+@needs_compiled
+def test_each_compiled_twin_lives_beside_its_pure_twin() -> None:
+    """In the ``_speedups`` of the package that owns the pure function (crc32's is rocketpy.record's)."""
+    for name, pure in PURE.items():
+        owner = "rocketpy.record" if pure is zlib.crc32 else pure.__module__
+        assert getattr(speedups, name).__module__ == owner.rpartition(".")[0] + "._speedups", name
+
+
+SOURCE = Path(__file__).resolve().parents[2]
+#: The lower packages a compiled module may read besides its own package and rocketpy's own modules.
+READS_BELOW = {
+    "rocketpy.acl": ("rocketpy.remoting",),
+    "rocketpy.broker.processors": ("rocketpy.broker.store", "rocketpy.broker.transaction"),
+}
+
+
+def _pyx_modules() -> dict[str, Path]:
+    """Every ``_speedups.pyx`` of the source tree by module name (rocketpy/broker etc. are links)."""
+    out = {}
+    for directory, _dirs, files in os.walk(SOURCE / "rocketpy", followlinks=True):
+        if "_speedups.pyx" in files:
+            package = Path(directory).relative_to(SOURCE).parts
+            out[".".join((*package, "_speedups"))] = Path(directory, "_speedups.pyx")
+    return out
+
+
+def test_every_compiled_module_is_listed_and_built() -> None:
+    """``_accel.MODULES`` (loaded) and setup.py's list (built) name every ``_speedups.pyx``."""
+    tree = ast.parse((SOURCE / "setup.py").read_text())
+    built = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "MODULES"
+    )
+    assert list(_accel.MODULES) == built
+    assert set(_pyx_modules()) == set(built)
+
+
+@pytest.mark.parametrize("module", _accel.MODULES)
+def test_compiled_module_reads_only_its_package_and_below(module: str) -> None:
+    """No ``_bind_*`` (nor cimport) reaches a package above the module's own."""
+    package = module.rpartition(".")[0]
+    source = _pyx_modules()[module].read_text()
+    for base, names in re.findall(r"^\s*from (rocketpy[\w.]*) c?import \(?([\w, ]+)", source, re.M):
+        for read in [f"{base}.{n.strip()}" for n in names.split(",")] if base == "rocketpy" else [base]:
+            own = package != "rocketpy" and (read == package or read.startswith(package + "."))
+            bottom = read.count(".") == 1 and not (SOURCE / read.replace(".", "/")).is_dir()
+            assert own or bottom or read.startswith(READS_BELOW.get(package, ("-",))), (module, read)
 
 
 @pytest.mark.parametrize(("env", "label"), [("1", "pure Python"), ("0", "compiled core")])
