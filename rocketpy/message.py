@@ -13,7 +13,7 @@ from operator import methodcaller
 from socket import inet_ntoa
 from typing import TYPE_CHECKING, Any
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.msgid import offset_msg_id_from_packed
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -430,6 +430,7 @@ class MessageQueue:
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
     from rocketpy import _speedups
+    from rocketpy._accel import same_signature
 
     same_signature(properties_to_string)(_speedups.properties_to_string)
     same_signature(_speedups.properties_to_string)(properties_to_string)

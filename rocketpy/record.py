@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from mmap import mmap
 from typing import TYPE_CHECKING
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt
 from rocketpy.msgid import new_unique_id
@@ -369,6 +369,7 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[tuple[bytes, int,
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
     from rocketpy import _speedups
+    from rocketpy._accel import same_signature
 
     same_signature(zlib.crc32)(_speedups.crc32)
     same_signature(_speedups.crc32)(zlib.crc32)

@@ -19,7 +19,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery, may_be_timed
 from rocketpy.broker.send_queue import SendQueue
@@ -644,6 +644,7 @@ def put_status_to_response(result: PutMessageResult, sync_flush_timeout_ms: int)
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.broker.processors import _speedups
 
     same_signature(batch_messages)(_speedups.batch_messages)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from mmap import mmap
 from typing import TYPE_CHECKING
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.faults import DiskFaults
@@ -341,6 +341,7 @@ class CommitLog:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.broker.store import _speedups
 
     same_signature(append_records)(_speedups.append_records)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.index import IndexService
 from rocketpy.broker.store.message import BrokerMessage
@@ -187,6 +187,7 @@ def _rebuilds(cq: ConsumeQueue, queue_offset: int, phys: int) -> bool:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.broker.store import _speedups
 
     same_signature(dispatch_run)(_speedups.dispatch_run)

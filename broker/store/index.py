@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.props import KEYS_SEP, UNIQ_SEP, get_property, index_keys
 from rocketpy.filter.tags import POW31, java_string_hash, key_hash_u32, topic_key_hash
@@ -367,6 +367,7 @@ def _name_ms(path: str) -> int:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.broker.store import _speedups
 
     same_signature(put_unique_key_entry)(_speedups.put_unique_key_entry)

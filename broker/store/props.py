@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.filter.tags import java_string_hash
 
 TAGS_SEP = "TAGS\x01"
@@ -50,6 +50,7 @@ def index_keys(props: str) -> list[str]:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.broker.store import _speedups
 
     same_signature(tags_hash)(_speedups.tags_hash)

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
@@ -346,6 +346,7 @@ def load_index_files(directory: str, size: int) -> list[MappedFile]:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.broker.store import _speedups
 
     same_signature(read_record)(_speedups.read_record)

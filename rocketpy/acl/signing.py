@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.remoting.command import Body, RemotingCommand
 from rocketpy.remoting.json_header import ext_text
 
@@ -148,6 +148,7 @@ class RequestSigner:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.acl import _speedups
 
     same_signature(signed_ext)(_speedups.signed_ext)

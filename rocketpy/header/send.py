@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.remoting.headers import HeaderError, ext_bool, ext_int, ext_str
 from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 
@@ -238,6 +238,7 @@ def read_typical_v2(h: SendMessageRequestHeader, ext: dict[str, Any]) -> bool:
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.header import _speedups
 
     same_signature(read_typical_v2)(_speedups.read_typical_v2)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 
-from rocketpy._accel import same_signature, twin
+from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
 from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES, WRITE_JOIN_MAX_BODY_BYTES
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
@@ -338,6 +338,7 @@ def split_frames(
 
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
     from rocketpy.remoting import _speedups
 
     same_signature(encode_frame)(_speedups.encode_frame)
