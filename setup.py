@@ -1,18 +1,34 @@
-"""Build the compiled core ``rocketpy._speedups`` (Cython; see rocketpy/_accel.py). Metadata: pyproject.toml."""
+"""Build the compiled core: one Cython module per package that owns hot loops (see rocketpy/_accel.py).
+
+Each ``_speedups.pyx`` cimports the shared C helpers of ``rocketpy/_cshared.pxd`` (which include
+``rocketpy/crc32_fold.h`` and call zlib). Metadata: pyproject.toml.
+"""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+
+#: Import name of each compiled module; its source is the matching ``.pyx`` (rocketpy/_accel.py loads
+#: them in this order).
+MODULES = [
+    "rocketpy._speedups",
+    "rocketpy.remoting._speedups",
+    "rocketpy.protocol.headers._speedups",
+    "rocketpy.acl._speedups",
+    "rocketpy.broker.store._speedups",
+    "rocketpy.broker.processors._speedups",
+]
 
 setup(
     ext_modules=cythonize(
         [
             Extension(
-                "rocketpy._speedups",
-                ["rocketpy/_speedups.pyx"],
+                name,
+                [name.replace(".", "/") + ".pyx"],
                 include_dirs=["rocketpy"],
-                depends=["rocketpy/crc32_fold.h"],
+                depends=["rocketpy/crc32_fold.h", "rocketpy/_cshared.pxd"],
                 libraries=["z"],
             )
+            for name in MODULES
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from functools import total_ordering
 from operator import methodcaller
 from socket import inet_ntoa
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy._accel import twin
 from rocketpy.msgid import offset_msg_id_from_packed
@@ -426,3 +426,13 @@ class MessageQueue:
     def from_dict(cls, d: dict[str, Any]) -> MessageQueue:
         """Build from RocketMQ's wire shape ``{"topic", "brokerName", "queueId"}``."""
         return cls(d["topic"], d["brokerName"], int(d["queueId"]))
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy import _speedups
+    from rocketpy._accel import same_signature
+
+    same_signature(properties_to_string)(_speedups.properties_to_string)
+    same_signature(_speedups.properties_to_string)(properties_to_string)
+    same_signature(string_to_properties)(_speedups.string_to_properties)
+    same_signature(_speedups.string_to_properties)(string_to_properties)

@@ -37,6 +37,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from mmap import mmap
+from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
@@ -364,3 +365,21 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[tuple[bytes, int,
         append((bytes(mv[b_start:p_pos]), flag, str(mv[p_pos + 2 : props_end], "utf-8")))
         pos += total
     return out
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy import _speedups
+    from rocketpy._accel import same_signature
+
+    same_signature(zlib.crc32)(_speedups.crc32)
+    same_signature(_speedups.crc32)(zlib.crc32)
+    same_signature(pack_record)(_speedups.pack_record)
+    same_signature(_speedups.pack_record)(pack_record)
+    same_signature(decode_records)(_speedups.decode_records)
+    same_signature(_speedups.decode_records)(decode_records)
+    same_signature(_decode_at)(_speedups._decode_at)
+    same_signature(_speedups._decode_at)(_decode_at)
+    same_signature(encode_batch)(_speedups.encode_batch)
+    same_signature(_speedups.encode_batch)(encode_batch)
+    same_signature(decode_batch)(_speedups.decode_batch)
+    same_signature(_speedups.decode_batch)(decode_batch)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rocketpy._accel import PURE, twin
 from rocketpy.record import decode_records  # noqa: F401  (registers the pure decode_records twin)
@@ -99,3 +99,11 @@ def decode_columns(buf: bytes | bytearray | memoryview) -> ColumnBuffers:
         *_strings(names),
         *_strings(values),
     )
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy import _speedups
+    from rocketpy._accel import same_signature
+
+    same_signature(decode_columns)(_speedups.decode_columns)
+    same_signature(_speedups.decode_columns)(decode_columns)

@@ -45,9 +45,9 @@ HOST8 = pack_host(("127.0.0.1", 10911))
 def _impls(name: str, which: str) -> list[tuple[str, Callable[..., Any]]]:
     out = []
     if which in ("both", "compiled"):
-        if _accel.speedups is None:
+        if not _accel.COMPILED:
             raise SystemExit(f"the compiled core is not loaded: {_accel.LOAD_ERROR}")
-        out.append(("compiled", getattr(_accel.speedups, name)))
+        out.append(("compiled", _accel.COMPILED[name]))
     if which in ("both", "pure"):
         out.append(("pure", _accel.PURE[name]))
     return out

@@ -17,7 +17,7 @@ import ipaddress
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
@@ -622,3 +622,11 @@ def put_status_to_response(result: PutMessageResult, sync_flush_timeout_ms: int)
     return response.code, response.remark.format(
         timeout=sync_flush_timeout_ms, detail=detail, status=result.status.name
     )
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.processors import _speedups
+
+    same_signature(batch_messages)(_speedups.batch_messages)
+    same_signature(_speedups.batch_messages)(batch_messages)

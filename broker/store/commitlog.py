@@ -19,6 +19,7 @@ import queue
 import time
 from collections.abc import Callable, Sequence
 from mmap import mmap
+from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
 from rocketpy.broker.store.allocate import AllocateService
@@ -337,3 +338,11 @@ class CommitLog:
     def roll_to_next(self) -> MappedFile | None:
         """Make the pre-created next file the last one for a raw append (None: not ready yet)."""
         return self._roll()
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _speedups
+
+    same_signature(append_records)(_speedups.append_records)
+    same_signature(_speedups.append_records)(append_records)

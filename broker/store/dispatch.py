@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
 from rocketpy.broker.store.consume_queue import ConsumeQueue
@@ -184,3 +185,11 @@ def _rebuilds(cq: ConsumeQueue, queue_offset: int, phys: int) -> bool:
         log.warning("consume queue %s/%d jumps from %d to %d while rebuilding", cq.topic, cq.queue_id,
                     cq.next_offset, queue_offset)  # fmt: skip
     return True
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _speedups
+
+    same_signature(dispatch_run)(_speedups.dispatch_run)
+    same_signature(_speedups.dispatch_run)(dispatch_run)

@@ -365,3 +365,11 @@ def _name_ms(path: str) -> int:
         return int(t * 1000) + int(name[14:17])
     except ValueError:
         return 0
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _speedups
+
+    same_signature(put_unique_key_entry)(_speedups.put_unique_key_entry)
+    same_signature(_speedups.put_unique_key_entry)(put_unique_key_entry)

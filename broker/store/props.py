@@ -5,6 +5,8 @@ single-key scanner) without building a dict.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rocketpy._accel import twin
 from rocketpy.filter.tags import java_string_hash
 from rocketpy.message_props import KEYS_SEP, TAGS_SEP, UNIQ_SEP, get_property
@@ -30,3 +32,11 @@ def index_keys(props: str) -> list[str]:
         if uniq:
             out.append(uniq)
     return out
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _speedups
+
+    same_signature(tags_hash)(_speedups.tags_hash)
+    same_signature(_speedups.tags_hash)(tags_hash)

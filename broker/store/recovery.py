@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog
@@ -213,12 +214,12 @@ def _dispatched_point(dispatcher: Dispatcher) -> int:
 
 
 @twin
-def redispatch(dispatcher: Dispatcher, record: StoredRecord, phys: int) -> None:
-    """Hand one valid record (read with its text) at ``phys`` to the dispatcher (which skips what its
-    queue and the index hold). The compiled twin in ``_speedups`` takes a record whose queue exists
-    and is at its end with room in its last file as ``dispatch_run`` does, in C."""
+def redispatch(d: Dispatcher, record: StoredRecord, phys: int) -> None:
+    """Hand one valid record (read with its text) at ``phys`` to the dispatcher ``d`` (which skips what
+    its queue and the index hold). The compiled twin in ``_speedups`` takes a record whose queue
+    exists and is at its end with room in its last file as ``dispatch_run`` does, in C."""
     total, queue_id, queue_offset, store_ts, topic, props = record
-    dispatcher.dispatch(dispatcher.cq(topic, queue_id), queue_offset, phys, total, None, props, store_ts)
+    d.dispatch(d.cq(topic, queue_id), queue_offset, phys, total, None, props, store_ts)
 
 
 def recover(
@@ -342,3 +343,13 @@ def load_index_files(directory: str, size: int) -> list[MappedFile]:
             continue
         out.append(MappedFile.open(path, 0, size))
     return out
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _speedups
+
+    same_signature(read_record)(_speedups.read_record)
+    same_signature(_speedups.read_record)(read_record)
+    same_signature(redispatch)(_speedups.redispatch)
+    same_signature(_speedups.redispatch)(redispatch)

@@ -18,7 +18,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy._accel import twin
 from rocketpy.remoting.command import Body, RemotingCommand
@@ -145,3 +145,13 @@ class RequestSigner:
 
     def __repr__(self) -> str:  # never the secret
         return f"RequestSigner(access_key={self.access_key!r})"
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.acl import _speedups
+
+    same_signature(signed_ext)(_speedups.signed_ext)
+    same_signature(_speedups.signed_ext)(signed_ext)
+    same_signature(hmac_signature)(_speedups.hmac_signature)
+    same_signature(_speedups.hmac_signature)(hmac_signature)

@@ -20,7 +20,7 @@ input and must not be fed again afterwards.
 from __future__ import annotations
 
 import struct
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgpack
 
@@ -335,3 +335,13 @@ def split_frames(
     finally:
         view.release()
     return out, pos
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.remoting import _speedups
+
+    same_signature(encode_frame)(_speedups.encode_frame)
+    same_signature(_speedups.encode_frame)(encode_frame)
+    same_signature(split_frames)(_speedups.split_frames)
+    same_signature(_speedups.split_frames)(split_frames)

@@ -22,7 +22,13 @@ _PROBE = textwrap.dedent(
     import rocketpy.broker.store
     import rocketpy.protocol.specs
     above = ("remoting", "client", "nameserver", "acl", "metrics", "spark", "dashboard", "cli", "sync")
-    loaded = [m for m in sys.modules if m.startswith("rocketpy.") and m.split(".")[1] in above]
+    # The chooser (rocketpy._accel) loads every compiled module at once, from its file, without its
+    # package: a C module that binds to its package's Python modules only when one of its
+    # functions first runs. Those are not imports of the layers above.
+    loaded = [
+        m for m in sys.modules
+        if m.startswith("rocketpy.") and m.split(".")[1] in above and not m.endswith("._speedups")
+    ]
     print(sorted(loaded))
     """
 )

@@ -1,23 +1,27 @@
-"""The compiled core (``rocketpy._speedups``) against its pure-Python twins: same bytes, same errors.
+"""The compiled core (the ``_speedups`` modules) against its pure-Python twins: same bytes, same errors.
 
 Each compiled function is fed the same input as its pure twin (``rocketpy._accel.PURE``): valid
 input must give the same bytes / the same decoded fields, hostile input (random bytes, lengths past
 the buffer, negative sizes, truncated records, corrupted fields) the same exception type and text.
-These tests import the extension directly, so they compare both in either mode of ``scripts/test``;
-they skip when the extension is not built.
+These tests load the compiled modules themselves (``rocketpy._accel.load_compiled``), so they
+compare both in either mode of ``scripts/test``; they skip when the compiled core is not built.
 """
 
 from __future__ import annotations
 
-import importlib
+import ast
+import inspect
 import itertools
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import zlib
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -37,11 +41,11 @@ from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, Remotin
 from rocketpy.topic import SCHEDULE_TOPIC
 
 try:
-    speedups: Any = importlib.import_module("rocketpy._speedups")
+    speedups: Any = SimpleNamespace(**_accel.load_compiled())  # every compiled function by name
 except ImportError:  # pragma: no cover - a tree where pip install did not build it
     speedups = None
 
-needs_compiled = pytest.mark.skipif(speedups is None, reason="rocketpy._speedups is not built")
+needs_compiled = pytest.mark.skipif(speedups is None, reason="the compiled core is not built")
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
@@ -130,10 +134,71 @@ def test_every_twin_has_a_compiled_function() -> None:
         assert callable(getattr(speedups, name)), name
 
 
+def _parameters(fn: Any) -> list[tuple[str, str, Any]]:
+    return [(p.name, p.kind.name, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+@needs_compiled
+def test_compiled_signatures_are_the_pure_ones() -> None:
+    """Names, kinds and defaults at run time (mypy checks the stubs' types against the pure twins)."""
+    for name, pure in PURE.items():
+        assert _parameters(getattr(speedups, name)) == _parameters(pure), name
+
+
+@needs_compiled
+def test_each_compiled_twin_lives_beside_its_pure_twin() -> None:
+    """In the ``_speedups`` of the package that owns the pure function (crc32's is rocketpy.record's)."""
+    for name, pure in PURE.items():
+        owner = "rocketpy.record" if pure is zlib.crc32 else pure.__module__
+        assert getattr(speedups, name).__module__ == owner.rpartition(".")[0] + "._speedups", name
+
+
+SOURCE = Path(__file__).resolve().parents[2]
+#: The lower packages a compiled module may read besides its own package and rocketpy's own modules.
+READS_BELOW = {
+    "rocketpy.acl": ("rocketpy.remoting",),
+    "rocketpy.broker.processors": ("rocketpy.broker.store", "rocketpy.broker.transaction"),
+}
+
+
+def _pyx_modules() -> dict[str, Path]:
+    """Every ``_speedups.pyx`` of the source tree by module name (rocketpy/broker etc. are links)."""
+    out = {}
+    for directory, _dirs, files in os.walk(SOURCE / "rocketpy", followlinks=True):
+        if "_speedups.pyx" in files:
+            package = Path(directory).relative_to(SOURCE).parts
+            out[".".join((*package, "_speedups"))] = Path(directory, "_speedups.pyx")
+    return out
+
+
+def test_every_compiled_module_is_listed_and_built() -> None:
+    """``_accel.MODULES`` (loaded) and setup.py's list (built) name every ``_speedups.pyx``."""
+    tree = ast.parse((SOURCE / "setup.py").read_text())
+    built = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "MODULES"
+    )
+    assert list(_accel.MODULES) == built
+    assert set(_pyx_modules()) == set(built)
+
+
+@pytest.mark.parametrize("module", _accel.MODULES)
+def test_compiled_module_reads_only_its_package_and_below(module: str) -> None:
+    """No ``_bind_*`` (nor cimport) reaches a package above the module's own."""
+    package = module.rpartition(".")[0]
+    source = _pyx_modules()[module].read_text()
+    for base, names in re.findall(r"^\s*from (rocketpy[\w.]*) c?import \(?([\w, ]+)", source, re.M):
+        for read in [f"{base}.{n.strip()}" for n in names.split(",")] if base == "rocketpy" else [base]:
+            own = package != "rocketpy" and (read == package or read.startswith(package + "."))
+            bottom = read.count(".") == 1 and not (SOURCE / read.replace(".", "/")).is_dir()
+            assert own or bottom or read.startswith(READS_BELOW.get(package, ("-",))), (module, read)
+
+
 @pytest.mark.parametrize(("env", "label"), [("1", "pure Python"), ("0", "compiled core")])
 def test_version_says_which_core_is_active(env: str, label: str) -> None:
     if label == "compiled core" and speedups is None:
-        pytest.skip("rocketpy._speedups is not built")
+        pytest.skip("the compiled core is not built")
     out = subprocess.run(
         [sys.executable, "-m", "rocketpy.cli", "--version"],
         env={**os.environ, _accel.NO_EXTENSIONS_ENV: env},

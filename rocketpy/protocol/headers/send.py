@@ -13,7 +13,7 @@ out-of-range ints) goes through the converting helpers, which raise ``HeaderErro
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy._accel import twin
 from rocketpy.errors import HeaderError
@@ -263,3 +263,11 @@ class SendMessageResponseHeader(Header):
     queue_id: int | None = wire("queueId", default=None)
     queue_offset: int = wire("queueOffset", default=0)
     transaction_id: str | None = wire("transactionId", default=None)
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.protocol.headers import _speedups
+
+    same_signature(read_typical_v2)(_speedups.read_typical_v2)
+    same_signature(_speedups.read_typical_v2)(read_typical_v2)

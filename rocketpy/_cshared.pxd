@@ -1,0 +1,132 @@
+# cython: language_level=3
+"""C helpers the compiled modules share: cimported by each ``_speedups.pyx``, compiled into each.
+
+Declarations and ``inline`` functions only, so there is no module of this name at run time and no
+state: big-endian reads and writes, the CRC-32 of ``crc32_fold.h``, the ``struct``-style integer
+check, writable-buffer acquisition, Latin-1 access to a str, a growable byte buffer, and the
+``Python.h`` calls Cython does not declare. Every module that cimports this builds with
+``rocketpy/`` on its include path and links zlib (``setup.py``).
+"""
+
+from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
+from cpython.mem cimport PyMem_Realloc
+from cpython.unicode cimport PyUnicode_GET_LENGTH
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+
+cdef extern from "Python.h":
+    int PyUnicode_READY(object o) except -1
+    int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    bint PyUnicode_IS_ASCII(object o)
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    int PyUnicode_1BYTE_KIND
+
+
+cdef extern from "crc32_fold.h":
+    uint32_t rocketpy_crc32(uint32_t crc, const unsigned char *buf, size_t length) nogil
+
+
+cdef extern from "string.h":
+    void* memmem(const void* haystack, size_t n, const void* needle, size_t k) nogil  # GNU (pyconfig.h sets _GNU_SOURCE)
+
+
+# -- big-endian helpers ------------------------------------------------------------------------
+cdef inline void _put_u32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = <unsigned char>(v >> 24)
+    p[1] = <unsigned char>(v >> 16)
+    p[2] = <unsigned char>(v >> 8)
+    p[3] = <unsigned char>v
+
+
+cdef inline void _put_u64(unsigned char* p, uint64_t v) noexcept nogil:
+    _put_u32(p, <uint32_t>(v >> 32))
+    _put_u32(p + 4, <uint32_t>v)
+
+
+cdef inline uint32_t _get_u32(const unsigned char* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+cdef inline uint64_t _get_u64(const unsigned char* p) noexcept nogil:
+    return (<uint64_t>_get_u32(p) << 32) | <uint64_t>_get_u32(p + 4)
+
+
+cdef inline uint32_t _crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    return rocketpy_crc32(0, p, <size_t>n)
+
+
+# -- integers and buffers as struct checks them ----------------------------------------------------
+cdef inline object _struct_error(str message):
+    """A ``struct.error``, as the pure twins' ``struct`` calls raise (imported on error paths only:
+    a .pxd keeps no module state)."""
+    import struct
+    return struct.error(message)
+
+
+cdef inline int64_t _int(object v, int64_t lo, int64_t hi, str fmt) except? -1:
+    """``v`` as a C integer within [lo, hi], else ``struct.error`` as ``struct.pack`` raises."""
+    cdef int64_t x
+    if type(v) is not int and not isinstance(v, int):
+        raise _struct_error("required argument is not an integer")
+    try:
+        x = v
+    except OverflowError:
+        raise _struct_error("argument out of range") from None
+    if x < lo or x > hi:
+        raise _struct_error(f"'{fmt}' format requires {lo} <= number <= {hi}")
+    return x
+
+
+cdef inline int _writable(object buf, Py_buffer* out) except -1:
+    try:
+        PyObject_GetBuffer(buf, out, PyBUF_WRITABLE)
+    except BufferError:  # as struct.pack_into says it
+        raise TypeError(f"argument must be read-write bytes-like object, not {type(buf).__name__}") from None
+    return 0
+
+
+# -- str as bytes ---------------------------------------------------------------------------------
+cdef inline const unsigned char* _latin1(str s, Py_ssize_t* n) except? NULL:
+    """The code points of ``s`` as bytes when every one is below 256 (else NULL: use the pure twin)."""
+    PyUnicode_READY(s)
+    n[0] = PyUnicode_GET_LENGTH(s)
+    if PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND:
+        return NULL
+    return <const unsigned char*>PyUnicode_DATA(s)
+
+
+cdef inline bint _contains(const unsigned char* p, Py_ssize_t n, const char* word, Py_ssize_t k) noexcept nogil:
+    return n >= k and memmem(p, <size_t>n, word, <size_t>k) != NULL
+
+
+# -- a growable byte buffer -----------------------------------------------------------------------
+cdef struct _Buf:
+    char* p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef inline int _grow(_Buf* b, Py_ssize_t k) except -1:
+    cdef Py_ssize_t cap = b.cap * 2
+    cdef char* q
+    if cap < b.n + k:
+        cap = b.n + k
+    if cap < 256:
+        cap = 256
+    q = <char*>PyMem_Realloc(b.p, cap)
+    if q == NULL:
+        raise MemoryError()
+    b.p = q
+    b.cap = cap
+    return 0
+
+
+cdef inline int _put(_Buf* b, const void* src, Py_ssize_t k) except -1:
+    if b.n + k > b.cap:
+        _grow(b, k)
+    memcpy(b.p + b.n, src, k)
+    b.n += k
+    return 0
