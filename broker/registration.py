@@ -42,6 +42,7 @@ class BrokerIdentity:
     broker_id: int
     broker_addr: str
     ha_server_addr: str = ""
+    grpc_server_addr: str = ""  # the gRPC endpoint (grpcServerPort), "" when off
 
 
 def parse_namesrv_list(addr: str | None) -> list[str]:
@@ -105,8 +106,9 @@ class BrokerRegistrar:
         i = self.identity
         index, total = split if split is not None else (None, None)
         return RegisterBrokerRequestHeader.pack(
-            i.broker_name, i.broker_addr, i.cluster_name, i.broker_id, i.ha_server_addr, index, total
-        )
+            i.broker_name, i.broker_addr, i.cluster_name, i.broker_id, i.ha_server_addr, index, total,
+            i.grpc_server_addr,
+        )  # fmt: skip
 
     async def register_all(self) -> list[str]:
         """Register with every NameServer concurrently; returns the addresses that accepted."""
