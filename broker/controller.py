@@ -243,7 +243,7 @@ class BrokerController:
         bc = self.broker_config
         collector = BrokerCollector(
             bc, self.store_config, server, self.stats, self.store,
-            self.topic_config, self.offsets, self.long_polling, self.replication,
+            self.topic_config, self.offsets, self.long_polling, self.replication, self.grpc,
         )  # fmt: skip
         return MetricsServer.for_daemon(
             collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"
@@ -262,9 +262,10 @@ class BrokerController:
             ProcessorTable(f"broker {bc.broker_name} gRPC"), table[RequestCode.HEART_BEAT],
             table[RequestCode.UNREGISTER_CLIENT], self._on_channel_close, to_telemetry,
         )  # fmt: skip
+        routes = RouteSource(self.client, parse_namesrv_list(bc.namesrv_addr))
         service = MessagingService(
-            bc, self.store_config, dict(table), self.topic_config, self.store, self.subscription_groups,
-            RouteSource(self.client, parse_namesrv_list(bc.namesrv_addr)), clients,
+            bc, self.store_config, {int(code): h for code, h in table.items()}, self.topic_config,
+            self.store, self.subscription_groups, routes, clients,
             lambda: self.acl.validator if self.acl is not None else None,
         )  # fmt: skip
         streams = Streams(service, clients)

@@ -263,6 +263,7 @@ async def cluster_list(admin: Any, as_json: bool) -> None:
                         ha.get("secondsSinceReport"),
                         rt.get("putTps"),
                         rt.get("getTransferedTps"),
+                        bd.grpc_addrs.get(bid) if bd else None,
                     ]
                 )
                 doc.append(
@@ -271,12 +272,13 @@ async def cluster_list(admin: Any, as_json: bool) -> None:
                         "brokerName": name,
                         "brokerId": bid,
                         "addr": addr,
+                        "grpcAddr": bd.grpc_addrs.get(bid) if bd else None,
                         "ha": ha,
                         "runtime": rt,
                     }
                 )
     headers = ["Cluster Name", "Broker Name", "BID", "Addr", "Role", "MaxOffset", "HAOffset", "Behind(B)"]
-    _emit(as_json, {"brokers": doc}, [*headers, "LastReport(s)", "InTPS", "OutTPS"], rows)
+    _emit(as_json, {"brokers": doc}, [*headers, "LastReport(s)", "InTPS", "OutTPS", "gRPC Addr"], rows)
 
 
 def replication_of(broker_id: int, runtime: dict[str, str], master_runtime: dict[str, str]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from rocketpy.grpc_api.v2 import service_pb2 as spb
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.processor import ProcessorTable
+from rocketpy.remoting.processor import Handler, ProcessorTable
 from rocketpy.subscription import ExpressionType
 
 log = logging.getLogger("rocketpy.broker.grpc")
@@ -116,8 +116,8 @@ class GrpcClients:
     def __init__(
         self,
         processors: ProcessorTable,
-        heart_beat: Callable[[Channel, RemotingCommand], RemotingCommand],
-        unregister: Callable[[Channel, RemotingCommand], RemotingCommand],
+        heart_beat: Handler,
+        unregister: Handler,
         on_close: Callable[[Channel], None],
         on_oneway: Callable[[GrpcChannel, RemotingCommand], None],
     ) -> None:
@@ -188,7 +188,9 @@ class GrpcClients:
             "consumerDataSet": consumers,
         }
         request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, msgpack.packb(doc))
-        return self._heart_beat(client.channel, request)
+        answer = self._heart_beat(client.channel, request)
+        assert isinstance(answer, RemotingCommand), "HEART_BEAT is answered inline"
+        return answer
 
     def terminate(self, client_id: str, reason: str) -> bool:
         """End a client's session: leave its groups, fail its waiting calls. False when unknown."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from rocketpy.broker.grpc.clients import GrpcClients
 from rocketpy.broker.grpc.metadata import peer_host_port, read_metadata
@@ -48,6 +49,30 @@ MAX_COUNTED = 1024
 
 def _message_class(name: str) -> type[Any]:
     return getattr(spb, name)  # every request and response type of the service is in service.proto
+
+
+class Malformed:
+    """A request whose bytes are not its protobuf type: answered BAD_REQUEST, never a traceback."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _decoder(cls: type[Any]) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except DecodeError as e:
+            return Malformed(f"the request is not a valid {cls.DESCRIPTOR.full_name}: {e}")
+
+    return decode
+
+
+def _check_decoded(request: Any) -> None:
+    if isinstance(request, Malformed):
+        raise RpcError(Code.BAD_REQUEST, request.reason)
 
 
 class GrpcEndpoint:
@@ -126,7 +151,7 @@ class GrpcEndpoint:
         for method in SERVICE.methods:
             req = _message_class(method.input_type.name)
             resp = _message_class(method.output_type.name)
-            kwargs = {"request_deserializer": req.FromString, "response_serializer": resp.SerializeToString}
+            kwargs = {"request_deserializer": _decoder(req), "response_serializer": resp.SerializeToString}
             if method.client_streaming:
                 table[method.name] = grpc.stream_stream_rpc_method_handler(self._telemetry, **kwargs)
             elif method.server_streaming:
@@ -157,6 +182,7 @@ class GrpcEndpoint:
 
         async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
+                _check_decoded(request)
                 if handler is None:
                     raise RpcError(
                         Code.NOT_IMPLEMENTED, f"{name} needs {reason}, which this broker does not serve yet"
@@ -177,6 +203,7 @@ class GrpcEndpoint:
 
         async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             try:
+                _check_decoded(request)
                 if name != "PullMessage":
                     raise RpcError(
                         Code.NOT_IMPLEMENTED, f"{name} needs {reason}, which this broker does not serve yet"

@@ -298,15 +298,13 @@ class MessagingService:
         policy = request.query_offset_policy
         if policy == pb.QueryOffsetPolicy.TIMESTAMP:
             ts = request.timestamp.ToMilliseconds() if request.HasField("timestamp") else 0
-            code, ext = (
-                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                SearchOffsetRequestHeader(mq.topic.name, mq.id, ts),
-            )
+            code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+            ext = SearchOffsetRequestHeader(mq.topic.name, mq.id, ts).to_ext()
         else:
             end = policy == pb.QueryOffsetPolicy.END
             code = RequestCode.GET_MAX_OFFSET if end else RequestCode.GET_MIN_OFFSET
-            ext = QueueRequestHeader(mq.topic.name, mq.id)
-        answer = await self.call(call, RemotingCommand.request(code, ext.to_ext()))
+            ext = QueueRequestHeader(mq.topic.name, mq.id).to_ext()
+        answer = await self.call(call, RemotingCommand.request(code, ext))
         if answer.code != ResponseCode.SUCCESS:
             raise RpcError(code_of_response(answer.code), answer.remark or "no offset")
         return ok(spb.QueryOffsetResponse(offset=OffsetResponseHeader.from_ext(answer.ext).offset))

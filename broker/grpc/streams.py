@@ -93,7 +93,8 @@ class Streams:
                         command = await context.read()
                 if command is grpc.aio.EOF:
                     break
-                assert isinstance(command, spb.TelemetryCommand)
+                if not isinstance(command, spb.TelemetryCommand):  # the server's Malformed
+                    raise RpcError(Code.BAD_REQUEST, getattr(command, "reason", "not a TelemetryCommand"))
                 call.client.last_seen = asyncio.get_running_loop().time()
                 reply = self._on_command(command, call)
                 settled = settled or command.HasField("settings")
