@@ -72,6 +72,13 @@ class TopicConfig(_WireModel):
     #: RocketMQ 5's topic attributes, e.g. ``{"message.type": "FIFO"}`` (absent on the wire when empty)
     attributes: dict[str, str] = Field(default_factory=dict)
 
+    @model_serializer(mode="wrap")
+    def _without_empty_attributes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if not self.attributes:
+            doc.pop("attributes", None)
+        return doc
+
     def to_wire(self) -> dict[str, Any]:
         """The wire map, as ``model_dump(by_alias=True)`` gives it, built directly: a broker's
         topics.json and registration carry every topic it holds (up to ``MAX_TOPICS``)."""

@@ -8,6 +8,7 @@ remoting response codes (what the processors the endpoint calls answer) onto the
 
 from __future__ import annotations
 
+from rocketpy.errors import RocketpyError
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.protocol.codes import ResponseCode
 
@@ -49,7 +50,7 @@ def status(code: int = Code.OK, message: str = "OK") -> pb.Status:
     return pb.Status(code=code, message=message)  # type: ignore[arg-type]
 
 
-class RpcError(Exception):
+class RpcError(RocketpyError):
     """A refusal with the API's status: the handler's response carries it (not a gRPC error).
 
     Args:
