@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, cast
 
 from rocketpy.broker.grpc.status import Code, RpcError
 from rocketpy.config import BrokerConfig
@@ -22,7 +24,8 @@ from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.message import MessageConst, MessageExt, properties_to_string
 from rocketpy.record import COMPRESSED_FLAG, TRANSACTION_PREPARED_TYPE
 
-MessageType = pb.MessageType
+#: ``apache.rocketmq.v2.MessageType`` as an IntEnum (see ``status.Code``).
+MessageType: Any = cast(Any, IntEnum)("MessageType", list(pb.MessageType.items()))
 
 #: Property names the broker sets itself: a user property of one of these names is refused.
 SYSTEM_PROPERTY_KEYS = frozenset(
@@ -190,7 +193,7 @@ def _typed(
     """Set the properties of a delayed or transactional message; returns the sys flag."""
     has_delivery = sp.HasField("delivery_timestamp")
     if message_type not in (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION):
-        raise RpcError(Code.BAD_REQUEST, f"message type {MessageType.Name(message_type)} is not served here")
+        raise RpcError(Code.BAD_REQUEST, f"message type {MessageType(message_type).name} is not served here")
     if has_delivery != (message_type == MessageType.DELAY):
         raise RpcError(
             Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,

@@ -224,10 +224,10 @@ class MessagingService:
             return
         accepted = self.accepted_types(plan.topic)
         if plan.message_type not in accepted:
-            names = ", ".join(MessageType.Name(t) for t in accepted)  # type: ignore[arg-type]
+            names = ", ".join(MessageType(t).name for t in accepted)
             raise RpcError(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                f"topic {plan.topic!r} accepts {names} messages, not {MessageType.Name(plan.message_type)}",  # type: ignore[arg-type]
+                f"topic {plan.topic!r} accepts {names} messages, not {MessageType(plan.message_type).name}",
             )
 
     def _queue_for(self, plan: SendPlan) -> int:

@@ -8,11 +8,16 @@ remoting response codes (what the processors the endpoint calls answer) onto the
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import Any, cast
+
 from rocketpy.errors import RocketpyError
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.protocol.codes import ResponseCode
 
-Code = pb.Code
+#: ``apache.rocketmq.v2.Code`` as an IntEnum (a plain class attribute read on the hot path; the
+#: protobuf enum wrapper resolves every ``pb.Code.OK`` through ``__getattr__``).
+Code: Any = cast(Any, IntEnum)("Code", list(pb.Code.items()))
 
 #: Remoting response code -> API code (the rest: INTERNAL_SERVER_ERROR).
 _BY_RESPONSE: dict[int, int] = {
@@ -42,7 +47,7 @@ _BY_RESPONSE: dict[int, int] = {
 
 def code_of_response(response_code: int) -> int:
     """The API code for a broker answer's remoting response code."""
-    return _BY_RESPONSE.get(response_code, Code.INTERNAL_SERVER_ERROR)
+    return int(_BY_RESPONSE.get(response_code, Code.INTERNAL_SERVER_ERROR))
 
 
 def status(code: int = Code.OK, message: str = "OK") -> pb.Status:
@@ -71,6 +76,6 @@ class RpcError(RocketpyError):
 def code_name(code: int) -> str:
     """``Code``'s name for ``code`` (its number when unknown)."""
     try:
-        return Code.Name(code)  # type: ignore[arg-type]
+        return Code(code).name
     except ValueError:
         return str(code)
