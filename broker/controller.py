@@ -20,17 +20,11 @@ import logging
 import os
 import time
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
-from rocketpy.broker.grpc.channel import GrpcChannel
-from rocketpy.broker.grpc.clients import GrpcClients
-from rocketpy.broker.grpc.routes import RouteSource
-from rocketpy.broker.grpc.server import GrpcEndpoint
-from rocketpy.broker.grpc.service import MessagingService
-from rocketpy.broker.grpc.streams import Streams
 from rocketpy.broker.ha.role import SEND_CODES, Replication
 from rocketpy.broker.metrics import BrokerCollector
 from rocketpy.broker.offsets import ConsumerOffsetManager
@@ -65,6 +59,10 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler, ProcessorTable
 from rocketpy.remoting.server import RemotingServer
+
+if TYPE_CHECKING:  # loaded only with grpcServerPort >= 0 (grpc and protobuf cost memory)
+    from rocketpy.broker.grpc.channel import GrpcChannel
+    from rocketpy.broker.grpc.server import GrpcEndpoint
 
 log = logging.getLogger("rocketpy.broker")
 
@@ -251,6 +249,12 @@ class BrokerController:
 
     def _grpc_endpoint(self, table: dict[RequestCode, Handler]) -> GrpcEndpoint:
         """RocketMQ 5's gRPC API over this broker's processors (``table``) and managers."""
+        from rocketpy.broker.grpc.clients import GrpcClients
+        from rocketpy.broker.grpc.routes import RouteSource
+        from rocketpy.broker.grpc.server import GrpcEndpoint
+        from rocketpy.broker.grpc.service import MessagingService
+        from rocketpy.broker.grpc.streams import Streams
+
         bc = self.broker_config
         streams: Streams | None = None
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rocketpy.broker.grpc.server import GrpcEndpoint
 from rocketpy.broker.ha.role import Replication
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
@@ -30,6 +30,9 @@ from rocketpy.latency import LatencyHistogram
 from rocketpy.metrics.families import PREFIX, counter, gauge, histogram, merged, remoting_families
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.server import RemotingServer
+
+if TYPE_CHECKING:
+    from rocketpy.broker.grpc.server import GrpcEndpoint
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
