@@ -271,6 +271,7 @@ class BrokerController:
             bc, self.store_config, {int(code): h for code, h in table.items()}, self.topic_config,
             self.store, self.subscription_groups, routes, clients,
             lambda: self.acl.validator if self.acl is not None else None,
+            lambda: self.delivery.timer if self._delivery_started else None,
         )  # fmt: skip
         streams = Streams(service, clients)
         return GrpcEndpoint(bc, service, streams, clients)

@@ -9,6 +9,7 @@ polling, the offset table, statistics and the ACL's permission rules are the one
 
 from __future__ import annotations
 
+import base64
 import logging
 import zlib
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from rocketpy.broker.grpc.routes import RouteSource, message_queues
 from rocketpy.broker.grpc.status import Code, RpcError, code_of_response, status
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
+from rocketpy.broker.timer.service import TimerMessageService
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.config import BrokerConfig, StoreConfig
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
@@ -80,6 +82,7 @@ class MessagingService:
         routes: topic routes from the NameServers.
         clients: the gRPC client sessions.
         acl: the ACL rules in force (None: ACL off).
+        timer: the broker's timer (delayed messages; None until it runs or when it is off).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class MessagingService:
         routes: RouteSource,
         clients: GrpcClients,
         acl: Callable[[], AccessValidator | None],
+        timer: Callable[[], TimerMessageService | None] = lambda: None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -103,6 +107,7 @@ class MessagingService:
         self.routes = routes
         self.clients = clients
         self.acl = acl
+        self.timer = timer
 
     # -- access control -----------------------------------------------------------------------
 
@@ -217,7 +222,33 @@ class MessagingService:
         entry = spb.SendResultEntry(status=status(), message_id=plan.message_id, offset=sent.queue_offset)
         if plan.message_type == MessageType.TRANSACTION:
             entry.transaction_id = sent.msg_id  # the half message's offset msg id (EndTransaction)
+        elif plan.message_type == MessageType.DELAY and self.timer() is not None:
+            entry.recall_handle = recall_handle(
+                plan.topic, self.broker_config.broker_name, sent.msg_id, plan.message_id
+            )
         return entry
+
+    async def recall_message(
+        self, request: spb.RecallMessageRequest, call: Call
+    ) -> spb.RecallMessageResponse:
+        """Cancel a delayed message that is still waiting, by the recall handle its send answered."""
+        topic = request.topic.name
+        probe = SendMessageRequestHeader(topic, topic, 0).to_ext()
+        self.check_access(call, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, probe))
+        handle_topic, broker_name, offset_msg_id, message_id = parse_recall_handle(request.recall_handle)
+        if handle_topic != topic:
+            raise RpcError(
+                Code.BAD_REQUEST, f"the recall handle is for topic {handle_topic!r}, not {topic!r}"
+            )
+        if broker_name != self.broker_config.broker_name:
+            raise RpcError(Code.NOT_FOUND, f"the message is on broker {broker_name!r}; recall it there")
+        timer = self.timer()
+        if timer is None:
+            raise RpcError(Code.NOT_IMPLEMENTED, "this broker has no timer (timerWheelEnable=false)")
+        why = await timer.recall(_offset_of(offset_msg_id), message_id)
+        if why is not None:
+            raise RpcError(Code.NOT_FOUND, f"message {message_id} cannot be recalled: {why}")
+        return ok(spb.RecallMessageResponse(message_id=message_id))
 
     def _check_type(self, plan: SendPlan) -> None:
         if not self.broker_config.enable_topic_message_type_check:
@@ -308,6 +339,30 @@ class MessagingService:
         if answer.code != ResponseCode.SUCCESS:
             raise RpcError(code_of_response(answer.code), answer.remark or "no offset")
         return ok(spb.QueryOffsetResponse(offset=OffsetResponseHeader.from_ext(answer.ext).offset))
+
+
+def recall_handle(topic: str, broker_name: str, offset_msg_id: str, message_id: str) -> str:
+    """The recall handle of a delayed message (as RocketMQ's: ``v1`` and its fields, base64url)."""
+    return base64.urlsafe_b64encode(
+        f"v1 {topic} {broker_name} {offset_msg_id} {message_id}".encode()
+    ).decode()
+
+
+def parse_recall_handle(handle: str) -> tuple[str, str, str, str]:
+    """``(topic, broker name, offset msg id, message id)`` of a recall handle.
+
+    Raises:
+        RpcError: BAD_REQUEST when it is not one this broker gives.
+    """
+    try:
+        version, topic, broker_name, offset_msg_id, message_id = (
+            base64.urlsafe_b64decode(handle.encode()).decode().split(" ")
+        )
+    except (ValueError, UnicodeError) as e:
+        raise RpcError(Code.BAD_REQUEST, "the recall handle is not one a rocketpy broker gave") from e
+    if version != "v1":
+        raise RpcError(Code.BAD_REQUEST, f"recall handle version {version!r} is not v1")
+    return topic, broker_name, offset_msg_id, message_id
 
 
 def _offset_of(transaction_id: str) -> int:

@@ -319,3 +319,45 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+async def test_recall_cancels_a_waiting_delay_message(
+    grpc_cluster: tuple[Daemon, Daemon], client: Client
+) -> None:
+    ns, _ = grpc_cluster
+    await create_topic(ns, "Recall", "+message.type=DELAY", queues=1)
+    at = int(time.time()) + 3
+    msgs = []
+    for body in (b"recalled", b"kept"):
+        m = message("Recall", body, message_type=pb.DELAY)
+        m.system_properties.delivery_timestamp.FromSeconds(at)
+        msgs.append(m)
+    sent = await client.unary("SendMessage", spb.SendMessageRequest(messages=msgs))
+    assert sent.status.code == Code.OK and all(e.recall_handle for e in sent.entries)
+    topic = pb.Resource(name="Recall")
+    handle = sent.entries[0].recall_handle
+    for _ in range(2):  # a second recall of the same message is answered the same
+        done = await client.unary(
+            "RecallMessage", spb.RecallMessageRequest(topic=topic, recall_handle=handle)
+        )
+        assert done.status.code == Code.OK and done.message_id == msgs[0].system_properties.message_id
+    bogus = await client.unary(
+        "RecallMessage", spb.RecallMessageRequest(topic=topic, recall_handle="bm9wZQ==")
+    )
+    assert bogus.status.code == Code.BAD_REQUEST
+    mq = pb.MessageQueue(topic=topic, id=0)
+    group = pb.Resource(name="recall_reader")
+    deadline = time.monotonic() + 20
+    bodies: list[bytes] = []
+    while not bodies and time.monotonic() < deadline:
+        out = await client.stream(
+            "PullMessage", spb.PullMessageRequest(group=group, message_queue=mq, offset=0)
+        )
+        bodies = [r.message.body for r in out if r.HasField("message")]
+    await asyncio.sleep(2.0)  # anything else due at that second has been re-put by now
+    out = await client.stream("PullMessage", spb.PullMessageRequest(group=group, message_queue=mq, offset=0))
+    assert [r.message.body for r in out if r.HasField("message")] == [b"kept"]
+    late = await client.unary(
+        "RecallMessage", spb.RecallMessageRequest(topic=topic, recall_handle=sent.entries[1].recall_handle)
+    )
+    assert late.status.code == Code.NOT_FOUND and "delivered" in late.status.message
