@@ -115,11 +115,14 @@ class GrpcEndpoint:
         server = grpc.aio.server(options=options)
         server.add_generic_rpc_handlers((self._handlers(),))
         address = f"{bind_address}:{c.grpc_server_port}"
-        if c.grpc_tls_cert_path and c.grpc_tls_key_path:
-            key, cert = await asyncio.to_thread(_read_pair, c.grpc_tls_key_path, c.grpc_tls_cert_path)
-            port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
-        else:
-            port = server.add_insecure_port(address)
+        try:
+            if c.grpc_tls_cert_path and c.grpc_tls_key_path:
+                key, cert = await asyncio.to_thread(_read_pair, c.grpc_tls_key_path, c.grpc_tls_cert_path)
+                port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError as e:  # grpc's "Failed to bind to address"
+            raise OSError(f"cannot listen for gRPC on {address} (grpcServerPort): {e}") from e
         if port == 0:
             raise OSError(f"cannot listen for gRPC on {address} (grpcServerPort): in use or not allowed")
         await server.start()

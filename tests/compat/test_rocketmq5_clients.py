@@ -10,6 +10,9 @@ checker over Telemetry). Receiving (SimpleConsumer, PushConsumer) needs POP cons
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from rocketpy.testing import Daemon, start_broker, start_namesrv
 from tests.compat import rmq5
 
 HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
 SEND_TIMEOUT_S = 120.0
 FAST = {"rebalance_interval": 1.0, "heartbeat_broker_interval": 1.0, "poll_name_server_interval": 1.0}
 CLIENTS = ["python", "node"]
@@ -162,3 +166,20 @@ async def test_message_of_the_wrong_type_is_refused(
     await create_topic(ns, topic, "NORMAL")
     error = send(clients, "python", "wrong_type", str(broker.grpc_addr), topic)["error"]
     assert error is not None and "FIFO" in error
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_readme_examples_send(cluster: tuple[Daemon, Daemon], clients: dict[str, Any], kind: str) -> None:
+    """``examples/rocketmq5/producer.{py,js}``, the README's snippets, against a MIXED topic."""
+    ns, broker = cluster
+    launcher, why = clients[kind]
+    if launcher is None:
+        pytest.skip(why)
+    topic = f"Rmq5Example_{kind}"
+    asyncio.run(create_topic(ns, topic, "MIXED"))
+    example = ROOT / "examples" / "rocketmq5" / ("producer.py" if kind == "python" else "producer.js")
+    argv = [launcher if kind == "python" else "node", str(example), str(broker.grpc_addr), topic]
+    env = {**os.environ, "NODE_PATH": launcher} if kind == "node" else None
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count(":") >= 2 and "normal:" in done.stdout and "delay:" in done.stdout

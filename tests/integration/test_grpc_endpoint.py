@@ -23,7 +23,7 @@ from rocketpy.client.producer import Producer
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.grpc_api.v2 import service_pb2 as spb
 from rocketpy.message import Message
-from rocketpy.testing import Daemon
+from rocketpy.testing import Daemon, DaemonStartError
 from tests.conftest import DaemonPool
 
 Code = pb.Code
@@ -361,3 +361,16 @@ async def test_recall_cancels_a_waiting_delay_message(
         "RecallMessage", spb.RecallMessageRequest(topic=topic, recall_handle=sent.entries[1].recall_handle)
     )
     assert late.status.code == Code.NOT_FOUND and "delivered" in late.status.message
+
+
+def test_grpc_port_in_use_or_off(daemons: DaemonPool) -> None:
+    ns = daemons.namesrv()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(
+            DaemonStartError, match=r"cannot listen for gRPC on 127\.0\.0\.1:\d+ \(grpcServerPort\)"
+        ):
+            daemons.broker(ns.addr, grpcServerPort=busy.getsockname()[1])
+    off = daemons.broker(ns.addr, grpcServerPort=-1)
+    assert off.boot_line.endswith(" grpcServerPort=-1") and off.grpc_addr is None
