@@ -183,3 +183,29 @@ def test_readme_examples_send(cluster: tuple[Daemon, Daemon], clients: dict[str,
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count(":") >= 2 and "normal:" in done.stdout and "delay:" in done.stdout
+
+
+def test_tls_endpoint_with_the_clients_tls_switch(
+    daemons: Any, clients: dict[str, Any], tmp_path: Path
+) -> None:
+    """grpcTlsCertPath/grpcTlsKeyPath: the Python client with tls_enable (trusting the test's CA)."""
+    launcher, why = clients["python"]
+    if launcher is None:
+        pytest.skip(why)
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"openssl cannot make a test certificate: {made.stderr.strip()[-200:]}")
+    ns = daemons.namesrv()
+    broker = daemons.broker(ns.addr, grpcTlsCertPath=str(cert), grpcTlsKeyPath=str(key))
+    asyncio.run(create_topic(ns, "Rmq5Tls", "NORMAL"))
+    argv = [launcher, str(HERE / "rmq5_python_worker.py"), "normal", str(broker.grpc_addr), "Rmq5Tls", "tls"]
+    sent = rmq5.run_worker(argv, SEND_TIMEOUT_S, {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)})["sent"]
+    assert len(sent) == 3
+    plain = [launcher, str(HERE / "rmq5_python_worker.py"), "normal", str(broker.grpc_addr), "Rmq5Tls"]
+    refused = subprocess.run(plain, capture_output=True, text=True, timeout=SEND_TIMEOUT_S)
+    assert refused.returncode != 0, "a plaintext client got through a TLS endpoint"

@@ -374,3 +374,21 @@ def test_grpc_port_in_use_or_off(daemons: DaemonPool) -> None:
             daemons.broker(ns.addr, grpcServerPort=busy.getsockname()[1])
     off = daemons.broker(ns.addr, grpcServerPort=-1)
     assert off.boot_line.endswith(" grpcServerPort=-1") and off.grpc_addr is None
+
+
+async def test_metrics_show_each_clients_protocol(daemons: DaemonPool) -> None:
+    from tests.integration.test_metrics import free_port, metrics_url, scrape, value
+
+    ns = daemons.namesrv()
+    broker = daemons.broker(ns.addr, metricsPort=free_port())
+    await create_topic(ns, "Counted")
+    c = Client(str(broker.grpc_addr), client_id="metrics-client")
+    try:
+        resp = await c.unary("SendMessage", spb.SendMessageRequest(messages=[message("Counted")]))
+        assert resp.status.code == Code.OK
+        samples = await scrape(metrics_url(broker))
+    finally:
+        await c.close()
+    assert value(samples, "rocketpy_client_connections", protocol="grpc", language="PYTHON") == 1
+    assert value(samples, "rocketpy_grpc_requests_total", rpc="SendMessage", code="OK") == 1
+    assert value(samples, "rocketpy_put_messages_total", topic="Counted") == 1
