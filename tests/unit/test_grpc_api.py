@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import importlib.util
@@ -154,3 +155,40 @@ def test_grpc_signature_check() -> None:
     assert validator.check_grpc("10.0.0.1", "user0001", "00" + good[2:], when, None) is not None
     assert validator.check_grpc("10.0.0.1", "", None, when, None) is not None
     assert validator.check_grpc("10.0.0.1", "nobody", good, when, None) is not None
+
+
+async def test_admin_questions_are_matched_with_the_clients_answers() -> None:
+    """``Streams.ask``: a PrintThreadStackTrace command goes to the client's Telemetry outbox and the
+    client's ThreadStackTrace answer (same nonce) comes back; an unknown client is NOT_FOUND."""
+    from typing import Any
+
+    from rocketpy.broker.grpc.clients import GrpcClients
+    from rocketpy.broker.grpc.service import Call
+    from rocketpy.broker.grpc.streams import Streams
+    from rocketpy.grpc_api.v2 import service_pb2 as spb
+    from rocketpy.remoting.processor import ProcessorTable
+
+    def never(*_: Any) -> Any:
+        raise AssertionError("not called")
+
+    clients = GrpcClients(ProcessorTable("t"), never, never, lambda _: None, never)
+    client = clients.touch("c1", ("127.0.0.1", 1), "JAVA")
+    client.outbox = asyncio.Queue(8)
+    streams = Streams(None, clients)  # type: ignore[arg-type]  # the service is not needed here
+
+    async def answer() -> None:
+        command = await client.outbox.get()  # type: ignore[union-attr]
+        assert command is not None
+        nonce = command.print_thread_stack_trace_command.nonce
+        trace = spb.ThreadStackTrace(nonce=nonce, thread_stack_trace="main: waiting")
+        call = Call(read_metadata([]), client, "127.0.0.1")
+        assert streams._on_command(spb.TelemetryCommand(thread_stack_trace=trace), call) is None
+
+    helper = asyncio.ensure_future(answer())
+    question = spb.TelemetryCommand(print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand())
+    got = await streams.ask("c1", question, 5.0)
+    await helper
+    assert got.thread_stack_trace.thread_stack_trace == "main: waiting"
+    with pytest.raises(RpcError) as info:
+        await streams.ask("nobody", question, 0.1)
+    assert info.value.code == Code.NOT_FOUND
