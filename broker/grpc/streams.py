@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -95,7 +96,7 @@ class Streams:
                     break
                 if not isinstance(command, spb.TelemetryCommand):  # the server's Malformed
                     raise RpcError(Code.BAD_REQUEST, getattr(command, "reason", "not a TelemetryCommand"))
-                call.client.last_seen = asyncio.get_running_loop().time()
+                call.client.last_seen = time.monotonic()
                 reply = self._on_command(command, call)
                 settled = settled or command.HasField("settings")
                 if reply is not None and not outbox.full():
