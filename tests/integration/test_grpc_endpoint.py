@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import socket
 import subprocess
 import sys
@@ -127,6 +128,16 @@ async def test_query_route_names_each_brokers_own_endpoint(daemons: DaemonPool) 
         0,
     )
     assert q.broker.endpoints.scheme == pb.AddressScheme.IPv4
+    listed = await asyncio.to_thread(
+        subprocess.run,
+        [str(Path(sys.executable).parent / "mqadmin"), "clusterList", "-n", ns.addr, "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    brokers = json.loads(listed.stdout)["brokers"]
+    assert {b["brokerName"]: b["grpcAddr"] for b in brokers} == {
+        "broker-a": a.grpc_addr,
+        "broker-b": b.grpc_addr,
+    }
 
 
 async def test_user_mistakes_answer_the_apis_codes(
