@@ -192,3 +192,24 @@ async def test_admin_questions_are_matched_with_the_clients_answers() -> None:
     with pytest.raises(RpcError) as info:
         await streams.ask("nobody", question, 0.1)
     assert info.value.code == Code.NOT_FOUND
+
+
+async def test_a_client_session_costs_a_few_kib() -> None:
+    """``MAX_CLIENTS`` sessions must fit in memory: a stand-in channel keeps no frame decoder."""
+    from typing import Any
+
+    from rocketpy.broker.grpc.clients import GrpcClients
+    from rocketpy.remoting.processor import ProcessorTable
+
+    def rss_kib() -> int:
+        return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS"))
+
+    def never(*_: Any) -> Any:
+        raise AssertionError("not called")
+
+    clients = GrpcClients(ProcessorTable("t"), never, never, lambda _: None, never)
+    before = rss_kib()
+    for i in range(4000):
+        clients.touch(f"client-{i}", ("127.0.0.1", i), "PYTHON")
+    per_session = (rss_kib() - before) / 4000
+    assert per_session < 12, f"{per_session:.1f} KiB resident per gRPC client session"
