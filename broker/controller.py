@@ -20,7 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
@@ -59,8 +59,12 @@ from rocketpy.protocol.specs import check_served
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.processor import Handler
+from rocketpy.remoting.processor import Handler, ProcessorTable
 from rocketpy.remoting.server import RemotingServer
+
+if TYPE_CHECKING:  # loaded only with grpcServerPort >= 0 (grpc and protobuf cost memory)
+    from rocketpy.broker.grpc.channel import GrpcChannel
+    from rocketpy.broker.grpc.server import GrpcEndpoint
 
 log = logging.getLogger("rocketpy.broker")
 
@@ -144,6 +148,7 @@ class BrokerController:
         self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
+        self.grpc: GrpcEndpoint | None = None  # grpcServerPort >= 0: RocketMQ 5's gRPC API
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -201,11 +206,15 @@ class BrokerController:
         self.store.store_host = (ip, port)
         self.broker_addr = f"{ip}:{port}"
         ha_addr = await self.replication.start(bc.bind_address, ip, port)
+        grpc_addr = ""
+        if bc.grpc_server_port >= 0:
+            self.grpc = self._grpc_endpoint(table)
+            grpc_addr = f"{ip}:{await self.grpc.start(bc.bind_address)}"
         if bc.metrics_port:
             self.metrics = self._metrics_server(self.server)
             await self.metrics.start()
         identity = BrokerIdentity(
-            bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr, ha_addr
+            bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr, ha_addr, grpc_addr
         )
         self.registrar = BrokerRegistrar(
             self.client,
@@ -229,11 +238,40 @@ class BrokerController:
         bc = self.broker_config
         collector = BrokerCollector(
             bc, self.store_config, server, self.stats, self.store,
-            self.topic_config, self.offsets, self.long_polling, self.replication,
+            self.topic_config, self.offsets, self.long_polling, self.replication, self.grpc,
         )  # fmt: skip
         return MetricsServer.for_daemon(
             collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"
         )
+
+    def _grpc_endpoint(self, table: dict[RequestCode, Handler]) -> GrpcEndpoint:
+        """RocketMQ 5's gRPC API over this broker's processors (``table``) and managers."""
+        from rocketpy.broker.grpc.clients import GrpcClients
+        from rocketpy.broker.grpc.routes import RouteSource
+        from rocketpy.broker.grpc.server import GrpcEndpoint
+        from rocketpy.broker.grpc.service import MessagingService
+        from rocketpy.broker.grpc.streams import Streams
+
+        bc = self.broker_config
+        streams: Streams | None = None
+
+        def to_telemetry(channel: GrpcChannel, command: RemotingCommand) -> None:
+            if streams is not None:
+                streams.recover_orphaned(channel, command)
+
+        clients = GrpcClients(
+            ProcessorTable(f"broker {bc.broker_name} gRPC"), table[RequestCode.HEART_BEAT],
+            table[RequestCode.UNREGISTER_CLIENT], self._on_channel_close, to_telemetry,
+        )  # fmt: skip
+        routes = RouteSource(self.client, parse_namesrv_addrs(bc.namesrv_addr) if bc.namesrv_addr else [])
+        service = MessagingService(
+            bc, self.store_config, {int(code): h for code, h in table.items()}, self.topic_config,
+            self.store, self.subscription_groups, routes, clients,
+            lambda: self.acl.validator if self.acl is not None else None,
+            lambda: self.delivery.timer if self._delivery_started else None,
+        )  # fmt: skip
+        streams = Streams(service, clients)
+        return GrpcEndpoint(bc, service, streams, clients)
 
     def processor_table(self) -> dict[RequestCode, Handler]:
         """Request code -> handler: every code this broker serves, in one table."""
@@ -406,6 +444,10 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.metrics is not None:
             await self.metrics.shutdown()
+        if self.grpc is not None:
+            await self.grpc.shutdown(
+                min(SERVER_SHUTDOWN_TIMEOUT_S, self.broker_config.grpc_shutdown_time_seconds)
+            )
         if self.acl is not None:
             await self.acl.stop()
         if self.server is not None:

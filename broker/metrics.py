@@ -11,7 +11,9 @@ Series per group and queue are bounded by the offset table's own bound (``MAX_OF
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -28,6 +30,9 @@ from rocketpy.latency import LatencyHistogram
 from rocketpy.metrics.families import PREFIX, counter, gauge, histogram, merged, remoting_families
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.server import RemotingServer
+
+if TYPE_CHECKING:
+    from rocketpy.broker.grpc.server import GrpcEndpoint
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
@@ -47,6 +52,7 @@ class BrokerCollector(Collector):
         offsets: ConsumerOffsetManager,
         holds: PullRequestHoldService,
         replication: Replication,
+        grpc: GrpcEndpoint | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -57,6 +63,7 @@ class BrokerCollector(Collector):
         self.offsets = offsets
         self.holds = holds
         self.replication = replication
+        self.grpc = grpc  # the gRPC endpoint (None when grpcServerPort is -1)
 
     def collect(self) -> Iterator[Metric]:
         """Every family, read from the live tables."""
@@ -67,7 +74,29 @@ class BrokerCollector(Collector):
         yield from self._queues()
         yield from self._store()
         yield from remoting_families(self.server)
+        yield from self._clients()
         yield from self._replication()
+
+    def _clients(self) -> Iterator[Metric]:
+        """Client connections by protocol (remoting TCP connections; gRPC client sessions by the
+        language they report) and the gRPC calls answered by RPC and status code."""
+        conns = GaugeMetricFamily(
+            PREFIX + "client_connections",
+            "Clients by protocol: remoting connections, gRPC client sessions (by x-mq-language).",
+            labels=["protocol", "language"],
+        )
+        conns.add_metric(["remoting", ""], len(self.server.channels))
+        calls = CounterMetricFamily(
+            PREFIX + "grpc_requests", "gRPC calls answered, by RPC and status code.", labels=["rpc", "code"]
+        )
+        if self.grpc is not None:
+            languages = Counter(c.channel.language or "UNKNOWN" for c in self.grpc.clients.table.values())
+            for language, n in sorted(languages.items()):
+                conns.add_metric(["grpc", language], n)
+            for (rpc, code), n in sorted(self.grpc.calls.items()):
+                calls.add_metric([rpc, code], n)
+        yield conns
+        yield calls
 
     def _info(self) -> Metric:
         bc = self.broker_config

@@ -42,6 +42,7 @@ class BrokerIdentity:
     broker_id: int
     broker_addr: str
     ha_server_addr: str = ""
+    grpc_server_addr: str = ""  # the gRPC endpoint (grpcServerPort), "" when off
 
 
 class BrokerRegistrar:
@@ -100,6 +101,7 @@ class BrokerRegistrar:
         return RegisterBrokerRequestHeader(
             cluster_name=i.cluster_name, broker_addr=i.broker_addr, broker_name=i.broker_name,
             broker_id=i.broker_id, ha_server_addr=i.ha_server_addr, split_index=index, split_total=total,
+            grpc_server_addr=i.grpc_server_addr,
         ).to_ext()  # fmt: skip
 
     async def register_all(self) -> list[str]:

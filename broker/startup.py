@@ -3,7 +3,8 @@
 Owns the process lifecycle around ``BrokerController``: uvloop, SIGTERM/SIGINT -> graceful stop,
 the pid file (for ``mqshutdown broker``) and the boot line, printed to stdout (flushed) once the
 listener accepts connections and the first registration with every reachable NameServer is done:
-``The broker[NAME, HOST:PORT] boot success. serializeType=MSGPACK and name server is ADDR``, after
+``The broker[NAME, HOST:PORT] boot success. serializeType=MSGPACK and name server is ADDR (CORE)
+grpcServerPort=PORT``, after
 ``The broker[NAME] serves metrics at http://HOST:PORT/metrics`` when ``metricsPort`` is set.
 """
 
@@ -48,11 +49,12 @@ def raise_nofile_limit(wanted: int = WANTED_NOFILE) -> int:
     return int(soft)
 
 
-def boot_line(broker_name: str, addr: str, namesrv_addr: str | None) -> str:
-    """The boot success line tests and scripts wait for; it ends with the active core (``_accel``)."""
+def boot_line(broker_name: str, addr: str, namesrv_addr: str | None, grpc_port: int = -1) -> str:
+    """The boot success line tests and scripts wait for: the active core (``_accel``), then the gRPC
+    endpoint's port (``grpcServerPort=-1`` when it is off)."""
     return (
         f"The broker[{broker_name}, {addr}] boot success. serializeType=MSGPACK "
-        f"and name server is {namesrv_addr or 'null'} ({LABEL})"
+        f"and name server is {namesrv_addr or 'null'} ({LABEL}) grpcServerPort={grpc_port}"
     )
 
 
@@ -81,7 +83,8 @@ async def serve(broker_config: BrokerConfig, store_config: StoreConfig) -> int:
         print(str(e), file=sys.stderr, flush=True)
         await controller.shutdown()
         return 1
-    lines = [boot_line(broker_config.broker_name, addr, broker_config.namesrv_addr)]
+    grpc_port = controller.grpc.port if controller.grpc is not None else -1
+    lines = [boot_line(broker_config.broker_name, addr, broker_config.namesrv_addr, grpc_port)]
     if controller.metrics is not None:
         lines.insert(0, f"The broker[{broker_config.broker_name}] serves metrics at {controller.metrics.url}")
     for line in lines:

@@ -171,8 +171,12 @@ class Admin:
         perm: int = PERM_RW,
         order: bool = False,
         wait_route: float = 5.0,
+        attributes: str = "",
     ) -> list[str]:
         """Create or update ``topic`` on every master of ``cluster`` (or on one broker).
+
+        ``attributes`` are RocketMQ 5's topic attribute changes, e.g. ``+message.type=FIFO`` (the
+        message types RocketMQ 5 clients may send: NORMAL, FIFO, DELAY, TRANSACTION or MIXED).
 
         Waits up to ``wait_route`` seconds until the NameServer's route shows the topic on them.
 
@@ -187,8 +191,9 @@ class Admin:
         if not 0 <= perm <= 7:
             raise MQClientError(f"perm={perm} must be 2 (write), 4 (read) or 6 (read+write)")
         ext = CreateTopicRequestHeader(
-            topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order
-        ).to_ext()
+            topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order,
+            attributes=attributes,
+        ).to_ext()  # fmt: skip
         addrs = await self._targets(cluster, broker_addr)
         for addr in addrs:
             await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)

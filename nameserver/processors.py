@@ -145,6 +145,7 @@ class NamesrvProcessors:
             broker_name=h.broker_name,
             broker_id=h.broker_id,
             ha_server_addr=h.ha_server_addr,
+            grpc_addr=h.grpc_server_addr,
             topics=topics,
             channel=channel,
             split=split,

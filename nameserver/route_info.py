@@ -91,6 +91,7 @@ class RouteInfoManager:
         topics: TopicConfigSerializeWrapper | None,
         channel: object,
         split: tuple[int, int] | None = None,
+        grpc_addr: str = "",
     ) -> RegisterResult:
         """Record (or refresh) a broker and, for a master, its topics.
 
@@ -98,6 +99,7 @@ class RouteInfoManager:
             cluster: brokerClusterName.
             broker_addr: the address clients use ("ip:port").
             broker_name: the broker name shared by a master and its slaves.
+            grpc_addr: where the broker serves RocketMQ 5's gRPC API ("" when it does not).
             broker_id: 0 for the master, >= 1 for slaves.
             ha_server_addr: where slaves replicate from ("" when none).
             topics: the broker's topic table and its DataVersion (None: keep what is known).
@@ -121,8 +123,13 @@ class RouteInfoManager:
             self.broker_addr_table[broker_name] = data
         for other_id in [i for i, a in data.broker_addrs.items() if a == broker_addr and i != broker_id]:
             del data.broker_addrs[other_id]  # same ip:port switching role: one record per address
+            data.grpc_addrs.pop(other_id, None)
         first = data.broker_addrs.get(broker_id) != broker_addr
         data.broker_addrs[broker_id] = broker_addr
+        if grpc_addr:
+            data.grpc_addrs[broker_id] = grpc_addr
+        else:
+            data.grpc_addrs.pop(broker_id, None)
         known = prev.data_version if prev is not None else DataVersion()
         version = topics.data_version if topics is not None else known  # no body: liveness only
         changed = prev is None or not prev.data_version.same_as(version)
@@ -260,6 +267,7 @@ class RouteInfoManager:
             data = self.broker_addr_table[n]
             for bid in [i for i, a in data.broker_addrs.items() if a == broker_addr]:
                 del data.broker_addrs[bid]
+                data.grpc_addrs.pop(bid, None)
                 removed = True
             if not data.broker_addrs:
                 self._remove_broker_name(n, data.cluster)

@@ -114,6 +114,10 @@ def mqadmin() -> None:
 @click.option("-w", "--writeQueueNums", "write_nums", type=int, default=8, show_default=True)
 @click.option("-p", "--perm", type=int, default=6, show_default=True, help="2 write, 4 read, 6 both.")
 @click.option("-o", "--order", type=bool, default=False, show_default=True)
+@click.option(
+    "-a", "--attributes", default="",
+    help="RocketMQ 5 attribute changes: +message.type=NORMAL|FIFO|DELAY|TRANSACTION|MIXED, -message.type.",
+)  # fmt: skip
 @_admin_command("updateTopic")
 async def update_topic(
     admin: Any,
@@ -125,6 +129,7 @@ async def update_topic(
     write_nums: int,
     perm: int,
     order: bool,
+    attributes: str,
 ) -> None:
     """Create or update a topic."""
     addrs = await admin.create_topic(
@@ -135,6 +140,7 @@ async def update_topic(
         write_queue_nums=write_nums,
         perm=perm,
         order=order,
+        attributes=attributes,
     )
     doc = {
         "topic": topic,
@@ -257,6 +263,7 @@ async def cluster_list(admin: Any, as_json: bool) -> None:
                         ha.get("secondsSinceReport"),
                         rt.get("putTps"),
                         rt.get("getTransferedTps"),
+                        bd.grpc_addrs.get(bid) if bd else None,
                     ]
                 )
                 doc.append(
@@ -265,12 +272,13 @@ async def cluster_list(admin: Any, as_json: bool) -> None:
                         "brokerName": name,
                         "brokerId": bid,
                         "addr": addr,
+                        "grpcAddr": bd.grpc_addrs.get(bid) if bd else None,
                         "ha": ha,
                         "runtime": rt,
                     }
                 )
     headers = ["Cluster Name", "Broker Name", "BID", "Addr", "Role", "MaxOffset", "HAOffset", "Behind(B)"]
-    _emit(as_json, {"brokers": doc}, [*headers, "LastReport(s)", "InTPS", "OutTPS"], rows)
+    _emit(as_json, {"brokers": doc}, [*headers, "LastReport(s)", "InTPS", "OutTPS", "gRPC Addr"], rows)
 
 
 def replication_of(broker_id: int, runtime: dict[str, str], master_runtime: dict[str, str]) -> dict[str, Any]:
@@ -463,6 +471,10 @@ async def reset_offset_by_time(admin: Any, as_json: bool, group: str, topic: str
 @click.option("-q", "--retryQueueNums", "retry_queue_nums", type=int, default=1, show_default=True)
 @click.option("-d", "--consumeBroadcastEnable", "broadcast", type=bool, default=True, show_default=True)
 @click.option("-s", "--consumeEnable", "consume_enable", type=bool, default=True, show_default=True)
+@click.option(
+    "-o", "--consumeMessageOrderly", "orderly", type=bool, default=False, show_default=True,
+    help="A FIFO group: RocketMQ 5 clients consume each message group in order.",
+)  # fmt: skip
 @_admin_command("updateSubGroup")
 async def update_sub_group(
     admin: Any,
@@ -474,6 +486,7 @@ async def update_sub_group(
     retry_queue_nums: int,
     broadcast: bool,
     consume_enable: bool,
+    orderly: bool,
 ) -> None:
     """Create or update a subscription group."""
     addrs = await admin.update_subscription_group(
@@ -484,6 +497,7 @@ async def update_sub_group(
         retry_queue_nums=retry_queue_nums,
         consume_broadcast_enable=broadcast,
         consume_enable=consume_enable,
+        consume_message_orderly=orderly,
     )
     if as_json:
         _emit(True, {"groupName": group, "brokers": addrs})

@@ -304,6 +304,46 @@ class BrokerConfig(ConnectionLimits):
     # the ACL account the broker signs its own requests with (to NameServers, a slave to its master)
     acl_access_key: str | None = Field(None, alias="aclAccessKey")
     acl_secret_key: str | None = Field(None, alias="aclSecretKey")
+    # RocketMQ 5's gRPC API (rocketpy.broker.grpc), with RocketMQ proxy's key names and defaults
+    # where the proxy has the key: grpcServerPort 0 = any free port, -1 = off
+    grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=-1, le=65535)
+    grpc_tls_cert_path: str | None = Field(None, alias="grpcTlsCertPath")
+    grpc_tls_key_path: str | None = Field(None, alias="grpcTlsKeyPath")
+    grpc_max_inbound_message_size: int = Field(
+        130 * 1024 * 1024, alias="grpcMaxInboundMessageSize", ge=64 * 1024
+    )
+    # RocketMQ's proxy leaves it unbounded (Integer.MAX_VALUE); here one connection's streams are bounded
+    grpc_max_concurrent_calls_per_connection: int = Field(
+        1000, alias="grpcMaxConcurrentCallsPerConnection", gt=0
+    )
+    grpc_client_idle_time_mills: int = Field(120_000, alias="grpcClientIdleTimeMills", gt=0)
+    grpc_shutdown_time_seconds: int = Field(30, alias="grpcShutdownTimeSeconds", ge=0)
+    # rocketpy's: a Telemetry stream that sent no settings within this time is ended
+    grpc_settings_timeout_mills: int = Field(10_000, alias="grpcSettingsTimeoutMills", gt=0)
+    enable_message_body_empty_check: bool = Field(True, alias="enableMessageBodyEmptyCheck")
+    max_user_property_size: int = Field(16 * 1024, alias="maxUserPropertySize")
+    user_property_max_num: int = Field(128, alias="userPropertyMaxNum")
+    max_message_group_size: int = Field(64, alias="maxMessageGroupSize")
+    max_delay_time_mills: int = Field(24 * 3600 * 1000, alias="maxDelayTimeMills", gt=0)
+    max_transaction_recovery_second: int = Field(3600, alias="maxTransactionRecoverySecond", gt=0)
+    enable_topic_message_type_check: bool = Field(True, alias="enableTopicMessageTypeCheck")
+    grpc_client_producer_max_attempts: int = Field(3, alias="grpcClientProducerMaxAttempts", gt=0)
+    grpc_client_producer_backoff_initial_millis: int = Field(
+        10, alias="grpcClientProducerBackoffInitialMillis", gt=0
+    )
+    grpc_client_producer_backoff_max_millis: int = Field(
+        1000, alias="grpcClientProducerBackoffMaxMillis", gt=0
+    )
+    grpc_client_producer_backoff_multiplier: int = Field(2, alias="grpcClientProducerBackoffMultiplier", gt=0)
+    grpc_client_consumer_min_long_polling_timeout_millis: int = Field(
+        5000, alias="grpcClientConsumerMinLongPollingTimeoutMillis", gt=0
+    )
+    grpc_client_consumer_max_long_polling_timeout_millis: int = Field(
+        20_000, alias="grpcClientConsumerMaxLongPollingTimeoutMillis", gt=0
+    )
+    grpc_client_consumer_long_polling_batch_size: int = Field(
+        32, alias="grpcClientConsumerLongPollingBatchSize", gt=0
+    )
 
 
 #: Keys whose values are never printed (``-p``, GET_BROKER_CONFIG): shown as ``******``.

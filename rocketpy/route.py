@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+)
 
 from rocketpy.perm import PERM_RW
 from rocketpy.topic import SINGLE_TAG
@@ -62,11 +69,20 @@ class TopicConfig(_WireModel):
     topic_filter_type: str = Field(SINGLE_TAG, alias="topicFilterType")
     topic_sys_flag: int = Field(0, alias="topicSysFlag")
     order: bool = False
+    #: RocketMQ 5's topic attributes, e.g. ``{"message.type": "FIFO"}`` (absent on the wire when empty)
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_attributes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if not self.attributes:
+            doc.pop("attributes", None)
+        return doc
 
     def to_wire(self) -> dict[str, Any]:
         """The wire map, as ``model_dump(by_alias=True)`` gives it, built directly: a broker's
         topics.json and registration carry every topic it holds (up to ``MAX_TOPICS``)."""
-        return {
+        doc: dict[str, Any] = {
             "topicName": self.topic_name,
             "readQueueNums": self.read_queue_nums,
             "writeQueueNums": self.write_queue_nums,
@@ -75,6 +91,9 @@ class TopicConfig(_WireModel):
             "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
         }
+        if self.attributes:
+            doc["attributes"] = dict(self.attributes)
+        return doc
 
 
 class QueueData(_WireModel):
@@ -93,10 +112,21 @@ class BrokerData(_WireModel):
     cluster: str
     broker_name: str = Field(alias="brokerName")
     broker_addrs: dict[int, str] = Field(default_factory=dict, alias="brokerAddrs")
+    #: each member's RocketMQ 5 gRPC endpoint (``grpcServerPort``), a rocketpy extension: absent on
+    #: the wire when no member serves gRPC, so RocketMQ's own clients see the 4.x shape
+    grpc_addrs: dict[int, str] = Field(default_factory=dict, alias="grpcAddrs")
 
-    @field_serializer("broker_addrs")
+    @field_serializer("broker_addrs", "grpc_addrs")
     def _addrs_with_str_keys(self, addrs: dict[int, str]) -> dict[str, str]:
         return {str(k): v for k, v in sorted(addrs.items())}
+
+    @model_serializer(mode="wrap")
+    def _without_empty_grpc(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if not self.grpc_addrs:
+            doc.pop("grpcAddrs", None)
+            doc.pop("grpc_addrs", None)
+        return doc
 
     def master_addr(self) -> str | None:
         """The master's address, or None when the master is not registered."""

@@ -32,6 +32,7 @@ WIRE_NAMES = {
     "broker_id": "brokerId",
     "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
     "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable",
+    "consume_message_orderly": "consumeMessageOrderly",
 }
 
 
@@ -48,6 +49,8 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: a FIFO group (``mqadmin updateSubGroup -o true``): RocketMQ 5 clients consume per message group
+    consume_message_orderly: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         """The RocketMQ-shaped map (camelCase keys)."""

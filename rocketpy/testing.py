@@ -41,6 +41,8 @@ BOOT_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. listen=(?P<addr>\S+)")
 BROKER_BOOT = re.compile(r"The broker\[(?P<name>[^,\]]+), (?P<addr>[^\]]+)\] boot success\.")
+#: the end of a broker's boot line: its gRPC port (-1 when the endpoint is off)
+GRPC_PORT = re.compile(r" grpcServerPort=(-?\d+)$")
 _topic_seq = itertools.count()
 
 
@@ -145,6 +147,18 @@ class Daemon:
     def port(self) -> int:
         """The listening port from the boot line."""
         return int(self.addr.rsplit(":", 1)[1])
+
+    @property
+    def grpc_port(self) -> int | None:
+        """A broker's gRPC port (``grpcServerPort=N`` in its boot line); None when it serves none."""
+        m = GRPC_PORT.search(self.boot_line or "")
+        return int(m.group(1)) if m and int(m.group(1)) > 0 else None
+
+    @property
+    def grpc_addr(self) -> str | None:
+        """A broker's gRPC endpoint ``host:port`` (its advertised host), None when it serves none."""
+        port = self.grpc_port
+        return f"{self.addr.rsplit(':', 1)[0]}:{port}" if port is not None else None
 
     @property
     def returncode(self) -> int | None:
@@ -293,6 +307,7 @@ def start_broker(
         "brokerId": 0,
         "namesrvAddr": namesrv_addr,
         "listenPort": 0,
+        "grpcServerPort": 0,  # the gRPC endpoint on a free port too (the boot line names it)
         "bindAddress": "127.0.0.1",
         "storePathRootDir": workdir / "store",
         "mappedFileSizeCommitLog": 64 << 20,

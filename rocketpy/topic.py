@@ -63,3 +63,37 @@ def retry_topic(group: str) -> str:
 def dlq_topic(group: str) -> str:
     """``%DLQ%{group}``: where the group's messages go after their last retry."""
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+#: RocketMQ 5's topic attributes rocketpy knows, with their allowed values.
+TOPIC_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "message.type": frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}),
+}
+
+
+def apply_attributes(current: dict[str, str], changes: str) -> dict[str, str]:
+    """``current`` topic attributes after RocketMQ 5's change list (``+key=value`` sets, ``-key``
+    removes; entries joined by ``,``). Values of known keys are upper-cased.
+
+    Raises:
+        ValueError: an entry is malformed, names an unknown key or an unknown value.
+    """
+    out = dict(current)
+    for raw in changes.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        sign, body = entry[0], entry[1:]
+        key, sep, value = body.partition("=")
+        allowed = TOPIC_ATTRIBUTES.get(key)
+        if sign not in "+-" or allowed is None:
+            known = ", ".join(sorted(TOPIC_ATTRIBUTES))
+            raise ValueError(f"topic attribute {entry!r}: use +KEY=VALUE or -KEY with a known key ({known})")
+        if sign == "-":
+            out.pop(key, None)
+            continue
+        value = value.strip().upper()
+        if not sep or value not in allowed:
+            raise ValueError(f"topic attribute {key}={value!r} is not one of {', '.join(sorted(allowed))}")
+        out[key] = value
+    return out

@@ -83,6 +83,8 @@ def shifted(port: str | None, shift: int | None) -> str | None:
     """A port moved by ``shift`` (``None``: every daemon picks a free port -> "0")."""
     if port is None:
         return None
+    if int(port) <= 0:  # 0 (a free port) and -1 (grpcServerPort off) stay what they are
+        return port
     if shift is None:
         return "0"
     moved = int(port) + shift
@@ -229,7 +231,7 @@ def start(
             name, props = src.stem, read_props(src)
             store = run / "store" / name
             over = {"storePathRootDir": str(store), "storePathCommitLog": str(store / "commitlog")}
-            for key in ("listenPort", "haListenPort"):
+            for key in ("listenPort", "haListenPort", "grpcServerPort"):
                 port = shifted(props.get(key), shift)
                 if port is not None:
                     over[key] = port

@@ -31,7 +31,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.route import TopicConfig
 from rocketpy.subscription_group import SubscriptionGroupConfig
-from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC
+from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, apply_attributes
 
 log = logging.getLogger("rocketpy.broker.admin")
 
@@ -99,6 +99,11 @@ class AdminProcessor:
             raise HeaderError(
                 f"the topic name {h.topic} is a system topic of this broker; choose another name"
             )
+        old = self.topic_config.get(h.topic)
+        try:
+            attributes = apply_attributes(old.attributes if old is not None else {}, h.attributes)
+        except ValueError as e:
+            raise HeaderError(str(e)) from None
         return TopicConfig(
             topic_name=h.topic,
             read_queue_nums=h.read_queue_nums,
@@ -107,6 +112,7 @@ class AdminProcessor:
             topic_filter_type=h.topic_filter_type,
             topic_sys_flag=h.topic_sys_flag,
             order=h.order,
+            attributes=attributes,
         )
 
     async def update_and_create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

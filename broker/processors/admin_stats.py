@@ -171,7 +171,12 @@ class AdminStatsProcessor:
             )
         body = {
             "connectionSet": [
-                {"clientId": cid, "clientAddr": ci.channel.remote_addr, "language": "PYTHON"}
+                {
+                    "clientId": cid,
+                    "clientAddr": ci.channel.remote_addr,
+                    "language": ci.channel.attrs.get("language", "PYTHON"),
+                    "protocol": ci.channel.attrs.get("protocol", "remoting"),  # rocketpy's: or "grpc"
+                }
                 for cid, ci in sorted(info.channels.items())
             ],
             "subscriptionTable": {t: s.to_wire() for t, s in info.subscriptions.items()},

@@ -11,6 +11,12 @@ Owns the three steps and their persistence:
   second's entries only: the cost per tick does not depend on how many messages wait), keeps those
   entries in a small heap until their millisecond, and re-puts them into their real queue in order.
 
+**Recall** (RocketMQ 5's RecallMessage): ``recall(phys, unique_key)`` cancels a message still
+waiting, found by its record's commitlog offset (the send's offset msg id) and checked by its
+unique key; the offset goes to ``config/timerrecall.json`` (written before the recall is
+answered) and the tick drops it when its time comes. A message whose second is being delivered
+or is past cannot be recalled.
+
 ``config/timercheck.json`` holds a consistent point (log end, timer-queue offset enqueued, last
 fully delivered second, waiting count), written in a thread after the log and wheel are synced. A
 restart scans the log past that end (entries appended since, still in the page cache after a
@@ -33,12 +39,15 @@ from rocketpy.broker.timer.log import TimerLog
 from rocketpy.broker.timer.wheel import TimerWheel
 from rocketpy.config import StoreConfig
 from rocketpy.message import MessageConst
+from rocketpy.record import decode_record
 
 log = logging.getLogger("rocketpy.broker.timer")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 ENQUEUE_BATCH = 1024  # units linked per step (then the loop gets a turn)
 DELIVER_BATCH = 512
+#: Recalled messages waiting for their time at once (a recall past it is refused).
+MAX_RECALLED = 100_000
 
 
 class TimerMessageService:
@@ -60,6 +69,12 @@ class TimerMessageService:
         self.log = TimerLog(os.path.join(root, "timerlog"), config.mapped_file_size_timer_log)
         self.wheel = TimerWheel(os.path.join(root, "timerwheel"))
         self.check = JsonTable(os.path.join(config_dir, "timercheck.json"), lambda: self._consistent)
+        #: recalled timer records' commitlog offsets -> their delivery ms (dropped when due)
+        self.recalled: dict[int, int] = {}
+        self.recall_table = JsonTable(
+            os.path.join(config_dir, "timerrecall.json"),
+            lambda: {str(k): v for k, v in self.recalled.items()},
+        )
         self.enqueue_offset = 0
         self.processed_sec = 0  # slots up to here were taken out of the wheel
         self.waiting = 0  # messages stored and not yet delivered
@@ -83,6 +98,7 @@ class TimerMessageService:
         self._enqueue_wanted.set()
 
     def _load(self) -> None:
+        self.recalled = {int(k): int(v) for k, v in (self.recall_table.load() or {}).items()}
         doc = self.check.load() or {}
         self.wheel.open()
         found = self.log.open(int(doc.get("logEnd", 0)))
@@ -108,6 +124,7 @@ class TimerMessageService:
         self._tick_wanted.set()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._persist(force=True)
+        await self.recall_table.persist()
         await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
@@ -271,6 +288,10 @@ class TimerMessageService:
                 batch.append(heapq.heappop(due))
             msgs: list[BrokerMessage | None] = []
             for _ms, _seq, phys, _size in batch:
+                if self.recalled.pop(phys, None) is not None:  # recalled: taken without a re-put
+                    self.recall_table.mark_dirty()
+                    msgs.append(None)
+                    continue
                 view = self.store.record_view(phys)
                 msgs.append(real_message(view) if view is not None else None)
             taken = await put_in_order(self.store, msgs, lambda n: None)
@@ -281,6 +302,35 @@ class TimerMessageService:
                 for deliver_ms, _seq, phys, size in batch[taken:]:
                     self._link(deliver_ms, phys, size, -1, now_sec)
                 return
+
+    # -- recall ---------------------------------------------------------------------------------
+    async def recall(self, phys: int, unique_key: str) -> str | None:
+        """Cancel the timer message stored at commitlog offset ``phys`` with ``unique_key``.
+
+        Returns None when it is recalled (also when it was already), else why it cannot be.
+        """
+        view = self.store.record_view(phys)
+        if view is None:
+            return "no timer message at that offset on this broker (deleted by cleanup?)"
+        record = decode_record(view)
+        props = record.properties
+        deliver = props.get(MessageConst.TIMER_DELIVER_MS, "")
+        if (
+            record.topic != TIMER_TOPIC
+            or props.get(MessageConst.UNIQ_KEY) != unique_key
+            or not deliver.isdigit()
+        ):
+            return "the handle names no timer message of this broker"
+        if phys in self.recalled:
+            return None
+        if int(deliver) // 1000 <= self.processed_sec:
+            return "the message is delivered already (or being delivered)"
+        if len(self.recalled) >= MAX_RECALLED:
+            return f"{MAX_RECALLED} recalled messages wait for their time already; retry later"
+        self.recalled[phys] = int(deliver)
+        self.recall_table.mark_dirty()
+        await self.recall_table.persist()
+        return None
 
 
 def _refuse(remark: str) -> PutMessageResult:

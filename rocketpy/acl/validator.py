@@ -16,6 +16,9 @@ nonce, and neither does this (README "Access control").
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 from rocketpy.acl.permission import NAMES, allows
 from rocketpy.acl.resources import ADMIN_CODES, request_needs
 from rocketpy.acl.rules import Account, AclRules
@@ -73,6 +76,44 @@ class AccessValidator:
                 f"signature:{access_key}",
             )
         return self._permissions(account, request)
+
+    def check_grpc(
+        self,
+        ip: str,
+        access_key: str | None,
+        signature: str | None,
+        date_time: str,
+        request: RemotingCommand | None,
+    ) -> Refusal | None:
+        """RocketMQ 5's gRPC check, in the same order and against the same accounts as ``check``.
+
+        The ``authorization`` metadata's Signature is ``hex(HmacSHA1(secretKey, x-mq-date-time))``
+        (any case); then the permissions of ``request``, the remoting command the call becomes
+        (None: only the account and signature are checked, e.g. QueryRoute, Heartbeat, Telemetry).
+        """
+        rules = self.rules
+        if rules.global_white_list.matches(ip):
+            return None
+        if not access_key:
+            return Refusal(
+                f"the call carries no authorization credential and {ip} is not in the global white list; "
+                "give the client credentials of an account of the ACL file",
+                "no-account",
+            )
+        account = rules.accounts.get(access_key)
+        if account is None:
+            return Refusal(f"no account {access_key!r} in the ACL file", f"unknown:{access_key}")
+        if account.white_list.matches(ip):
+            return None
+        expected = hmac.new(account.secret_key.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+        if signature is None or not hmac.compare_digest(expected, signature.lower()):
+            what = "carries no Signature" if signature is None else "has a wrong Signature"
+            return Refusal(
+                f"the call of account {access_key!r} {what} (check the secret key) "
+                f"and {ip} is not in the account's white list",
+                f"signature:{access_key}",
+            )
+        return self._permissions(account, request) if request is not None else None
 
     @staticmethod
     def _permissions(account: Account, request: RemotingCommand) -> Refusal | None:

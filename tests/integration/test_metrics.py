@@ -235,11 +235,11 @@ def test_metrics_off_by_default_listens_nowhere(daemons: DaemonPool) -> None:
         assert "metrics" not in d.stdout_text()
     assert listening_ports(ns.pid) == {ns.port}
     off = listening_ports(broker.pid)
-    assert len(off) == 2 and broker.port in off  # RPC and HA
+    assert len(off) == 3 and {broker.port, broker.grpc_port} <= off  # RPC, HA and the gRPC endpoint
     on = daemons.broker(ns.addr, metricsPort=free_port())
     port = int(metrics_url(on).rsplit(":", 1)[1].split("/")[0])
     ports = wait_until(lambda: listening_ports(on.pid), 5.0)
-    assert len(ports) == 3 and {on.port, port} <= ports  # RPC, HA and metrics
+    assert len(ports) == 4 and {on.port, port, on.grpc_port} <= ports  # RPC, HA, gRPC and metrics
 
 
 async def test_replication_lag(daemons: DaemonPool, namesrv: Daemon, client: RemotingClient) -> None:

@@ -31,6 +31,7 @@ async def test_real_broker_registers_and_is_evicted_at_once_when_killed(daemons:
             "cluster": "RealCluster",
             "brokerName": broker.name,
             "brokerAddrs": {"0": broker.addr},
+            "grpcAddrs": {"0": broker.grpc_addr},  # each broker's RocketMQ 5 gRPC endpoint
         }
         ext = {"topic": "TBW102"}
         resp = await client.invoke(

@@ -56,7 +56,9 @@ def test_quickstart_starts_a_cluster_and_moves_ten_messages(tmp_path: Path) -> N
         QS_NAMESRV_PORT="0",
         QS_BROKER_PORT="0",
         QS_NAMESRV_PROPS="bindAddress=127.0.0.1",
-        QS_BROKER_PROPS=f"bindAddress=127.0.0.1 mappedFileSizeCommitLog={COMMITLOG_FILE_BYTES}",
+        QS_BROKER_PROPS=(
+            f"bindAddress=127.0.0.1 grpcServerPort=0 mappedFileSizeCommitLog={COMMITLOG_FILE_BYTES}"
+        ),
     )
     (tmp_path / "home").mkdir()
     try:

@@ -21,6 +21,7 @@ class CreateTopicRequestHeader(Header):
         topic_filter_type: SINGLE_TAG (RocketMQ's only filter type).
         topic_sys_flag: RocketMQ's topic sys flag.
         order: an ordered topic.
+        attributes: RocketMQ 5's attribute changes (``+message.type=FIFO``, ``-message.type``).
     """
 
     topic: str = wire("topic")
@@ -31,6 +32,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = wire("topicFilterType", default=SINGLE_TAG)
     topic_sys_flag: int = wire("topicSysFlag", default=0)
     order: bool = wire("order", default=False)
+    #: RocketMQ 5's attribute changes, ``+key=value`` or ``-key`` joined by ``,`` (``+message.type=FIFO``)
+    attributes: str = wire("attributes", default="")
 
 
 class TopicRequestHeader(Header):

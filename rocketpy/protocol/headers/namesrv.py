@@ -24,6 +24,8 @@ class RegisterBrokerRequestHeader(Header):
 
     Attributes:
         cluster_name, broker_addr, broker_name, broker_id, ha_server_addr: the broker.
+        grpc_server_addr: the broker's gRPC endpoint ``ip:port`` ("" when it serves none; a
+            rocketpy extension RocketMQ's NameServer ignores).
         split_index, split_total: this request's part of a split table (RocketMQ 5's split
             registration); both None for a whole table (or none: liveness only).
     """
@@ -35,6 +37,8 @@ class RegisterBrokerRequestHeader(Header):
     ha_server_addr: str = wire("haServerAddr", default="")
     split_index: int | None = wire("splitIndex", default=None)
     split_total: int | None = wire("splitTotal", default=None)
+    #: rocketpy's extension: the broker's RocketMQ 5 gRPC endpoint (``grpcServerPort``), "" when off
+    grpc_server_addr: str = wire("grpcServerAddr", default="")
 
     def _validate(self) -> None:
         total, index = self.split_total, self.split_index
