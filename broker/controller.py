@@ -250,7 +250,7 @@ class BrokerController:
         bc = self.broker_config
         collector = BrokerCollector(
             bc, self.store_config, server, self.stats, self.store,
-            self.topic_config, self.offsets, self.long_polling, self.replication,
+            self.topic_config, self.offsets, self.long_polling, self.replication, self.pop,
         )  # fmt: skip
         return MetricsServer.for_daemon(
             collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"
@@ -282,6 +282,7 @@ class BrokerController:
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
         stats.runtime_extras.append(_loop_info)
+        stats.pop_view = self.pop.inflight
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
         table: dict[RequestCode, Handler] = {
