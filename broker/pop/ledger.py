@@ -250,12 +250,26 @@ class PopLedger:
         self._hold(q, ck, offsets)
         return ck
 
-    def _hold(self, q: PopQueue, ck: Ck, offsets: Iterable[int]) -> None:
+    def _hold(self, q: PopQueue, ck: Ck, offsets: list[int] | tuple[int, ...]) -> None:
+        inflight, order = q.inflight, q._order
+        if not order or offsets[0] > order[-1]:  # a pop's fresh offsets, above all in flight (hot path)
+            inflight.update(dict.fromkeys(offsets, ck))
+            order.extend(offsets)
+            ck.open += len(offsets)
+            self.inflight_total += len(offsets)
+        else:
+            self._hold_each(q, ck, offsets)
+        if ck.open:
+            self._open[ck.seq] = ck
+            heapq.heappush(self._heap, (ck.deadline, ck.seq, ck))
+            self._maybe_compact()
+
+    def _hold_each(self, q: PopQueue, ck: Ck, offsets: Iterable[int]) -> None:
         inflight, order = q.inflight, q._order
         added = 0
         for o in offsets:
             previous = inflight.get(o)
-            if previous is not None:  # a replayed change: the later ck takes it over
+            if previous is not None:  # a change, or a replayed one: the later ck takes it over
                 self._release_one(previous)
             else:
                 order.append(o)
@@ -263,10 +277,6 @@ class PopLedger:
             inflight[o] = ck
             ck.open += 1
         self.inflight_total += added
-        if ck.open:
-            self._open[ck.seq] = ck
-            heapq.heappush(self._heap, (ck.deadline, ck.seq, ck))
-            self._maybe_compact()
 
     def _release_one(self, ck: Ck) -> None:
         ck.open -= 1
@@ -301,6 +311,52 @@ class PopLedger:
             if q.orderly and offset > q.low_water():
                 q.acked_ahead.add(offset)
         return outcome, ck
+
+    def ack_many(self, q: PopQueue, offsets: Iterable[int], pop_time: int) -> dict[int, list[int]]:
+        """Acknowledge each of ``offsets`` popped at ``pop_time`` that is in flight under that pop
+        (a batch ack; the others are skipped, as RocketMQ's batch ack skips them); returns the
+        acknowledged offsets by ck seq."""
+        inflight = q.inflight
+        offs = list(offsets)
+        cks = list(map(inflight.get, offs))
+        first = cks[0] if cks else None
+        if (
+            first is not None
+            and cks.count(first) == len(cks)
+            and first.pop_time == pop_time
+            and not first.reviving
+            and len(set(offs)) == len(offs)
+        ):  # the common case: every offset in flight under one pop, each named once
+            for o in offs:
+                del inflight[o]
+            first.open -= len(offs)
+            if not first.open:
+                self._open.pop(first.seq, None)
+            done = {first.seq: offs}
+        else:
+            done = self._ack_each(inflight, offs, pop_time)
+        n = sum(map(len, done.values()))
+        self.inflight_total -= n
+        if q.orderly and n:
+            low = q.low_water()
+            for acked in done.values():
+                q.acked_ahead.update(o for o in acked if o > low)
+                for o in acked:
+                    q.attempts.pop(o, None)
+        return done
+
+    def _ack_each(self, inflight: dict[int, Ck], offsets: list[int], pop_time: int) -> dict[int, list[int]]:
+        done: dict[int, list[int]] = {}
+        for o in offsets:
+            ck = inflight.get(o)
+            if ck is None or ck.pop_time != pop_time or ck.reviving:
+                continue
+            del inflight[o]
+            ck.open -= 1
+            if not ck.open:
+                self._open.pop(ck.seq, None)
+            done.setdefault(ck.seq, []).append(o)
+        return done
 
     def change(
         self, q: PopQueue, offset: int, pop_time: int, now_ms: int, invisible_ms: int, floor: int

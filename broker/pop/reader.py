@@ -112,10 +112,8 @@ class PopReader:
                     if t == topic
                     else [rewrite_record(m, topic_part(topic), {}) for m in _split(r.buffers)]
                 )
-                result.parts.extend(parts)
-                result.size += sum(len(p) for p in parts)
                 kind = NORMAL_TOPIC if t == topic else RETRY_TOPIC
-                result.queues.append(PoppedQueue(kind, qid, r.queue_offsets[0], list(r.queue_offsets)))
+                result.add(PoppedQueue(kind, qid, r.queue_offsets[0], list(r.queue_offsets)), parts)
         if result.queues:
             result.status = PopStatus.FOUND
         return result
@@ -198,11 +196,15 @@ class PopReader:
     ) -> None:
         result = out.result
         need = req.max_msgs - result.count
+        if need <= 0:  # full: only count what is left behind
+            q = self.ledger.queues.get((req.group, topic, qid))
+            if q is not None:
+                result.rest_num += max(0, self.store.get_max_offset_in_queue(topic, qid) - q.next_offset)
+            return
         q = self.queue_state(req.group, topic, qid, req.init_mode, out.acks)
         if q is None:
             return
-        out.touched.append(q)
-        if need <= 0 or self._held_back(q, req, result.pop_time):
+        if self._held_back(q, req, result.pop_time):
             result.rest_num += max(0, self.store.get_max_offset_in_queue(topic, qid) - q.next_offset)
             return
         r = self._get(req.group, q, need, message_filter)
@@ -210,7 +212,9 @@ class PopReader:
         if r.status is not _S.FOUND:
             if r.next_begin_offset > q.next_offset and r.status is not _S.OFFSET_OVERFLOW_ONE:
                 q.next_offset = r.next_begin_offset  # filtered out or gone: nothing handed out
+                out.touched.append(q)
             return
+        out.touched.append(q)
         self._take(req, q, r, out)
 
     def _held_back(self, q: PopQueue, req: PopRequest, now_ms: int) -> bool:
@@ -272,9 +276,7 @@ class PopReader:
         kind = RETRY_TOPIC if retry else NORMAL_TOPIC
         if retry:
             parts = self._as_subscribed(req, q, parts, offsets, start, result)
-        result.parts.extend(parts)
-        result.size += sum(len(p) for p in parts)
-        result.queues.append(PoppedQueue(kind, q.queue_id, start, list(offsets), counts))
+        result.add(PoppedQueue(kind, q.queue_id, start, list(offsets), counts), parts)
 
     def _as_subscribed(
         self, req: PopRequest, q: PopQueue, parts: list[bytes | memoryview], offsets: list[int], start: int,

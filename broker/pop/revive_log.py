@@ -82,7 +82,7 @@ def encode_ck(
     assert 0 < len(offsets) <= MAX_RECORD_OFFSETS and (attempts is None or len(attempts) == len(offsets))
     g, t = _names(group, topic)
     deltas = [o - start for o in offsets]
-    assert all(0 <= d <= _U32_MAX for d in deltas), (start, offsets)
+    assert min(deltas) >= 0 and max(deltas) <= _U32_MAX, (start, offsets)
     flags = FLAG_ORDERLY if attempts is not None else 0
     parts = [
         CK_HEAD.pack(KIND_CK, flags, queue_id, seq, start, end, pop_time, invisible_ms, len(offsets),
@@ -101,7 +101,7 @@ def encode_ack(key: QueueKey, seq: int, offsets: list[int], reason: int = REASON
     g, t = _names(group, topic)
     base = min(offsets)
     deltas = [o - base for o in offsets]
-    assert all(d <= _U32_MAX for d in deltas)
+    assert max(deltas) <= _U32_MAX, (base, offsets)
     head = ACK_HEAD.pack(KIND_ACK, reason, queue_id, seq, base, len(offsets), len(g), len(t))
     return b"".join((head, g, t, struct.pack(f">{len(deltas)}I", *deltas)))
 

@@ -240,11 +240,7 @@ class PopService:
             asked += len(offsets)
             if q is None:
                 continue
-            by_seq: dict[int, list[int]] = {}
-            for o in offsets:
-                outcome, ck = self.ledger.ack(q, o, a.pop_time)
-                if outcome is AckOutcome.ACKED and ck is not None:
-                    by_seq.setdefault(ck.seq, []).append(o)
+            by_seq = self.ledger.ack_many(q, offsets, a.pop_time)
             bodies += [encode_ack(q.key, seq, done) for seq, done in by_seq.items()]
             n = sum(map(len, by_seq.values()))
             if n:

@@ -6,7 +6,7 @@ processors answer with them as they are, the gRPC API maps the codes to its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -98,16 +98,19 @@ class PopResult:
     parts: list[bytes | memoryview] = field(default_factory=list)
     queues: list[PoppedQueue] = field(default_factory=list)
     size: int = 0
+    count: int = 0  # messages in the answer
 
     @property
     def revive_qid(self) -> int:
         """The revive queue the handles name (999: orderly)."""
         return POP_ORDER_REVIVE_QUEUE if self.order else 0
 
-    @property
-    def count(self) -> int:
-        """Messages in the answer."""
-        return sum(len(pq.offsets) for pq in self.queues)
+    def add(self, popped: PoppedQueue, parts: Sequence[bytes | memoryview]) -> None:
+        """Add what a pop took from one queue (its records, back to back, in ``parts``)."""
+        self.queues.append(popped)
+        self.parts.extend(parts)
+        self.size += sum(map(len, parts))
+        self.count += len(popped.offsets)
 
     def body(self) -> bytes:
         """The records back to back (a POP_MESSAGE answer body)."""

@@ -91,6 +91,27 @@ class LedgerMachine(RuleBasedStateMachine):
         self.log.append(encode_ack(q.key, ck.seq, [offset]))
         assert self.ledger.ack(q, offset, pop_time)[0] is AckOutcome.NOT_IN_FLIGHT  # a repeated ack
 
+    @precondition(lambda self: any(s == "in" for s, _ in self.model.values()))
+    @rule(data=st.data(), extra=st.lists(st.integers(0, 40), max_size=4))
+    def ack_batch(self, data: st.DataObject, extra: list[int]) -> None:
+        """A batch ack of one queue and pop time: the in-flight offsets of that pop are acked, the
+        rest (acked before, another pop's, never popped) skipped."""
+        (key, _), (_, pop_time) = data.draw(
+            st.sampled_from(sorted((k, v) for k, v in self.model.items() if v[0] == "in"))
+        )
+        mine = sorted(o for (k, o), (s, t) in self.model.items() if k == key and s == "in" and t == pop_time)
+        chosen = data.draw(st.lists(st.sampled_from(mine), min_size=1, unique=True))
+        q = self.q(key)
+        done = self.ledger.ack_many(q, [*chosen, *extra], pop_time)
+        acked = sorted(o for offsets in done.values() for o in offsets)
+        expected = {*chosen} | {o for o in extra if self.model.get((key, o)) == ("in", pop_time)}
+        assert acked == sorted(expected)
+        for seq, offsets in done.items():
+            self.log.append(encode_ack(q.key, seq, offsets))
+        for o in acked:
+            self.model[(key, o)] = ("done", pop_time)
+        assert self.ledger.ack_many(q, acked, pop_time) == {}  # a repeated batch ack
+
     @precondition(lambda self: any(s == "in" for (k, _), (s, _) in self.model.items() if k != ORDERLY_KEY))
     @rule(data=st.data(), invisible=st.integers(1, 50))
     def change(self, data: st.DataObject, invisible: int) -> None:
@@ -166,7 +187,9 @@ class LedgerMachine(RuleBasedStateMachine):
                 continue
             restored_next = max(nxt, replay.ends.get(key, 0))
             q = self.q(key)
-            assert restored_next <= q.next_offset
+            # an orderly queue moved back by a release may not have re-read its acked-ahead offsets yet
+            skipped = range(q.next_offset, restored_next)
+            assert all(self.model.get((key, o), ("", 0))[0] == "done" for o in skipped), (key, skipped)
             assert not any(o in q.inflight for o in range(restored_next, q.next_offset))
 
     # -- invariants ---------------------------------------------------------------------------------

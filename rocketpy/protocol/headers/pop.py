@@ -228,10 +228,10 @@ def encode_bitset(bits: tuple[int, ...] | list[int]) -> str:
     """A BitSet with ``bits`` set, as fastjson writes it (base64 of the little-endian bytes)."""
     if not bits:
         return ""
-    raw = bytearray(max(bits) // 8 + 1)
+    n = 0
     for i in bits:
-        raw[i // 8] |= 1 << (i % 8)
-    return base64.b64encode(bytes(raw)).decode("ascii")
+        n |= 1 << i
+    return base64.b64encode(n.to_bytes((n.bit_length() + 7) // 8, "little")).decode("ascii")
 
 
 def decode_bitset(text: str) -> tuple[int, ...]:
@@ -246,7 +246,11 @@ def decode_bitset(text: str) -> tuple[int, ...]:
         raise ValueError(f"bitSet is not base64 ({e})") from None
     if len(raw) * 8 > MAX_BATCH_ACK_BITS:
         raise ValueError(f"bitSet is {len(raw) * 8} bits wide (at most {MAX_BATCH_ACK_BITS})")
-    return tuple(i * 8 + b for i, byte in enumerate(raw) for b in range(8) if byte >> b & 1)
+    return tuple([i * 8 + b for i, byte in enumerate(raw) if byte for b in _BYTE_BITS[byte]])
+
+
+#: The set bits of each byte value, lowest first.
+_BYTE_BITS = tuple(tuple(b for b in range(8) if v >> b & 1) for v in range(256))
 
 
 def _get(entry: dict[str, Any], short: str) -> Any:
@@ -263,8 +267,12 @@ def read_batch_acks(doc: dict[str, Any]) -> list[BatchAck]:
     out = []
     for i, entry in enumerate(doc.get("acks") or ()):
         try:
-            fields = [_get(entry, name) for name in ("c", "t", "r", "so", "q", "rq", "pt", "it", "b")]
-            if any(v is None for v in fields):
+            try:  # the short names, as RocketMQ's clients (and the SDK) write them
+                fields = [entry["c"], entry["t"], entry["r"], entry["so"], entry["q"], entry["rq"],
+                          entry["pt"], entry["it"], entry["b"]]  # fmt: skip
+            except KeyError:
+                fields = [_get(entry, name) for name in _LONG_NAMES]
+            if None in fields:
                 missing = [_LONG_NAMES[n] for n, v in zip(_LONG_NAMES, fields, strict=True) if v is None]
                 raise ValueError(f"misses {', '.join(missing)}")
             c, t, r, so, q, rq, pt, it, b = fields
