@@ -34,11 +34,10 @@ from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus, 
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.listener import SKIPPED, ConsumeContext, ListenerRunner, report_failure
 from rocketpy.client.process_queue import ProcessQueue
-from rocketpy.client.receipts import batch_acks, parse_handle
+from rocketpy.client.receipts import AckGroup, ack_groups, batch_acks, parse_handle
 from rocketpy.errors import RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.protocol.headers.pop import PopMessageRequestHeader
-from rocketpy.protocol.receipt import ReceiptHandle
 
 log = logging.getLogger("rocketpy.client.consumer")
 
@@ -289,10 +288,9 @@ class PopEngine:
         if not msgs:
             return
         inst = self.instance
-        by_broker: dict[str, list[tuple[MessageExt, ReceiptHandle]]] = {}
-        for m in msgs:
-            h = parse_handle(m)
-            by_broker.setdefault(h.broker_name, []).append((m, h))
+        by_broker: dict[str, list[AckGroup]] = {}
+        for g in ack_groups(msgs):
+            by_broker.setdefault(g.handle.broker_name, []).append(g)
         for broker_name, items in by_broker.items():
             addr = inst.find_broker_addr(broker_name)
             try:
@@ -304,7 +302,7 @@ class PopEngine:
             except RocketpyError as e:
                 log.warning(
                     "ack of %d message(s) at %s failed (%s); they will be delivered again",
-                    len(items),
+                    sum(len(g.offsets) for g in items),
                     broker_name,
                     e,
                 )

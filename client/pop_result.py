@@ -60,31 +60,40 @@ def pop_result(resp: RemotingCommand, addr: str, broker_name: str, order: bool) 
         msgs = decode_records(resp.body) if resp.body else []
         starts = parse_start_offsets(h.start_offset_info)
         counts = parse_order_counts(h.order_count_info) if order else {}
-        for m in msgs:
-            _complete(m, h, starts, counts, broker_name)
+        _complete(msgs, h, starts, counts, broker_name)
     except (RecordError, ReceiptError, KeyError) as e:
         raise MQClientError(f"the POP answer of {addr} is malformed: {e!r}") from None
     return PopResult(msgs, h.rest_num, h.pop_time, h.invisible_time)
 
 
 def _complete(
-    m: MessageExt,
+    msgs: list[MessageExt],
     h: PopMessageResponseHeader,
     starts: dict[str, int],
     counts: dict[str, int],
     broker_name: str,
 ) -> None:
-    props = m.properties
-    if MessageConst.POP_CK not in props:
-        kind = topic_kind(m.topic)
-        start = starts[info_key(kind, m.queue_id)]
-        props[MessageConst.POP_CK] = ReceiptHandle(
-            start, h.pop_time, h.invisible_time, h.revive_qid, kind, broker_name, m.queue_id, m.queue_offset
-        ).encode()
-        if counts:
-            count = counts.get(order_key(kind, m.queue_id, m.queue_offset)) or counts.get(
-                info_key(kind, m.queue_id)
-            )
-            if count:
-                m.reconsume_times = count
-    props.setdefault(MessageConst.FIRST_POP_TIME, str(h.pop_time))
+    """Give each message without a ``POP_CK`` its handle (the text up to the queue offset is the
+    same for every message of a queue: built once per queue)."""
+    prefixes: dict[tuple[str, int], str] = {}
+    pop_time = str(h.pop_time)
+    for m in msgs:
+        props = m.properties
+        if MessageConst.POP_CK not in props:
+            kind = topic_kind(m.topic)
+            prefix = prefixes.get((kind, m.queue_id))
+            if prefix is None:
+                start = starts[info_key(kind, m.queue_id)]
+                handle = ReceiptHandle(
+                    start, h.pop_time, h.invisible_time, h.revive_qid, kind, broker_name, m.queue_id, 0
+                )
+                prefix = prefixes[(kind, m.queue_id)] = handle.encode()[:-1]  # without its offset "0"
+            props[MessageConst.POP_CK] = prefix + str(m.queue_offset)
+            if counts:
+                count = counts.get(order_key(kind, m.queue_id, m.queue_offset)) or counts.get(
+                    info_key(kind, m.queue_id)
+                )
+                if count:
+                    m.reconsume_times = count
+        if MessageConst.FIRST_POP_TIME not in props:
+            props[MessageConst.FIRST_POP_TIME] = pop_time

@@ -5,6 +5,8 @@ Shared by ``SimpleConsumer`` and the push consumer's POP mode (``client.pop_cons
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from rocketpy.errors import MQClientError
@@ -33,22 +35,54 @@ def parse_handle(message: Any) -> ReceiptHandle:
         raise MQClientError(f"message {message.msg_id} has a malformed receipt handle: {e}") from None
 
 
-def batch_acks(group: str, items: list[tuple[MessageExt, ReceiptHandle]]) -> list[BatchAck]:
-    """One BatchAck per checkpoint (topic kind, queue, checkpoint offset, pop time) of ``items``.
+@dataclass(slots=True)
+class AckGroup:
+    """Messages of one pop of one queue (their handles differ only in the queue offset)."""
+
+    topic: str  # the topic the messages show under
+    handle: ReceiptHandle  # the first message's
+    offsets: list[int]
+
+
+def ack_groups(messages: Iterable[Any]) -> list[AckGroup]:
+    """``messages`` grouped by pop and queue; each group's first handle is read in full, the others
+    only for their last field (the queue offset), so acking a batch costs little per message.
+
+    Raises:
+        MQClientError: as ``parse_handle``.
+    """
+    groups: dict[tuple[str, str], AckGroup] = {}
+    for m in messages:
+        if not isinstance(m, MessageExt):
+            parse_handle(m)  # raises
+        prefix, _, offset = (m.receipt_handle or "").rpartition(" ")
+        key = (m.topic, prefix)
+        g = groups.get(key)
+        if g is not None and offset.isascii() and offset.isdigit() and len(offset) <= 18:
+            g.offsets.append(int(offset))
+            continue
+        h = parse_handle(m)  # the first of its group (or one to refuse, saying why)
+        if g is None:
+            groups[key] = AckGroup(m.topic, h, [h.queue_offset])
+        else:
+            g.offsets.append(h.queue_offset)
+    return list(groups.values())
+
+
+def batch_acks(group: str, groups: list[AckGroup]) -> list[BatchAck]:
+    """One BatchAck per ``ack_groups`` group.
 
     Raises:
         MQClientError: a handle whose offset does not fit its checkpoint's bit set.
     """
-    groups: dict[tuple[str, bool, int, int, int], list[ReceiptHandle]] = {}
-    for m, h in items:
-        groups.setdefault((m.topic, h.retry, h.queue_id, h.ck_queue_offset, h.pop_time), []).append(h)
     acks = []
-    for (topic, retry, qid, ck, pop_time), handles in groups.items():
-        h0 = handles[0]
-        bits = sorted({h.queue_offset - ck for h in handles})
+    for g in groups:
+        h, ck = g.handle, g.handle.ck_queue_offset
+        bits = sorted({o - ck for o in g.offsets})
         if bits[0] < 0 or bits[-1] >= MAX_BATCH_ACK_BITS:
-            raise MQClientError(f"receipt handle {h0.encode()!r} does not fit a batch ack; ack it alone")
+            raise MQClientError(f"receipt handle {h.encode()!r} does not fit a batch ack; ack it alone")
         acks.append(
-            BatchAck(group, topic, retry, ck, qid, h0.revive_qid, pop_time, h0.invisible_time, tuple(bits))
-        )
+            BatchAck(group, g.topic, h.retry, ck, h.queue_id, h.revive_qid, h.pop_time, h.invisible_time,
+                     tuple(bits))
+        )  # fmt: skip
     return acks

@@ -6,19 +6,22 @@ of one subscribed topic per call, rotating over topics and brokers, waiting up t
 ``await_duration`` seconds (the broker holds the request: long polling) and returning ``[]`` when
 nothing came; each message is a ``MessageExt`` whose ``receipt_handle`` names its broker, queue,
 offset and pop. ``ack`` sends it back to that broker (several at once: one BATCH_ACK_MESSAGE per
-broker); ``change_invisible_duration`` keeps it invisible longer and gives the message its new
-handle. There is no client-side rebalance: the broker decides what each receive gets, so a group
-may have more consumers than queues. Times are seconds, as in RocketMQ 5's Python client.
+broker, shared with the acks of concurrent calls: ``client/ack_coalesce.py``);
+``change_invisible_duration`` keeps it invisible longer and gives the message its new handle.
+There is no client-side rebalance: the broker decides what each receive gets, so a group may have
+more consumers than queues. Times are seconds, as in RocketMQ 5's Python client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rocketpy.client.ack_coalesce import AckCoalescer
 from rocketpy.client.consumer_base import DEFAULT_NAMESRV
 from rocketpy.client.consumer_types import (
     ConsumeFromWhere,
@@ -29,12 +32,13 @@ from rocketpy.client.consumer_types import (
     coerce_enum,
 )
 from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
-from rocketpy.client.receipts import batch_acks, parse_handle
+from rocketpy.client.receipts import AckGroup, ack_groups, batch_acks, parse_handle
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.protocol.headers.pop import (
     MAX_INVISIBLE_TIME_MS,
     MAX_POP_MSGS,
+    BatchAck,
     ConsumeInitMode,
     PopMessageRequestHeader,
 )
@@ -124,6 +128,7 @@ class SimpleConsumer:
         self.instance: MQClientInstance | None = None
         self._rotor = itertools.count()
         self._state = "CREATED"
+        self._acks = AckCoalescer(self._send_acks)
 
     # -- membership ----------------------------------------------------------------------------------
     def subscriptions(self) -> list[dict[str, Any]]:
@@ -162,6 +167,7 @@ class SimpleConsumer:
         inst = self._client()
         self._state = "SHUTDOWN"
         try:
+            await self._acks.close()
             await inst.unregister_consumer(self.group, self.client_id)
         finally:
             await inst.release()
@@ -257,7 +263,9 @@ class SimpleConsumer:
 
     # -- ack -----------------------------------------------------------------------------------------------
     async def ack(self, message: MessageExt | Iterable[MessageExt]) -> None:
-        """Acknowledge a received message (or several: one BATCH_ACK_MESSAGE per broker).
+        """Acknowledge a received message (or several: one BATCH_ACK_MESSAGE per broker; the acks
+        of concurrent calls made within one loop tick, or while an ack to that broker is in flight,
+        share one request: ``client/ack_coalesce.py``).
 
         A message acked before, or delivered again since its invisible time passed, is not an error:
         the broker answers SUCCESS and changes nothing (RocketMQ's answer).
@@ -269,21 +277,25 @@ class SimpleConsumer:
         inst = self._client()
         if isinstance(message, MessageExt):
             h = parse_handle(message)
-            addr = await self._broker_addr(inst, h, message)
+            addr = await self._broker_addr(inst, h, message.topic)
             topic = h.stored_topic(message.topic, self.group)
             await inst.api.ack_message(
                 addr, self.group, topic, h.queue_id, h.queue_offset, h.encode(), self.request_timeout
             )
             return
-        by_broker: dict[str, list[tuple[MessageExt, ReceiptHandle]]] = {}
-        for m in message:
-            h = parse_handle(m)
-            by_broker.setdefault(h.broker_name, []).append((m, h))
-        for broker_name, items in by_broker.items():
-            addr = await self._broker_addr(inst, items[0][1], items[0][0])
-            await inst.api.batch_ack_message(
-                addr, broker_name, batch_acks(self.group, items), self.request_timeout
-            )
+        by_broker: dict[str, list[AckGroup]] = {}
+        for g in ack_groups(message):
+            by_broker.setdefault(g.handle.broker_name, []).append(g)
+        pending = [
+            (await self._broker_addr(inst, groups[0].handle, groups[0].topic), broker_name,
+             batch_acks(self.group, groups))
+            for broker_name, groups in by_broker.items()
+        ]  # fmt: skip
+        await asyncio.gather(*(self._acks.add(*p) for p in pending))
+
+    async def _send_acks(self, addr: str, broker_name: str, acks: list[BatchAck]) -> None:
+        assert self.instance is not None  # held acks are sent before shutdown releases it
+        await self.instance.api.batch_ack_message(addr, broker_name, acks, self.request_timeout)
 
     async def change_invisible_duration(self, message: MessageExt, invisible_duration: float) -> None:
         """Keep ``message`` invisible ``invisible_duration`` seconds from now; it gets its new
@@ -297,7 +309,7 @@ class SimpleConsumer:
         invisible_ms = _invisible_ms(invisible_duration, "invisible_duration")
         inst = self._client()
         h = parse_handle(message)
-        addr = await self._broker_addr(inst, h, message)
+        addr = await self._broker_addr(inst, h, message.topic)
         topic = h.stored_topic(message.topic, self.group)
         answer = await inst.api.change_invisible_time(
             addr,
@@ -320,14 +332,14 @@ class SimpleConsumer:
             h.queue_offset,
         ).encode()
 
-    async def _broker_addr(self, inst: MQClientInstance, h: ReceiptHandle, message: MessageExt) -> str:
+    async def _broker_addr(self, inst: MQClientInstance, h: ReceiptHandle, topic: str) -> str:
         addr = inst.find_broker_addr(h.broker_name)
         if addr is None:
-            await inst.update_topic_route(message.topic)
+            await inst.update_topic_route(topic)
             addr = inst.find_broker_addr(h.broker_name)
         if addr is None:
             raise MQClientError(
                 f"broker {h.broker_name!r} of the receipt handle has no master in the route of "
-                f"{message.topic}: is it running?"
+                f"{topic}: is it running?"
             )
         return addr

@@ -29,7 +29,8 @@ wrong, never a traceback from deep inside.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 
@@ -44,6 +45,10 @@ MAX_HANDLE_CHARS = 512
 MAX_INFO_ENTRIES = 4096
 _FIELDS = 8
 _LONG_MAX = (1 << 63) - 1
+#: A well-formed handle (numbers of at most 18 digits fit a long): read in one match.
+_HANDLE = re.compile(
+    r"(\d{1,18}) (\d{1,18}) (\d{1,18}) (\d{1,18}) ([01]) ([^ ]+) (\d{1,18}) (\d{1,18})", re.ASCII
+)
 
 
 class ReceiptError(ValueError):
@@ -64,9 +69,9 @@ def _long(text: str, name: str, lo: int = 0) -> int:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class ReceiptHandle:
-    """One popped message's receipt handle (see the module docstring for the fields)."""
+class ReceiptHandle(NamedTuple):
+    """One popped message's receipt handle (see the module docstring for the fields); a tuple, as
+    every acked message's handle is read once."""
 
     ck_queue_offset: int
     pop_time: int
@@ -98,18 +103,9 @@ class ReceiptHandle:
 
     def encode(self) -> str:
         """The handle's text (``POP_CK`` / ``extraInfo``)."""
-        return SEPARATOR.join(
-            str(v)
-            for v in (
-                self.ck_queue_offset,
-                self.pop_time,
-                self.invisible_time,
-                self.revive_qid,
-                self.kind,
-                self.broker_name,
-                self.queue_id,
-                self.queue_offset,
-            )
+        return (
+            f"{self.ck_queue_offset} {self.pop_time} {self.invisible_time} {self.revive_qid} "
+            f"{self.kind} {self.broker_name} {self.queue_id} {self.queue_offset}"
         )
 
     @classmethod
@@ -123,6 +119,12 @@ class ReceiptHandle:
             raise ReceiptError("it is empty")
         if len(text) > MAX_HANDLE_CHARS:
             raise ReceiptError(f"it is {len(text)} characters long (at most {MAX_HANDLE_CHARS})")
+        m = _HANDLE.fullmatch(text)
+        if m is not None:  # the common case
+            ck, pop_time, invisible, revive, kind, broker, qid, offset = m.groups()
+            return cls(
+                int(ck), int(pop_time), int(invisible), int(revive), kind, broker, int(qid), int(offset)
+            )
         parts = text.split(SEPARATOR)
         if len(parts) != _FIELDS:
             raise ReceiptError(f"it has {len(parts)} fields, not {_FIELDS}")

@@ -10,7 +10,6 @@ still work and nothing else changed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -191,7 +190,7 @@ async def test_bad_acks_are_refused_with_a_remark(broker: Daemon, raw: RemotingC
             "g_ack", "PopAck", m.queue_id if qid is None else qid, handle, off
         ).to_ext()
 
-    foreign = dataclasses.replace(ReceiptHandle.parse(h), broker_name="broker-z")
+    foreign = ReceiptHandle.parse(h)._replace(broker_name="broker-z")
     cases = [
         (ack("garbage"), RC.INVALID_PARAMETER, "receipt handle (extraInfo) is malformed"),
         (ack(foreign.encode()), RC.INVALID_PARAMETER, "issued by broker 'broker-z'"),
