@@ -12,11 +12,12 @@ pull loops and offset commits:
   ``pull_threshold_for_queue`` messages of a loop are with the listener at once; an error waits
   ``ERROR_DELAY_S``.
 - **Consumption**: the listener runs as for pulled messages (``ListenerRunner``: a thread pool for
-  a plain function, the loop for ``async def``). Consumed messages are acked (one
-  BATCH_ACK_MESSAGE per broker per batch); a failed one (RECONSUME_LATER, an exception) has its
-  invisible time changed to the retry delay of its reconsume times (10 s, 30 s, 1 m, 2 m, ... as
-  RocketMQ's ``popDelayLevel``), or to the context's ``delay_level_when_next_consume``, so the
-  broker redelivers it through the POP retry topic; past ``max_reconsume_times`` (>= 0) it is sent
+  a plain function, the loop for ``async def``). Consumed messages are acked (BATCH_ACK_MESSAGE,
+  the acks of one loop tick per broker in one request: ``client/ack_coalesce.py``); a failed one
+  (RECONSUME_LATER, an exception) has its invisible time changed to the retry delay of its
+  reconsume times (10 s, 30 s, 1 m, 2 m, ... as RocketMQ's ``popDelayLevel``), or to the
+  context's ``delay_level_when_next_consume``, so the broker redelivers it through the POP retry
+  topic; past ``max_reconsume_times`` (>= 0) it is sent
   to ``%DLQ%{group}`` (CONSUMER_SEND_MSG_BACK, level -1) and acked. An orderly listener gets a
   popped queue's messages in order, chunk by chunk; SUSPEND_CURRENT_QUEUE_A_MOMENT sets the rest
   of that queue's batch invisible ``suspend_current_queue_time`` (the broker redelivers them in
@@ -30,6 +31,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from rocketpy.client.ack_coalesce import AckCoalescer
 from rocketpy.client.consumer_types import ConsumeOrderlyStatus, ConsumeStatus, SubscriptionData
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.listener import SKIPPED, ConsumeContext, ListenerRunner, report_failure
@@ -37,7 +39,7 @@ from rocketpy.client.process_queue import ProcessQueue
 from rocketpy.client.receipts import AckGroup, ack_groups, batch_acks, parse_handle
 from rocketpy.errors import RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
-from rocketpy.protocol.headers.pop import PopMessageRequestHeader
+from rocketpy.protocol.headers.pop import BatchAck, PopMessageRequestHeader
 
 log = logging.getLogger("rocketpy.client.consumer")
 
@@ -102,6 +104,7 @@ class PopEngine:
         self._jobs: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
         self._closing = False
+        self._acks = AckCoalescer(self._send_acks)
         self.consumed_count = 0
         self.retried_count = 0
 
@@ -159,6 +162,7 @@ class PopEngine:
             await asyncio.wait(list(self._jobs), timeout=timeout_s)
         for job in list(self._jobs):
             job.cancel()
+        await self._acks.close()
         self.runner.shutdown()
 
     # -- popping -------------------------------------------------------------------------------------
@@ -291,21 +295,33 @@ class PopEngine:
         by_broker: dict[str, list[AckGroup]] = {}
         for g in ack_groups(msgs):
             by_broker.setdefault(g.handle.broker_name, []).append(g)
+        sent: list[tuple[str, list[AckGroup], asyncio.Future[None]]] = []
         for broker_name, items in by_broker.items():
             addr = inst.find_broker_addr(broker_name)
             try:
                 if addr is None:
                     raise RocketpyError(f"broker {broker_name} has no master in the route")
-                await inst.api.batch_ack_message(
-                    addr, broker_name, batch_acks(self.options.group, items), CALL_TIMEOUT_S
-                )
+                acks = batch_acks(self.options.group, items)
             except RocketpyError as e:
-                log.warning(
-                    "ack of %d message(s) at %s failed (%s); they will be delivered again",
-                    sum(len(g.offsets) for g in items),
-                    broker_name,
-                    e,
-                )
+                _ack_failed(items, broker_name, e)
+                continue
+            sent.append((broker_name, items, self._acks.add(addr, broker_name, acks)))
+        outcomes = await asyncio.gather(*(f for _, _, f in sent), return_exceptions=True)
+        for (broker_name, items, _), outcome in zip(sent, outcomes, strict=True):
+            if isinstance(outcome, RocketpyError):
+                _ack_failed(items, broker_name, outcome)
+
+    async def _send_acks(self, addr: str, broker_name: str, acks: list[BatchAck]) -> None:
+        await self.instance.api.batch_ack_message(addr, broker_name, acks, CALL_TIMEOUT_S)
+
+
+def _ack_failed(items: list[AckGroup], broker_name: str, e: Exception) -> None:
+    log.warning(
+        "ack of %d message(s) at %s failed (%s); they will be delivered again",
+        sum(len(g.offsets) for g in items),
+        broker_name,
+        e,
+    )
 
 
 def _by_queue(msgs: list[MessageExt]) -> list[list[MessageExt]]:
