@@ -77,21 +77,24 @@ def _complete(
     same for every message of a queue: built once per queue)."""
     prefixes: dict[tuple[str, int], str] = {}
     pop_time = str(h.pop_time)
+    topic, queue_id, kind, prefix = "", -1, "", ""  # a queue's messages come one after another
     for m in msgs:
         props = m.properties
         if MessageConst.POP_CK not in props:
-            kind = topic_kind(m.topic)
-            prefix = prefixes.get((kind, m.queue_id))
-            if prefix is None:
-                start = starts[info_key(kind, m.queue_id)]
-                handle = ReceiptHandle(
-                    start, h.pop_time, h.invisible_time, h.revive_qid, kind, broker_name, m.queue_id, 0
-                )
-                prefix = prefixes[(kind, m.queue_id)] = handle.encode()[:-1]  # without its offset "0"
+            if m.queue_id != queue_id or m.topic != topic:
+                topic, queue_id, kind = m.topic, m.queue_id, topic_kind(m.topic)
+                cached = prefixes.get((kind, queue_id))
+                if cached is None:
+                    start = starts[info_key(kind, queue_id)]
+                    handle = ReceiptHandle(
+                        start, h.pop_time, h.invisible_time, h.revive_qid, kind, broker_name, queue_id, 0
+                    )
+                    cached = prefixes[(kind, queue_id)] = handle.encode()[:-1]  # without its offset "0"
+                prefix = cached
             props[MessageConst.POP_CK] = prefix + str(m.queue_offset)
             if counts:
-                count = counts.get(order_key(kind, m.queue_id, m.queue_offset)) or counts.get(
-                    info_key(kind, m.queue_id)
+                count = counts.get(order_key(kind, queue_id, m.queue_offset)) or counts.get(
+                    info_key(kind, queue_id)
                 )
                 if count:
                     m.reconsume_times = count

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketpy.errors import MQClientError
-from rocketpy.message import MessageExt
+from rocketpy.message import MessageConst, MessageExt
 from rocketpy.protocol.headers.pop import MAX_BATCH_ACK_BITS, BatchAck
 from rocketpy.protocol.receipt import ReceiptError, ReceiptHandle
 
@@ -52,20 +52,25 @@ def ack_groups(messages: Iterable[Any]) -> list[AckGroup]:
         MQClientError: as ``parse_handle``.
     """
     groups: dict[tuple[str, str], AckGroup] = {}
+    last: AckGroup | None = None  # a pop's messages of one queue come one after another
+    last_prefix = ""
     for m in messages:
         if not isinstance(m, MessageExt):
             parse_handle(m)  # raises
-        prefix, _, offset = (m.receipt_handle or "").rpartition(" ")
-        key = (m.topic, prefix)
-        g = groups.get(key)
+        prefix, _, offset = (m.properties.get(MessageConst.POP_CK) or "").rpartition(" ")
+        if last is not None and prefix == last_prefix and m.topic == last.topic:
+            g: AckGroup | None = last
+        else:
+            g = groups.get((m.topic, prefix))
         if g is not None and offset.isascii() and offset.isdigit() and len(offset) <= 18:
             g.offsets.append(int(offset))
-            continue
-        h = parse_handle(m)  # the first of its group (or one to refuse, saying why)
-        if g is None:
-            groups[key] = AckGroup(m.topic, h, [h.queue_offset])
         else:
-            g.offsets.append(h.queue_offset)
+            h = parse_handle(m)  # the first of its group (or one to refuse, saying why)
+            if g is None:
+                g = groups[(m.topic, prefix)] = AckGroup(m.topic, h, [h.queue_offset])
+            else:
+                g.offsets.append(h.queue_offset)
+        last, last_prefix = g, prefix
     return list(groups.values())
 
 

@@ -17,7 +17,9 @@ from rocketpy.broker.pop.revive_log import (
     encode_ck,
 )
 from rocketpy.client.pop_result import pop_result
+from rocketpy.client.receipts import ack_groups, batch_acks
 from rocketpy.errors import HeaderError, MQClientError, PollingFullError
+from rocketpy.message import MessageExt
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.pop import (
     BatchAck,
@@ -196,3 +198,40 @@ def test_pop_answer_codes() -> None:
     bad = PopMessageResponseHeader(1, 1, 0, 0, "0 5 1", "0 5 1")  # names queue 5, the record is queue 0
     with pytest.raises(MQClientError, match="malformed"):
         pop_result(_answer(ResponseCode.SUCCESS, encode_record(topic="T", body=b"x"), bad), "a:1", "b", False)
+
+
+def _popped(queue_id: int, offset: int, handle: str | None = None, topic: str = "T") -> MessageExt:
+    m = MessageExt(topic=topic, body=b"x", queue_id=queue_id, queue_offset=offset)
+    if handle is not None:
+        m.receipt_handle = handle
+    return m
+
+
+def test_ack_groups_one_batch_ack_per_pop_and_queue() -> None:
+    msgs = [_popped(2, o, f"6 100 5000 0 0 broker-a 2 {o}") for o in (6, 7, 9)]
+    msgs += [_popped(0, 3, "3 100 5000 0 1 broker-a 0 3")]  # a redelivered one: the retry topic's
+    msgs += [_popped(2, 12, f"12 200 5000 0 0 broker-a 2 {o}") for o in (12, 13)]  # a later pop
+    msgs += [_popped(2, 8, "6 100 5000 0 0 broker-a 2 8")]  # back to the first pop
+    groups = ack_groups(msgs)
+    assert [(g.handle.pop_time, g.handle.retry, g.offsets) for g in groups] == [
+        (100, False, [6, 7, 9, 8]), (100, True, [3]), (200, False, [12, 13]),
+    ]  # fmt: skip
+    acks = batch_acks("g", groups)
+    assert [(a.start_offset, a.bits, a.retry, a.topic) for a in acks] == [
+        (6, (0, 1, 2, 3), False, "T"), (3, (0,), True, "T"), (12, (0, 1), False, "T"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "handle, why",
+    [(None, "no receipt handle"), ("6 100 5000 0 0 broker-a 2 x7", "malformed"), ("garbage", "malformed")],
+)
+def test_ack_groups_refuse_a_bad_handle_among_good_ones(handle: str | None, why: str) -> None:
+    good = [_popped(2, o, f"6 100 5000 0 0 broker-a 2 {o}") for o in (6, 7)]
+    with pytest.raises(MQClientError, match=why):
+        ack_groups([*good, _popped(2, 7, handle)])
+    with pytest.raises(MQClientError, match="MessageExt"):
+        ack_groups([*good, "not a message"])
+    far = _popped(2, 9000, "6 100 5000 0 0 broker-a 2 9000")  # beyond a batch ack's bit set
+    with pytest.raises(MQClientError, match="does not fit a batch ack"):
+        batch_acks("g", ack_groups([*good, far]))
