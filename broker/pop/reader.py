@@ -229,7 +229,12 @@ class PopReader:
         topic, qid = q.topic, q.queue_id
         flt = None if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else message_filter
         r = self.store.get_message(group, topic, qid, q.next_offset, need, self.limits.max_bytes, flt)
-        if r.status in _MOVED and not q.inflight and r.next_begin_offset != q.next_offset:
+        if (
+            r.status is not _S.FOUND
+            and r.status in _MOVED
+            and not q.inflight
+            and r.next_begin_offset != q.next_offset
+        ):
             q.reset(r.next_begin_offset)  # cleaned up, or the topic was re-created: start over there
             r.release()
             r = self.store.get_message(group, topic, qid, q.next_offset, need, self.limits.max_bytes, flt)
