@@ -29,12 +29,17 @@ from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.ha.role import SEND_CODES, Replication
 from rocketpy.broker.metrics import BrokerCollector
 from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.pop.assignment import AssignmentService, MessageRequestModeTable, RouteCache
+from rocketpy.broker.pop.service import PopService
+from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
+from rocketpy.broker.processors.assignment import AssignmentProcessor
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
 from rocketpy.broker.processors.guard import Guard
+from rocketpy.broker.processors.pop import POP_CODES, PopMessageProcessor
 from rocketpy.broker.processors.pull import PullMessageProcessor
 from rocketpy.broker.processors.query import QueryProcessor
 from rocketpy.broker.processors.send import SendMessageProcessor
@@ -53,7 +58,7 @@ from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.metrics import MetricsServer
 from rocketpy.perm import PERM_RW
-from rocketpy.protocol.codes import RequestCode
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
 from rocketpy.protocol.specs import check_served
 from rocketpy.remoting.client import RemotingClient
@@ -139,6 +144,16 @@ class BrokerController:
             else None
         )
         self.client = RemotingClient(signer=signer)
+        # POP consumption (broker/pop/): in-flight bookkeeping, revive log, retry/DLQ, long polling
+        self.pop = PopService(
+            bc, store_config, self.store, self.topic_config, self.subscription_groups, self.offsets,
+            self.stats, config_dir,
+        )  # fmt: skip
+        self._pop_started = False
+        # QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE (server-side load balancing)
+        self.request_modes = MessageRequestModeTable(os.path.join(config_dir, "messageRequestMode.json"))
+        routes = RouteCache(self.client, self.namesrv_addrs)
+        self.assignment = AssignmentService(bc, self.consumer_manager, self.request_modes, routes)
         self.acl: AclGuard | None = None
         # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/)
         self.replication = Replication(
@@ -166,6 +181,7 @@ class BrokerController:
         self.topic_config.load()
         self.offsets.load()
         self.subscription_groups.load()
+        self.request_modes.load()
 
     async def start(self) -> str:
         """Start everything and register with the NameServers; returns the advertised ``ip:port``."""
@@ -185,6 +201,8 @@ class BrokerController:
             await self.delivery.start()
             await self.transactions.start()  # a master checks undecided half messages
             self._delivery_started = True
+            await self.pop.start()  # what was in flight is in flight again (revive log replay)
+            self._pop_started = True
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -218,7 +236,7 @@ class BrokerController:
         )
         self.registrar = BrokerRegistrar(
             self.client,
-            parse_namesrv_addrs(bc.namesrv_addr) if bc.namesrv_addr else [],  # none: a broker alone
+            self.namesrv_addrs(),
             identity,
             self.registration_wrapper,
             bc.register_broker_timeout_mills,
@@ -238,7 +256,7 @@ class BrokerController:
         bc = self.broker_config
         collector = BrokerCollector(
             bc, self.store_config, server, self.stats, self.store,
-            self.topic_config, self.offsets, self.long_polling, self.replication, self.grpc,
+            self.topic_config, self.offsets, self.long_polling, self.replication, self.grpc, self.pop,
         )  # fmt: skip
         return MetricsServer.for_daemon(
             collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"
@@ -263,7 +281,7 @@ class BrokerController:
             ProcessorTable(f"broker {bc.broker_name} gRPC"), table[RequestCode.HEART_BEAT],
             table[RequestCode.UNREGISTER_CLIENT], self._on_channel_close, to_telemetry,
         )  # fmt: skip
-        routes = RouteSource(self.client, parse_namesrv_addrs(bc.namesrv_addr) if bc.namesrv_addr else [])
+        routes = RouteSource(self.client, self.namesrv_addrs())
         service = MessagingService(
             bc, self.store_config, {int(code): h for code, h in table.items()}, self.topic_config,
             self.store, self.subscription_groups, routes, clients,
@@ -272,6 +290,11 @@ class BrokerController:
         )  # fmt: skip
         streams = Streams(service, clients)
         return GrpcEndpoint(bc, service, streams, clients)
+
+    def namesrv_addrs(self) -> list[str]:
+        """The NameServers of ``namesrvAddr`` (none: a broker alone, registered nowhere)."""
+        addr = self.broker_config.namesrv_addr
+        return parse_namesrv_addrs(addr) if addr else []
 
     def processor_table(self) -> dict[RequestCode, Handler]:
         """Request code -> handler: every code this broker serves, in one table."""
@@ -286,6 +309,9 @@ class BrokerController:
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)
+        pop = PopMessageProcessor(self.pop)
+        ack = AckMessageProcessor(self.pop)
+        assignment = AssignmentProcessor(self.assignment)
         consumer = ConsumerManageProcessor(consumers, offsets, self.queue_locks, store)
         admin = AdminProcessor(
             bc, sc, topics, groups, offsets, store, self.topics_changed_commit, self.broker_config_changed
@@ -296,6 +322,7 @@ class BrokerController:
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
         stats.runtime_extras.append(_loop_info)
+        stats.pop_view = self.pop.inflight
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
         table: dict[RequestCode, Handler] = {
@@ -308,6 +335,16 @@ class BrokerController:
             RequestCode.LITE_PULL_MESSAGE: pull.handle,
             RequestCode.END_TRANSACTION: end_transaction.handle,
             RequestCode.END_TRANSACTION_BATCH: end_transaction.handle_batch,
+            # POP consumption (RocketMQ 5)
+            RequestCode.POP_MESSAGE: pop.pop,
+            RequestCode.PEEK_MESSAGE: pop.peek,
+            RequestCode.NOTIFICATION: pop.notification,
+            RequestCode.POLLING_INFO: pop.polling_info,
+            RequestCode.ACK_MESSAGE: ack.ack,
+            RequestCode.BATCH_ACK_MESSAGE: ack.batch_ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ack.change_invisible_time,
+            RequestCode.QUERY_ASSIGNMENT: assignment.query_assignment,
+            RequestCode.SET_MESSAGE_REQUEST_MODE: assignment.set_message_request_mode,
             # queue offsets and message queries
             RequestCode.GET_MAX_OFFSET: query.get_max_offset,
             RequestCode.GET_MIN_OFFSET: query.get_min_offset,
@@ -339,7 +376,19 @@ class BrokerController:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
         }
         self.replication.update_handlers(table)
+        if self.replication.is_slave:  # POP writes its bookkeeping: masters only
+            for code in POP_CODES:
+                table[code] = self._refuse_pop
         return table
+
+    def _refuse_pop(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        bc = self.broker_config
+        return RemotingCommand.response(
+            request,
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+            f"the broker[{bc.broker_name}] is a slave (brokerId {bc.broker_id}) and does not serve POP "
+            "consumption; pop from its master (brokerId 0)",
+        )
 
     def registration_wrapper(self) -> dict[str, Any]:
         """TopicConfigSerializeWrapper for REGISTER_BROKER; topic perms are capped by brokerPermission."""
@@ -436,7 +485,7 @@ class BrokerController:
             return
         self._stopping = True
         answered = self.long_polling.shutdown()
-        log.info("shutdown: answered %d held pulls", answered)
+        log.info("shutdown: answered %d held pulls, %d waiting pops", answered, self.pop.waiters.shutdown())
         if self.registrar is not None:
             await self.registrar.unregister_all()
         for task in list(self._tasks):
@@ -453,6 +502,8 @@ class BrokerController:
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
         await self.replication.shutdown()
+        if self._pop_started:
+            await self.pop.shutdown()  # stops revives, persists popState.json
         if self._delivery_started:
             await self.transactions.shutdown()  # stops checks, persists transactionOffset.json
             await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
@@ -462,5 +513,6 @@ class BrokerController:
         await self.offsets.file.persist(force=True)
         await self.topic_config.file.persist(force=True)
         await self.subscription_groups.file.persist(force=True)
+        await self.request_modes.file.persist()
         await self.client.close()
         log.info("broker %s stopped", self.broker_config.broker_name)

@@ -7,6 +7,8 @@ code and response code, and replication lag. Nothing here runs on the message pa
 only bumps counters the broker already keeps (``BrokerStats``, ``RequestStats``,
 ``LatencyHistogram``); ``collect`` runs on the loop (the tables are loop-owned) and does no I/O.
 Series per group and queue are bounded by the offset table's own bound (``MAX_OFFSET_KEYS``).
+POP consumption (``pop_families``): messages popped, acked, made invisible longer and revived per
+(group, topic), dead letters, messages in flight and the age of the oldest, waiting pops.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from prometheus_client.registry import Collector
 from rocketpy.broker.ha.role import Replication
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.processors.admin_stats import VERSION_DESC
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import Store
@@ -53,6 +56,7 @@ class BrokerCollector(Collector):
         holds: PullRequestHoldService,
         replication: Replication,
         grpc: GrpcEndpoint | None = None,
+        pop: PopService | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -64,6 +68,7 @@ class BrokerCollector(Collector):
         self.holds = holds
         self.replication = replication
         self.grpc = grpc  # the gRPC endpoint (None when grpcServerPort is -1)
+        self.pop = pop
 
     def collect(self) -> Iterator[Metric]:
         """Every family, read from the live tables."""
@@ -76,6 +81,8 @@ class BrokerCollector(Collector):
         yield from remoting_families(self.server)
         yield from self._clients()
         yield from self._replication()
+        if self.pop is not None:
+            yield from pop_families(self.pop)
 
     def _clients(self) -> Iterator[Metric]:
         """Client connections by protocol (remoting TCP connections; gRPC client sessions by the
@@ -212,3 +219,56 @@ class BrokerCollector(Collector):
             )
             yield gauge("ha_master_lag_bytes", "Bytes the master has that this slave has not stored.",
                         max(0, status["masterOffset"] - status["slaveMaxOffset"]))  # fmt: skip
+
+
+def pop_families(pop: PopService) -> Iterator[Metric]:
+    """The POP families, read from the service's counters and ledger."""
+    labels = ["group", "topic"]
+    popped = CounterMetricFamily(PREFIX + "pop_messages", "Messages handed out by POP.", labels=labels)
+    acks = CounterMetricFamily(PREFIX + "pop_acks", "POP messages acknowledged.", labels=labels)
+    changes = CounterMetricFamily(
+        PREFIX + "pop_invisible_changes", "Invisible-time changes of POP messages.", labels=labels
+    )
+    for (group, topic), (n_pop, n_ack, n_change) in list(pop.counts.items()):
+        popped.add_metric([group, topic], n_pop)
+        acks.add_metric([group, topic], n_ack)
+        changes.add_metric([group, topic], n_change)
+    revived = CounterMetricFamily(
+        PREFIX + "pop_revived",
+        "POP messages not acked within their invisible time, brought back (retry topic or DLQ).",
+        labels=labels,
+    )
+    for (group, topic), n in list(pop.revive.revived_by.items()):
+        revived.add_metric([group, topic], n)
+    yield from (popped, acks, changes, revived)
+    yield counter(
+        "pop_dead_letters", "POP messages moved to %DLQ% by the revive.", pop.revive.dead_letter_count
+    )
+    yield from _pop_inflight(pop)
+    yield gauge("pop_waiting", "POP and NOTIFICATION requests waiting for a message now.", pop.waiters.count)
+
+
+def _pop_inflight(pop: PopService) -> Iterator[Metric]:
+    labels = ["group", "topic"]
+    inflight = GaugeMetricFamily(
+        PREFIX + "pop_inflight", "POP messages popped, not yet acked.", labels=labels
+    )
+    oldest = GaugeMetricFamily(
+        PREFIX + "pop_oldest_inflight_age_seconds",
+        "Seconds since the longest-unacked POP message in flight was popped.",
+        labels=labels,
+    )
+    counts: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str], int] = {}
+    for q in list(pop.ledger.queues.values()):
+        key = (q.group, q.topic)
+        counts[key] = counts.get(key, 0) + len(q.inflight)
+        t = q.oldest_pop_time()
+        if t is not None:
+            first[key] = min(first.get(key, t), t)
+    now_ms = pop.clock_ms()
+    for key, n in counts.items():
+        inflight.add_metric(list(key), n)
+        if key in first:
+            oldest.add_metric(list(key), max(0, now_ms - first[key]) / 1000)
+    yield from (inflight, oldest)

@@ -33,6 +33,7 @@ from rocketpy.protocol.headers.namesrv import (
     DeleteTopicFromNamesrvRequestHeader,
     WipeWritePermResponseHeader,
 )
+from rocketpy.protocol.headers.pop import MessageRequestMode
 from rocketpy.protocol.headers.pull import PullMessageRequestHeader
 from rocketpy.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
 from rocketpy.record import decode_record, decode_records
@@ -250,7 +251,10 @@ class Admin:
     # ---- groups and offsets --------------------------------------------------------------------------
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
-        """Per queue: broker offset, consumer offset, diff (and last timestamp), from GET_CONSUME_STATS."""
+        """Per queue: broker offset, consumer offset, diff (and last timestamp), from GET_CONSUME_STATS.
+
+        A queue the group consumes by POP also has ``pull_offset`` (the next offset to pop),
+        ``inflight`` (popped, not yet acked) and ``oldest_inflight_timestamp`` (ms; 0: none)."""
         if topic:
             route = await self.topic_route(topic)
             addrs = [a for bd in route.broker_datas if (a := _reader_addr(bd.broker_addrs))]
@@ -263,15 +267,18 @@ class Admin:
             body = unpack_body(await self._invoke(addr, RequestCode.GET_CONSUME_STATS, ext)) or {}
             for e in body.get("offsetTable", []):
                 b, c = int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0))
-                rows.append(
-                    {
-                        "mq": MessageQueue.from_dict(e["mq"]),
-                        "broker_offset": b,
-                        "consumer_offset": c,
-                        "diff": b - max(c, 0),
-                        "last_timestamp": int(e.get("lastTimestamp", 0)),
-                    }
-                )
+                row: dict[str, Any] = {
+                    "mq": MessageQueue.from_dict(e["mq"]),
+                    "broker_offset": b,
+                    "consumer_offset": c,
+                    "diff": b - max(c, 0),
+                    "last_timestamp": int(e.get("lastTimestamp", 0)),
+                }
+                if "inflightCount" in e:
+                    row["pull_offset"] = int(e.get("pullOffset", 0))
+                    row["inflight"] = int(e["inflightCount"])
+                    row["oldest_inflight_timestamp"] = int(e.get("oldestInflightTimestamp", 0))
+                rows.append(row)
         return sorted(rows, key=lambda r: r["mq"])
 
     async def consumer_groups(self) -> dict[str, dict[str, Any]]:
@@ -352,6 +359,37 @@ class Admin:
                 RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                 None,
                 pack_body(body, self.settings.serialize_code),
+            )
+        return addrs
+
+    async def set_message_request_mode(
+        self,
+        topic: str,
+        group: str,
+        mode: MessageRequestMode | str,
+        pop_share_queue_num: int = 0,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """SET_MESSAGE_REQUEST_MODE (``mqadmin setConsumeMode``) on one broker, a cluster's masters
+        or (neither given) every master of the topic's route; the addresses set.
+
+        Raises:
+            MQClientError: an unknown mode, or no such topic.
+        """
+        try:
+            wanted = MessageRequestMode(str(mode).upper())
+        except ValueError:
+            raise MQClientError(f"mode {mode!r} is not PULL or POP") from None
+        if broker_addr or cluster:
+            addrs = await self._targets(cluster, broker_addr)
+        else:
+            route = await self.topic_route(topic)
+            addrs = sorted(a for bd in route.broker_datas if (a := bd.master_addr()))
+        for addr in addrs:
+            await self.instance.api.set_message_request_mode(
+                addr, topic, group, wanted, pop_share_queue_num, self.timeout
             )
         return addrs
 

@@ -10,49 +10,13 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Sequence
 
+from rocketpy.allocate import AllocateFn, Q, QueueLike, allocate_averagely, allocate_averagely_by_circle
 from rocketpy.client.consumer_types import AllocateStrategy
 from rocketpy.errors import MQClientError
 
 VIRTUAL_NODE_COUNT = 10
-
-
-class _Queue(Protocol):
-    topic: str
-    broker_name: str
-    queue_id: int
-
-
-Q = TypeVar("Q", bound=_Queue)
-AllocateFn = Callable[[str, Sequence[Q], Sequence[str]], list[Q]]
-
-
-def allocate_averagely(me: str, mq_all: Sequence[Q], cid_all: Sequence[str]) -> list[Q]:
-    """Contiguous blocks: 8 queues over 3 consumers -> [0,1,2], [3,4,5], [6,7]."""
-    if me not in cid_all or not mq_all:
-        return []
-    index = cid_all.index(me)
-    n_mq, n_cid = len(mq_all), len(cid_all)
-    mod = n_mq % n_cid
-    if n_mq <= n_cid:
-        average = 1
-    elif mod > 0 and index < mod:
-        average = n_mq // n_cid + 1
-    else:
-        average = n_mq // n_cid
-    start = index * average if (mod > 0 and index < mod) else index * average + mod
-    size = min(average, n_mq - start)
-    return list(mq_all[start : start + max(size, 0)])
-
-
-def allocate_averagely_by_circle(me: str, mq_all: Sequence[Q], cid_all: Sequence[str]) -> list[Q]:
-    """Round-robin deal: 8 queues over 3 consumers -> [0,3,6], [1,4,7], [2,5]."""
-    if me not in cid_all:
-        return []
-    index = cid_all.index(me)
-    return [mq for i, mq in enumerate(mq_all) if i % len(cid_all) == index]
 
 
 def _md5_hash(key: str) -> int:
@@ -60,7 +24,7 @@ def _md5_hash(key: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def queue_key(mq: _Queue) -> str:
+def queue_key(mq: QueueLike) -> str:
     """RocketMQ's ``MessageQueue.toString()``, the key hashed onto the ring."""
     return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
 

@@ -1,7 +1,8 @@
 """MQClientAPI: one async method per request code the SDK sends, response code -> exception.
 
 Owns the request building and response decoding of the client side of docs/wire.md (pull,
-offsets, heartbeat, consumer list, queue locks, NameServer route and cluster calls) plus the
+offsets, heartbeat, consumer list, queue locks, NameServer route and cluster calls; the POP calls
+are ``client.pop_api``'s, inherited; reading answers is ``client.answers``') plus the
 NameServer choice: a random start in the configured list, round robin to the next one when a call
 cannot connect or times out. It is thin: no retries against brokers, no caching (MQClientInstance
 and the producer own those; sends go through ``client.send_path``). Every call takes a timeout in
@@ -18,8 +19,10 @@ re-exported here.
 from __future__ import annotations
 
 import random
-from typing import Any, TypeVar
+from typing import Any
 
+from rocketpy.client.answers import answer_header, check, pack_body, unpack_body
+from rocketpy.client.pop_api import PopCalls
 from rocketpy.client.results import (
     PULL_STATUS_BY_CODE,
     PullResult,
@@ -28,7 +31,6 @@ from rocketpy.client.results import (
     SendStatus,
 )
 from rocketpy.errors import (
-    HeaderError,
     MQBrokerError,
     MQClientError,
     RemotingConnectError,
@@ -36,8 +38,7 @@ from rocketpy.errors import (
     broker_error,
 )
 from rocketpy.message import MessageExt, MessageQueue
-from rocketpy.protocol.codes import RequestCode, ResponseCode, code_name
-from rocketpy.protocol.header import Header
+from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.admin import TopicRequestHeader
 from rocketpy.protocol.headers.client import (
     ConsumerGroupRequestHeader,
@@ -62,56 +63,24 @@ from rocketpy.protocol.headers.offset import (
 from rocketpy.protocol.headers.pull import PullMessageResponseHeader
 from rocketpy.protocol.headers.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.record import decode_records
-from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
+from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicRouteData
 
-_SUCCESS = ResponseCode.SUCCESS
-H = TypeVar("H", bound=Header)
-
-__all__ = ["MQClientAPI", "PullResult", "PullStatus", "SendResult", "SendStatus"]
-
-
-def check(resp: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
-    """Return ``resp`` if its code is SUCCESS (or one of ``ok``), else raise its MQBrokerError."""
-    if resp.code == _SUCCESS or resp.code in ok:
-        return resp
-    raise broker_error(resp.code, resp.remark, addr)
-
-
-def answer_header(resp: RemotingCommand, addr: str, header: type[H]) -> H:
-    """The answer's ``ext`` read as ``header`` (``rocketpy.protocol.headers``).
-
-    Raises:
-        MQClientError: the server's answer does not have the fields its spec declares.
-    """
-    try:
-        return header.from_ext(resp.ext)
-    except HeaderError as e:
-        raise MQClientError(f"the answer of {addr} to {code_name(resp.code)} is malformed: {e}") from None
+__all__ = [
+    "MQClientAPI",
+    "PullResult",
+    "PullStatus",
+    "SendResult",
+    "SendStatus",
+    "answer_header",
+    "check",
+    "pack_body",
+    "unpack_body",
+]
 
 
-def unpack_body(resp: RemotingCommand) -> Any:
-    """Decode a structured body in the response's encoding (None when empty).
-
-    Raises:
-        MQClientError: the body does not decode.
-    """
-    if not resp.body:
-        return None
-    try:
-        return decode_body(resp.body, resp.serialize_type, code_name(resp.code) + " answer")
-    except HeaderError as e:
-        raise MQClientError(str(e)) from None
-
-
-def pack_body(obj: Any, serialize_type: int = SERIALIZE_MSGPACK) -> bytes:
-    """Encode a structured request body (msgpack, or JSON for ``SERIALIZE_JSON``)."""
-    return encode_body(obj, serialize_type)
-
-
-class MQClientAPI:
+class MQClientAPI(PopCalls):
     """Request/response calls over one shared RemotingClient.
 
     Args:

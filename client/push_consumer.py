@@ -8,6 +8,10 @@ after ``max_reconsume_times`` local retries; a BROADCASTING concurrent one does 
 Offsets move forward only as the listener acknowledges messages, to the smallest
 offset still in flight; they are committed every ``persist_consumer_offset_interval``, when a queue
 is released (acknowledged, before the next owner can take it) and at shutdown.
+
+With ``message_request_mode="POP"`` it consumes by POP instead (``client/pop_consumer.py``): the
+broker assigns queues (QUERY_ASSIGNMENT), pop loops replace pull loops, consumed messages are
+acked and failed ones made invisible for their retry delay; there are no offsets to commit.
 """
 
 from __future__ import annotations
@@ -24,14 +28,22 @@ from rocketpy.client.consume_service import (
     OrderlyConsumeService,
 )
 from rocketpy.client.consumer_base import DEFAULT_NAMESRV, ConsumerBase
-from rocketpy.client.consumer_types import MessageModel, build_subscription, check_positive
+from rocketpy.client.consumer_types import (
+    ConsumeFromWhere,
+    MessageModel,
+    build_subscription,
+    check_positive,
+    coerce_enum,
+)
 from rocketpy.client.instance import MQClientInstance
+from rocketpy.client.pop_consumer import PopEngine, PopOptions
 from rocketpy.client.process_queue import LOCK_MAX_LIVE_S, ProcessQueue
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
 from rocketpy.client.send_back import BrokerSendBack
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageQueue
+from rocketpy.protocol.headers.pop import MAX_POP_MSGS, ConsumeInitMode, MessageRequestMode
 from rocketpy.protocol.headers.send_back import USE_GROUP_MAX
 from rocketpy.topic import retry_topic
 
@@ -47,6 +59,9 @@ class PushConsumer(ConsumerBase):
     Args:
         group: the consumer group.
         namesrv_addr: ``"host:port"`` or ``"h1:p1;h2:p2"``.
+        message_request_mode: ``PULL`` (pull loops, client-side rebalance, offsets) or ``POP``
+            (the broker's assignment, pops, acks; CLUSTERING only).
+        pop_invisible_time: POP mode: seconds a popped message stays invisible while consumed.
         **options: see DESIGN §9 (message_model, consume_from_where, consume_thread_min/max,
             consume_message_batch_max_size, pull_batch_size, pull_threshold_for_queue, timers, ...).
     """
@@ -65,9 +80,22 @@ class PushConsumer(ConsumerBase):
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
         reconsume_delay: float = 1.0,
+        message_request_mode: MessageRequestMode | str = MessageRequestMode.PULL,
+        pop_invisible_time: float = 60.0,
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv_addr, **options)
+        self.message_request_mode = coerce_enum(
+            MessageRequestMode, message_request_mode, "message_request_mode"
+        )
+        self.pop_invisible_time = check_positive("pop_invisible_time", pop_invisible_time)
+        self.pop_engine: PopEngine | None = None
+        if self.message_request_mode is MessageRequestMode.POP:
+            if self.message_model is not MessageModel.CLUSTERING:
+                raise MQClientError(
+                    "message_request_mode='POP' consumes as a group: use MessageModel.CLUSTERING"
+                )
+            self.consume_type = "CONSUME_POP"
         self.consume_thread_min = check_positive("consume_thread_min", consume_thread_min, integer=True)
         self.consume_thread_max = check_positive("consume_thread_max", consume_thread_max, integer=True)
         if consume_thread_min > consume_thread_max:
@@ -119,7 +147,14 @@ class PushConsumer(ConsumerBase):
     @property
     def consumed_count(self) -> int:
         """Messages the listener acknowledged so far (of queues still held when it did)."""
+        if self.pop_engine is not None:
+            return self.pop_engine.consumed_count
         return self.consume_service.consumed_count if self.consume_service is not None else 0
+
+    @property
+    def pop_mode(self) -> bool:
+        """True when consuming by POP (``message_request_mode="POP"``)."""
+        return self.message_request_mode is MessageRequestMode.POP
 
     async def start(self) -> None:
         """Connect, join the group and start consuming.
@@ -131,6 +166,9 @@ class PushConsumer(ConsumerBase):
             raise MQClientError("no listener: call consumer.register_listener(fn) before start()")
         if not self.subscription_table:
             raise MQClientError("no subscription: call consumer.subscribe(topic, '*') before start()")
+        if self.pop_mode:
+            await self._start_pop()
+            return
         if self._retries_through_broker():
             retry = retry_topic(self.group)
             self.subscription_table.setdefault(retry, build_subscription(retry, "*"))
@@ -171,6 +209,9 @@ class PushConsumer(ConsumerBase):
             return
         self._state = "STOPPING"
         await self._stop_routines()
+        if self.pop_engine is not None:
+            await self._shutdown_pop(self.pop_engine, timeout)
+            return
         contexts = list(self.queue_table.values())
         pulls = [ctx.pull_task for ctx in contexts if ctx.pull_task is not None]
         for task in pulls:
@@ -215,3 +256,57 @@ class PushConsumer(ConsumerBase):
         self.offset_store.remove(ctx.mq)
         if self._locks is not None:
             await self._locks.unlock([ctx.mq])
+
+    # --- POP mode ---
+
+    async def _start_pop(self) -> None:
+        """Join the group and follow the broker's assignment with pop loops (``client/pop_consumer.py``)."""
+        if self._state != "CREATED":
+            raise MQClientError(f"consumer {self.group} was already started; create a new one")
+        assert self._listener is not None
+        self.instance = inst = await MQClientInstance.acquire(self.namesrv_addr, config=self.settings)
+        try:
+            await self._prepare_topics(inst)
+        except BaseException:
+            await inst.release()
+            raise
+        first = self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        options = PopOptions(
+            group=self.group,
+            batch=min(self.pull_batch_size, MAX_POP_MSGS),
+            invisible_s=self.pop_invisible_time,
+            threshold=self.pull_threshold_for_queue,
+            max_reconsume_times=self.max_reconsume_times,
+            orderly=self.orderly,
+            suspend_s=self.suspend_current_queue_time,
+            batch_max_size=self.consume_message_batch_max_size,
+            init_mode=ConsumeInitMode.MIN if first else ConsumeInitMode.MAX,
+        )
+        runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
+        self.pop_engine = engine = PopEngine(inst, self.client_id, self.subscription_table, options, runner)
+        inst.register_consumer(self.group, self.client_id, self)
+        self._state = "RUNNING"
+        await inst.send_heartbeat_to_all_brokers()
+        routine = engine.routine(self.rebalance_interval)
+        self._routines = [asyncio.create_task(routine, name=f"rocketpy-assign-{self.group}")]
+
+    async def _shutdown_pop(self, engine: PopEngine, timeout_s: float) -> None:
+        await engine.shutdown(timeout_s)
+        inst = self._client()
+        try:
+            await inst.unregister_consumer(self.group, self.client_id)
+        finally:
+            await inst.release()
+            self._state = "SHUTDOWN"
+
+    def _wakeup_rebalance(self) -> None:
+        if self.pop_engine is not None:
+            self.pop_engine.wakeup()
+        else:
+            super()._wakeup_rebalance()
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        """The queues this consumer owns (POP mode: pops; queue id -1 stands for every queue of a broker)."""
+        if self.pop_engine is not None:
+            return self.pop_engine.assigned_queues()
+        return super().assigned_queues()

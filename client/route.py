@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 from rocketpy.client.selector import RoundRobinIndex
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
-from rocketpy.perm import PERM_READ, PERM_WRITE
+from rocketpy.perm import PERM_WRITE
 from rocketpy.route import TopicRouteData
+from rocketpy.route import subscribe_queues as subscribe_queues  # re-exported: its home is rocketpy.route
 from rocketpy.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 if TYPE_CHECKING:
@@ -72,15 +73,6 @@ def publish_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
         if qd.perm & PERM_WRITE and qd.broker_name in masters:
             queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
-    return queues
-
-
-def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
-    """Readable queues of ``topic``, sorted by (broker_name, queue_id)."""
-    queues: list[MessageQueue] = []
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if qd.perm & PERM_READ:
-            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
     return queues
 
 

@@ -173,6 +173,7 @@ TWINS = {
     "Producer": ("rocketpy.client.producer", "Producer"),
     "PushConsumer": ("rocketpy.client.push_consumer", "PushConsumer"),
     "LitePullConsumer": ("rocketpy.client.lite_pull_consumer", "LitePullConsumer"),
+    "SimpleConsumer": ("rocketpy.client.simple_consumer", "SimpleConsumer"),
     "Admin": ("rocketpy.client.admin", "Admin"),
     "TransactionProducer": ("rocketpy.client.transaction_producer", "TransactionProducer"),
 }

@@ -22,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     "LocalTransactionState": "rocketpy.client.transaction",
     "PushConsumer": "rocketpy.client.push_consumer",
     "LitePullConsumer": "rocketpy.client.lite_pull_consumer",
+    "SimpleConsumer": "rocketpy.client.simple_consumer",
+    "MessageRequestMode": "rocketpy.protocol.headers.pop",
     "Admin": "rocketpy.client.admin",
     "ConsumeStatus": "rocketpy.client.consumer_types",
     "ConsumeOrderlyStatus": "rocketpy.client.consumer_types",
@@ -51,12 +53,14 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageRequestMode",
     "MessageSelector",
     "Producer",
     "PushConsumer",
     "RocketpyError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
 ]
@@ -75,10 +79,12 @@ if TYPE_CHECKING:
     from rocketpy.client.lite_pull_consumer import LitePullConsumer
     from rocketpy.client.producer import Producer, SendResult, SendStatus
     from rocketpy.client.push_consumer import PushConsumer
+    from rocketpy.client.simple_consumer import SimpleConsumer
     from rocketpy.client.transaction import LocalTransactionState, TransactionSendResult
     from rocketpy.client.transaction_producer import TransactionProducer
     from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
     from rocketpy.message import Message, MessageExt, MessageQueue
+    from rocketpy.protocol.headers.pop import MessageRequestMode
 
 
 def __getattr__(name: str) -> Any:

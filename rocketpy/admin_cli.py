@@ -413,30 +413,77 @@ async def delete_kv_config(admin: Any, as_json: bool, namespace: str, key: str) 
 @click.option("-t", "--topic", help="Only this topic.")
 @_admin_command("consumerProgress")
 async def consumer_progress(admin: Any, as_json: bool, group: str, topic: str | None) -> None:
-    """Per queue: broker offset, consumer offset and the difference."""
+    """Per queue: broker offset, consumer offset and the difference (a POP group: also what is in
+    flight, popped and not acked, and how long the oldest of it has been)."""
     rows = await admin.consumer_progress(group, topic)
-    table = [
-        [
-            r["mq"].topic,
-            r["mq"].broker_name,
-            r["mq"].queue_id,
-            r["broker_offset"],
-            r["consumer_offset"],
-            r["diff"],
-            _fmt_ms(r["last_timestamp"]),
-        ]
-        for r in rows
-    ]
+    pop = any("inflight" in r for r in rows)
+    now_ms = int(time.time() * 1000)
+    table = []
+    for r in rows:
+        mq = r["mq"]
+        row = [mq.topic, mq.broker_name, mq.queue_id, r["broker_offset"], r["consumer_offset"], r["diff"]]
+        if pop:
+            oldest = r.get("oldest_inflight_timestamp", 0)
+            row += [r.get("inflight", 0), f"{(now_ms - oldest) / 1000:.1f}" if oldest else "-"]
+        table.append([*row, _fmt_ms(r["last_timestamp"])])
     total = sum(r["diff"] for r in rows)
+    inflight = sum(r.get("inflight", 0) for r in rows)
     if as_json:
-        _emit(True, {"group": group, "queues": rows, "diffTotal": total})
+        _emit(True, {"group": group, "queues": rows, "diffTotal": total, "inflightTotal": inflight})
         return
-    click.echo(
-        format_table(
-            ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "LastTime"], table
-        )
+    head = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff"]
+    head += ["#InFlight", "Oldest Unacked (s)"] if pop else []
+    click.echo(format_table([*head, "LastTime"], table))
+    click.echo(f"\nDiff Total: {total}" + (f"\nInFlight Total: {inflight}" if pop else ""))
+
+
+@click.option("-g", "--groupName", "group", required=True)
+@click.option("-t", "--topicName", "topic", required=True)
+@click.option("-m", "--mode", required=True, type=click.Choice(["PULL", "POP"], case_sensitive=False))
+@click.option(
+    "-q",
+    "--popShareQueueNum",
+    "share",
+    type=int,
+    default=0,
+    show_default=True,
+    help="POP: how many other consumers' queues each consumer also pops (0: all share all).",
+)
+@click.option("-c", "--clusterName", "cluster", help="Every master of this cluster.")
+@click.option("-b", "--brokerAddr", "broker_addr", help="This broker only.")
+@_admin_command("setConsumeMode")
+async def set_consume_mode(
+    admin: Any,
+    as_json: bool,
+    group: str,
+    topic: str,
+    mode: str,
+    share: int,
+    cluster: str | None,
+    broker_addr: str | None,
+) -> None:
+    """How a group's consumers read a topic (SET_MESSAGE_REQUEST_MODE; default: every master of the
+    topic): PULL gives each consumer its own queues, POP shares them."""
+    addrs = await admin.set_message_request_mode(
+        topic, group, mode, share, cluster=cluster, broker_addr=broker_addr
     )
-    click.echo(f"\nDiff Total: {total}")
+    if as_json:
+        _emit(
+            True,
+            {
+                "group": group,
+                "topic": topic,
+                "mode": mode.upper(),
+                "popShareQueueNum": share,
+                "brokers": addrs,
+            },
+        )
+        return
+    for addr in addrs:
+        click.echo(
+            f"set consume mode to {mode.upper()} (popShareQueueNum {share}) for {group} on {topic} "
+            f"at {addr} success."
+        )
 
 
 @click.option("-g", "--group", "group", required=True)

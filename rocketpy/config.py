@@ -35,6 +35,7 @@ from rocketpy.limits import (
     PARTIAL_FRAME_SECONDS,
 )
 from rocketpy.properties import Property, parse_properties, read_properties_file
+from rocketpy.protocol.headers.pop import MessageRequestMode
 
 __all__ = [
     "OLD_KEY_SPELLINGS",
@@ -297,6 +298,18 @@ class BrokerConfig(ConnectionLimits):
     split_registration_size: int = Field(800, alias="splitRegistrationSize", gt=0, le=50_000)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
+    # POP consumption (rocketpy.broker.pop): held POP requests per (group, topic, queue) and in
+    # total (past either: POLLING_FULL), and the most messages of one queue in flight at once
+    pop_polling_size: int = Field(1024, alias="popPollingSize", gt=0, le=100_000)
+    max_pop_polling_size: int = Field(100_000, alias="maxPopPollingSize", gt=0, le=1_000_000)
+    pop_inflight_message_threshold: int = Field(
+        100_000, alias="popInflightMessageThreshold", gt=0, le=1_000_000
+    )
+    # QUERY_ASSIGNMENT for a (topic, group) with no mode set by SET_MESSAGE_REQUEST_MODE
+    default_message_request_mode: MessageRequestMode = Field(
+        MessageRequestMode.PULL, alias="defaultMessageRequestMode"
+    )
+    default_pop_share_queue_num: int = Field(-1, alias="defaultPopShareQueueNum", ge=-1, le=1024)
     acl_enable: bool
     acl_file: str | None
     acl_file_check_interval: int

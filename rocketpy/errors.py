@@ -307,9 +307,21 @@ class ConsumeMsgTimeoutError(MQBrokerError):
 
 
 class NoMessageError(MQBrokerError):
-    """NO_MESSAGE."""
+    """NO_MESSAGE: no such message (a POP ack outside the queue, or a message no longer in flight)."""
 
     response_code = _RC.NO_MESSAGE
+
+
+class PollingFullError(MQBrokerError):
+    """POLLING_FULL: the broker holds its maximum of waiting POP requests; receive again later."""
+
+    response_code = _RC.POLLING_FULL
+
+
+class PollingTimeoutError(MQBrokerError):
+    """POLLING_TIMEOUT: a POP found nothing before its poll time ended (a receive maps it to no messages)."""
+
+    response_code = _RC.POLLING_TIMEOUT
 
 
 class FlowControlError(MQBrokerError):

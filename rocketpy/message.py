@@ -58,6 +58,10 @@ class MessageConst:
     DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
     DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
     PROPERTY_CRC32 = "__CRC32#"
+    #: A popped message's receipt handle (``rocketpy.protocol.receipt``), set by the client.
+    POP_CK = "POP_CK"
+    #: When a POP first handed the message out (ms; kept across its redeliveries).
+    FIRST_POP_TIME = "1ST_POP_TIME"
     KEY_SEPARATOR = " "
 
 
@@ -326,6 +330,18 @@ class MessageExt(Message):
     @msg_id.setter
     def msg_id(self, value: str) -> None:
         self._msg_id = value
+
+    @property
+    def receipt_handle(self) -> str | None:
+        """A popped message's receipt handle (its ``POP_CK`` property; None: not popped).
+
+        ``SimpleConsumer.ack`` and ``change_invisible_duration`` send it back to its broker.
+        """
+        return self.properties.get(MessageConst.POP_CK)
+
+    @receipt_handle.setter
+    def receipt_handle(self, value: str) -> None:
+        self.properties[MessageConst.POP_CK] = value
 
     @property
     def offset_msg_id(self) -> str:

@@ -24,7 +24,8 @@ from pydantic import (
     model_serializer,
 )
 
-from rocketpy.perm import PERM_RW
+from rocketpy.message import MessageQueue
+from rocketpy.perm import PERM_READ, PERM_RW
 from rocketpy.topic import SINGLE_TAG
 
 #: brokerId of a master; slaves have brokerId >= 1.
@@ -163,3 +164,13 @@ class RegisterBrokerBody(_WireModel):
         default_factory=TopicConfigSerializeWrapper, alias="topicConfigSerializeWrapper"
     )
     filter_server_list: list[str] = Field(default_factory=list, alias="filterServerList")
+
+
+def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """Readable queues of ``topic`` (ids 0..readQueueNums-1 of readable brokers), sorted by
+    (broker_name, queue_id): what consumers read, and the broker's QUERY_ASSIGNMENT allocates."""
+    queues: list[MessageQueue] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        if qd.perm & PERM_READ:
+            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
+    return queues

@@ -1,9 +1,9 @@
 """Blocking twins of the SDK classes, for programs without an event loop (DESIGN §6, §8).
 
-``from rocketpy.sync import Producer, PushConsumer, LitePullConsumer, Admin, TransactionProducer``
-gives classes with the same names and methods as ``rocketpy``'s async ones; every method blocks until
-done. They all run on one background event loop thread (see ``client/sync.py``). The message and enum
-types are re-exported so one import line is enough.
+``from rocketpy.sync import Producer, PushConsumer, LitePullConsumer, SimpleConsumer, Admin``
+(and ``TransactionProducer``) gives classes with the same names and methods as ``rocketpy``'s async
+ones; every method blocks until done. They all run on one background event loop thread (see
+``client/sync.py``). The message and enum types are re-exported so one import line is enough.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from rocketpy import (  # noqa: F401  (re-exported: the same classes as rocketpy
     MessageExt,
     MessageModel,
     MessageQueue,
+    MessageRequestMode,
     MessageSelector,
     MQBrokerError,
     MQClientError,
@@ -39,4 +40,6 @@ assert set(TWINS) <= set(__all__)
 def __getattr__(name: str) -> Any:
     if name in TWINS:
         return twin(name)
+    if name in __all__:  # a public name of rocketpy's not listed above: the same object
+        return getattr(rocketpy, name)
     raise AttributeError(f"module 'rocketpy.sync' has no attribute {name!r}")

@@ -17,6 +17,10 @@ BENCHMARK_TOPIC = "BenchmarkTest"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 RMQ_SYS_PREFIX = "RMQ_SYS_"
+#: RocketMQ 5's prefix of system topics (``TopicValidator.SYSTEM_TOPIC_PREFIX``).
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+#: ``rmq_sys_REVIVE_LOG_<cluster>``: POP checkpoints and acks (``PopAckConstants.REVIVE_TOPIC``).
+REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
@@ -51,8 +55,8 @@ SYSTEM_TOPICS = frozenset(
 
 
 def is_system_topic(topic: str) -> bool:
-    """True for the brokers' own topics (``SYSTEM_TOPICS`` and ``RMQ_SYS_*``)."""
-    return topic in SYSTEM_TOPICS or topic.startswith(RMQ_SYS_PREFIX)
+    """True for the brokers' own topics (``SYSTEM_TOPICS``, ``RMQ_SYS_*`` and ``rmq_sys_*``)."""
+    return topic in SYSTEM_TOPICS or topic.startswith((RMQ_SYS_PREFIX, SYSTEM_TOPIC_PREFIX))
 
 
 def retry_topic(group: str) -> str:
@@ -97,3 +101,26 @@ def apply_attributes(current: dict[str, str], changes: str) -> dict[str, str]:
             raise ValueError(f"topic attribute {key}={value!r} is not one of {', '.join(sorted(allowed))}")
         out[key] = value
     return out
+
+
+#: ``%RETRY%{group}_{topic}`` (RocketMQ's ``KeyBuilder.buildPopRetryTopicV1``, its default naming).
+POP_RETRY_SEPARATOR = "_"
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """``%RETRY%{group}_{topic}``: where a POP group's messages of ``topic`` wait after their
+    invisible time passed unacknowledged (RocketMQ's POP retry topic)."""
+    return RETRY_GROUP_TOPIC_PREFIX + group + POP_RETRY_SEPARATOR + topic
+
+
+def pop_retry_origin(retry: str, group: str) -> str | None:
+    """The topic a POP retry topic of ``group`` stands for (None: ``retry`` is not one)."""
+    prefix = RETRY_GROUP_TOPIC_PREFIX + group + POP_RETRY_SEPARATOR
+    if retry.startswith(prefix) and len(retry) > len(prefix):
+        return retry[len(prefix) :]
+    return None
+
+
+def revive_topic(cluster: str) -> str:
+    """``rmq_sys_REVIVE_LOG_{cluster}``: the POP checkpoints and acks of a cluster's brokers."""
+    return REVIVE_TOPIC_PREFIX + cluster

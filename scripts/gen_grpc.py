@@ -3,7 +3,7 @@
 
 The protos are ``apache/rocketmq-apis``' v2 files (``proto/apache/rocketmq/v2/``; their field
 numbers are the contract with the official 5.x clients). The generated modules are committed
-(docs/design.md §14 says why); this script is how they are made, with ``grpcio-tools``:
+(docs/design.md §15 says why); this script is how they are made, with ``grpcio-tools``:
 
     .venv/bin/python -m pip install 'grpcio-tools==1.85.1'
     .venv/bin/python scripts/gen_grpc.py [--check]

@@ -2,5 +2,5 @@
 
 The daemon layer: above ``remoting`` (its answers come from the broker's own processors, called
 as RocketMQ's proxy calls them in its "local" mode), never importing the SDK. See
-docs/design.md §14.
+docs/design.md §15.
 """

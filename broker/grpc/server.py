@@ -1,6 +1,6 @@
 """GrpcEndpoint: the broker's ``apache.rocketmq.v2.MessagingService`` server (``grpcServerPort``).
 
-``grpc.aio`` runs on the broker's own event loop (uvloop; docs/design.md §14 has the measurement
+``grpc.aio`` runs on the broker's own event loop (uvloop; docs/design.md §15 has the measurement
 behind that choice): handlers call the broker's managers and processors directly, with no thread
 hop. The method table is built from the service's descriptor, so every RPC of the proto is
 served: the ones this broker implements by ``MessagingService`` / ``Streams``, the rest (the POP

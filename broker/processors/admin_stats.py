@@ -28,7 +28,7 @@ from rocketpy.protocol.headers.client import ConsumerGroupRequestHeader
 from rocketpy.record import POS_STORE_TIMESTAMP
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_origin
 
 _TS = struct.Struct(">q")
 VERSION_DESC = "rocketpy-0.1.0"
@@ -69,6 +69,9 @@ class AdminStatsProcessor:
         self.delivery = delivery
         #: more runtime figures (the replication side adds its own)
         self.runtime_extras: list[Callable[[], dict[str, str]]] = []
+        #: ``(group, topic) -> {queue id: (in flight, next offset to pop, oldest pop time)}`` of POP
+        #: consumption (``PopService.inflight``), shown by GET_CONSUME_STATS
+        self.pop_view: Callable[[str, str], dict[int, tuple[int, int, int | None]]] | None = None
 
     def runtime_table(self) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO (all values strings, as RocketMQ)."""
@@ -116,7 +119,11 @@ class AdminStatsProcessor:
         return MessageQueue(topic, self.broker_config.broker_name, queue_id).to_dict()
 
     def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUME_STATS: broker offset, committed offset and last consumed time per queue."""
+        """GET_CONSUME_STATS: broker offset, committed offset and last consumed time per queue.
+
+        A queue the group consumes by POP also has ``pullOffset`` (the next offset to pop),
+        ``inflightCount`` and ``oldestInflightTimestamp`` (when the longest-unacked message was
+        popped; 0: none), and the group's POP retry topics are listed too."""
         h = GetConsumeStatsRequestHeader.from_ext(request.ext)
         group, only = h.group, h.topic
         topics = {only} if only else self.offsets.topics_of_group(group)
@@ -126,17 +133,25 @@ class AdminStatsProcessor:
         rows = []
         for topic in sorted(topics):
             tc = self.topic_config.get(topic)
-            if tc is None or (topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not only):
+            pop_retry = pop_retry_origin(topic, group) is not None
+            if tc is None or (topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not only and not pop_retry):
                 continue
             committed = self.offsets.query_offsets(group, topic)
+            popped = self.pop_view(group, topic) if self.pop_view is not None else {}
             for qid in range(tc.write_queue_nums):
                 consumer_offset = committed.get(qid, 0)
-                rows.append({
+                row = {
                     "mq": self._mq(topic, qid),
                     "brokerOffset": self.store.get_max_offset_in_queue(topic, qid),
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": self._store_time(topic, qid, consumer_offset - 1),
-                })  # fmt: skip
+                }
+                if qid in popped:
+                    count, next_offset, oldest = popped[qid]
+                    row.update(
+                        pullOffset=next_offset, inflightCount=count, oldestInflightTimestamp=oldest or 0
+                    )
+                rows.append(row)
         body = {"offsetTable": rows, "consumeTps": self.stats.group_get_tps(group)}
         return RemotingCommand.response(request, body=encode(body, request))
 

@@ -4,7 +4,8 @@
 A need is ``(kind, name, perm)`` with kind ``"topic"`` or ``"group"``. Each code's rule is its
 spec's ``Access`` (``rocketpy.protocol.specs``): the wire fields naming its topic and group, the
 permission the topic needs, and the resources its body names. A retry topic ``%RETRY%group``
-stands for its group (RocketMQ keys groups by their retry topic). A code without a spec, or with
+stands for its group (RocketMQ keys groups by their retry topic); a POP retry topic
+``%RETRY%{group}_{topic}`` of the request's group stands for ``topic``. A code without a spec, or with
 no resource in its rule, needs only a valid signature; ``ADMIN_CODES`` need an ``admin: true``
 account. A field the request lacks adds no need: the handler answers the malformed request itself.
 """
@@ -16,7 +17,7 @@ from rocketpy.errors import HeaderError
 from rocketpy.protocol.specs import SPECS, codes_served_by
 from rocketpy.remoting.body import decode_body_map
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_origin
 
 Need = tuple[str, str, int]
 
@@ -30,10 +31,13 @@ NAMESRV_CHECKED_CODES = frozenset(code for code in codes_served_by("namesrv") if
 ADMIN_CODES = frozenset(code for code, spec in SPECS.items() if spec.access.admin)
 
 
-def _topic(topic: str | None, perm: int) -> list[Need]:
+def _topic(topic: str | None, perm: int, group: str | None = None) -> list[Need]:
     if not topic:
         return []
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        origin = pop_retry_origin(topic, group) if group else None
+        if origin is not None:  # a POP retry message: it needs what its topic needs
+            return [("topic", origin, perm)]
         return [("group", topic[len(RETRY_GROUP_TOPIC_PREFIX) :], SUB)]
     return [("topic", topic, perm)]
 
@@ -51,9 +55,10 @@ def request_needs(request: RemotingCommand) -> list[Need]:
     ext = request.ext or {}
     perm = _PERM_BITS[access.topic_perm]
     needs: list[Need] = []
+    group = _text(ext.get(spec.group_field)) if spec.group_field is not None else None
     if (field := spec.topic_field) is not None:
-        needs += _topic(_text(ext.get(field)), perm)
-    if (field := spec.group_field) is not None and (group := _text(ext.get(field))):
+        needs += _topic(_text(ext.get(field)), perm, group)
+    if group:
         needs.append(("group", group, SUB))
     if access.body is not None:
         try:

@@ -261,9 +261,23 @@ async def group_page(request: web.Request) -> web.StreamResponse:
         progress=progress,
         progress_error=progress_error,
         total=sum(r["diff"] for r in progress),
+        inflight=_inflight_rows(progress),
         topics=topics,
         now_local=now_local,
     )
+
+
+def _inflight_rows(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The queues a POP group pops: in flight (popped, not acked) and the oldest's age in seconds."""
+    now_ms = int(time.time() * 1000)
+    rows = []
+    for r in progress:
+        if "inflight" not in r:
+            continue
+        oldest = r.get("oldest_inflight_timestamp", 0)
+        age = f"{(now_ms - oldest) / 1000:.1f}" if oldest else "-"
+        rows.append({**r, "oldest_age": age})
+    return rows
 
 
 async def group_lag_api(request: web.Request) -> web.StreamResponse:
@@ -273,6 +287,8 @@ async def group_lag_api(request: web.Request) -> web.StreamResponse:
     series: dict[str, float] = {"total": float(sum(r["diff"] for r in progress))}
     for r in progress:
         series[r["mq"].topic] = series.get(r["mq"].topic, 0.0) + r["diff"]
+    if any("inflight" in r for r in progress):  # a POP group: what is popped and not acked
+        series["in flight"] = float(sum(r.get("inflight", 0) for r in progress))
     return web.json_response({"time": int(time.time() * 1000), "series": series})
 
 

@@ -99,7 +99,18 @@ class RequestCode(IntEnum):
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
     LITE_PULL_MESSAGE = 361
+    #: server-side load balancing (RocketMQ 5): the queues a consumer should take, and how
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
     BROKER_HEARTBEAT = 904
+    #: POP consumption (RocketMQ 5, RIP-19): the broker keeps each message invisible until acked
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
     #: rocketpy's extension: END_TRANSACTION for many half messages (``EndTransactionBatch``)
     END_TRANSACTION_BATCH = 10037
 
@@ -144,6 +155,8 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     FLOW_CONTROL = 215
     GO_AWAY = 1500
 

@@ -163,12 +163,21 @@ def test_dlq_consumer_reads_dead_letters(namesrv_addr: str, tmp_path: Path) -> N
     assert "done: 2 dead letters read from %DLQ%example_dlq_group" in out
 
 
+def test_simple_consumer_receives_extends_and_acks(namesrv_addr: str, tmp_path: Path) -> None:
+    run("producer_sync", namesrv_addr, tmp_path, "-t", "ExSimple", "-c", "10")
+    out = run("simple_consumer", namesrv_addr, tmp_path, "-t", "ExSimple", "-c", "10")
+    assert _count(out, "received:") == 10 and _count(out, "extended:") == 1, out
+    assert "done: received and acked 10 messages" in out
+    again = run("simple_consumer", namesrv_addr, tmp_path, "-t", "ExSimple", "-c", "1", "--timeout", "3")
+    assert "done: received and acked 0 messages" in again, again  # acked: the group gets nothing again
+
+
 def test_every_example_is_tested() -> None:
     tested = {
         "producer_sync", "push_consumer", "producer_async", "producer_oneway", "lite_pull_consumer",
         "ordered_producer", "ordered_consumer", "batch_producer", "broadcast_consumer",
         "blocking_producer", "blocking_consumer", "sql_filter_consumer",
-        "transaction_producer", "delay_producer", "retry_consumer", "dlq_consumer",
+        "transaction_producer", "delay_producer", "retry_consumer", "dlq_consumer", "simple_consumer",
     }  # fmt: skip
     spark = {p.stem for p in EXAMPLES.glob("spark_*.py")}  # tested in test_spark_examples.py
     assert {p.stem for p in EXAMPLES.glob("*.py")} - spark == tested

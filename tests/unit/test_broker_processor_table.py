@@ -35,7 +35,11 @@ ADDED_SINCE = {
     C.END_TRANSACTION,
     C.END_TRANSACTION_BATCH,  # EndTransactionProcessor
     C.CONSUMER_SEND_MSG_BACK,  # SendBackProcessor
-}
+    # PopMessageProcessor, AckMessageProcessor, AssignmentProcessor (POP consumption)
+    C.POP_MESSAGE, C.PEEK_MESSAGE, C.NOTIFICATION, C.POLLING_INFO,
+    C.ACK_MESSAGE, C.BATCH_ACK_MESSAGE, C.CHANGE_MESSAGE_INVISIBLETIME,
+    C.QUERY_ASSIGNMENT, C.SET_MESSAGE_REQUEST_MODE,
+}  # fmt: skip
 
 
 def _controller(tmp_path: Path) -> BrokerController:
@@ -59,7 +63,8 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
-    assert len(processors) == 10  # seven families, EndTransaction, SendBack, the replication tables
+    # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment
+    assert len(processors) == 13
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__

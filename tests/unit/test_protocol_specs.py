@@ -22,10 +22,12 @@ from rocketpy.nameserver.processors import NamesrvProcessors
 from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.header import Header, wire
+from rocketpy.protocol.headers.pop import BatchAck, batch_ack_body
 from rocketpy.protocol.headers.pull import PullMessageRequestHeader
 from rocketpy.protocol.responses import RESPONSES
 from rocketpy.protocol.specs import SPECS, check_served, codes_served_by
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.body import encode_body
+from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,10 +96,44 @@ def test_every_spec_has_an_acl_rule_whose_fields_its_header_has() -> None:
         (RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "g"}, [("group", "g", 8)]),
         (RequestCode.UNREGISTER_CLIENT, {"clientID": "c", "consumerGroup": "g"}, [("group", "g", 8)]),
         (RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}, []),
+        (
+            RequestCode.POP_MESSAGE,
+            {"topic": "T", "consumerGroup": "g"},
+            [("topic", "T", 8), ("group", "g", 8)],
+        ),
+        # a redelivered POP message is acked on its POP retry topic: it needs what its topic needs
+        (
+            RequestCode.ACK_MESSAGE,
+            {"topic": "%RETRY%g_T", "consumerGroup": "g"},
+            [("topic", "T", 8), ("group", "g", 8)],
+        ),
+        (
+            RequestCode.ACK_MESSAGE,
+            {"topic": "%RETRY%h_T", "consumerGroup": "g"},
+            [("group", "h_T", 8), ("group", "g", 8)],
+        ),
+        (RequestCode.SET_MESSAGE_REQUEST_MODE, {}, []),
     ],
 )
 def test_acl_needs_come_from_the_spec(code: RequestCode, ext: dict[str, object], needs: list[object]) -> None:
     assert request_needs(RemotingCommand.request(code, ext)) == needs
+
+
+def test_acl_needs_of_pop_bodies() -> None:
+    ack = BatchAck("g", "T", True, 0, 0, 0, 1, 1, (0,))
+    body = encode_body(batch_ack_body("b", [ack]), SERIALIZE_MSGPACK)
+    cmd = RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, None, body)
+    assert request_needs(cmd) == [("group", "g", 8), ("topic", "T", 8)]
+    doc = {
+        "topic": "T",
+        "consumerGroup": "g",
+        "clientId": "c",
+        "strategyName": "AVG",
+        "messageModel": "CLUSTERING",
+    }
+    cmd = RemotingCommand.request(RequestCode.QUERY_ASSIGNMENT, None, encode_body(doc, SERIALIZE_MSGPACK))
+    assert request_needs(cmd) == [("group", "g", 8), ("topic", "T", 8)]
+    assert RequestCode.SET_MESSAGE_REQUEST_MODE in ADMIN_CODES
 
 
 def test_generated_response_codes_and_errors_are_current() -> None:
