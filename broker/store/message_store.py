@@ -350,9 +350,7 @@ class MessageStore:
         if end >= cl.max_offset:
             return 0
         if end < cl.min_offset:
-            raise StoreError(
-                f"cannot truncate the commitlog to {end}: its oldest byte is {cl.min_offset}"
-            )
+            raise StoreError(f"cannot truncate the commitlog to {end}: its oldest byte is {cl.min_offset}")
         await self.settle()
         cut = cl.max_offset - end
         flush = self._flush
