@@ -19,14 +19,19 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.addresses import parse_namesrv_addrs
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
+from rocketpy.broker.failover.etcd import aiohttp_missing
+from rocketpy.broker.failover.processor import ControllerProcessor
+from rocketpy.broker.failover.replicas import ReplicasManager
+from rocketpy.broker.failover.role import ControllerReplication
 from rocketpy.broker.ha.role import SEND_CODES, Replication
+from rocketpy.broker.master_services import MasterOnlyServices
 from rocketpy.broker.metrics import BrokerCollector
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.admin import AdminProcessor
@@ -78,6 +83,26 @@ def _expand_store_paths(store_config: StoreConfig) -> StoreConfig:
     return store_config.model_copy(update=update)
 
 
+#: Writes other than sends (refused by a broker that is not master, in controller mode).
+WRITE_CODES = (
+    RequestCode.CONSUMER_SEND_MSG_BACK,
+    RequestCode.END_TRANSACTION,
+    RequestCode.END_TRANSACTION_BATCH,
+)
+
+
+def gated(handler: Handler, refusal: Callable[[], tuple[int, str] | None]) -> Handler:
+    """``handler`` behind ``refusal`` (answered with its code and remark when it returns one)."""
+
+    def handle(channel: Channel, request: RemotingCommand) -> Any:
+        refused = refusal()
+        if refused is not None:
+            return RemotingCommand.response(request, refused[0], refused[1])
+        return handler(channel, request)
+
+    return handle
+
+
 def _loop_info() -> dict[str, str]:
     """The event loop's task count, for GET_BROKER_RUNTIME_INFO (a leak shows as steady growth)."""
     return {"asyncioTaskCount": str(len(asyncio.all_tasks()))}
@@ -121,12 +146,19 @@ class BrokerController:
         self.long_polling = self.pull_processor.holds
         # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
         self.send_queue = SendQueue(bc, store_config, self.store.flush_started)
-        self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
         # half messages, END_TRANSACTION and the check service
         self.transactions = TransactionService(
             bc, self.store, self.delivery, self.topic_config, self.consumer_manager, config_dir
+        )
+        # what runs only on the group's master (POP's revive service registers here too)
+        self.master_services = MasterOnlyServices()
+        self.master_services.register(
+            "delivery (delay levels, timer)", self.delivery.start, self.delivery.shutdown
+        )
+        self.master_services.register(
+            "transaction checks", self.transactions.start, self.transactions.shutdown
         )
         # signed with the broker's own account when the NameServers (or a slave's master) check ACL
         signer = (
@@ -136,11 +168,18 @@ class BrokerController:
         )
         self.client = RemotingClient(signer=signer)
         self.acl: AclGuard | None = None
-        # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/)
-        self.replication = Replication(
+        # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/);
+        # in controller mode etcd elects the master and the role changes at run time (broker/failover/)
+        replication_class = ControllerReplication if bc.enable_controller_mode else Replication
+        self.replication = replication_class(
             bc, store_config, self.store, self.client,
             self.topic_config, self.offsets, self.delivery.offsets, self.subscription_groups,
         )  # fmt: skip
+        self.failover: ReplicasManager | None = None
+        if isinstance(self.replication, ControllerReplication):
+            self.failover = ReplicasManager(
+                bc, store_config, self.store, self.replication, self.master_services, self.client
+            )
         self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
@@ -172,14 +211,18 @@ class BrokerController:
         # The loaded tables live as long as the broker; a full GC pass over 100,000 topics' objects
         # would stall the loop for most of a second each time, so they leave the GC's view.
         gc.freeze()
+        if self.failover is not None and aiohttp_missing():
+            raise RocketpyError(str(aiohttp_missing()))
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
-        if self.replication.is_slave:  # a slave writes only what it replicates; it keeps the progress
+        if self.replication.is_slave or self.failover is not None:
+            # a slave writes only what it replicates; it keeps the progress (in controller mode the
+            # master-only services start when this broker becomes master)
             await asyncio.to_thread(self.delivery.offsets.load)
         else:
-            await self.delivery.start()
-            await self.transactions.start()  # a master checks undecided half messages
-            self._delivery_started = True
+            await self.master_services.start_all()  # delivery, transaction checks
+        if self.failover is not None:
+            await self.failover.load()
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -204,8 +247,9 @@ class BrokerController:
         if bc.metrics_port:
             self.metrics = self._metrics_server(self.server)
             await self.metrics.start()
+        broker_id = bc.broker_id if self.failover is None else self.failover.broker_id
         identity = BrokerIdentity(
-            bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr, ha_addr
+            bc.broker_cluster_name, bc.broker_name, broker_id, self.broker_addr, ha_addr
         )
         self.registrar = BrokerRegistrar(
             self.client,
@@ -219,11 +263,20 @@ class BrokerController:
         )
         self.topic_config.add_change_listener(self._register_wanted.set)
         await self.registrar.register_all()
+        if self.failover is not None:
+            await self.failover.start(self.broker_addr, ha_addr, self._registered_as)
         for routine in (self._registration_routine(), self._persist_routine(), self._client_scan_routine(),
                         self._stats_routine(), *self.replication.routines()):  # fmt: skip
             self._spawn(routine)
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
+
+    async def _registered_as(self, broker_id: int) -> None:
+        """Controller mode: this broker's id in routes changed (0 as master); tell the NameServers now."""
+        if self.registrar is None or self.registrar.identity.broker_id == broker_id:
+            return
+        self.registrar.identity.broker_id = broker_id
+        await self.registrar.register_all()
 
     def _metrics_server(self, server: RemotingServer) -> MetricsServer:
         bc = self.broker_config
@@ -260,6 +313,13 @@ class BrokerController:
         stats.runtime_extras.append(_loop_info)
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
+        failover = self.failover
+        controller = ControllerProcessor(failover)
+        if failover is not None:
+            stats.runtime_extras.append(failover.runtime_info)
+            send.write_gate, send.ack_gate = failover.write_refusal, failover.ack_refusal
+            if failover.all_ack:
+                send.replica_wait = failover.wait_acks
         table: dict[RequestCode, Handler] = {
             # messages in and out
             RequestCode.SEND_MESSAGE: send.handle,
@@ -299,8 +359,16 @@ class BrokerController:
             RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
+            # controller mode (answered "controller mode is off" otherwise)
+            RequestCode.GET_BROKER_EPOCH_CACHE: controller.get_broker_epoch_cache,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: controller.get_sync_state_data,
+            RequestCode.CONTROLLER_GET_METADATA_INFO: controller.get_metadata,
+            RequestCode.CONTROLLER_ELECT_MASTER: controller.elect_master,
         }
         self.replication.update_handlers(table)
+        if failover is not None:  # other writes than sends: only on the master
+            for code in WRITE_CODES:
+                table[code] = gated(table[code], failover.write_refusal)
         return table
 
     def registration_wrapper(self) -> dict[str, Any]:
@@ -399,6 +467,8 @@ class BrokerController:
         self._stopping = True
         answered = self.long_polling.shutdown()
         log.info("shutdown: answered %d held pulls", answered)
+        if self.failover is not None:  # stop acknowledging and end the lease: a replica takes over now
+            await self.failover.shutdown()
         if self.registrar is not None:
             await self.registrar.unregister_all()
         for task in list(self._tasks):
@@ -411,9 +481,9 @@ class BrokerController:
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
         await self.replication.shutdown()
-        if self._delivery_started:
-            await self.transactions.shutdown()  # stops checks, persists transactionOffset.json
-            await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
+        if self.master_services.running:
+            # stops transaction checks and re-puts; persists transactionOffset / delayOffset / timercheck
+            await self.master_services.stop_all()
         else:
             await self.delivery.offsets.file.persist()
         await self.store.shutdown()  # a no-op when it never started

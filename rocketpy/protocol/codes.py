@@ -100,6 +100,11 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     LITE_PULL_MESSAGE = 361
     BROKER_HEARTBEAT = 904
+    # controller mode (RocketMQ 5's controller codes; served by brokers, the coordinator is etcd)
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
     #: rocketpy's extension: END_TRANSACTION for many half messages (``EndTransactionBatch``)
     END_TRANSACTION_BATCH = 10037
 

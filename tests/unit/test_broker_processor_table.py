@@ -35,6 +35,11 @@ ADDED_SINCE = {
     C.END_TRANSACTION,
     C.END_TRANSACTION_BATCH,  # EndTransactionProcessor
     C.CONSUMER_SEND_MSG_BACK,  # SendBackProcessor
+    # ControllerProcessor (controller mode; other brokers answer that it is off)
+    C.GET_BROKER_EPOCH_CACHE,
+    C.CONTROLLER_GET_SYNC_STATE_DATA,
+    C.CONTROLLER_GET_METADATA_INFO,
+    C.CONTROLLER_ELECT_MASTER,
 }
 
 
@@ -59,7 +64,8 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
-    assert len(processors) == 10  # seven families, EndTransaction, SendBack, the replication tables
+    # seven families, EndTransaction, SendBack, the replication tables, the controller codes
+    assert len(processors) == 11
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__
