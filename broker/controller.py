@@ -282,7 +282,7 @@ class BrokerController:
         bc = self.broker_config
         collector = BrokerCollector(
             bc, self.store_config, server, self.stats, self.store,
-            self.topic_config, self.offsets, self.long_polling, self.replication,
+            self.topic_config, self.offsets, self.long_polling, self.replication, self.failover,
         )  # fmt: skip
         return MetricsServer.for_daemon(
             collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"

@@ -10,6 +10,7 @@ master, so a group never runs two of them against one logical log.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -24,6 +25,7 @@ class MasterOnlyServices:
     def __init__(self) -> None:
         self._services: list[tuple[str, Step, Step]] = []
         self.running = False
+        self._lock = asyncio.Lock()  # a start and a stop never interleave
 
     def register(self, name: str, start: Step, stop: Step) -> None:
         """Add a service (started after the ones registered before it, stopped before them)."""
@@ -37,18 +39,20 @@ class MasterOnlyServices:
 
     async def start_all(self) -> None:
         """Start every service (this broker is master now)."""
-        if self.running:
-            return
-        self.running = True
-        for name, start, _ in self._services:
-            await start()
-            log.info("master-only service started: %s", name)
+        async with self._lock:
+            if self.running:
+                return
+            self.running = True
+            for name, start, _ in self._services:
+                await start()
+                log.info("master-only service started: %s", name)
 
     async def stop_all(self) -> None:
         """Stop every service, last started first (this broker is no longer master)."""
-        if not self.running:
-            return
-        self.running = False
-        for name, _, stop in reversed(self._services):
-            await stop()
-            log.info("master-only service stopped: %s", name)
+        async with self._lock:
+            if not self.running:
+                return
+            self.running = False
+            for name, _, stop in reversed(self._services):
+                await stop()
+                log.info("master-only service stopped: %s", name)

@@ -105,7 +105,7 @@ class Lease:
                     self.lease_id,
                     self.renewals_failed,
                     self.remaining_s(),
-                    e,
+                    f"{type(e).__name__}: {e}" if str(e) else type(e).__name__,
                 )
             return False
         if ttl <= 0:

@@ -82,6 +82,8 @@ ISR_CHECK_S = 0.2
 CALL_TIMEOUT_S = 3.0
 SWITCH_TIMEOUT_S = 10.0
 JOIN_RETRY_S = 1.0
+#: etcd's gRPC code for a lease it does not know (NOT_FOUND).
+LEASE_NOT_FOUND = 5
 ALIVE_UPDATE_S = 1.0
 
 
@@ -146,6 +148,7 @@ class ReplicasManager:
         self._master_rev = self._epoch_rev = self._sss_rev = self._sss_version = 0
         self._candidate_since: float | None = None
         self._wake = asyncio.Event()
+        self._role_lock = asyncio.Lock()  # one role change at a time (routine, switchover, shutdown)
         self._isr_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._isr_task: asyncio.Task[None] | None = None
@@ -184,13 +187,13 @@ class ReplicasManager:
         ]
 
     async def shutdown(self) -> None:
-        """Stop acknowledging, stop the routines, and end the lease so another replica takes over now."""
-        await self._demote("the broker is shutting down")
-        for task in [*self._tasks, *([self._isr_task] if self._isr_task else [])]:
+        """Stop the routines, stop acknowledging, and end the lease so another replica takes over now."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(
-            *self._tasks, *([self._isr_task] if self._isr_task else []), return_exceptions=True
-        )
+        await asyncio.gather(*tasks, return_exceptions=True)  # no role change runs from here on
+        async with self._role_lock:
+            await self._demote("the broker is shutting down")
         await self.replication.stop_following()
         await self.lease.revoke()
         await self.etcd.close()
@@ -252,8 +255,14 @@ class ReplicasManager:
     async def _role_routine(self) -> None:
         while True:
             try:
-                await self._tick()
-            except (EtcdUnavailable, EtcdError) as e:
+                async with self._role_lock:
+                    await self._tick()
+            except EtcdError as e:
+                if e.code == LEASE_NOT_FOUND:  # the lease ended before the keeper noticed
+                    self.lease.lost.set()
+                    continue
+                self._warn_etcd(e)
+            except EtcdUnavailable as e:
                 self._warn_etcd(e)
             except IdentityError as e:
                 log.error("controller mode: %s", e)
@@ -548,10 +557,10 @@ class ReplicasManager:
         )
         if self.isr is not None:
             self.isr.end_waits()
-        if self._isr_task is not None:
-            self._isr_task.cancel()
-            await asyncio.gather(self._isr_task, return_exceptions=True)
-            self._isr_task = None
+        isr_task, self._isr_task = self._isr_task, None
+        if isr_task is not None and isr_task is not asyncio.current_task():  # else it ends by itself
+            isr_task.cancel()
+            await asyncio.gather(isr_task, return_exceptions=True)
         self.replication.stop_serving()
         await self.services.stop_all()
         await self._register_as(self.broker_id)
@@ -577,7 +586,8 @@ class ReplicasManager:
             except TimeoutError:
                 pass
             try:
-                await self._maintain_isr()
+                async with self._role_lock:
+                    await self._maintain_isr()
             except (EtcdUnavailable, EtcdError) as e:
                 self._warn_etcd(e)
 
@@ -634,6 +644,13 @@ class ReplicasManager:
                 f"the broker[{name}] is handing over to brokerId {self.switching_to}; retry",
             )
         if not self.lease.valid():
+            self._once(
+                f"fenced-{self.epoch}-{self.lease.lease_id}",
+                logging.ERROR,
+                f"controller: fenced: the lease of epoch {self.epoch} may end in etcd within "
+                f"{self.lease.margin_s:.1f}s and was not renewed; no write is accepted or "
+                f"acknowledged (last acknowledgement at {self.last_ack_ms} ms)",
+            )
             return ResponseCode.SYSTEM_BUSY, (
                 f"the broker[{name}] cannot reach etcd and stopped accepting writes "
                 f"(epoch {self.epoch} fenced); retry on another broker"
@@ -764,11 +781,14 @@ class ReplicasManager:
                 f"brokerId {target} is not a live member of the SyncStateSet {sorted(isr.members)}; "
                 "wait until it is in sync"
             )
-        self.switching_to = target
-        try:
-            return await self._hand_over(target, alive.lease, alive.addr, alive.haAddr)
-        finally:
-            self.switching_to = None
+        async with self._role_lock:
+            if self.role is not Role.MASTER:
+                raise ValueError("this broker stopped being master meanwhile")
+            self.switching_to = target
+            try:
+                return await self._hand_over(target, alive.lease, alive.addr, alive.haAddr)
+            finally:
+                self.switching_to = None
 
     async def _hand_over(self, target: int, lease: int, addr: str, ha_addr: str) -> str:
         isr = self.isr
