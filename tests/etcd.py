@@ -69,20 +69,25 @@ class EtcdCluster:
 
     @classmethod
     def start(
-        cls, root: Path, size: int = 1, hosts: list[str] | None = None, netns: list[str | None] | None = None
+        cls,
+        root: Path,
+        size: int = 1,
+        hosts: list[str] | None = None,
+        netns: list[str | None] | None = None,
+        ports: list[tuple[int, int]] | None = None,
     ) -> EtcdCluster:
-        """Start ``size`` members under ``root`` and wait until the cluster answers."""
+        """Start ``size`` members under ``root`` and wait until the cluster answers.
+
+        ``ports``: each member's (client, peer) port (default: free ones).
+        """
         hosts = hosts or ["127.0.0.1"] * size
         spaces = netns or [None] * size
         cluster = cls()
         for i in range(size):
             host = hosts[i]
             port_host = "127.0.0.1" if spaces[i] else host
-            cluster.members.append(
-                Member(
-                    f"e{i}", host, free_port(port_host), free_port(port_host), root / f"etcd-{i}", spaces[i]
-                )
-            )
+            client, peer = ports[i] if ports else (free_port(port_host), free_port(port_host))
+            cluster.members.append(Member(f"e{i}", host, client, peer, root / f"etcd-{i}", spaces[i]))
         initial = ",".join(f"{m.name}=http://{m.host}:{m.peer_port}" for m in cluster.members)
         for m in cluster.members:
             cluster._spawn(m, initial, "new")
@@ -143,11 +148,13 @@ class EtcdCluster:
             p.kill()
             p.wait(10)
 
-    def restart(self, i: int = 0) -> None:
-        """Start member ``i`` again on its data (after ``kill``)."""
+    def restart(self, i: int = 0, wait: bool = False) -> None:
+        """Start member ``i`` again on its data (after ``kill``); ``wait`` for it to answer."""
         m = self.members[i]
         initial = ",".join(f"{x.name}=http://{x.host}:{x.peer_port}" for x in self.members)
         self._spawn(m, initial, "existing")
+        if wait:
+            self.wait_healthy()
 
     def stop(self) -> None:
         """End every member by pid."""

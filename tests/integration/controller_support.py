@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 import time
@@ -67,7 +68,9 @@ async def wait_master(admin: Admin, candidates: list[Daemon], limit_s: float = 3
     async def find() -> Daemon | None:
         for d in candidates:
             if (await role_of(admin, d)).get("controllerRole") == "MASTER":
-                return d
+                info = await admin.cluster_info()  # and the NameServer routes to it as brokerId 0
+                if any(bd.broker_addrs.get(0) == d.addr for bd in info.broker_addr_table.values()):
+                    return d
         return None
 
     found = await wait_until_async(find, limit_s, message="a master among the candidates")
@@ -144,3 +147,67 @@ def check_no_overlap(ts: list[Tenure], killed_at_ms: dict[str, int] | None = Non
 def broker_log(daemon: Daemon) -> Path:
     """The broker's log file."""
     return daemon.workdir / "logs" / "broker.log"
+
+
+class Load:
+    """Senders with unique ids; every acknowledgement (SEND_OK) is kept with when and where it landed."""
+
+    def __init__(self, producer: Any, topic: str, senders: int = 4, pause_s: float = 0.0) -> None:
+        self.producer, self.topic, self.senders, self.pause_s = producer, topic, senders, pause_s
+        self.acked: dict[bytes, Any] = {}
+        self.ack_times: list[tuple[float, str]] = []  # (monotonic time, broker address)
+        self.failures = 0
+        self.seq = 0
+        self.running = True
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def _sender(self) -> None:
+        from rocketpy import Message, SendStatus
+
+        while self.running:
+            self.seq += 1
+            body = b"id-%09d" % self.seq
+            try:
+                r = await self.producer.send(Message(self.topic, body, keys=[body.decode()]))
+            except Exception:  # not acknowledged, so not owed
+                self.failures += 1
+                await asyncio.sleep(0.02)
+                continue
+            if r.status is SendStatus.SEND_OK:
+                self.acked[body] = r
+                self.ack_times.append((time.monotonic(), r.offset_msg_id))
+            if self.pause_s:
+                await asyncio.sleep(self.pause_s)
+
+    def start(self) -> None:
+        self._tasks = [asyncio.ensure_future(self._sender()) for _ in range(self.senders)]
+
+    async def stop(self) -> None:
+        self.running = False
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def acked_since(self, t: float) -> int:
+        return sum(1 for at, _ in self.ack_times if at >= t)
+
+    async def first_ack_after(self, t: float, limit_s: float = 30.0) -> float:
+        """Seconds from ``t`` to the first acknowledgement after it."""
+        await wait_until_async(lambda: self.acked_since(t) > 0, limit_s, message="an acknowledgement")
+        return min(at for at, _ in self.ack_times if at >= t) - t
+
+
+def check_all_acked_in_log(load: Load, log: bytes) -> None:
+    """Every acknowledged id is in ``log`` at the offset its acknowledgement named, byte for byte."""
+    from rocketpy.msgid import decode_offset_msg_id
+    from rocketpy.record import decode_record
+
+    missing = []
+    for body, r in load.acked.items():
+        _, _, off = decode_offset_msg_id(r.offset_msg_id)
+        try:
+            stored = decode_record(log, off)
+        except Exception:
+            missing.append((body, off))
+            continue
+        if stored.body != body:
+            missing.append((body, off))
+    assert not missing, f"{len(missing)} acknowledged messages missing, e.g. {missing[:3]}"
