@@ -422,6 +422,7 @@ class ReplicasManager:
         end = self.store.confirm_offset
         if self.store.max_physical_offset > end:
             await self.store.truncate(end)
+        self.store.reset_replica()  # puts write this log from here on
         self.epochs.cut(end)
         return end
 
@@ -458,6 +459,7 @@ class ReplicasManager:
             await self.store.truncate(point)
         self.epochs.adopt(theirs)
         await asyncio.to_thread(self.epochs.save)
+        self.store.reset_replica()  # replication continues from this log's end
         self.replication.follow(self.broker_id, m.addr, m.haAddr)
         self.following, self.role = (m.epoch, m.brokerId), Role.FOLLOWER
         log.info(
@@ -544,7 +546,7 @@ class ReplicasManager:
         if self.role is Role.MASTER:
             await self._step_down(reason)
 
-    async def _step_down(self, reason: str) -> None:
+    async def _step_down(self, reason: str, register: bool = True) -> None:
         self.role = Role.NONE  # acknowledgements stop here, before anything else
         log.warning(
             "EPOCH-END name=%s id=%d epoch=%d at_ms=%d last_ack_ms=%d reason=%s",
@@ -563,7 +565,8 @@ class ReplicasManager:
             await asyncio.gather(isr_task, return_exceptions=True)
         self.replication.stop_serving()
         await self.services.stop_all()
-        await self._register_as(self.broker_id)
+        if register:  # else it registers with its own id once it follows the new master
+            await self._register_as(self.broker_id)
 
     def _on_ha_event(self, broker_id: int, acked: int | None) -> None:
         isr = self.isr
@@ -823,6 +826,8 @@ class ReplicasManager:
         if not result.succeeded:
             self.role = Role.MASTER
             raise ValueError("the epoch changed meanwhile; no switchover")
-        await self._step_down(f"switched over to brokerId {target} (epoch {epoch})")
+        # the new master takes brokerId 0 in routes; registering as a replica now would leave the
+        # group without a master in routes until it does
+        await self._step_down(f"switched over to brokerId {target} (epoch {epoch})", register=False)
         self._wake.set()
         return f"brokerId {target} is the master of epoch {epoch} from offset {start}"

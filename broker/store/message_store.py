@@ -376,6 +376,11 @@ class MessageStore:
             flush.flush_consume_queues(thorough=True)
         self.checkpoint.write_physic(self.stats.last_store_ts, end, end)
 
+    def reset_replica(self) -> None:
+        """Forget the replica appender's progress: this log is written by puts now (a new master),
+        or replication starts afresh from its end (a new master to follow)."""
+        self._replica = None
+
     @property
     def confirm_offset(self) -> int:
         """Commitlog offset up to which replicated records are complete and dispatched."""
