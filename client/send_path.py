@@ -40,7 +40,7 @@ from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.message_check import PreparedMessage, batch_ext, item_bytes
 from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
-from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
+from rocketpy.client.route import NoWritableQueueError, TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import UserChoice, select_queue
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import MessageQueue
@@ -292,7 +292,14 @@ class SendPath:
             if mq is None:
                 tp = inst.publish_info(job.topic)  # the cached route, without a coroutine when known
                 if tp is None or not tp.message_queues:
-                    tp = await self.publish_info(job.topic)
+                    try:
+                        tp = await self.publish_info(job.topic)
+                    except NoWritableQueueError as e:  # a master is being elected: wait, ask again
+                        job.last_error = e
+                        if job.deadline - loop.time() <= RETRY_BACKOFF_S:
+                            raise
+                        await asyncio.sleep(RETRY_BACKOFF_S)
+                        continue
                 mq = self.choose(tp, job)
                 if job.tried and mq.broker_name == job.last_broker:  # nowhere else: give it a moment
                     await asyncio.sleep(min(RETRY_BACKOFF_S * job.tried, (job.deadline - loop.time()) / 4))
