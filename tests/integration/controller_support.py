@@ -186,13 +186,27 @@ class Load:
         self.running = False
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def acked_since(self, t: float) -> int:
-        return sum(1 for at, _ in self.ack_times if at >= t)
+    def acked_since(self, t: float, not_addr: str = "") -> int:
+        """Acknowledgements after ``t`` (by a broker other than ``not_addr``, when given)."""
+        return sum(
+            1 for at, mid in self.ack_times if at >= t and (not not_addr or store_addr(mid) != not_addr)
+        )
 
-    async def first_ack_after(self, t: float, limit_s: float = 30.0) -> float:
-        """Seconds from ``t`` to the first acknowledgement after it."""
-        await wait_until_async(lambda: self.acked_since(t) > 0, limit_s, message="an acknowledgement")
-        return min(at for at, _ in self.ack_times if at >= t) - t
+    async def first_ack_after(self, t: float, limit_s: float = 30.0, not_addr: str = "") -> float:
+        """Seconds from ``t`` to the first acknowledgement after it (by another broker than
+        ``not_addr``: the new master, not an answer of the old one still on its way)."""
+        await wait_until_async(
+            lambda: self.acked_since(t, not_addr) > 0, limit_s, message="an acknowledgement"
+        )
+        return min(at for at, mid in self.ack_times if at >= t and store_addr(mid) != not_addr) - t
+
+
+def store_addr(offset_msg_id: str) -> str:
+    """``ip:port`` of the broker that stored a message (from its offset msg id)."""
+    from rocketpy.msgid import decode_offset_msg_id
+
+    ip, port, _ = decode_offset_msg_id(offset_msg_id)
+    return f"{ip}:{port}"
 
 
 def check_all_acked_in_log(load: Load, log: bytes) -> None:
