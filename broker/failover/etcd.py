@@ -326,9 +326,10 @@ class EtcdClient:
             self._current = (self._current + 1) % len(self.endpoints)
             raise EtcdUnavailable(f"watch on {ep}: {type(e).__name__}: {e}") from e
         try:
-            resp.content._high_water = MAX_WATCH_LINE_BYTES  # type: ignore[attr-defined]
             while True:
-                line = await resp.content.readline()
+                line = await resp.content.readuntil(b"\n")  # aiohttp bounds a line by its buffer size
+                if len(line) > MAX_WATCH_LINE_BYTES:
+                    raise EtcdUnavailable(f"a watch notice of {len(line)} bytes from {ep}")
                 if not line:
                     raise EtcdUnavailable(f"the watch stream of {ep} ended")
                 doc = json.loads(line)
