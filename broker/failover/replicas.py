@@ -28,6 +28,7 @@ epoch (wall-clock ms), so a test can check that no two masters acknowledged at o
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -76,7 +77,7 @@ from rocketpy.remoting.command import RemotingCommand
 
 log = logging.getLogger("rocketpy.broker.failover")
 
-POLL_S = 0.5
+POLL_S = 1.0
 STAGGER_S = 0.3
 ISR_CHECK_S = 0.2
 CALL_TIMEOUT_S = 3.0
@@ -84,7 +85,9 @@ SWITCH_TIMEOUT_S = 10.0
 JOIN_RETRY_S = 1.0
 #: etcd's gRPC code for a lease it does not know (NOT_FOUND).
 LEASE_NOT_FOUND = 5
-ALIVE_UPDATE_S = 1.0
+#: ``alive/{id}`` carries the log end for election ranks: refreshed at most this often (an etcd
+#: write each: every replica of every group writes its own).
+ALIVE_UPDATE_S = 5.0
 
 
 class Role(StrEnum):
@@ -93,6 +96,14 @@ class Role(StrEnum):
     NONE = "NONE"  # no role yet: joining, etcd unreachable, or no master to follow
     FOLLOWER = "FOLLOWER"
     MASTER = "MASTER"
+
+
+def _event_key(event: dict[str, Any]) -> str:
+    """A watch event's key (the gateway sends it in base64)."""
+    try:
+        return base64.b64decode(str((event.get("kv") or {}).get("key", ""))).decode(errors="replace")
+    except ValueError:
+        return ""
 
 
 def wall_ms() -> int:
@@ -304,8 +315,9 @@ class ReplicasManager:
         """Wake the role routine at each change of the group's keys (polling covers a dead watch)."""
         while True:
             try:
-                async for _ in self.etcd.watch(self.keys.root):
-                    self._wake.set()
+                async for events in self.etcd.watch(self.keys.root):
+                    if any(not _event_key(e).startswith(self.keys.alive_prefix) for e in events):
+                        self._wake.set()  # liveness refreshes alone change no role
             except (EtcdUnavailable, ValueError, OSError) as e:
                 log.debug("controller watch ended: %s", e)
             await asyncio.sleep(JOIN_RETRY_S)
@@ -773,12 +785,13 @@ class ReplicasManager:
         Raises:
             ValueError: the switchover cannot happen (the message says why).
         """
-        isr, state = self.isr, self.last_state
+        isr = self.isr
         if self.role is not Role.MASTER or isr is None:
             raise ValueError(f"brokerId {self.broker_id} is not the master; send electMaster to the master")
         if target == self.broker_id:
             return f"brokerId {target} is already the master of epoch {self.epoch}"
-        alive = state.alive.get(target) if state else None
+        kvs, revision = await self.etcd.range(self.keys.root, prefix=True)  # its lease now, not a tick ago
+        alive = parse_group(self.keys, kvs, revision).alive.get(target)
         if target not in isr.members or alive is None:
             raise ValueError(
                 f"brokerId {target} is not a live member of the SyncStateSet {sorted(isr.members)}; "

@@ -60,6 +60,7 @@ class InSyncReplicas:
         self.clock = clock
         self.members: set[int] = {me}
         self.joining: dict[int, float] = {}  # id -> when it began to join
+        self._others: tuple[int, ...] | None = None  # members and joiners but me (None: recompute)
         self.acked: dict[int, int] = {}
         self.connected: set[int] = set()
         self.caught_up_at: dict[int, float] = {}
@@ -72,6 +73,7 @@ class InSyncReplicas:
         """A new epoch: ``members`` as elected, everything up to ``confirm_offset`` settled."""
         self.members = set(members) | {self.me}
         self.joining.clear()
+        self._others = None
         self.confirm_offset = confirm_offset
         self.release(confirm_offset)
 
@@ -95,7 +97,11 @@ class InSyncReplicas:
         """The offset every member and joiner holds (``master_max`` when nobody else counts)."""
         if not self.all_ack:
             return master_max
-        others = (self.members | set(self.joining)) - {self.me}
+        others = self._others
+        if others is None:  # recomputed after each change of members or joiners
+            others = self._others = tuple(sorted((self.members | set(self.joining)) - {self.me}))
+        if len(others) == 1:
+            return self.acked.get(others[0], 0)
         return min((self.acked.get(m, 0) for m in others), default=master_max)
 
     def release(self, master_max: int) -> None:
@@ -144,12 +150,15 @@ class InSyncReplicas:
             if since is None:
                 if master_max - acked <= JOIN_GAP_BYTES:
                     self.joining[r] = now  # acknowledgements wait for it from now on
+                    self._others = None
             elif acked >= self.confirm_offset:
                 want.add(r)
             elif now - since > self.max_not_caught_up_s:
                 del self.joining[r]
+                self._others = None
         for r in [r for r in self.joining if r not in self.connected]:
             del self.joining[r]
+            self._others = None
         self.release(master_max)
         return want
 
@@ -158,6 +167,7 @@ class InSyncReplicas:
         self.members = set(members) | {self.me}
         for m in self.members:
             self.joining.pop(m, None)
+        self._others = None
         self.release(master_max)
 
     def end_waits(self) -> None:
