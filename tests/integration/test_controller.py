@@ -33,6 +33,7 @@ from tests.integration.controller_support import (
     wait_sync_state_set,
 )
 from tests.integration.test_ha import store_of, wait_identical, written_log
+from tests.integration.test_metrics import scrape, value
 from tests.waiting import wait_until_async
 
 __all__ = ["etcd"]
@@ -212,13 +213,25 @@ async def test_etcd_down_at_boot_then_lost_fences_the_master_and_reads_go_on(
     ports = [(free_port(), free_port())]
     ns = daemons.namesrv()
     endpoint = f"127.0.0.1:{ports[0][0]}"
-    a = daemons.broker(ns.addr, brokerName="broker-a", etcdEndpoints=endpoint, **CONTROLLER_FAST)
+    metrics_port = free_port()
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    a = daemons.broker(ns.addr, brokerName="broker-a", etcdEndpoints=endpoint, metricsPort=metrics_port,
+                       **CONTROLLER_FAST)  # fmt: skip
     assert "does not answer" in a.stderr_text() and "takes no role" in a.stderr_text()
     async with Admin(ns.addr) as admin, Producer("ctl_etcd", ns.addr, send_timeout=2.0) as producer:
         assert (await role_of(admin, a)).get("controllerRole") == "NONE"
+        samples = await scrape(metrics)
+        assert value(samples, "rocketpy_controller_etcd_reachable") == 0
+        assert value(samples, "rocketpy_controller_is_master") == 0
         etcd = EtcdCluster.start(tmp_path / "etcd", 1, ports=ports)
         try:
             assert await wait_master(admin, [a]) is a
+            samples = await scrape(metrics)
+            assert value(samples, "rocketpy_controller_is_master") == 1
+            assert value(samples, "rocketpy_controller_elections_total") == 1
+            assert value(samples, "rocketpy_controller_master_epoch") == 1
+            assert value(samples, "rocketpy_controller_sync_state_set_size") == 1
+            assert value(samples, "rocketpy_controller_lease_remaining_seconds") > 0
             await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=1, write_queue_nums=1)
             acked = await send_acked(producer, 20, "up")
             etcd.kill()
