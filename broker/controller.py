@@ -361,6 +361,7 @@ class BrokerController:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
             # controller mode (answered "controller mode is off" otherwise)
             RequestCode.GET_BROKER_EPOCH_CACHE: controller.get_broker_epoch_cache,
+            RequestCode.NOTIFY_BROKER_ROLE_CHANGED: controller.notify_role_changed,
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: controller.get_sync_state_data,
             RequestCode.CONTROLLER_GET_METADATA_INFO: controller.get_metadata,
             RequestCode.CONTROLLER_ELECT_MASTER: controller.elect_master,
@@ -402,6 +403,8 @@ class BrokerController:
             except TimeoutError:
                 pass
             self._register_wanted.clear()
+            if self.failover is not None:  # brokerId 0 only while it may acknowledge as master
+                self.registrar.identity.broker_id = self.failover.route_broker_id()
             await self.registrar.register_all()
 
     async def _persist_routine(self) -> None:

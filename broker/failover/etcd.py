@@ -24,7 +24,7 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,7 +305,7 @@ class EtcdClient:
         return list((await self.call("cluster/member/list", {})).get("members") or [])
 
     # -- watch ----------------------------------------------------------------------------------
-    async def watch(self, prefix: str, start_revision: int = 0) -> AsyncIterator[list[dict[str, Any]]]:
+    async def watch(self, prefix: str, start_revision: int = 0) -> AsyncGenerator[list[dict[str, Any]], None]:
         """Change notices for every key under ``prefix`` (one list of events per notice).
 
         The caller reads under its own deadline (a quiet key sends nothing) and closes the iterator.

@@ -68,6 +68,13 @@ class ControllerProcessor:
             return self._off(request)  # type: ignore[return-value]
         return await self._answer(request, manager.controller_metadata)
 
+    def notify_role_changed(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """NOTIFY_BROKER_ROLE_CHANGED: a master handed this group over; read etcd now."""
+        if self.manager is None:
+            return self._off(request)  # type: ignore[return-value]
+        self.manager.role_changed()
+        return RemotingCommand.response(request)
+
     async def elect_master(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """CONTROLLER_ELECT_MASTER: hand this broker's group to another replica (graceful switchover)."""
         manager = self.manager

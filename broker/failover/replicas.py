@@ -32,6 +32,7 @@ import base64
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from enum import StrEnum
 from typing import Any
 
@@ -82,7 +83,9 @@ STAGGER_S = 0.3
 ISR_CHECK_S = 0.2
 CALL_TIMEOUT_S = 3.0
 SWITCH_TIMEOUT_S = 10.0
+NUDGE_TIMEOUT_S = 1.0
 JOIN_RETRY_S = 1.0
+WATCH_RENEW_S = 10.0
 #: etcd's gRPC code for a lease it does not know (NOT_FOUND).
 LEASE_NOT_FOUND = 5
 #: ``alive/{id}`` carries the log end for election ranks: refreshed at most this often (an etcd
@@ -312,12 +315,21 @@ class ReplicasManager:
         self._wake.set()
 
     async def _watch_routine(self) -> None:
-        """Wake the role routine at each change of the group's keys (polling covers a dead watch)."""
+        """Wake the role routine at each change of the group's role keys (polling covers a dead
+        watch). A stream lives at most ``WATCH_RENEW_S``: one that went silent with its connection
+        (a link that went down and up) is replaced; a new stream starts with a read."""
         while True:
             try:
-                async for events in self.etcd.watch(self.keys.root):
-                    if any(not _event_key(e).startswith(self.keys.alive_prefix) for e in events):
-                        self._wake.set()  # liveness refreshes alone change no role
+                async with (
+                    asyncio.timeout(WATCH_RENEW_S),
+                    aclosing(self.etcd.watch(self.keys.root)) as stream,
+                ):
+                    async for events in stream:
+                        if any(not _event_key(e).startswith(self.keys.alive_prefix) for e in events):
+                            self._wake.set()  # liveness refreshes alone change no role
+            except TimeoutError:
+                self._wake.set()  # anything the old stream missed is read now
+                continue
             except (EtcdUnavailable, ValueError, OSError) as e:
                 log.debug("controller watch ended: %s", e)
             await asyncio.sleep(JOIN_RETRY_S)
@@ -645,6 +657,12 @@ class ReplicasManager:
             self._sss_version = SyncStateSet.from_raw(current.value).version
         return False
 
+    def route_broker_id(self) -> int:
+        """The id to register with the NameServers now: 0 only while this broker is master with a
+        valid lease (a master that wakes up from a stop past its lease must not take the route back
+        from its successor before its role routine notices), else its own id."""
+        return 0 if self.role is Role.MASTER and self.lease.valid() else self.broker_id
+
     # -- the send path's gates --------------------------------------------------------------------
     def write_refusal(self) -> tuple[int, str] | None:
         """Why a send is refused before it is stored (None: it may be stored)."""
@@ -697,6 +715,19 @@ class ReplicasManager:
         timeout_s = self.store_config.sync_flush_timeout / 1000.0
         if not await isr.wait(end, self.store.max_physical_offset, timeout_s):
             result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+
+    async def _notify_role_changed(self, addr: str) -> None:
+        """Tell the new master to read etcd now (NOTIFY_BROKER_ROLE_CHANGED) instead of at its next
+        watch notice or poll; it is only a nudge, so a failure is logged and nothing more."""
+        request = RemotingCommand.request(RequestCode.NOTIFY_BROKER_ROLE_CHANGED)
+        try:
+            await self.remoting.invoke(addr, request, NUDGE_TIMEOUT_S)
+        except (RemotingConnectError, RemotingTimeoutError) as e:
+            log.info("controller: could not nudge the new master at %s: %s", addr, e)
+
+    def role_changed(self) -> None:
+        """Another broker says the group's roles changed: read etcd now."""
+        self._wake.set()
 
     # -- operations -----------------------------------------------------------------------------
     def epoch_cache(self) -> dict[str, Any]:
@@ -842,5 +873,6 @@ class ReplicasManager:
         # the new master takes brokerId 0 in routes; registering as a replica now would leave the
         # group without a master in routes until it does
         await self._step_down(f"switched over to brokerId {target} (epoch {epoch})", register=False)
+        await self._notify_role_changed(addr)
         self._wake.set()
         return f"brokerId {target} is the master of epoch {epoch} from offset {start}"

@@ -105,6 +105,7 @@ class RequestCode(IntEnum):
     CONTROLLER_GET_METADATA_INFO = 1005
     CONTROLLER_GET_SYNC_STATE_DATA = 1006
     GET_BROKER_EPOCH_CACHE = 1007
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
     #: rocketpy's extension: END_TRANSACTION for many half messages (``EndTransactionBatch``)
     END_TRANSACTION_BATCH = 10037
 

@@ -205,6 +205,7 @@ _ALL: tuple[RequestSpec, ...] = (
     # controller mode (answered "controller mode is off" by other brokers)
     _spec(C.CONTROLLER_GET_SYNC_STATE_DATA, "broker", controller.BrokerNameRequestHeader, access=SIGNED),
     _spec(C.GET_BROKER_EPOCH_CACHE, "broker", access=SIGNED),
+    _spec(C.NOTIFY_BROKER_ROLE_CHANGED, "broker", access=SIGNED),
     _spec(C.CONTROLLER_GET_METADATA_INFO, "broker", access=SIGNED),
     _spec(C.CONTROLLER_ELECT_MASTER, "broker", controller.ElectMasterRequestHeader, access=ADMIN),
     # -- NameServer ------------------------------------------------------------------------------

@@ -157,6 +157,7 @@ class Load:
         self.acked: dict[bytes, Any] = {}
         self.ack_times: list[tuple[float, str]] = []  # (monotonic time, broker address)
         self.failures = 0
+        self.errors: list[str] = []  # the last few failures, for a test's message
         self.seq = 0
         self.running = True
         self._tasks: list[asyncio.Task[None]] = []
@@ -169,8 +170,9 @@ class Load:
             body = b"id-%09d" % self.seq
             try:
                 r = await self.producer.send(Message(self.topic, body, keys=[body.decode()]))
-            except Exception:  # not acknowledged, so not owed
+            except Exception as e:  # not acknowledged, so not owed
                 self.failures += 1
+                self.errors = [*self.errors[-9:], f"{time.monotonic():.2f} {e}"]
                 await asyncio.sleep(0.02)
                 continue
             if r.status is SendStatus.SEND_OK:

@@ -204,7 +204,9 @@ async def _switchover_round(
     await admin.elect_master("broker-a", target_id)
     await _round("electMaster", load, fault, times, master)
     assert await wait_master(admin, group.brokers) is target
-    assert load.failures == failures, "a graceful switchover failed sends"
+    assert load.failures == failures, (
+        f"a graceful switchover failed sends: {load.errors[failures - load.failures :]}"
+    )
     return target
 
 

@@ -37,6 +37,7 @@ ADDED_SINCE = {
     C.CONSUMER_SEND_MSG_BACK,  # SendBackProcessor
     # ControllerProcessor (controller mode; other brokers answer that it is off)
     C.GET_BROKER_EPOCH_CACHE,
+    C.NOTIFY_BROKER_ROLE_CHANGED,
     C.CONTROLLER_GET_SYNC_STATE_DATA,
     C.CONTROLLER_GET_METADATA_INFO,
     C.CONTROLLER_ELECT_MASTER,
