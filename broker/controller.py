@@ -19,14 +19,19 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.addresses import parse_namesrv_addrs
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
+from rocketpy.broker.failover.etcd import aiohttp_missing
+from rocketpy.broker.failover.processor import ControllerProcessor
+from rocketpy.broker.failover.replicas import ReplicasManager
+from rocketpy.broker.failover.role import ControllerReplication
 from rocketpy.broker.ha.role import SEND_CODES, Replication
+from rocketpy.broker.master_services import MasterOnlyServices
 from rocketpy.broker.metrics import BrokerCollector
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.pop.assignment import AssignmentService, MessageRequestModeTable, RouteCache
@@ -87,6 +92,26 @@ def _expand_store_paths(store_config: StoreConfig) -> StoreConfig:
     return store_config.model_copy(update=update)
 
 
+#: Writes other than sends (refused by a broker that is not master, in controller mode).
+WRITE_CODES = (
+    RequestCode.CONSUMER_SEND_MSG_BACK,
+    RequestCode.END_TRANSACTION,
+    RequestCode.END_TRANSACTION_BATCH,
+)
+
+
+def gated(handler: Handler, refusal: Callable[[], tuple[int, str] | None]) -> Handler:
+    """``handler`` behind ``refusal`` (answered with its code and remark when it returns one)."""
+
+    def handle(channel: Channel, request: RemotingCommand) -> Any:
+        refused = refusal()
+        if refused is not None:
+            return RemotingCommand.response(request, refused[0], refused[1])
+        return handler(channel, request)
+
+    return handle
+
+
 def _loop_info() -> dict[str, str]:
     """The event loop's task count, for GET_BROKER_RUNTIME_INFO (a leak shows as steady growth)."""
     return {"asyncioTaskCount": str(len(asyncio.all_tasks()))}
@@ -130,12 +155,19 @@ class BrokerController:
         self.long_polling = self.pull_processor.holds
         # puts waiting for the disk; new sends get SYSTEM_BUSY when they wait too long (send_queue.py)
         self.send_queue = SendQueue(bc, store_config, self.store.flush_started)
-        self._delivery_started = False
         # delay levels and timer messages: re-puts to the real topic when due
         self.delivery = DeliveryTimeService(self.store, store_config, config_dir)
         # half messages, END_TRANSACTION and the check service
         self.transactions = TransactionService(
             bc, self.store, self.delivery, self.topic_config, self.consumer_manager, config_dir
+        )
+        # what runs only on the group's master (POP registers below, once its service exists)
+        self.master_services = MasterOnlyServices()
+        self.master_services.register(
+            "delivery (delay levels, timer)", self.delivery.start, self.delivery.shutdown
+        )
+        self.master_services.register(
+            "transaction checks", self.transactions.start, self.transactions.shutdown
         )
         # signed with the broker's own account when the NameServers (or a slave's master) check ACL
         signer = (
@@ -149,17 +181,26 @@ class BrokerController:
             bc, store_config, self.store, self.topic_config, self.subscription_groups, self.offsets,
             self.stats, config_dir,
         )  # fmt: skip
-        self._pop_started = False
+        self.master_services.register(
+            "POP (in-flight bookkeeping replay, revive)", self.pop.start, self.pop.shutdown
+        )
         # QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE (server-side load balancing)
         self.request_modes = MessageRequestModeTable(os.path.join(config_dir, "messageRequestMode.json"))
         routes = RouteCache(self.client, self.namesrv_addrs)
         self.assignment = AssignmentService(bc, self.consumer_manager, self.request_modes, routes)
         self.acl: AclGuard | None = None
-        # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/)
-        self.replication = Replication(
+        # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/);
+        # in controller mode etcd elects the master and the role changes at run time (broker/failover/)
+        replication_class = ControllerReplication if bc.enable_controller_mode else Replication
+        self.replication = replication_class(
             bc, store_config, self.store, self.client,
             self.topic_config, self.offsets, self.delivery.offsets, self.subscription_groups,
         )  # fmt: skip
+        self.failover: ReplicasManager | None = None
+        if isinstance(self.replication, ControllerReplication):
+            self.failover = ReplicasManager(
+                bc, store_config, self.store, self.replication, self.master_services, self.client
+            )
         self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
@@ -193,16 +234,18 @@ class BrokerController:
         # The loaded tables live as long as the broker; a full GC pass over 100,000 topics' objects
         # would stall the loop for most of a second each time, so they leave the GC's view.
         gc.freeze()
+        if self.failover is not None and aiohttp_missing():
+            raise RocketpyError(str(aiohttp_missing()))
         await self.store.start()
         self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
-        if self.replication.is_slave:  # a slave writes only what it replicates; it keeps the progress
+        if self.replication.is_slave or self.failover is not None:
+            # a slave writes only what it replicates; it keeps the progress (in controller mode the
+            # master-only services start when this broker becomes master)
             await asyncio.to_thread(self.delivery.offsets.load)
         else:
-            await self.delivery.start()
-            await self.transactions.start()  # a master checks undecided half messages
-            self._delivery_started = True
-            await self.pop.start()  # what was in flight is in flight again (revive log replay)
-            self._pop_started = True
+            await self.master_services.start_all()  # delivery, transaction checks
+        if self.failover is not None:
+            await self.failover.load()
         self.server = RemotingServer(
             bc.bind_address,
             bc.listen_port,
@@ -231,8 +274,9 @@ class BrokerController:
         if bc.metrics_port:
             self.metrics = self._metrics_server(self.server)
             await self.metrics.start()
+        broker_id = bc.broker_id if self.failover is None else self.failover.broker_id
         identity = BrokerIdentity(
-            bc.broker_cluster_name, bc.broker_name, bc.broker_id, self.broker_addr, ha_addr, grpc_addr
+            bc.broker_cluster_name, bc.broker_name, broker_id, self.broker_addr, ha_addr, grpc_addr
         )
         self.registrar = BrokerRegistrar(
             self.client,
@@ -246,17 +290,27 @@ class BrokerController:
         )
         self.topic_config.add_change_listener(self._register_wanted.set)
         await self.registrar.register_all()
+        if self.failover is not None:
+            await self.failover.start(self.broker_addr, ha_addr, self._registered_as)
         for routine in (self._registration_routine(), self._persist_routine(), self._client_scan_routine(),
                         self._stats_routine(), *self.replication.routines()):  # fmt: skip
             self._spawn(routine)
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
 
+    async def _registered_as(self, broker_id: int) -> None:
+        """Controller mode: this broker's id in routes changed (0 as master); tell the NameServers now."""
+        if self.registrar is None or self.registrar.identity.broker_id == broker_id:
+            return
+        self.registrar.identity.broker_id = broker_id
+        await self.registrar.register_all()
+
     def _metrics_server(self, server: RemotingServer) -> MetricsServer:
         bc = self.broker_config
         collector = BrokerCollector(
             bc, self.store_config, server, self.stats, self.store,
             self.topic_config, self.offsets, self.long_polling, self.replication, self.grpc, self.pop,
+            self.failover,
         )  # fmt: skip
         return MetricsServer.for_daemon(
             collector, bc.bind_address, bc.metrics_port, f"broker {bc.broker_name}"
@@ -286,7 +340,7 @@ class BrokerController:
             bc, self.store_config, {int(code): h for code, h in table.items()}, self.topic_config,
             self.store, self.subscription_groups, routes, clients,
             lambda: self.acl.validator if self.acl is not None else None,
-            lambda: self.delivery.timer if self._delivery_started else None,
+            lambda: self.delivery.timer if self.master_services.running else None,
         )  # fmt: skip
         streams = Streams(service, clients)
         return GrpcEndpoint(bc, service, streams, clients)
@@ -325,6 +379,13 @@ class BrokerController:
         stats.pop_view = self.pop.inflight
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
+        failover = self.failover
+        controller = ControllerProcessor(failover)
+        if failover is not None:
+            stats.runtime_extras.append(failover.runtime_info)
+            send.write_gate, send.ack_gate = failover.write_refusal, failover.ack_refusal
+            if failover.all_ack:
+                send.replica_wait = failover.wait_acks
         table: dict[RequestCode, Handler] = {
             # messages in and out
             RequestCode.SEND_MESSAGE: send.handle,
@@ -374,11 +435,20 @@ class BrokerController:
             RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
+            # controller mode (answered "controller mode is off" otherwise)
+            RequestCode.GET_BROKER_EPOCH_CACHE: controller.get_broker_epoch_cache,
+            RequestCode.NOTIFY_BROKER_ROLE_CHANGED: controller.notify_role_changed,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: controller.get_sync_state_data,
+            RequestCode.CONTROLLER_GET_METADATA_INFO: controller.get_metadata,
+            RequestCode.CONTROLLER_ELECT_MASTER: controller.elect_master,
         }
         self.replication.update_handlers(table)
         if self.replication.is_slave:  # POP writes its bookkeeping: masters only
             for code in POP_CODES:
                 table[code] = self._refuse_pop
+        if failover is not None:  # other writes than sends: only on the master
+            for code in WRITE_CODES:
+                table[code] = gated(table[code], failover.write_refusal)
         return table
 
     def _refuse_pop(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -421,6 +491,8 @@ class BrokerController:
             except TimeoutError:
                 pass
             self._register_wanted.clear()
+            if self.failover is not None:  # brokerId 0 only while it may acknowledge as master
+                self.registrar.identity.broker_id = self.failover.route_broker_id()
             await self.registrar.register_all()
 
     async def _persist_routine(self) -> None:
@@ -486,6 +558,8 @@ class BrokerController:
         self._stopping = True
         answered = self.long_polling.shutdown()
         log.info("shutdown: answered %d held pulls, %d waiting pops", answered, self.pop.waiters.shutdown())
+        if self.failover is not None:  # stop acknowledging and end the lease: a replica takes over now
+            await self.failover.shutdown()
         if self.registrar is not None:
             await self.registrar.unregister_all()
         for task in list(self._tasks):
@@ -502,11 +576,9 @@ class BrokerController:
         if self.server is not None:
             await self.server.shutdown(SERVER_SHUTDOWN_TIMEOUT_S)
         await self.replication.shutdown()
-        if self._pop_started:
-            await self.pop.shutdown()  # stops revives, persists popState.json
-        if self._delivery_started:
-            await self.transactions.shutdown()  # stops checks, persists transactionOffset.json
-            await self.delivery.shutdown()  # stops re-puts and persists delayOffset / timercheck
+        if self.master_services.running:
+            # stops transaction checks and re-puts; persists transactionOffset / delayOffset / timercheck
+            await self.master_services.stop_all()
         else:
             await self.delivery.offsets.file.persist()
         await self.store.shutdown()  # a no-op when it never started

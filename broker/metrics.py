@@ -3,9 +3,10 @@
 Names follow rocketmq-exporter's subjects under ``rocketpy_``: messages and bytes put per topic and
 got per (group, topic), send/pull/flush latency, held pulls, consume-queue max offsets, committed
 offsets and lag per (group, topic, queue), commitlog size, disk ratio, connections, requests by
-code and response code, and replication lag. Nothing here runs on the message path: the hot path
-only bumps counters the broker already keeps (``BrokerStats``, ``RequestStats``,
-``LatencyHistogram``); ``collect`` runs on the loop (the tables are loop-owned) and does no I/O.
+code and response code, replication lag, and controller mode's elections, epoch and SyncStateSet.
+Nothing here runs on the message path: the hot path only bumps counters the broker already keeps
+(``BrokerStats``, ``RequestStats``, ``LatencyHistogram``); ``collect`` runs on the loop (the tables
+are loop-owned) and does no I/O.
 Series per group and queue are bounded by the offset table's own bound (``MAX_OFFSET_KEYS``).
 POP consumption (``pop_families``): messages popped, acked, made invisible longer and revived per
 (group, topic), dead letters, messages in flight and the age of the oldest, waiting pops.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rocketpy.broker.failover.replicas import ReplicasManager
 from rocketpy.broker.ha.role import Replication
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
@@ -57,6 +59,7 @@ class BrokerCollector(Collector):
         replication: Replication,
         grpc: GrpcEndpoint | None = None,
         pop: PopService | None = None,
+        failover: ReplicasManager | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -69,6 +72,7 @@ class BrokerCollector(Collector):
         self.replication = replication
         self.grpc = grpc  # the gRPC endpoint (None when grpcServerPort is -1)
         self.pop = pop
+        self.failover = failover
 
     def collect(self) -> Iterator[Metric]:
         """Every family, read from the live tables."""
@@ -83,6 +87,8 @@ class BrokerCollector(Collector):
         yield from self._replication()
         if self.pop is not None:
             yield from pop_families(self.pop)
+        if self.failover is not None:
+            yield from self._controller(self.failover)
 
     def _clients(self) -> Iterator[Metric]:
         """Client connections by protocol (remoting TCP connections; gRPC client sessions by the
@@ -219,6 +225,21 @@ class BrokerCollector(Collector):
             )
             yield gauge("ha_master_lag_bytes", "Bytes the master has that this slave has not stored.",
                         max(0, status["masterOffset"] - status["slaveMaxOffset"]))  # fmt: skip
+
+    def _controller(self, f: ReplicasManager) -> Iterator[Metric]:
+        """Controller mode: elections won, epoch, SyncStateSet, lease (broker/failover/)."""
+        info = f.runtime_info()
+        members = [m for m in info["syncStateSet"].split(",") if m]
+        is_master, in_sync = info["controllerRole"] == "MASTER", info["inSyncStateSet"] == "true"
+        yield counter("controller_elections", "Times this broker became its group's master.", f.elections_won)
+        epoch_doc = "The master epoch this broker is in (its last one when not master)."
+        yield gauge("controller_master_epoch", epoch_doc, int(info["masterEpoch"]))
+        yield gauge("controller_is_master", "1 while this broker is its group's master.", int(is_master))
+        yield gauge("controller_sync_state_set_size", "Members of the group's SyncStateSet.", len(members))
+        yield gauge("controller_in_sync_state_set", "1 while in the SyncStateSet.", int(in_sync))
+        lease_doc = "Seconds before this broker's fence deadline (its lease surely holds until then)."
+        yield gauge("controller_lease_remaining_seconds", lease_doc, max(0.0, f.lease.remaining_s()))
+        yield gauge("controller_etcd_reachable", "1 while etcd answers this broker.", int(f.etcd_reachable))
 
 
 def pop_families(pop: PopService) -> Iterator[Metric]:

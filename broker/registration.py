@@ -105,7 +105,12 @@ class BrokerRegistrar:
         ).to_ext()  # fmt: skip
 
     async def register_all(self) -> list[str]:
-        """Register with every NameServer concurrently; returns the addresses that accepted."""
+        """Register with every NameServer concurrently; returns the addresses that accepted.
+
+        A broker id below 0 (controller mode before etcd assigned one) registers nowhere yet.
+        """
+        if self.identity.broker_id < 0:
+            return []
         async with self._lock:
             ext = self._ext()
             count, version = self._table_info()
@@ -170,6 +175,8 @@ class BrokerRegistrar:
 
     async def unregister_all(self) -> list[str]:
         """Unregister from every NameServer concurrently; returns the addresses that answered."""
+        if self.identity.broker_id < 0:
+            return []
         ext = self._ext()
         results = await asyncio.gather(
             *(self._call(addr, RequestCode.UNREGISTER_BROKER, ext, b"") for addr in self.namesrv_addrs)

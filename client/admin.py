@@ -110,6 +110,40 @@ class Admin:
         )
         return check(resp, addr)
 
+    async def call_map(
+        self, addr: str, code: int, ext: dict[str, Any] | None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """``code`` to the broker at ``addr``; its map body (an error answer raises ``MQBrokerError``)."""
+        request = RemotingCommand.request(code, ext, b"")
+        resp = check(await self.instance.remoting.invoke(addr, request, timeout_s or self.timeout), addr)
+        return dict(unpack_body(resp) or {})
+
+    # ---- controller mode (client/admin_controller.py) ---------------------------------------------
+
+    async def get_sync_state_set(self, broker_name: str) -> dict[str, Any]:
+        """A group's master, epoch and SyncStateSet (``mqadmin getSyncStateSet -b``)."""
+        from rocketpy.client import admin_controller
+
+        return await admin_controller.get_sync_state_set(self, broker_name)
+
+    async def get_broker_epoch(self, broker_name: str) -> list[dict[str, Any]]:
+        """Each broker's epoch entries of a group (``mqadmin getBrokerEpoch -b``)."""
+        from rocketpy.client import admin_controller
+
+        return await admin_controller.get_broker_epoch(self, broker_name)
+
+    async def get_controller_metadata(self) -> dict[str, Any]:
+        """The coordinator (etcd) behind controller mode (``mqadmin getControllerMetaData``)."""
+        from rocketpy.client import admin_controller
+
+        return await admin_controller.get_controller_metadata(self)
+
+    async def elect_master(self, broker_name: str, broker_id: int) -> dict[str, Any]:
+        """Graceful switchover of a group to ``broker_id`` (``mqadmin electMaster -b -i``)."""
+        from rocketpy.client import admin_controller
+
+        return await admin_controller.elect_master(self, broker_name, broker_id)
+
     # ---- cluster and routes ------------------------------------------------------------------------
 
     async def cluster_info(self) -> ClusterInfo:

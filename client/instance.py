@@ -31,7 +31,7 @@ from rocketpy.client.pull_node import PullNodeTable
 from rocketpy.client.results import PullResult
 from rocketpy.client.route import TopicPublishInfo, broker_addrs, subscribe_queues
 from rocketpy.client.transaction_check import dispatch_check
-from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError
+from rocketpy.errors import MQBrokerError, MQClientError, RemotingConnectError, RocketpyError
 from rocketpy.message import MessageQueue
 from rocketpy.msgid import local_ipv4
 from rocketpy.protocol.codes import RequestCode
@@ -47,6 +47,9 @@ _CLIENT_SEQ = itertools.count(1)
 _LOCAL_IP: str | None = None
 #: Bound on concurrently tracked background jobs (notifications, unregisters) per instance.
 MAX_BACKGROUND_TASKS = 1024
+#: A failed send or pull refreshes its topic's route at most this often (and one at a time).
+ROUTE_REFRESH_MIN_INTERVAL_S = 0.1
+MAX_REFRESHING_TOPICS = 256
 
 
 def new_client_id(instance_name: str = "DEFAULT") -> str:
@@ -161,6 +164,10 @@ class MQClientInstance:
         self._routines: list[asyncio.Task[None]] = []
         self._jobs: set[asyncio.Task[Any]] = set()
         self._route_locks: dict[str, asyncio.Lock] = {}
+        # refreshes asked for by failed sends and pulls: one in flight per topic, started at most
+        # every ROUTE_REFRESH_MIN_INTERVAL_S (a burst of failures asks the NameServer once)
+        self._refreshing: dict[str, asyncio.Task[Any]] = {}
+        self._refreshed_at: dict[str, float] = {}
         self._closed = False
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -297,6 +304,38 @@ class MQClientInstance:
             self._set_route(topic, route)
             return route
 
+    def refresh_route_soon(self, topic: str) -> asyncio.Task[Any] | None:
+        """Refresh ``topic``'s route now, after a send or pull failed: its broker may have changed
+        roles (controller mode moves the master) or gone. Returns the refresh to await, if any.
+
+        One refresh per topic is in flight at a time, and one starts at most every
+        ``ROUTE_REFRESH_MIN_INTERVAL_S`` (a later failure waits for the remainder); at most
+        ``MAX_BACKGROUND_TASKS`` client jobs run at once.
+        """
+        running = self._refreshing.get(topic)
+        if running is not None and not running.done():
+            return running
+        if self._closed or len(self._refreshing) >= MAX_REFRESHING_TOPICS:
+            return None
+        loop = asyncio.get_running_loop()
+        wait_s = self._refreshed_at.get(topic, -1e9) + ROUTE_REFRESH_MIN_INTERVAL_S - loop.time()
+        try:
+            task = self._spawn(self._refresh_after(topic, max(0.0, wait_s)))
+        except MQClientError:
+            return None
+        self._refreshing[topic] = task
+        task.add_done_callback(lambda t: self._refreshing.pop(topic, None))
+        return task
+
+    async def _refresh_after(self, topic: str, wait_s: float) -> None:
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        self._refreshed_at[topic] = asyncio.get_running_loop().time()
+        try:
+            await self.update_topic_route(topic)
+        except (MQClientError, MQBrokerError) as e:
+            log.info("route refresh of %s after a failure did not succeed: %s", topic, e)
+
     def _set_route(self, topic: str, route: TopicRouteData) -> None:
         old = self._routes.get(topic)
         self._routes[topic] = route
@@ -404,12 +443,16 @@ class MQClientInstance:
         members = self._broker_addrs.get(mq.broker_name) or {}
         addr = self._pull_nodes.choose(mq, members) or await self.queue_broker_addr(mq)
         try:
-            result = await self.api.pull_message(addr, ext, timeout_s)
-        except RemotingConnectError:
-            other = self._pull_nodes.fallback(members, addr)
-            if other is None:
-                raise
-            result = await self.api.pull_message(other, ext, timeout_s)
+            try:
+                result = await self.api.pull_message(addr, ext, timeout_s)
+            except RemotingConnectError:
+                other = self._pull_nodes.fallback(members, addr)
+                if other is None:
+                    raise
+                result = await self.api.pull_message(other, ext, timeout_s)
+        except RocketpyError:
+            self.refresh_route_soon(mq.topic)  # the broker may have moved (a new master) or gone
+            raise
         self._pull_nodes.suggest(mq, result.suggest_which_broker_id)
         return result
 

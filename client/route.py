@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from rocketpy.client.instance import MQClientInstance
 
 
+class NoWritableQueueError(MQClientError):
+    """The topic exists but none of its queues can be written now: no broker of it has a master in
+    the route (one is being elected or registering), or write permission is wiped."""
+
+
 class TopicPublishInfo:
     """The writable queues of one topic and its round-robin position.
 
@@ -104,8 +109,9 @@ async def resolve_publish_info(
     """The publish info of ``topic``: cached, fetched, or auto-created through TBW102's route.
 
     Raises:
-        MQClientError: the topic has no writable queue, or does not exist and cannot be auto-created
-            (the message says how to create it).
+        NoWritableQueueError: the topic has no writable queue now.
+        MQClientError: the topic does not exist and cannot be auto-created (the message says how to
+            create it).
     """
     tp = inst.publish_info(topic)
     if tp is not None and tp.ok:
@@ -115,7 +121,7 @@ async def resolve_publish_info(
     if tp is not None and tp.ok:
         return tp
     if route is not None:
-        raise MQClientError(
+        raise NoWritableQueueError(
             f"topic {topic!r} has no writable queue (write permission wiped or no master registered):"
             f" restore it with `mqadmin updateTopic -t {topic} -c CLUSTER -p 6` or start the broker master"
         )

@@ -40,18 +40,22 @@ from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.instance import MQClientInstance
 from rocketpy.client.message_check import PreparedMessage, batch_ext, item_bytes
 from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
-from rocketpy.client.route import TopicPublishInfo, resolve_publish_info
+from rocketpy.client.route import NoWritableQueueError, TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import UserChoice, select_queue
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.message import MessageQueue
 from rocketpy.message_props import may_be_timed_or_half
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.waits import wait_done
 
 #: A retry needs at least this much of the deadline left. An attempt that timed out with the whole
 #: remaining time may wake up to a millisecond before the deadline (event-loop timers are rounded
 #: to milliseconds): that remainder is timer slack, not time for another round trip.
 MIN_RETRY_SECONDS = 0.002
+#: A retry that can only go to the broker that just failed waits this long times the attempts so
+#: far (at most a quarter of the time left): a master handing over needs a moment.
+RETRY_BACKOFF_S = 0.1
 
 log = logging.getLogger("rocketpy.client.producer")
 
@@ -89,6 +93,7 @@ class SendJob(DirectSend):
         "mq",
         "needs_compress",
         "path",
+        "refresh",
         "started",
         "topic",
         "tried",
@@ -109,6 +114,7 @@ class SendJob(DirectSend):
         self.last_error: RocketpyError | None = None
         self.last_result: Any = None  # a stored-but-not-OK result retried elsewhere (see SendPath)
         self.needs_compress = False
+        self.refresh: asyncio.Future[Any] | None = None  # the route refresh a failed attempt asked for
         self.item_size = 0  # > 0: coalesced with sends to the same queue (its bytes in a batch)
 
     async def compress(self, level: int) -> None:
@@ -280,11 +286,23 @@ class SendPath:
         inst = self.instance()
         loop = asyncio.get_running_loop()
         while job.tried < job.attempts and loop.time() < job.deadline:
+            if job.refresh is not None:  # a failed attempt asked for the route: retry on the new one
+                refresh, job.refresh = job.refresh, None
+                await wait_done(asyncio.shield(refresh), job.deadline - loop.time())
             if mq is None:
                 tp = inst.publish_info(job.topic)  # the cached route, without a coroutine when known
                 if tp is None or not tp.message_queues:
-                    tp = await self.publish_info(job.topic)
+                    try:
+                        tp = await self.publish_info(job.topic)
+                    except NoWritableQueueError as e:  # a master is being elected: wait, ask again
+                        job.last_error = e
+                        if job.deadline - loop.time() <= RETRY_BACKOFF_S:
+                            raise
+                        await asyncio.sleep(RETRY_BACKOFF_S)
+                        continue
                 mq = self.choose(tp, job)
+                if job.tried and mq.broker_name == job.last_broker:  # nowhere else: give it a moment
+                    await asyncio.sleep(min(RETRY_BACKOFF_S * job.tried, (job.deadline - loop.time()) / 4))
             addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
             co = self.coalescer
             if job.item_size and co is not None and not co.has_room(job.item_size):
@@ -337,6 +355,9 @@ class SendPath:
             result = job.results(done.result(), job.addr, mq)
         except RocketpyError as err:
             self.fault.update(mq.broker_name, 0, isolation=True)
+            # its broker may have changed role (a new master in controller mode) or gone: ask the
+            # NameServer now rather than at the next poll; the retry waits for the answer
+            job.refresh = self.instance().refresh_route_soon(job.topic)
             if not err.retriable:
                 raise
             job.last_error, job.last_broker = err, mq.broker_name

@@ -264,6 +264,8 @@ async def cluster_list(admin: Any, as_json: bool) -> None:
                         rt.get("putTps"),
                         rt.get("getTransferedTps"),
                         bd.grpc_addrs.get(bid) if bd else None,
+                        rt.get("masterEpoch", ""),
+                        rt.get("inSyncStateSet", ""),
                     ]
                 )
                 doc.append(
@@ -278,7 +280,13 @@ async def cluster_list(admin: Any, as_json: bool) -> None:
                     }
                 )
     headers = ["Cluster Name", "Broker Name", "BID", "Addr", "Role", "MaxOffset", "HAOffset", "Behind(B)"]
-    _emit(as_json, {"brokers": doc}, [*headers, "LastReport(s)", "InTPS", "OutTPS", "gRPC Addr"], rows)
+    # controller mode: the master epoch the broker is in, and whether it is in the SyncStateSet
+    _emit(
+        as_json,
+        {"brokers": doc},
+        [*headers, "LastReport(s)", "InTPS", "OutTPS", "gRPC Addr", "Epoch", "InSync"],
+        rows,
+    )
 
 
 def replication_of(broker_id: int, runtime: dict[str, str], master_runtime: dict[str, str]) -> dict[str, Any]:
@@ -573,6 +581,7 @@ def _fmt_ms(ms: int) -> str:
 
 # The message commands (queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage) live in
 # rocketpy.admin_cli_msg and register themselves on ``mqadmin`` when imported here.
+import rocketpy.admin_cli_ctl  # noqa: E402
 import rocketpy.admin_cli_msg  # noqa: E402, F401
 
 commands: list[click.Command] = list(mqadmin.commands.values())

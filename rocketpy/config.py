@@ -44,6 +44,7 @@ __all__ = [
     "BrokerConfig",
     "BrokerRole",
     "ConfigError",
+    "ControllerType",
     "FlushDiskType",
     "NamesrvConfig",
     "Property",
@@ -67,6 +68,12 @@ class BrokerRole(StrEnum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
+
+
+class ControllerType(StrEnum):
+    """Who coordinates controller mode (``controllerType``): etcd is the one built."""
+
+    ETCD = "ETCD"
 
 
 _MODEL_CONFIG = ConfigDict(populate_by_name=True, extra="forbid", validate_assignment=True)
@@ -233,6 +240,9 @@ class StoreConfig(BaseModel):
     ha_housekeeping_interval: int = Field(20_000, alias="haHousekeepingInterval", gt=0)
     ha_transfer_batch_size: int = Field(32 * 1024, alias="haTransferBatchSize", ge=1024, le=4 << 20)
     ha_max_gap_not_in_sync: int = Field(256 * 1024 * 1024, alias="haMaxGapNotInSync", gt=0)
+    # controller mode: a slave that has not caught up with the master for this long leaves the
+    # SyncStateSet (RocketMQ 5's key; broker/failover/sync_state.py)
+    ha_max_time_slave_not_catchup: int = Field(15_000, alias="haMaxTimeSlaveNotCatchup", gt=0)
     # overload: a commitlog flush running longer than this answers new sends SYSTEM_BUSY (send_queue.py)
     os_page_cache_busy_timeout_mills: int = Field(1000, alias="osPageCacheBusyTimeOutMills", gt=0)
 
@@ -296,6 +306,15 @@ class BrokerConfig(ConnectionLimits):
     # topics (RocketMQ 5's split registration; one request would pass the frame limit near 100k)
     enable_split_registration: bool = Field(True, alias="enableSplitRegistration")
     split_registration_size: int = Field(800, alias="splitRegistrationSize", gt=0, le=50_000)
+    # controller mode (rocketpy.broker.failover): etcd elects each broker group's master
+    enable_controller_mode: bool = Field(False, alias="enableControllerMode")
+    controller_type: ControllerType = Field(ControllerType.ETCD, alias="controllerType")
+    etcd_endpoints: str = Field("", alias="etcdEndpoints")
+    etcd_key_prefix: str = Field("/rocketpy", alias="etcdKeyPrefix", pattern=r"^/[A-Za-z0-9_./-]*$")
+    controller_lease_ttl_seconds: int = Field(5, alias="controllerLeaseTtlSeconds", ge=2, le=120)
+    enable_elect_unclean_master: bool = Field(False, alias="enableElectUncleanMaster")
+    all_ack_in_sync_state_set: bool = Field(False, alias="allAckInSyncStateSet")
+    min_in_sync_replicas: int = Field(1, alias="minInSyncReplicas", ge=1, le=16)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
     # POP consumption (rocketpy.broker.pop): held POP requests per (group, topic, queue) and in
@@ -532,7 +551,40 @@ def _convert_int(field: FieldInfo, key: str, value: str, where: str) -> int:
     return n
 
 
+def _where(entries: list[_Entry], *keys: str) -> str:
+    """Where the last of ``keys`` was set ("config" when none was)."""
+    return next((w for k, _, w in reversed(entries) if k in keys), "config")
+
+
+def _check_controller_mode(broker: BrokerConfig, store: StoreConfig, entries: list[_Entry]) -> None:
+    """Controller mode: etcd endpoints given; roles and ids are the controller's, not the file's."""
+    where = _where(entries, "enableControllerMode")
+    if not broker.etcd_endpoints.strip():
+        raise ConfigError(
+            f"error: {where}: enableControllerMode=true needs etcdEndpoints=HOST:PORT[,HOST:PORT...] "
+            "(the etcd members' client addresses)"
+        )
+    try:
+        parse_namesrv_addrs(broker.etcd_endpoints)
+    except AddressError as e:
+        raise ConfigError(f"error: {_where(entries, 'etcdEndpoints')}: etcdEndpoints: {e}") from e
+    if store.broker_role is BrokerRole.SLAVE or broker.broker_id != 0:
+        raise ConfigError(
+            f"error: {_where(entries, 'brokerRole', 'brokerId')}: in controller mode the controller "
+            "chooses the master and assigns broker ids: remove brokerId and use brokerRole=SYNC_MASTER "
+            "(acknowledge once the SyncStateSet has a message) or ASYNC_MASTER"
+        )
+    if store.ha_master_address:
+        raise ConfigError(
+            f"error: {_where(entries, 'haMasterAddress')}: haMasterAddress cannot be set in controller "
+            "mode (a follower replicates from the master etcd names)"
+        )
+
+
 def _check_role(broker: BrokerConfig, store: StoreConfig, entries: list[_Entry]) -> None:
+    if broker.enable_controller_mode:
+        _check_controller_mode(broker, store, entries)
+        return
     where = next((w for k, _, w in reversed(entries) if k == "brokerId"), None)
     where = where or next((w for k, _, w in reversed(entries) if k == "brokerRole"), "config")
     if store.broker_role is BrokerRole.SLAVE and broker.broker_id == 0:

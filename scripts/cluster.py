@@ -12,6 +12,11 @@
 - ``stop`` stops only the recorded processes (SIGTERM, then SIGKILL after ``--timeout``), brokers
   before the NameServer, and never a pid that no longer runs this run directory's conf file.
 
+A layout in controller mode (``enableControllerMode=true``, e.g. ``conf/controller-2m-2s``) needs
+etcd: ``--etcd HOST:PORT[,HOST:PORT]`` points every broker at a running one; without it ``start``
+runs a local single-member etcd first (the ``etcd`` binary: Debian's ``etcd-server``; data in
+``etcd/``, client port 2379 moved like the others), records it in ``cluster.json`` and stops it last.
+
 The daemons also write their usual pid files (``$ROCKETPY_RUN_DIR``), so ``mqshutdown`` stops them too.
 ``--port-base N`` moves every port by the same amount so that the NameServer listens on N
 (``--port-base 0``: every daemon picks a free port), so two layouts or tests never collide.
@@ -23,10 +28,14 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +46,11 @@ BIN = Path(sys.executable).parent
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. listen=(\S+)")
 BROKER_BOOT = re.compile(r"The broker\[[^,\]]+, ([^\]]+)\] boot success\.")
 DEFAULT_NAMESRV_PORT = 9876
+ETCD_CLIENT_PORT, ETCD_PEER_PORT = 2379, 2380
+NO_ETCD = (
+    "error: this layout runs in controller mode and needs etcd: install it (Debian: apt-get install "
+    "etcd-server) so that scripts/cluster starts a local one, or point at yours with --etcd HOST:PORT"
+)
 STATE_FILE = "cluster.json"
 POLL_S = 0.05
 
@@ -102,7 +116,69 @@ def broker_confs(layout: Path) -> list[Path]:
 
 
 def role_of(props: dict[str, str]) -> str:
+    if props.get("enableControllerMode", "").lower() == "true":
+        return "CONTROLLER"  # etcd decides which replica is master
     return props.get("brokerRole", "ASYNC_MASTER")
+
+
+def in_controller_mode(confs: list[Path]) -> bool:
+    """Some broker of the layout runs in controller mode (it needs etcd)."""
+    return any(read_props(c).get("enableControllerMode", "").lower() == "true" for c in confs)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _etcd_answers(endpoint: str) -> bool:
+    request = urllib.request.Request(f"http://{endpoint}/v3/kv/range", data=b'{"key": "AA=="}')
+    try:
+        with urllib.request.urlopen(request, timeout=1.0) as resp:
+            return b"header" in resp.read()
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def start_etcd(run: Path, shift: int | None, bind: str | None, timeout: float) -> Proc:
+    """A local single-member etcd for a controller-mode layout (data in run/etcd)."""
+    binary = shutil.which("etcd")
+    if binary is None:
+        raise ClusterError(NO_ETCD)
+    host = bind if bind and bind not in ("0.0.0.0", "::") else "127.0.0.1"
+    ports = [shifted(str(p), shift) for p in (ETCD_CLIENT_PORT, ETCD_PEER_PORT)]
+    client, peer = (int(p) if p and p != "0" else _free_port(host) for p in ports)
+    data = run / "etcd"
+    argv = [
+        binary,
+        "--name",
+        "rocketpy",
+        "--data-dir",
+        str(data),
+        "--listen-client-urls",
+        f"http://{host}:{client}",
+        "--advertise-client-urls",
+        f"http://{host}:{client}",
+        "--listen-peer-urls",
+        f"http://{host}:{peer}",
+        "--initial-advertise-peer-urls",
+        f"http://{host}:{peer}",
+        "--initial-cluster",
+        f"rocketpy=http://{host}:{peer}",
+    ]
+    popen = spawn("etcd", argv, run)
+    endpoint = f"{host}:{client}"
+    deadline = time.monotonic() + timeout
+    while not _etcd_answers(endpoint):
+        if popen.poll() is not None or time.monotonic() > deadline:
+            stop_procs([Proc("etcd", "etcd", "ETCD", popen.pid, endpoint, str(data))], 5.0)
+            raise ClusterError(
+                f"error: the local etcd did not start at {endpoint} (see {run / 'out' / 'etcd.err'})"
+            )
+        time.sleep(POLL_S * 2)
+    print(f"started etcd pid {popen.pid} at {endpoint}", flush=True)
+    return Proc("etcd", "etcd", "ETCD", popen.pid, endpoint, str(data))
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,7 +278,13 @@ def save_state(run: Path, layout: Path, procs: list[Proc]) -> None:
 
 
 def start(
-    layout: Path, run: Path, port_base: int | None, bind: str | None, sets: dict[str, str], timeout: float
+    layout: Path,
+    run: Path,
+    port_base: int | None,
+    bind: str | None,
+    sets: dict[str, str],
+    timeout: float,
+    etcd: str | None = None,
 ) -> int:
     if any(runs_conf(p) for p in load_state(run)):
         raise ClusterError(
@@ -217,6 +299,12 @@ def start(
     shift = None if port_base == 0 else (0 if port_base is None else port_base - ns_port)
     procs: list[Proc] = []
     try:
+        if in_controller_mode(confs):
+            if etcd is None:
+                procs.append(start_etcd(run, shift, bind, timeout))
+                save_state(run, layout, procs)
+                etcd = procs[-1].addr
+            sets = {"etcdEndpoints": etcd, **sets}
         ns_over = {"listenPort": shifted(str(ns_port), shift) or "0"}
         if bind:
             ns_over["bindAddress"] = bind
@@ -224,7 +312,7 @@ def start(
         write_conf(ns_src, ns_conf, ns_over)
         popen = spawn("namesrv", [str(BIN / "mqnamesrv"), "-c", str(ns_conf)], run)
         procs.append(Proc("namesrv", "namesrv", "NAMESRV", popen.pid, "", str(ns_conf)))
-        ns_addr = procs[0].addr = wait_boot("namesrv", popen, NAMESRV_BOOT, run, timeout)
+        ns_addr = procs[-1].addr = wait_boot("namesrv", popen, NAMESRV_BOOT, run, timeout)
         print(f"started namesrv pid {popen.pid} at {ns_addr}", flush=True)
         started = []
         for src in confs:
@@ -277,7 +365,8 @@ def stop(run: Path, timeout: float) -> int:
         print(f"error: nothing to stop: no {STATE_FILE} in {run}", file=sys.stderr)
         return 1
     brokers = [p for p in procs if p.kind == "broker"]
-    lines = stop_procs(brokers, timeout) + stop_procs([p for p in procs if p.kind != "broker"], timeout)
+    lines = stop_procs(brokers, timeout) + stop_procs([p for p in procs if p.kind == "namesrv"], timeout)
+    lines += stop_procs([p for p in procs if p.kind == "etcd"], timeout)  # last: brokers end their leases
     print("\n".join(lines))
     (run / STATE_FILE).unlink(missing_ok=True)
     return 0
@@ -315,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a broker key for every broker of the layout (repeatable)",
     )
     ap.add_argument(
+        "--etcd",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="controller-mode layouts: the etcd to use (default: start a local one)",
+    )
+    ap.add_argument(
         "--timeout",
         type=float,
         default=30.0,
@@ -333,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ClusterError(f"error: layout {args.layout} is not a directory (try conf/2m-2s-async)")
             if args.port_base is not None and not 0 <= args.port_base < 65536:
                 raise ClusterError(f"error: --port-base {args.port_base} is not a port (0..65535)")
-            return start(layout, run, args.port_base, args.bind, parse_sets(args.set), args.timeout)
+            return start(
+                layout, run, args.port_base, args.bind, parse_sets(args.set), args.timeout, args.etcd
+            )
         if args.command == "status":
             return status(run)
         return stop(run, args.timeout)

@@ -80,6 +80,8 @@ class HAConnection:
             await self._close()
             return
         self._service.attach(self)
+        if self._service.listeners:
+            self._service.notify(self)
         log.info("HA: slave %d at %s connected, transfer from offset %d", self.broker_id, self.remote_addr,
                  self.transferred_offset)  # fmt: skip
         try:
@@ -111,8 +113,16 @@ class HAConnection:
                 f"mappedFileSizeCommitLog differs: slave {file_size}, master {svc.file_size}; "
                 "use the master's value on the slave (with an empty slave store)"
             )
+        refused = svc.refusal() if svc.refusal is not None else None
+        if refused:
+            raise HARefused(refused)
         other = svc.connections.get(broker_id)
-        if other is not None:
+        if other is not None and svc.replace_same_id:  # controller mode: the same replica reconnected
+            log.info("HA: slave %d reconnected from %s; dropping its old session from %s", broker_id,
+                     self.remote_addr, other.remote_addr)  # fmt: skip
+            svc.detach(other)
+            other.abort()
+        elif other is not None:
             raise HARefused(f"another slave with brokerId {broker_id} is connected from {other.remote_addr}")
         self._check_start(offset)
         self.acked_offset = self.transferred_offset = offset
@@ -170,6 +180,8 @@ class HAConnection:
             self.acked_offset = offset
             self.last_report_s = time.monotonic()
             svc.on_report()
+            if svc.listeners:
+                svc.notify(self)
 
     async def _transfer(self) -> None:
         svc, w = self._service, self._writer

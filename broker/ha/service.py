@@ -15,6 +15,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.ha.connection import HAConnection
@@ -50,6 +51,12 @@ class HAService:
         self._sessions: dict[asyncio.Task[None], HAConnection] = {}
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
+        # controller mode (broker/failover/role.py): why a slave is refused now (None: accepted),
+        # whether a slave reconnecting with a connected brokerId replaces its old session, and
+        # who hears of each report ``(brokerId, acked offset)`` and session end ``(brokerId, None)``
+        self.refusal: Callable[[], str | None] | None = None
+        self.replace_same_id = False
+        self.listeners: list[Callable[[int, int | None], None]] = []
 
     async def start(self, bind_address: str, port: int) -> int:
         """Listen on ``bind_address:port`` (0: a free port); returns the bound port."""
@@ -80,6 +87,18 @@ class HAService:
         """A slave's session ended."""
         if self.connections.get(conn.broker_id) is conn:
             del self.connections[conn.broker_id]
+            for listener in self.listeners:
+                listener(conn.broker_id, None)
+
+    def notify(self, conn: HAConnection) -> None:
+        """A slave reported (controller mode's listeners learn its acknowledged offset)."""
+        for listener in self.listeners:
+            listener(conn.broker_id, conn.acked_offset)
+
+    def abort_sessions(self) -> None:
+        """Drop every slave session (this broker stopped being master)."""
+        for conn in list(self._sessions.values()):
+            conn.abort()
 
     def _on_dispatch(
         self, topic: str, queue_id: int, queue_offset: int, tags_code: int, store_ts: int

@@ -163,6 +163,11 @@ class SendMessageProcessor:
         self.send_queue = send_queue or SendQueue(broker_config, store_config, store.flush_started)
         #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
         self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
+        #: controller mode (broker/failover/replicas.py): ``(code, remark)`` refusing a send before
+        #: it is stored (not the master, fenced, switching over), and the remark refusing to
+        #: acknowledge a stored send (the lease may have ended since); None: go ahead
+        self.write_gate: Callable[[], tuple[int, str] | None] | None = None
+        self.ack_gate: Callable[[], str | None] | None = None
 
     def _topic_problem(self, topic: str) -> tuple[int, str] | None:
         """(code, remark) when ``topic`` cannot be sent to by its name alone (cached per name)."""
@@ -304,6 +309,10 @@ class SendMessageProcessor:
     def _busy(self, request: RemotingCommand) -> RemotingCommand | None:
         """SYSTEM_BUSY (or the read-only remark) when the send queue refuses new sends; nothing is
         stored, so the producer may retry on another broker."""
+        if self.write_gate is not None:
+            refused = self.write_gate()
+            if refused is not None:
+                return RemotingCommand.response(request, refused[0], refused[1])
         busy = self.send_queue.refusal()
         if busy is None:
             return None
@@ -539,6 +548,10 @@ class SendMessageProcessor:
                 )
                 log.log(level, "put refused: %s", remark)
                 return RemotingCommand.response(request, code, remark)
+        if self.ack_gate is not None:
+            refused = self.ack_gate()
+            if refused is not None:
+                return RemotingCommand.response(request, ResponseCode.SYSTEM_BUSY, refused)
         self.stats.on_put(topic, msg_num, size_bytes)
         ext = _send_answer(result.offset_msg_id, queue_id, result.queue_offset, uniq or None)
         return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)

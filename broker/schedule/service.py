@@ -55,6 +55,7 @@ class ScheduleMessageService:
     def start(self) -> None:
         """Start one routine per level (on the running loop)."""
         loop = asyncio.get_running_loop()
+        self._stopping = False  # a broker that becomes master again (controller mode) restarts it
         self._tasks = [loop.create_task(self._run(level)) for level in self._events]
 
     def wake(self, level: int) -> None:

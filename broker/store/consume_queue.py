@@ -219,8 +219,12 @@ class ConsumeQueue:
             mf.flush()
         self._flushed_pos = target
 
-    def truncate_to_phys(self, phys_end: int) -> None:
-        """Drop units pointing at or past ``phys_end`` (recovery thread: the commitlog was cut there)."""
+    def truncate_to_phys(self, phys_end: int, dropped: list[MappedFile] | None = None) -> None:
+        """Drop units pointing at or past ``phys_end`` (the commitlog was cut there).
+
+        Files wholly past the cut are destroyed (recovery thread), or added to ``dropped`` for the
+        caller to destroy in a thread (a running store: ``truncate.py``).
+        """
         lo, hi = self.min_offset, self.next_offset
         while lo < hi:  # first unit whose record does not end by phys_end (units grow with the log)
             mid = (lo + hi) // 2
@@ -233,7 +237,10 @@ class ConsumeQueue:
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.base_offset > cut or (mf.base_offset == cut and keep):
-                mf.destroy(force=True)  # entirely past the new end
+                if dropped is None:
+                    mf.destroy(force=True)  # entirely past the new end
+                else:
+                    dropped.append(mf)
                 continue
             a, b = max(cut, mf.base_offset), min(end, mf.end_offset)
             if a < b:

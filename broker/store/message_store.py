@@ -31,6 +31,7 @@ from rocketpy.broker.store.flush import FlushService
 from rocketpy.broker.store.health import StoreHealth
 from rocketpy.broker.store.index import IndexService, index_file_size
 from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.put import PutService
 from rocketpy.broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
@@ -41,8 +42,10 @@ from rocketpy.broker.store.results import (
     PutMessageResult,
     PutMessageStatus,
     QueryMessageResult,
+    StoreError,
 )
 from rocketpy.broker.store.stats import StoreStats
+from rocketpy.broker.store.truncate import cut_store
 from rocketpy.config import FlushDiskType, StoreConfig
 from rocketpy.latency import LatencyHistogram
 from rocketpy.record import (
@@ -189,6 +192,17 @@ class MessageStore:
         if self.dispatcher.index is not None:
             self.dispatcher.index.attach_allocator(self._allocator)
         c = self.config
+        self._start_flush(loop)
+        self.cleanup = CleanupService(
+            c, self.commitlog, self.dispatcher, loop, self.clock, self.disk_usage, self._refuse_writes
+        )
+        self.cleanup.start()
+        self._stats_timer = loop.call_later(STATS_SAMPLE_S, self._sample_stats)
+        self._retry_timer = loop.call_later(c.clean_resource_interval / 1000, self._retry_creates)
+        self._put.running = True
+
+    def _start_flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        c = self.config
         self._flush = FlushService(
             loop,
             self.commitlog,
@@ -205,13 +219,6 @@ class MessageStore:
         )
         self._flush.start()
         self._put.flush = self._flush if self._sync_flush else None
-        self.cleanup = CleanupService(
-            c, self.commitlog, self.dispatcher, loop, self.clock, self.disk_usage, self._refuse_writes
-        )
-        self.cleanup.start()
-        self._stats_timer = loop.call_later(STATS_SAMPLE_S, self._sample_stats)
-        self._retry_timer = loop.call_later(c.clean_resource_interval / 1000, self._retry_creates)
-        self._put.running = True
 
     def _retry_creates(self) -> None:
         """Every cleanResourceInterval: ask again for files whose creation failed (health.py)."""
@@ -327,6 +334,52 @@ class MessageStore:
         if self._replica is None:
             self._replica = ReplicaAppender(self.commitlog, self.dispatcher, self.config.check_crc_on_recover)
         return await self._replica.append(offset, data)
+
+    async def truncate(self, end: int) -> int:
+        """Cut the commitlog, its consume queues and its index back to ``end``; returns the bytes cut.
+
+        For controller mode (a new master's torn replica tail; a rejoining broker's bytes past the
+        end its new master confirms). Only while nothing writes: no put (the broker is not a master)
+        and no replica append. The flush threads stop meanwhile; dropped files are destroyed and
+        the cut files flushed in a thread (``truncate.py``).
+
+        Raises:
+            StoreError: ``end`` lies before the oldest stored byte.
+        """
+        cl = self.commitlog
+        if end >= cl.max_offset:
+            return 0
+        if end < cl.min_offset:
+            raise StoreError(f"cannot truncate the commitlog to {end}: its oldest byte is {cl.min_offset}")
+        await self.settle()
+        cut = cl.max_offset - end
+        flush = self._flush
+        if flush is not None:
+            await asyncio.to_thread(flush.stop)
+        try:
+            dropped = cut_store(cl, self.dispatcher, end)
+            self._replica = None
+            await asyncio.to_thread(self._finish_cut, dropped, flush, end)
+        finally:
+            if flush is not None:
+                self._start_flush(asyncio.get_running_loop())
+        cl.retry_next()
+        log.warning("store %s truncated from %d to %d (%d bytes)", self.root, end + cut, end, cut)
+        return cut
+
+    def _finish_cut(self, dropped: list[MappedFile], flush: FlushService | None, end: int) -> None:
+        """Destroy the files past a cut and make the cut durable (blocking: a thread)."""
+        for mf in dropped:
+            mf.destroy(force=True)
+        self.commitlog.files[-1].flush()
+        if flush is not None:
+            flush.flush_consume_queues(thorough=True)
+        self.checkpoint.write_physic(self.stats.last_store_ts, end, end)
+
+    def reset_replica(self) -> None:
+        """Forget the replica appender's progress: this log is written by puts now (a new master),
+        or replication starts afresh from its end (a new master to follow)."""
+        self._replica = None
 
     @property
     def confirm_offset(self) -> int:

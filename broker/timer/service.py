@@ -90,6 +90,7 @@ class TimerMessageService:
     async def start(self) -> None:
         """Map the wheel and log, recover (thread), then start the routines."""
         await asyncio.to_thread(self._load)
+        self._stopping = False  # a broker that becomes master again (controller mode) restarts it
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(r)

@@ -111,6 +111,12 @@ class RequestCode(IntEnum):
     NOTIFICATION = 200054
     POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
+    # controller mode (RocketMQ 5's controller codes; served by brokers, the coordinator is etcd)
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
     #: rocketpy's extension: END_TRANSACTION for many half messages (``EndTransactionBatch``)
     END_TRANSACTION_BATCH = 10037
 

@@ -23,6 +23,7 @@ from rocketpy.protocol.header import Header
 from rocketpy.protocol.headers import (
     admin,
     client,
+    controller,
     namesrv,
     offset,
     pop,
@@ -252,6 +253,12 @@ _ALL: tuple[RequestSpec, ...] = (
     # what a slave copies from its master (with GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     _spec(C.GET_ALL_CONSUMER_OFFSET, "broker", access=SIGNED),
     _spec(C.GET_ALL_DELAY_OFFSET, "broker", access=SIGNED),
+    # controller mode (answered "controller mode is off" by other brokers)
+    _spec(C.CONTROLLER_GET_SYNC_STATE_DATA, "broker", controller.BrokerNameRequestHeader, access=SIGNED),
+    _spec(C.GET_BROKER_EPOCH_CACHE, "broker", access=SIGNED),
+    _spec(C.NOTIFY_BROKER_ROLE_CHANGED, "broker", access=SIGNED),
+    _spec(C.CONTROLLER_GET_METADATA_INFO, "broker", access=SIGNED),
+    _spec(C.CONTROLLER_ELECT_MASTER, "broker", controller.ElectMasterRequestHeader, access=ADMIN),
     # -- NameServer ------------------------------------------------------------------------------
     _spec(
         C.REGISTER_BROKER,

@@ -183,3 +183,30 @@ def test_cluster_script_refuses_bad_input(cluster: Cluster, tmp_path: Path) -> N
     assert proc.returncode == 1 and "is not a directory" in proc.stderr
     proc = cluster.script("stop")
     assert proc.returncode == 1 and "nothing to stop" in proc.stderr
+
+
+def test_controller_layout_starts_a_local_etcd_and_each_group_elects_a_master(tmp_path: Path) -> None:
+    from tests.etcd import etcd_unavailable
+
+    reason = etcd_unavailable()
+    if reason:
+        pytest.skip(reason)
+    c = Cluster(tmp_path, "controller-2m-2s")
+    try:
+        c.start()
+        etcd = c.proc("etcd")
+        assert etcd["kind"] == "etcd" and alive(etcd["pid"])
+        assert {p["role"] for p in c.state() if p["kind"] == "broker"} == {"CONTROLLER"}
+
+        def masters() -> list[dict[str, Any]]:
+            rows = [b for b in c.cluster_list() if b["runtime"].get("controllerRole") == "MASTER"]
+            return rows if sorted(b["brokerName"] for b in rows) == ["broker-a", "broker-b"] else []
+
+        rows = wait_until(masters, 30.0, message="one master per group")
+        assert all(b["brokerId"] == 0 and b["runtime"]["masterEpoch"] == "1" for b in rows)
+        assert "Epoch" in c.table()
+        stopped = c.script("stop")
+        assert stopped.returncode == 0 and "stopped etcd" in stopped.stdout.splitlines()[-1]
+        assert not alive(etcd["pid"])
+    finally:
+        c.kill_left()

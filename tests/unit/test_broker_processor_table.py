@@ -39,6 +39,12 @@ ADDED_SINCE = {
     C.POP_MESSAGE, C.PEEK_MESSAGE, C.NOTIFICATION, C.POLLING_INFO,
     C.ACK_MESSAGE, C.BATCH_ACK_MESSAGE, C.CHANGE_MESSAGE_INVISIBLETIME,
     C.QUERY_ASSIGNMENT, C.SET_MESSAGE_REQUEST_MODE,
+    # ControllerProcessor (controller mode; other brokers answer that it is off)
+    C.GET_BROKER_EPOCH_CACHE,
+    C.NOTIFY_BROKER_ROLE_CHANGED,
+    C.CONTROLLER_GET_SYNC_STATE_DATA,
+    C.CONTROLLER_GET_METADATA_INFO,
+    C.CONTROLLER_ELECT_MASTER,
 }  # fmt: skip
 
 
@@ -63,8 +69,9 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     controller = _controller(tmp_path)
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
-    # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment
-    assert len(processors) == 13
+    # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment,
+    # the controller codes
+    assert len(processors) == 14
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__

@@ -94,6 +94,10 @@ class FakeInstance:
         )
         self.remoting = remoting
         self.tp = TopicPublishInfo("T", route)
+        self.refreshes: list[str] = []  # routes a failed attempt asked to refresh at once
+
+    def refresh_route_soon(self, topic: str) -> None:
+        self.refreshes.append(topic)
 
     def publish_info(self, topic: str) -> TopicPublishInfo:
         return self.tp
@@ -141,6 +145,7 @@ async def test_retriable_failure_retries_on_the_other_broker(mode: str) -> None:
     assert remoting.addrs.count(B) == 8  # ... each retried once, on the healthy broker
     assert not p.fault.is_available("a")
     assert p._async.pending == 0
+    assert set(p._instance.refreshes) == {"T"}  # type: ignore[union-attr]  # each failure asked at once
 
 
 @pytest.mark.parametrize("mode", ["send", "send_async"])
