@@ -1,4 +1,4 @@
-"""The unary RPCs of ``MessagingService`` that do not need POP consumption.
+"""The unary RPCs of ``MessagingService`` other than POP consumption's (``consumers.py``).
 
 Each handler takes the request and the ``Call`` (who is calling), and either returns the response
 message (its ``status`` OK) or raises ``RpcError`` (the server turns it into the response with
@@ -68,6 +68,12 @@ def ok(response: Any) -> Any:
     """``response`` with its ``status`` set to OK."""
     response.status.CopyFrom(status())
     return response
+
+
+def consumer_probe(group: str, topic: str) -> RemotingCommand:
+    """What the ACL checks for a consumer's RPC (ReceiveMessage, AckMessage, ...): POP_MESSAGE's
+    rule, SUB on the topic and the group (ACK and CHANGE_MESSAGE_INVISIBLETIME have the same)."""
+    return RemotingCommand.request(RequestCode.POP_MESSAGE, {"consumerGroup": group, "topic": topic})
 
 
 class MessagingService:
@@ -151,17 +157,6 @@ class MessagingService:
         if not queues:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"no broker serving gRPC holds topic {topic!r}")
         return ok(spb.QueryRouteResponse(message_queues=queues))
-
-    async def query_assignment(
-        self, request: spb.QueryAssignmentRequest, call: Call
-    ) -> spb.QueryAssignmentResponse:
-        """The topic's readable queues (the POP-mode assignment comes with POP consumption)."""
-        self.check_access(call)
-        topic = request.topic.name
-        route = await self.routes.route(topic)
-        queues = message_queues(topic, route, self.accepted_types(topic))
-        assignments = [pb.Assignment(message_queue=q) for q in queues if q.permission != pb.Permission.WRITE]
-        return ok(spb.QueryAssignmentResponse(assignments=assignments))
 
     async def heartbeat(self, request: spb.HeartbeatRequest, call: Call) -> spb.HeartbeatResponse:
         """Keep the client's session and its group entries alive."""
