@@ -12,6 +12,7 @@ message (PullMessage, the transaction check), with its message type read from it
 
 from __future__ import annotations
 
+import hashlib
 import time
 import zlib
 from dataclasses import dataclass
@@ -250,8 +251,10 @@ def to_proto(ext: MessageExt, topic: str | None = None) -> pb.Message:
     if ext.tags:
         sp.tag = ext.tags
     sp.keys.extend(ext.keys)
-    sp.body_digest.type = pb.DigestType.CRC32
-    sp.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    # MD5 as RocketMQ's proxy sends it: the Node.js client checks a CRC32 digest as a decimal
+    # string and the Python client as hex, so only MD5 (uppercase hex) reads the same in both
+    sp.body_digest.type = pb.DigestType.MD5
+    sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
     sp.body_encoding = pb.Encoding.IDENTITY
     sp.message_type = message_type_of(props)  # type: ignore[assignment]
     sp.born_timestamp.FromMilliseconds(ext.born_timestamp)

@@ -2,7 +2,7 @@
 
 The stream is RocketMQ proxy's: a ``status`` entry (OK; MESSAGE_NOT_FOUND when the long poll
 ended empty; TOO_MANY_REQUESTS when too many pops wait already), one entry per message, each with
-its ``receipt_handle`` (``receipts.py``), ``body_digest`` (CRC32) and ``delivery_attempt``, then
+its ``receipt_handle`` (``receipts.py``), ``body_digest`` (MD5, as the proxy's) and ``delivery_attempt``, then
 the ``delivery_timestamp`` entry. What a request may ask, with the proxy's keys:
 
 * **long polling**: the request's ``long_polling_timeout`` (else the call's deadline less half the
