@@ -29,7 +29,7 @@ from rocketpy.broker.grpc.receive import check_names
 from rocketpy.broker.grpc.renew import RenewTable
 from rocketpy.broker.grpc.routes import message_queues
 from rocketpy.broker.grpc.service import Call, MessagingService, consumer_probe, ok
-from rocketpy.broker.grpc.status import Code, RpcError, code_name, code_of_response, status
+from rocketpy.broker.grpc.status import Code, RpcError, code_name, code_of_response, set_ok, status
 from rocketpy.broker.pop.assignment import AssignmentService
 from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.pop.types import PopError
@@ -44,6 +44,7 @@ from rocketpy.remoting.command import RemotingCommand
 
 #: Entries one AckMessage may carry (BATCH_ACK_MESSAGE's bound).
 MAX_ACK_ENTRIES = MAX_BATCH_ACKS
+_OK = int(Code.OK)
 
 
 def batch_acks(group: str, topic: str, handles: Sequence[ReceiptHandle]) -> list[BatchAck]:
@@ -121,28 +122,37 @@ class ConsumerRpcs:
             raise RpcError(
                 Code.BAD_REQUEST, f"AckMessage carries {len(request.entries)} entries; 1 to {MAX_ACK_ENTRIES}"
             )
-        results: list[spb.AckMessageResultEntry] = []
+        response = spb.AckMessageResponse()
+        results = response.entries
         handles: list[ReceiptHandle] = []
+        client_id = call.client.channel.client_id
+        holding = self.renew.holding(client_id)
+        checked: set[tuple[str, int]] = set()  # (stored topic, queue) known good in this request
+        codes: set[int] = set()
         for entry in request.entries:
-            text = await self._take(call, group, entry.message_id, entry.receipt_handle)
-            result = spb.AckMessageResultEntry(
-                message_id=entry.message_id, receipt_handle=entry.receipt_handle
-            )
+            text = entry.receipt_handle
+            if holding:
+                text = await self.renew.take(client_id, group, entry.message_id, text)
+            result = results.add()
+            result.message_id = entry.message_id
+            result.receipt_handle = entry.receipt_handle
             try:
-                handles.append(self._handle(text, topic, group))
-                result.status.CopyFrom(status())
+                handles.append(self._handle(text, topic, group, checked))
+                set_ok(result.status)
+                codes.add(_OK)
             except RpcError as e:
                 result.status.CopyFrom(e.status())
-            results.append(result)
+                codes.add(e.code)
         if handles:
             try:
                 await self.pop.ack_batch(batch_acks(group, topic, handles), None)
             except PopError as e:
                 raise rpc_error(e, handle=True) from None
-        codes = {r.status.code for r in results}
         code = codes.pop() if len(codes) == 1 else Code.MULTIPLE_RESULTS
-        response = spb.AckMessageResponse(entries=results)
-        response.status.CopyFrom(status(code, code_name(code)))
+        if code == _OK:
+            set_ok(response.status)
+        else:
+            response.status.CopyFrom(status(code, code_name(code)))
         return response
 
     # -- ChangeInvisibleDuration ----------------------------------------------------------------
@@ -211,17 +221,24 @@ class ConsumerRpcs:
     async def _take(self, call: Call, group: str, message_id: str, text: str) -> str:
         return await self.renew.take(call.client.channel.client_id, group, message_id, text)
 
-    def _handle(self, text: str, topic: str, group: str) -> ReceiptHandle:
-        """The handle, checked to name a queue of this broker.
+    def _handle(
+        self, text: str, topic: str, group: str, checked: set[tuple[str, int]] | None = None
+    ) -> ReceiptHandle:
+        """The handle, checked to name a queue of this broker (``checked``: queues known good).
 
         Raises:
             RpcError: INVALID_RECEIPT_HANDLE (or TOPIC_NOT_FOUND when the topic is gone).
         """
         h = parse_handle(text, self.pop.checks.broker_name)
+        key = (h.stored_topic(topic, group), h.queue_id)
+        if checked is not None and key in checked:
+            return h
         try:
-            self.pop.checks.queue_of_message(h.stored_topic(topic, group), h.queue_id)
+            self.pop.checks.queue_of_message(*key)
         except PopError as e:
             raise rpc_error(e, handle=True) from None
+        if checked is not None:
+            checked.add(key)
         return h
 
 

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rocketpy.broker.grpc.convert import to_proto
+from rocketpy.broker.grpc.convert import fill_message
 from rocketpy.broker.grpc.receipts import rpc_error
 from rocketpy.broker.grpc.renew import Held, RenewTable
 from rocketpy.broker.grpc.service import Call, MessagingService, consumer_probe
@@ -60,6 +60,7 @@ MAX_ATTEMPTS = 4096
 #: Invisible time of the messages a cancelled stream did not write (RocketMQ proxy's NACK).
 NACK_INVISIBLE_MS = 1000
 _OK = status()
+_OK_ENTRY = spb.ReceiveMessageResponse(status=_OK)
 _NOT_FOUND = status(Code.MESSAGE_NOT_FOUND, "no new message")
 _POLLING_FULL = status(Code.TOO_MANY_REQUESTS, "polling full: too many receives wait on this broker")
 
@@ -266,23 +267,26 @@ class Receiver:
 
     # -- the answer -----------------------------------------------------------------------------
 
-    def _messages(self, result: PopResult, topic: str) -> list[tuple[pb.Message, Delivered]]:
+    def _messages(self, result: PopResult, topic: str) -> list[tuple[spb.ReceiveMessageResponse, Delivered]]:
         exts = decode_records(result.body())
         assert len(exts) == result.count, (len(exts), result.count)
         out = []
         it = iter(exts)
         for pq in result.queues:
+            counts = pq.counts
             for i, offset in enumerate(pq.offsets):
                 ext = next(it)
                 h = ReceiptHandle(
                     pq.start_offset, result.pop_time, result.invisible_ms, result.revive_qid,
                     pq.kind, result.broker_name, pq.queue_id, offset,
                 )  # fmt: skip
-                d = Delivered(h, pq.counts[i] if pq.counts is not None else ext.reconsume_times)
-                out.append((_message(ext, topic, d), d))
+                d = Delivered(h, counts[i] if counts is not None else ext.reconsume_times)
+                out.append((_response(ext, topic, d), d))
         return out
 
-    def _again(self, items: list[Delivered], plan: Plan, call: Call) -> list[tuple[pb.Message, Delivered]]:
+    def _again(
+        self, items: list[Delivered], plan: Plan, call: Call
+    ) -> list[tuple[spb.ReceiveMessageResponse, Delivered]]:
         """An attempt's messages read again, each with its current handle (renewals change it)."""
         store = self.pop.store
         p = plan.pop
@@ -294,29 +298,31 @@ class Receiver:
             raw = store.lookup_message_by_offset(offset) if offset >= 0 else None
             if raw is None:
                 continue  # cleaned up since
-            ext = decode_record(raw)
-            msg = _message(ext, p.topic, d)
-            current = self.renew.current(
-                call.client.channel.client_id, p.group, msg.system_properties.message_id
-            )
+            response = _response(decode_record(raw), p.topic, d)
+            sp = response.message.system_properties
+            current = self.renew.current(call.client.channel.client_id, p.group, sp.message_id)
             if current is not None:
-                msg.system_properties.receipt_handle = current.encode()
-            out.append((msg, Delivered(current or h, d.attempts)))
+                sp.receipt_handle = current.encode()
+            out.append((response, Delivered(current or h, d.attempts)))
         return out
 
     async def _write(
-        self, context: Any, plan: Plan, call: Call, messages: list[tuple[pb.Message, Delivered]]
+        self,
+        context: Any,
+        plan: Plan,
+        call: Call,
+        messages: list[tuple[spb.ReceiveMessageResponse, Delivered]],
     ) -> None:
         written = 0
         client_id = call.client.channel.client_id
         p = plan.pop
         try:
-            await context.write(spb.ReceiveMessageResponse(status=_OK))
-            for msg, d in messages:
-                await context.write(spb.ReceiveMessageResponse(message=msg))
+            await context.write(_OK_ENTRY)
+            for response, d in messages:
+                await context.write(response)
                 written += 1
                 if plan.auto_renew:
-                    sp = msg.system_properties
+                    sp = response.message.system_properties
                     held = Held(p.group, p.topic, sp.receipt_handle, d.handle, wall_ms(), d.attempts)
                     self.renew.hold(client_id, sp.message_id, held)
             await _finish(context, None)
@@ -353,13 +359,18 @@ def _request_timeout_ms(settings: pb.Settings | None) -> int:
     return 3000
 
 
-def _message(ext: MessageExt, topic: str, d: Delivered) -> pb.Message:
-    msg = to_proto(ext, topic)
+def _response(ext: MessageExt, topic: str, d: Delivered) -> spb.ReceiveMessageResponse:
+    """The stream entry of one message (built in place in the entry, not copied into it)."""
+    response = spb.ReceiveMessageResponse()
+    msg = response.message
+    fill_message(msg, ext, topic)
     sp = msg.system_properties
     sp.receipt_handle = d.handle.encode()
     sp.delivery_attempt = d.attempts + 1
-    sp.invisible_duration.FromMilliseconds(d.handle.invisible_time)
-    return msg
+    invisible = sp.invisible_duration
+    invisible.seconds, ms = divmod(d.handle.invisible_time, 1000)
+    invisible.nanos = ms * 1_000_000
+    return response
 
 
 async def _finish(context: Any, answer: pb.Status | None) -> None:

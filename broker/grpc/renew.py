@@ -125,6 +125,10 @@ class RenewTable:
         table[key] = held
         return True
 
+    def holding(self, client_id: str) -> bool:
+        """Whether any message of ``client_id`` is held (acks of other clients skip ``take``)."""
+        return client_id in self._by_client
+
     def current(self, client_id: str, group: str, message_id: str) -> ReceiptHandle | None:
         """The current handle of a held message, None when it is not held."""
         held = self._by_client.get(client_id, {}).get((group, message_id))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,8 @@ SERVICE = spb.DESCRIPTOR.services_by_name["MessagingService"]
 NOT_YET = {"SyncLiteSubscription": "Lite topics"}
 #: (RPC, status code) pairs counted for metrics, at most.
 MAX_COUNTED = 1024
+#: Client connections whose parsed address is kept (the table is emptied when it fills).
+MAX_PEERS = 4096
 
 
 def _message_class(name: str) -> type[Any]:
@@ -97,7 +98,8 @@ class GrpcEndpoint:
         self.consumers = consumers
         self.receiver = receiver
         self.port = -1
-        self.calls: Counter[tuple[str, str]] = Counter()  # (rpc, status code name) -> calls answered
+        self.calls: dict[tuple[str, int], int] = {}  # (rpc, status code) -> calls answered
+        self._peers: dict[str, tuple[str, int]] = {}  # grpc's peer text -> (ip, port)
         self._server: grpc.aio.Server | None = None
         self._routines: list[asyncio.Task[None]] = []
 
@@ -182,15 +184,31 @@ class GrpcEndpoint:
 
     def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> Call:
         meta = read_metadata(context.invocation_metadata())
-        peer = peer_host_port(context.peer()) or ("0.0.0.0", 0)
+        peer_text = context.peer()
+        peer = self._peers.get(peer_text)
+        if peer is None:  # a new connection: parsed once
+            peer = peer_host_port(peer_text) or ("0.0.0.0", 0)
+            if len(self._peers) >= MAX_PEERS:
+                self._peers.clear()
+            self._peers[peer_text] = peer
         client = self.clients.touch(meta.client_id, peer, meta.language)
-        client.channel.attrs["language"] = meta.language or "UNKNOWN"
+        language = meta.language or "UNKNOWN"
+        attrs = client.channel.attrs
+        if attrs.get("language") != language:
+            attrs["language"] = language
         return Call(meta, client, peer[0])
 
     def _count(self, rpc: str, code: int) -> None:
-        key = (rpc, code_name(code))
-        if key in self.calls or len(self.calls) < MAX_COUNTED:
-            self.calls[key] += 1
+        key = (rpc, code)
+        n = self.calls.get(key)
+        if n is not None:
+            self.calls[key] = n + 1
+        elif len(self.calls) < MAX_COUNTED:
+            self.calls[key] = 1
+
+    def calls_by_name(self) -> dict[tuple[str, str], int]:
+        """Calls answered, by (RPC, status code name), for the metrics."""
+        return {(rpc, code_name(code)): n for (rpc, code), n in self.calls.items()}
 
     def _unary(self, name: str, resp_cls: type[Any]) -> Callable[[Any, Any], Awaitable[Any]]:
         handler = getattr(self.consumers, _snake(name), None) or getattr(self.service, _snake(name), None)
