@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -309,3 +310,32 @@ async def test_push_consumer_of_a_fifo_group_keeps_each_message_groups_order(
     for g in ("g0", "g1"):
         order = [r["body"] for r in out["consumed"] if r["group"] == g]
         assert order == [s["body"] for s in sent if s["group"] == g], f"group {g} out of order"
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+async def test_readme_examples_consume(
+    cluster: tuple[Daemon, Daemon], clients: dict[str, Any], kind: str
+) -> None:
+    """``examples/rocketmq5/{simple,push}_consumer.{py,js}``, the README's snippets."""
+    ns, broker = cluster
+    launcher, why = clients[kind]
+    if launcher is None:
+        pytest.skip(why)
+    env = {**os.environ, "NODE_PATH": launcher} if kind == "node" else None
+    suffix = "py" if kind == "python" else "js"
+    runner = launcher if kind == "python" else "node"
+    for example, extra, word in (
+        ("simple_consumer", [], "received:"),
+        ("push_consumer", ["10"], "consumed:"),
+    ):
+        topic = f"Rmq5Example_{example}_{kind}"  # a new group reads its topic from the start
+        await create_topic(ns, topic, "MIXED")
+        ids = await send_remoting(ns, topic, [f"{example}-{i}" for i in range(2)])
+        script = ROOT / "examples" / "rocketmq5" / f"{example}.{suffix}"
+        argv = [runner, str(script), str(broker.grpc_addr), topic, f"{example}_{kind}", *extra]
+        done = await asyncio.to_thread(
+            subprocess.run, argv, capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = re.findall(rf"{word} ([0-9A-F]+)", done.stdout)  # the listener's threads may interleave
+        assert sorted(seen) == sorted(ids), done.stdout
