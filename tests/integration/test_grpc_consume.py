@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -24,18 +24,28 @@ from tests.integration.test_grpc_endpoint import Client, create_topic
 from tests.waiting import wait_until_async
 
 Code = pb.Code
-#: Short waits so an empty receive answers quickly (the proxy's minimum is 5 s).
+#: Short waits so an empty receive answers quickly (the proxy's minimum is 5 s), and auto-renew
+#: in seconds (only receives with ``auto_renew`` use it).
 FAST = {
     "grpcClientConsumerMinLongPollingTimeoutMillis": 300,
     "minInvisibleTimeMillsForRecv": 1000,
     "enablePropertyFilter": "true",
+    "defaultInvisibleTimeMills": 2000,
+    "renewAheadTimeMillis": 1500,
+    "renewSchedulePeriodMillis": 200,
+    "grpcClientIdleTimeMills": 60_000,
 }
 
 
-@pytest.fixture
-def grpc_cluster(daemons: DaemonPool) -> tuple[Daemon, Daemon]:
-    ns = daemons.namesrv()
-    return ns, daemons.broker(ns.addr, **FAST)
+@pytest.fixture(scope="module")
+def grpc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, Daemon]]:
+    """One NameServer and broker for the module (each test has its own topics and groups)."""
+    pool = DaemonPool(tmp_path_factory.mktemp("grpc-consume"))
+    try:
+        ns = pool.namesrv()
+        yield ns, pool.broker(ns.addr, **FAST)
+    finally:
+        pool.stop_all()
 
 
 @pytest.fixture
@@ -278,12 +288,10 @@ async def test_attempt_id_retry_gets_the_same_messages(
     assert (await ack(client, "PopAttempt", "ga", again + rest)).status.code == Code.OK
 
 
-async def test_auto_renew_keeps_messages_invisible_while_the_client_lives(daemons: DaemonPool) -> None:
-    ns = daemons.namesrv()
-    broker = daemons.broker(
-        ns.addr, defaultInvisibleTimeMills=2000, renewAheadTimeMillis=1500, renewSchedulePeriodMillis=200,
-        grpcClientIdleTimeMills=60_000, **FAST,
-    )  # fmt: skip
+async def test_auto_renew_keeps_messages_invisible_while_the_client_lives(
+    grpc_cluster: tuple[Daemon, Daemon],
+) -> None:
+    ns, broker = grpc_cluster
     await create_topic(ns, "PopRenew", queues=1)
     await send(ns, "PopRenew", [b"r0", b"r1"])
     worker = Client(str(broker.grpc_addr), client_id="renewing-worker")
