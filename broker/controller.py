@@ -59,7 +59,7 @@ from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.broker.transaction.service import TransactionService
-from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
+from rocketpy.config import BrokerConfig, StoreConfig, advertised_host, parse_delay_levels
 from rocketpy.errors import RemotingConnectError, RocketpyError
 from rocketpy.metrics import MetricsServer
 from rocketpy.perm import PERM_RW
@@ -319,6 +319,9 @@ class BrokerController:
     def _grpc_endpoint(self, table: dict[RequestCode, Handler]) -> GrpcEndpoint:
         """RocketMQ 5's gRPC API over this broker's processors (``table``) and managers."""
         from rocketpy.broker.grpc.clients import GrpcClients
+        from rocketpy.broker.grpc.consumers import ConsumerRpcs
+        from rocketpy.broker.grpc.receive import Receiver
+        from rocketpy.broker.grpc.renew import RenewTable
         from rocketpy.broker.grpc.routes import RouteSource
         from rocketpy.broker.grpc.server import GrpcEndpoint
         from rocketpy.broker.grpc.service import MessagingService
@@ -343,7 +346,13 @@ class BrokerController:
             lambda: self.delivery.timer if self.master_services.running else None,
         )  # fmt: skip
         streams = Streams(service, clients)
-        return GrpcEndpoint(bc, service, streams, clients)
+        renew = RenewTable(
+            bc, self.pop, lambda cid: cid in clients.table,
+            parse_delay_levels(self.store_config.message_delay_level),
+        )  # fmt: skip
+        receiver = Receiver(service, self.pop, renew, lambda: self.replication.is_slave)
+        consumers = ConsumerRpcs(service, self.pop, self.assignment, renew)
+        return GrpcEndpoint(bc, service, streams, clients, consumers, receiver)
 
     def namesrv_addrs(self) -> list[str]:
         """The NameServers of ``namesrvAddr`` (none: a broker alone, registered nowhere)."""

@@ -106,7 +106,7 @@ class BrokerCollector(Collector):
             languages = Counter(c.channel.language or "UNKNOWN" for c in self.grpc.clients.table.values())
             for language, n in sorted(languages.items()):
                 conns.add_metric(["grpc", language], n)
-            for (rpc, code), n in sorted(self.grpc.calls.items()):
+            for (rpc, code), n in sorted(self.grpc.calls_by_name().items()):
                 calls.add_metric([rpc, code], n)
         yield conns
         yield calls

@@ -376,6 +376,26 @@ class BrokerConfig(ConnectionLimits):
     grpc_client_consumer_long_polling_batch_size: int = Field(
         32, alias="grpcClientConsumerLongPollingBatchSize", gt=0
     )
+    # ReceiveMessage (POP over gRPC): the invisible time a receive may ask for, the one an
+    # auto-renewed receive gets, and the time a long poll keeps back to answer before the deadline
+    min_invisible_time_mills_for_recv: int = Field(10_000, alias="minInvisibleTimeMillsForRecv", ge=0)
+    max_invisible_time_mills: int = Field(
+        12 * 3600 * 1000, alias="maxInvisibleTimeMills", gt=0, le=12 * 3600 * 1000
+    )
+    default_invisible_time_mills: int = Field(
+        60_000, alias="defaultInvisibleTimeMills", gt=0, le=12 * 3600 * 1000
+    )
+    long_polling_reserve_time_in_millis: int = Field(100, alias="longPollingReserveTimeInMillis", ge=0)
+    # auto-renew (a PushConsumer's receives): the broker keeps its messages invisible while the
+    # client lives, renewing each renewAheadTimeMillis before it would show, for renewMaxTimeMillis
+    enable_proxy_auto_renew: bool = Field(True, alias="enableProxyAutoRenew")
+    renew_ahead_time_millis: int = Field(10_000, alias="renewAheadTimeMillis", ge=0)
+    renew_max_time_millis: int = Field(3 * 3600 * 1000, alias="renewMaxTimeMillis", gt=0)
+    renew_schedule_period_millis: int = Field(5000, alias="renewSchedulePeriodMillis", gt=0)
+    max_renew_retry_times: int = Field(3, alias="maxRenewRetryTimes", ge=0)
+    invisible_time_millis_when_clear: int = Field(
+        1000, alias="invisibleTimeMillisWhenClear", gt=0, le=12 * 3600 * 1000
+    )
 
 
 #: Keys whose values are never printed (``-p``, GET_BROKER_CONFIG): shown as ``******``.

@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
-"""gRPC endpoint benchmark: SendMessage from a grpc.aio load generator vs the SDK over remoting.
+"""gRPC endpoint benchmark: SendMessage and ReceiveMessage+AckMessage beside the SDK over remoting.
 
 Starts a NameServer and two idle brokers (one with the gRPC endpoint, one with
 ``grpcServerPort=-1``) and reports, in one run:
 
 * the idle RSS of each broker after a settle time (target: the endpoint adds <= 30 MiB);
-* SendMessage throughput, 1 KiB bodies, ``--inflight`` calls in flight from a ``grpc.aio`` load
-  generator in its own process (``--entries`` messages per request, 1 by default), beside the
+* **send**: SendMessage throughput, 1 KiB bodies, ``--inflight`` calls in flight from a ``grpc.aio``
+  load generator in its own process (``--entries`` messages per request, 1 by default), beside the
   SDK's remoting send rate (``rocketpy bench producer``, same in-flight count, auto-batch as the SDK
   defaults) against the same broker, in ABBA order over ``--rounds`` (target: gRPC >= 50 %);
+  with ``--baseline REV``, a third broker runs the source tree of git revision REV (``git
+  archive`` plus this tree's compiled modules) and takes the same gRPC load in the same rounds:
+  before (REV) and after (this tree) side by side;
+* **receive**: each run fills a fresh backlog of ``--messages`` and drains it with
+  ``--receivers`` loops of receive(32) + ack of the batch: the SDK's SimpleConsumer over
+  remoting (RECEIVE and BATCH_ACK_MESSAGE) and the load generator's ReceiveMessage + AckMessage
+  (one entry per message, as the official clients' batch acks), ABBA (target: gRPC >= 50 %);
 * CPU per message of the broker and of each load generator (from /proc), which says where the
   time goes on a 2-core machine where client and broker share the cores.
 
-Usage:  .venv/bin/python scripts/bench_grpc.py [--seconds 10] [--inflight 64] [--rounds 2] [--entries 1]
+Usage:  .venv/bin/python scripts/bench_grpc.py [--seconds 10] [--inflight 64] [--rounds 2]
+            [--entries 1] [--messages 20000] [--receivers 16] [--baseline REV] [--only send receive]
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,15 +42,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from rocketpy import Admin  # noqa: E402
-from tests.daemons import start_broker, start_namesrv  # noqa: E402
+from bench_abba import abba  # noqa: E402
+from bench_pop import drain_pop  # noqa: E402
+
+from rocketpy import Admin, Message, Producer, testing  # noqa: E402
+from tests.daemons import Daemon, start_broker, start_namesrv  # noqa: E402
 
 _COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
 TOPIC = "GrpcBench"
+BEFORE_TOPIC = "GrpcBenchBefore"
 SETTLE_S = 5.0
 RSS_TARGET_MIB = 30.0
 RATIO_TARGET = 0.5
+SERVICE = "/apache.rocketmq.v2.MessagingService/"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -59,7 +75,17 @@ def rss_mib(pid: int) -> float:
 # -- the load generator (its own process) -------------------------------------------------------
 
 
-async def generate(addr: str, seconds: float, inflight: int, entries: int, body_size: int) -> dict[str, Any]:
+def _metadata() -> list[tuple[str, str]]:
+    return [
+        ("x-mq-client-id", f"bench@{os.getpid()}"),
+        ("x-mq-language", "PYTHON"),
+        ("x-mq-protocol", "GRPC_V2"),
+    ]
+
+
+async def generate(
+    addr: str, topic: str, seconds: float, inflight: int, entries: int, body_size: int
+) -> dict[str, Any]:
     """SendMessage calls, ``inflight`` at a time, for ``seconds``; messages sent and CPU used."""
     import grpc
 
@@ -67,16 +93,12 @@ async def generate(addr: str, seconds: float, inflight: int, entries: int, body_
     from rocketpy.grpc_api.v2 import service_pb2 as spb
 
     body = os.urandom(body_size)
-    md = [
-        ("x-mq-client-id", f"bench@{os.getpid()}"),
-        ("x-mq-language", "PYTHON"),
-        ("x-mq-protocol", "GRPC_V2"),
-    ]
+    md = _metadata()
 
     def request() -> bytes:
         msgs = []
         for _ in range(entries):
-            m = pb.Message(topic=pb.Resource(name=TOPIC), body=body)
+            m = pb.Message(topic=pb.Resource(name=topic), body=body)
             m.system_properties.message_id = uuid.uuid4().hex.upper()
             m.system_properties.message_type = pb.NORMAL
             msgs.append(m)
@@ -84,8 +106,7 @@ async def generate(addr: str, seconds: float, inflight: int, entries: int, body_
 
     async with grpc.aio.insecure_channel(addr) as channel:
         send = channel.unary_unary(
-            "/apache.rocketmq.v2.MessagingService/SendMessage",
-            response_deserializer=spb.SendMessageResponse.FromString,
+            SERVICE + "SendMessage", response_deserializer=spb.SendMessageResponse.FromString
         )
         await send(request(), metadata=md, timeout=10)  # warm the connection
         sent = failed = 0
@@ -106,16 +127,85 @@ async def generate(addr: str, seconds: float, inflight: int, entries: int, body_
         return {"sent": sent, "failed": failed, "seconds": elapsed, "cpu": time.process_time() - cpu0}
 
 
+async def drain(addr: str, topic: str, count: int, receivers: int) -> dict[str, Any]:
+    """``receivers`` loops of ReceiveMessage(32) + AckMessage of the batch until ``count`` came."""
+    import grpc
+
+    from rocketpy.grpc_api.v2 import definition_pb2 as pb
+    from rocketpy.grpc_api.v2 import service_pb2 as spb
+
+    md = _metadata()
+    group, topic_res = pb.Resource(name=f"g_{topic}"), pb.Resource(name=topic)
+    req = spb.ReceiveMessageRequest(
+        group=group, message_queue=pb.MessageQueue(topic=topic_res), batch_size=32
+    )
+    req.invisible_duration.FromSeconds(60)
+    req.long_polling_timeout.FromSeconds(5)
+    got, finished = 0, asyncio.Event()
+    async with grpc.aio.insecure_channel(addr) as channel:
+        receive = channel.unary_stream(
+            SERVICE + "ReceiveMessage", request_serializer=spb.ReceiveMessageRequest.SerializeToString,
+            response_deserializer=spb.ReceiveMessageResponse.FromString,
+        )  # fmt: skip
+        ack = channel.unary_unary(
+            SERVICE + "AckMessage", request_serializer=spb.AckMessageRequest.SerializeToString,
+            response_deserializer=spb.AckMessageResponse.FromString,
+        )  # fmt: skip
+
+        async def loop() -> None:
+            nonlocal got
+            while True:
+                entries = [
+                    spb.AckMessageEntry(message_id=r.message.system_properties.message_id,
+                                        receipt_handle=r.message.system_properties.receipt_handle)
+                    async for r in receive(req, metadata=md, timeout=30) if r.HasField("message")
+                ]  # fmt: skip
+                if entries:
+                    answer = await ack(spb.AckMessageRequest(group=group, topic=topic_res, entries=entries),
+                                       metadata=md, timeout=10)  # fmt: skip
+                    if answer.status.code != pb.Code.OK:
+                        raise RuntimeError(f"AckMessage answered {answer.status}")
+                    got += len(entries)
+                    if got >= count:
+                        finished.set()
+
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        loops = [asyncio.ensure_future(loop()) for _ in range(receivers)]
+        done = asyncio.ensure_future(finished.wait())  # not the loops' end: the last receives wait
+        try:
+            await asyncio.wait([done, *loops], timeout=600, return_when=asyncio.FIRST_COMPLETED)
+            took = time.perf_counter() - t0
+            failed = [t for t in loops if t.done() and t.exception() is not None]
+            if failed:
+                raise RuntimeError(f"a receive loop failed after {got} messages") from failed[0].exception()
+            if not finished.is_set():
+                raise TimeoutError(f"{got} of {count} messages received in 600 s")
+        finally:
+            for task in [done, *loops]:
+                task.cancel()
+            await asyncio.gather(done, *loops, return_exceptions=True)
+        return {"received": got, "seconds": took, "cpu": time.process_time() - cpu0}
+
+
 # -- the runs -----------------------------------------------------------------------------------
 
 
-def run_grpc(grpc_addr: str, a: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--generator", grpc_addr, "--seconds", str(a.seconds),
-           "--inflight", str(a.inflight), "--entries", str(a.entries), "--body", str(a.body)]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=a.seconds + 120)
+def run_generator(args: list[str], timeout_s: float) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--generator", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         raise SystemExit(f"gRPC load generator failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_grpc(
+    grpc_addr: str, topic: str, a: argparse.Namespace, seconds: float | None = None
+) -> dict[str, Any]:
+    secs = a.seconds if seconds is None else seconds
+    args = [grpc_addr, "--topic", topic, "--seconds", str(secs), "--inflight", str(a.inflight),
+            "--entries", str(a.entries), "--body", str(a.body)]  # fmt: skip
+    result = run_generator(args, secs + 120)
     result["tps"] = result["sent"] / result["seconds"]
     return result
 
@@ -132,9 +222,99 @@ def run_sdk(ns: str, a: argparse.Namespace) -> dict[str, Any]:
     return {"sent": int(m.group(1)), "tps": float(m.group(2)), "seconds": time.monotonic() - started}
 
 
-async def create_topic(ns: str, broker_addr: str) -> None:
+def measured(pid: int, run: Any, count_key: str) -> dict[str, Any]:
+    """``run()``'s result with the broker's CPU per message added."""
+    cpu0 = cpu_seconds(pid)
+    row: dict[str, Any] = run()
+    row["broker_cpu_us"] = (cpu_seconds(pid) - cpu0) / max(row[count_key], 1) * 1e6
+    return row
+
+
+def send_rounds(ns: str, on: Daemon, base: Daemon | None, a: argparse.Namespace) -> list[dict[str, Any]]:
+    rounds: list[dict[str, Any]] = []
+    for i in range(a.rounds):
+        row: dict[str, Any] = {}
+        order = list(abba(i, "sdk", "grpc"))
+        if base is not None:  # before/after: the baseline broker's gRPC runs between them
+            order[1:1] = ["grpc-before"]
+            order[-1:-1] = ["grpc-before"]
+        for kind in order:
+            target = base if kind == "grpc-before" else on
+            assert target is not None
+            if kind == "sdk":
+                result = measured(on.pid, lambda: run_sdk(ns, a), "sent")
+            else:
+                topic = BEFORE_TOPIC if kind == "grpc-before" else TOPIC
+                result = measured(
+                    target.pid, lambda t=target, x=topic: run_grpc(str(t.grpc_addr), x, a), "sent"
+                )
+            row.setdefault(kind, []).append(result)
+        rounds.append(row)
+    return rounds
+
+
+async def receive_rounds(ns: str, on: Daemon, a: argparse.Namespace) -> list[dict[str, list[dict[str, Any]]]]:
+    rounds: list[dict[str, list[dict[str, Any]]]] = []
+    n = 0
+    for i in range(a.rounds):
+        row: dict[str, list[dict[str, Any]]] = {}
+        for kind in abba(i, "sdk", "grpc"):
+            n += 1
+            topic = f"GrpcPop{n}"
+            await backlog_on(ns, on.addr, topic, a.messages, a.body)
+            cpu0, t0 = cpu_seconds(on.pid), time.perf_counter()
+            if kind == "sdk":
+                took = await drain_pop(ns, topic, a.messages, a.receivers)
+                result = {"received": a.messages, "seconds": took}
+            else:
+                args = [str(on.grpc_addr), "--receive", topic, "--messages", str(a.messages),
+                        "--receivers", str(a.receivers)]  # fmt: skip
+                result = await asyncio.to_thread(run_generator, args, 900)
+            result["broker_cpu_us"] = (cpu_seconds(on.pid) - cpu0) / a.messages * 1e6
+            result["rate"] = a.messages / result["seconds"]
+            took_s, cpu_us = time.perf_counter() - t0, result["broker_cpu_us"]
+            print(f"  receive {kind:4s} {result['rate']:9,.0f} msgs/s, "
+                  f"broker {cpu_us:6.1f} us/msg ({took_s:.1f} s)", flush=True)  # fmt: skip
+            row.setdefault(kind, []).append(result)
+        rounds.append(row)
+    return rounds
+
+
+async def backlog_on(ns: str, broker_addr: str, topic: str, count: int, body_size: int) -> None:
+    """``count`` messages in ``topic``, created on the measured broker only (the baseline broker,
+    when there is one, is in the same cluster and must not take half of them)."""
     async with Admin(ns) as admin:
-        await admin.create_topic(TOPIC, broker_addr=broker_addr, read_queue_nums=8, write_queue_nums=8)
+        await admin.create_topic(topic, broker_addr=broker_addr, read_queue_nums=8, write_queue_nums=8)
+    body = b"x" * body_size
+    async with Producer(f"pg_{topic}", namesrv_addr=ns) as producer:
+        for i in range(0, count, 256):
+            await producer.send_batch([Message(topic, body) for _ in range(min(256, count - i))])
+
+
+def baseline_tree(rev: str, dest: Path) -> Path:
+    """Revision ``rev``'s source tree in ``dest`` with this tree's compiled modules copied in."""
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    listed = subprocess.run(["git", "ls-files", "-o", "--exclude-standard", "-i", "--", "*.so"],
+                            cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+    for built in listed.stdout.split():
+        if not built.startswith((".venv", ".pytest_cache")):
+            (dest / built).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / built, dest / built)
+    return dest
+
+
+def start_baseline(tree: Path, tmp: Path, ns: str) -> Daemon:
+    workdir = tmp / "broker-before"
+    workdir.mkdir()
+    env = testing.daemon_env(workdir, tmp / "run")
+    env["PYTHONPATH"] = str(tree)
+    return testing.start_broker(workdir, ns, env=env, cwd=tree, brokerName="broker-before")
+
+
+async def create_topic(ns: str, broker_addr: str, topic: str) -> None:
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, broker_addr=broker_addr, read_queue_nums=8, write_queue_nums=8)
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -143,27 +323,28 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         ns = start_namesrv(tmp_path)
         on = start_broker(tmp_path, ns.addr, brokerName="broker-grpc")
         off = start_broker(tmp_path, ns.addr, brokerName="broker-nogrpc", grpcServerPort=-1)
+        base = None
         try:
+            if a.baseline:
+                base = start_baseline(
+                    baseline_tree(a.baseline, Path(tempfile.mkdtemp(dir=tmp))), tmp_path, ns.addr
+                )
             time.sleep(SETTLE_S)
-            rss = {"on": rss_mib(on.pid), "off": rss_mib(off.pid)}
+            out: dict[str, Any] = {"rss_mib": {"on": rss_mib(on.pid), "off": rss_mib(off.pid)}}
             off.terminate()
-            asyncio.run(create_topic(ns.addr, on.addr))
-            run_grpc(str(on.grpc_addr), argparse.Namespace(**{**vars(a), "seconds": 2.0}))  # warm-up
-            rounds: list[dict[str, Any]] = []
-            for i in range(a.rounds):
-                order = ("sdk", "grpc") if i % 2 == 0 else ("grpc", "sdk")
-                row: dict[str, Any] = {}
-                for kind in order:
-                    cpu0 = cpu_seconds(on.pid)
-                    row[kind] = run_sdk(ns.addr, a) if kind == "sdk" else run_grpc(str(on.grpc_addr), a)
-                    row[kind]["broker_cpu_us"] = (
-                        (cpu_seconds(on.pid) - cpu0) / max(row[kind]["sent"], 1) * 1e6
-                    )
-                rounds.append(row)
+            if "send" in a.only:
+                for b, topic in ((on, TOPIC), (base, BEFORE_TOPIC)):
+                    if b is not None:  # each broker its own topic: the SDK sends to the measured one only
+                        asyncio.run(create_topic(ns.addr, b.addr, topic))
+                        run_grpc(str(b.grpc_addr), topic, a, seconds=2.0)  # warm-up
+                out["send"] = send_rounds(ns.addr, on, base, a)
+            if "receive" in a.only:
+                out["receive"] = asyncio.run(receive_rounds(ns.addr, on, a))
         finally:
-            on.terminate()
-            ns.terminate()
-    return {"rss_mib": rss, "rounds": rounds}
+            for d in (base, on, ns):
+                if d is not None:
+                    d.terminate()
+    return out
 
 
 def report(result: dict[str, Any], a: argparse.Namespace) -> None:
@@ -171,23 +352,56 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> None:
     grown = rss["on"] - rss["off"]
     print(f"idle broker RSS: gRPC on {rss['on']:.1f} MiB, off {rss['off']:.1f} MiB: +{grown:.1f} MiB "
           f"(target <= {RSS_TARGET_MIB:.0f}) {'OK' if grown <= RSS_TARGET_MIB else 'ABOVE'}")  # fmt: skip
+    if "send" in result:
+        report_send(result["send"], a)
+    if "receive" in result:
+        report_receive(result["receive"], a)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    return statistics.fmean(r[key] for r in rows)
+
+
+def report_send(rounds: list[dict[str, Any]], a: argparse.Namespace) -> None:
     print(
-        f"1 KiB sends, {a.inflight} in flight, {a.entries} message(s) per gRPC request, {a.seconds:g} s a run"
+        f"send: 1 KiB, {a.inflight} in flight, {a.entries} message(s) per gRPC request, {a.seconds:g} s a run"
     )
+    print(f"{'round':>5} {'SDK msgs/s':>11} {'gRPC msgs/s':>12} {'ratio':>6} {'broker us/msg SDK':>18} "
+          f"{'gRPC':>6} {'generator us/msg':>17}   "
+          f"before: {'gRPC msgs/s':>11} {'broker us/msg':>13}")  # fmt: skip
+    ratios = []
+    for i, r in enumerate(rounds):
+        sdk_tps, g_tps = _mean(r["sdk"], "tps"), _mean(r["grpc"], "tps")
+        ratios.append(g_tps / max(sdk_tps, 1))
+        gen = sum(g["cpu"] for g in r["grpc"]) / max(sum(g["sent"] for g in r["grpc"]), 1) * 1e6
+        cpu_sdk, cpu_grpc = _mean(r["sdk"], "broker_cpu_us"), _mean(r["grpc"], "broker_cpu_us")
+        line = (f"{i + 1:>5} {sdk_tps:>11,.0f} {g_tps:>12,.0f} {ratios[-1]:>6.1%} "
+                f"{cpu_sdk:>18.1f} {cpu_grpc:>6.1f} {gen:>17.1f}")  # fmt: skip
+        if "grpc-before" in r:
+            b = r["grpc-before"]
+            line += f"   before: {_mean(b, 'tps'):>11,.0f} {_mean(b, 'broker_cpu_us'):>13.1f}"
+        print(line)
+    median = statistics.median(ratios)
+    print(f"gRPC / SDK send rate (median of {len(ratios)} rounds): {median:.1%} "
+          f"(target >= {RATIO_TARGET:.0%}) {'OK' if median >= RATIO_TARGET else 'BELOW'}")  # fmt: skip
+
+
+def report_receive(rounds: list[dict[str, list[dict[str, Any]]]], a: argparse.Namespace) -> None:
+    print(f"receive+ack: {a.messages} x 1 KiB a drain, {a.receivers} loops of receive(32) + ack of the batch")
     print(f"{'round':>5} {'SDK msgs/s':>11} {'gRPC msgs/s':>12} {'ratio':>6} {'broker us/msg SDK':>18} "
           f"{'gRPC':>6} {'generator us/msg':>17}")  # fmt: skip
     ratios = []
-    for i, r in enumerate(result["rounds"]):
-        sdk, g = r["sdk"], r["grpc"]
-        ratio = g["tps"] / max(sdk["tps"], 1)
-        ratios.append(ratio)
-        gen = g["cpu"] / max(g["sent"], 1) * 1e6
-        print(f"{i + 1:>5} {sdk['tps']:>11,.0f} {g['tps']:>12,.0f} {ratio:>6.1%} "
-              f"{sdk['broker_cpu_us']:>18.1f} {g['broker_cpu_us']:>6.1f} {gen:>17.1f}")  # fmt: skip
-    ratios.sort()
-    median = ratios[len(ratios) // 2]
-    print(f"gRPC / SDK send rate (median of {len(ratios)}): {median:.1%} (target >= {RATIO_TARGET:.0%}) "
-          f"{'OK' if median >= RATIO_TARGET else 'BELOW'}")  # fmt: skip
+    for i, r in enumerate(rounds):
+        sdk, g = _mean(r["sdk"], "rate"), _mean(r["grpc"], "rate")
+        ratios.append(g / max(sdk, 1))
+        gen = sum(x["cpu"] for x in r["grpc"]) / (a.messages * len(r["grpc"])) * 1e6
+        cpu_sdk, cpu_grpc = _mean(r["sdk"], "broker_cpu_us"), _mean(r["grpc"], "broker_cpu_us")
+        print(f"{i + 1:>5} {sdk:>11,.0f} {g:>12,.0f} {ratios[-1]:>6.1%} {cpu_sdk:>18.1f} "
+              f"{cpu_grpc:>6.1f} {gen:>17.1f}")  # fmt: skip
+    median = statistics.median(ratios)
+    print(f"gRPC / SDK receive+ack rate (median of {len(ratios)} rounds): {median:.1%} "
+          f"(target >= {RATIO_TARGET:.0%}) {'OK' if median >= RATIO_TARGET else 'BELOW'}")  # fmt: skip
 
 
 def main() -> None:
@@ -197,11 +411,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--entries", type=int, default=1, help="messages per SendMessage request")
     ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument("--messages", type=int, default=20_000, help="backlog of one receive drain")
+    ap.add_argument("--receivers", type=int, default=16, help="concurrent receive loops")
+    ap.add_argument("--baseline", metavar="REV", help="also run REV's broker under the same gRPC send load")
+    ap.add_argument("--only", nargs="+", default=["send", "receive"], choices=["send", "receive"])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--generator", metavar="ADDR", help=argparse.SUPPRESS)
+    ap.add_argument("--receive", metavar="TOPIC", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", default=TOPIC, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.generator:
-        print(json.dumps(asyncio.run(generate(a.generator, a.seconds, a.inflight, a.entries, a.body))))
+        job = (
+            drain(a.generator, a.receive, a.messages, a.receivers)
+            if a.receive
+            else generate(a.generator, a.topic, a.seconds, a.inflight, a.entries, a.body)
+        )
+        print(json.dumps(asyncio.run(job)))
         return
     result = measure(a)
     if a.json:

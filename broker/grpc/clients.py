@@ -6,8 +6,10 @@ broker's producer and consumer tables learn of it the way they learn of a remoti
 endpoint sends HEART_BEAT (and UNREGISTER_CLIENT) through the broker's own processor, with the
 producer groups = the published topics (RocketMQ's proxy registers 5.x producers by topic, and
 sends their half messages with the topic as producer group) and the consumer group with its
-subscriptions. Sessions end on NotifyClientTermination or after ``grpcClientIdleTimeMills``
-without a call or a Telemetry stream (``expire_idle``); the table is bounded (``MAX_CLIENTS``).
+subscriptions; a PushConsumer or SimpleConsumer announces ``CONSUME_POP`` (it receives by POP), so
+its group's assignment is POP's unless an admin set the group's mode. Sessions end on
+NotifyClientTermination or after ``grpcClientIdleTimeMills`` without a call or a Telemetry stream
+(``expire_idle``); the table is bounded (``MAX_CLIENTS``).
 """
 
 from __future__ import annotations
@@ -172,8 +174,8 @@ class GrpcClients:
                 {
                     "groupName": client.group,
                     "consumeType": "CONSUME_ACTIVELY"
-                    if client.client_type != pb.ClientType.PUSH_CONSUMER
-                    else "CONSUME_PASSIVELY",
+                    if client.client_type == pb.ClientType.PULL_CONSUMER
+                    else "CONSUME_POP",
                     "messageModel": "CLUSTERING",
                     "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                     "subscriptionDataSet": [

@@ -12,6 +12,7 @@ message (PullMessage, the transaction check), with its message type read from it
 
 from __future__ import annotations
 
+import hashlib
 import time
 import zlib
 from dataclasses import dataclass
@@ -44,6 +45,11 @@ TOPIC_TYPES: dict[str, frozenset[int]] = {
 _SECONDS_CEILING = 100_000_000_000
 #: Most bytes a gzip-encoded body may inflate to before it is refused (beyond maxMessageSize).
 _GZIP_SLACK = 1
+#: Enum values as plain ints (protobuf's enum wrapper resolves each attribute in Python).
+_GZIP = int(pb.Encoding.GZIP)
+_IDENTITY = int(pb.Encoding.IDENTITY)
+_MD5 = int(pb.DigestType.MD5)
+_NORMAL = int(MessageType.NORMAL)
 
 
 def timestamp_ms(seconds: int, nanos: int) -> int:
@@ -85,35 +91,39 @@ class SendPlan:
             RpcError: the message breaks a rule (the code says which: ILLEGAL_TOPIC,
                 MESSAGE_BODY_TOO_LARGE, ILLEGAL_DELIVERY_TIME, ...).
         """
-        sp = msg.system_properties
+        sp = msg.system_properties  # each access builds a wrapper: read once
         topic = msg.topic.name
+        message_id = sp.message_id
         if not topic:
             raise RpcError(Code.ILLEGAL_TOPIC, "the message has no topic name")
-        if not sp.message_id:
+        if not message_id:
             raise RpcError(Code.ILLEGAL_MESSAGE_ID, "the message has no message_id; the client sets one")
-        body = _body(msg, config, max_body_bytes)
-        props: dict[str, str] = _user_properties(msg, config)
-        props[MessageConst.UNIQ_KEY] = sp.message_id
+        body = _body(msg.body, sp.body_encoding, config, max_body_bytes)
+        user = msg.user_properties
+        props: dict[str, str] = _user_properties(user, config) if user else {}
+        props[MessageConst.UNIQ_KEY] = message_id
         props[MessageConst.WAIT] = "true"
-        _tag_and_keys(sp, props)
-        group = _message_group(sp, config)
+        has = sp.HasField
+        if has("tag") or sp.keys:
+            _tag_and_keys(sp, props)
+        group = _message_group(sp, config) if has("message_group") else ""
         if group:
             props[MessageConst.SHARDING_KEY] = group
-        message_type = sp.message_type or MessageType.NORMAL
-        sys_flag = _typed(sp, message_type, config, props, topic)
-        born = (
-            timestamp_ms(sp.born_timestamp.seconds, sp.born_timestamp.nanos)
-            if sp.HasField("born_timestamp")
-            else int(time.time() * 1000)
-        )
-        return cls(
-            topic, sp.message_id, message_type, body, properties_to_string(props), sys_flag, born, group
-        )
+        message_type = sp.message_type or _NORMAL
+        if message_type == _NORMAL and not group and not has("delivery_timestamp"):
+            sys_flag = 0  # what _typed answers a plain message, without its checks' lookups
+        else:
+            sys_flag = _typed(sp, message_type, config, props, topic)
+        if has("born_timestamp"):
+            born_ts = sp.born_timestamp
+            born = timestamp_ms(born_ts.seconds, born_ts.nanos)
+        else:
+            born = int(time.time() * 1000)
+        return cls(topic, message_id, message_type, body, properties_to_string(props), sys_flag, born, group)
 
 
-def _body(msg: pb.Message, config: BrokerConfig, max_body_bytes: int) -> bytes:
-    body = msg.body
-    if msg.system_properties.body_encoding == pb.Encoding.GZIP:
+def _body(body: bytes, encoding: int, config: BrokerConfig, max_body_bytes: int) -> bytes:
+    if encoding == _GZIP:
         inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header
         try:
             body = inflater.decompress(body, max_body_bytes + _GZIP_SLACK)
@@ -130,8 +140,7 @@ def _body(msg: pb.Message, config: BrokerConfig, max_body_bytes: int) -> bytes:
     return body
 
 
-def _user_properties(msg: pb.Message, config: BrokerConfig) -> dict[str, str]:
-    user = msg.user_properties
+def _user_properties(user: Any, config: BrokerConfig) -> dict[str, str]:
     if len(user) > config.user_property_max_num > 0:
         raise RpcError(
             Code.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -239,34 +248,55 @@ def message_type_of(props: dict[str, str]) -> int:
 
 def to_proto(ext: MessageExt, topic: str | None = None) -> pb.Message:
     """A stored message as the 5.x clients receive it (``topic`` overrides the stored one)."""
+    out = pb.Message()
+    fill_message(out, ext, topic)
+    return out
+
+
+def fill_message(out: pb.Message, ext: MessageExt, topic: str | None = None) -> None:
+    """Write ``ext`` into ``out`` (a response's own message field: filled in place, not copied in).
+
+    Each nested field is read once: upb builds a wrapper object on every access.
+    """
     props = ext.properties
     body = ext.body
     if ext.sys_flag & COMPRESSED_FLAG:
         body = zlib.decompress(body)
-    out = pb.Message(body=body)
+    out.body = body
     out.topic.name = topic or props.get(MessageConst.REAL_TOPIC) or ext.topic
     sp = out.system_properties
     sp.message_id = props.get(MessageConst.UNIQ_KEY) or ext.offset_msg_id
     if ext.tags:
         sp.tag = ext.tags
-    sp.keys.extend(ext.keys)
-    sp.body_digest.type = pb.DigestType.CRC32
-    sp.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
-    sp.body_encoding = pb.Encoding.IDENTITY
+    if ext.keys:
+        sp.keys.extend(ext.keys)
+    # MD5 as RocketMQ's proxy sends it: the Node.js client checks a CRC32 digest as a decimal
+    # string and the Python client as hex, so only MD5 (uppercase hex) reads the same in both
+    digest = sp.body_digest
+    digest.type = _MD5  # type: ignore[assignment]
+    digest.checksum = hashlib.md5(body).hexdigest().upper()
+    sp.body_encoding = _IDENTITY  # type: ignore[assignment]
     sp.message_type = message_type_of(props)  # type: ignore[assignment]
-    sp.born_timestamp.FromMilliseconds(ext.born_timestamp)
+    _set_ms(sp.born_timestamp, ext.born_timestamp)
     sp.born_host = ext.born_host[0]
-    sp.store_timestamp.FromMilliseconds(ext.store_timestamp)
+    _set_ms(sp.store_timestamp, ext.store_timestamp)
     sp.store_host = f"{ext.store_host[0]}:{ext.store_host[1]}"
     sp.queue_id = ext.queue_id
     sp.queue_offset = ext.queue_offset
     sp.delivery_attempt = ext.reconsume_times + 1
-    if MessageConst.SHARDING_KEY in props:
-        sp.message_group = props[MessageConst.SHARDING_KEY]
+    group = props.get(MessageConst.SHARDING_KEY)
+    if group is not None:
+        sp.message_group = group
     deliver = props.get(MessageConst.TIMER_DELIVER_MS)
     if deliver is not None and deliver.isdigit():
-        sp.delivery_timestamp.FromMilliseconds(int(deliver))
-    for key, value in props.items():
-        if key not in SYSTEM_PROPERTY_KEYS:
-            out.user_properties[key] = value
-    return out
+        _set_ms(sp.delivery_timestamp, int(deliver))
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
+    if user:
+        out.user_properties.update(user)
+
+
+def _set_ms(ts: Any, ms: int) -> None:
+    """A Timestamp field set to ``ms`` (two C field writes; ``FromMilliseconds`` is Python)."""
+    seconds, rest = divmod(ms, 1000)
+    ts.seconds = seconds
+    ts.nanos = rest * 1_000_000

@@ -3,8 +3,9 @@
 ``grpc.aio`` runs on the broker's own event loop (uvloop; docs/design.md §15 has the measurement
 behind that choice): handlers call the broker's managers and processors directly, with no thread
 hop. The method table is built from the service's descriptor, so every RPC of the proto is
-served: the ones this broker implements by ``MessagingService`` / ``Streams``, the rest (the POP
-RPCs and Lite topics) with NOT_IMPLEMENTED in their response's status. Each call first reads its
+served: the ones this broker implements by ``MessagingService``, ``ConsumerRpcs`` (POP's unary
+RPCs), ``Receiver`` (ReceiveMessage) and ``Streams``, the rest (Lite topics) with NOT_IMPLEMENTED
+in their response's status. Each call first reads its
 metadata (``CallMeta``) and the client's session; a handler's ``RpcError`` becomes its response's
 status, any other exception INTERNAL_ERROR (logged), never a raw gRPC error. Bounds: inbound
 message size (``grpcMaxInboundMessageSize``), concurrent calls per connection
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,9 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from rocketpy.broker.grpc.clients import GrpcClients
+from rocketpy.broker.grpc.consumers import ConsumerRpcs
 from rocketpy.broker.grpc.metadata import peer_host_port, read_metadata
+from rocketpy.broker.grpc.receive import Receiver
 from rocketpy.broker.grpc.service import Call, MessagingService
 from rocketpy.broker.grpc.status import Code, RpcError, code_name, status
 from rocketpy.broker.grpc.streams import Streams
@@ -36,15 +38,11 @@ log = logging.getLogger("rocketpy.broker.grpc")
 
 SERVICE = spb.DESCRIPTOR.services_by_name["MessagingService"]
 #: RPCs answered NOT_IMPLEMENTED, with what they wait for.
-NOT_YET = {
-    "ReceiveMessage": "POP consumption",
-    "AckMessage": "POP consumption",
-    "ChangeInvisibleDuration": "POP consumption",
-    "ForwardMessageToDeadLetterQueue": "POP consumption (receipt handles)",
-    "SyncLiteSubscription": "Lite topics",
-}
+NOT_YET = {"SyncLiteSubscription": "Lite topics"}
 #: (RPC, status code) pairs counted for metrics, at most.
 MAX_COUNTED = 1024
+#: Client connections whose parsed address is kept (the table is emptied when it fills).
+MAX_PEERS = 4096
 
 
 def _message_class(name: str) -> type[Any]:
@@ -80,20 +78,30 @@ class GrpcEndpoint:
 
     Args:
         config: the broker's settings.
-        service: the unary handlers; ``streams``: Telemetry and PullMessage; ``clients``: sessions.
+        service: the unary handlers; ``consumers``: POP's unary handlers; ``receiver``:
+            ReceiveMessage; ``streams``: Telemetry and PullMessage; ``clients``: sessions.
     """
 
     def __init__(
-        self, config: BrokerConfig, service: MessagingService, streams: Streams, clients: GrpcClients
+        self,
+        config: BrokerConfig,
+        service: MessagingService,
+        streams: Streams,
+        clients: GrpcClients,
+        consumers: ConsumerRpcs,
+        receiver: Receiver,
     ) -> None:
         self.config = config
         self.service = service
         self.streams = streams
         self.clients = clients
+        self.consumers = consumers
+        self.receiver = receiver
         self.port = -1
-        self.calls: Counter[tuple[str, str]] = Counter()  # (rpc, status code name) -> calls answered
+        self.calls: dict[tuple[str, int], int] = {}  # (rpc, status code) -> calls answered
+        self._peers: dict[str, tuple[str, int]] = {}  # grpc's peer text -> (ip, port)
         self._server: grpc.aio.Server | None = None
-        self._sweeper: asyncio.Task[None] | None = None
+        self._routines: list[asyncio.Task[None]] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -127,16 +135,21 @@ class GrpcEndpoint:
             raise OSError(f"cannot listen for gRPC on {address} (grpcServerPort): in use or not allowed")
         await server.start()
         self._server, self.port = server, port
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_routine())
+        loop = asyncio.get_running_loop()
+        self._routines = [
+            loop.create_task(self._sweep_routine(), name="rocketpy-grpc-sweep"),
+            loop.create_task(self.consumers.renew.routine(), name="rocketpy-grpc-renew"),
+        ]
         log.info("gRPC endpoint (RocketMQ 5 clients) on %s:%d%s", bind_address, port,
                  " with TLS" if c.grpc_tls_cert_path else "")  # fmt: skip
         return port
 
     async def shutdown(self, grace_s: float) -> None:
         """End client sessions (their Telemetry streams), then stop the server within ``grace_s``."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
+        for task in self._routines:
+            task.cancel()
+        await asyncio.gather(*self._routines, return_exceptions=True)
+        self._routines = []
         self.clients.close_all("the broker is shutting down")
         if self._server is not None:
             await self._server.stop(grace_s)
@@ -157,6 +170,8 @@ class GrpcEndpoint:
             kwargs = {"request_deserializer": _decoder(req), "response_serializer": resp.SerializeToString}
             if method.client_streaming:
                 table[method.name] = grpc.stream_stream_rpc_method_handler(self._telemetry, **kwargs)
+            elif method.name == "ReceiveMessage":
+                table[method.name] = grpc.unary_stream_rpc_method_handler(self._receive, **kwargs)
             elif method.server_streaming:
                 table[method.name] = grpc.unary_stream_rpc_method_handler(
                     self._streamer(method.name, resp), **kwargs
@@ -169,18 +184,34 @@ class GrpcEndpoint:
 
     def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> Call:
         meta = read_metadata(context.invocation_metadata())
-        peer = peer_host_port(context.peer()) or ("0.0.0.0", 0)
+        peer_text = context.peer()
+        peer = self._peers.get(peer_text)
+        if peer is None:  # a new connection: parsed once
+            peer = peer_host_port(peer_text) or ("0.0.0.0", 0)
+            if len(self._peers) >= MAX_PEERS:
+                self._peers.clear()
+            self._peers[peer_text] = peer
         client = self.clients.touch(meta.client_id, peer, meta.language)
-        client.channel.attrs["language"] = meta.language or "UNKNOWN"
+        language = meta.language or "UNKNOWN"
+        attrs = client.channel.attrs
+        if attrs.get("language") != language:
+            attrs["language"] = language
         return Call(meta, client, peer[0])
 
     def _count(self, rpc: str, code: int) -> None:
-        key = (rpc, code_name(code))
-        if key in self.calls or len(self.calls) < MAX_COUNTED:
-            self.calls[key] += 1
+        key = (rpc, code)
+        n = self.calls.get(key)
+        if n is not None:
+            self.calls[key] = n + 1
+        elif len(self.calls) < MAX_COUNTED:
+            self.calls[key] = 1
+
+    def calls_by_name(self) -> dict[tuple[str, str], int]:
+        """Calls answered, by (RPC, status code name), for the metrics."""
+        return {(rpc, code_name(code)): n for (rpc, code), n in self.calls.items()}
 
     def _unary(self, name: str, resp_cls: type[Any]) -> Callable[[Any, Any], Awaitable[Any]]:
-        handler = getattr(self.service, _snake(name), None)
+        handler = getattr(self.consumers, _snake(name), None) or getattr(self.service, _snake(name), None)
         reason = NOT_YET.get(name, "a later version")
 
         async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -225,6 +256,20 @@ class GrpcEndpoint:
 
         return stream
 
+    async def _receive(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """ReceiveMessage: its stream is written by ``Receiver``; a refusal is a status entry."""
+        try:
+            _check_decoded(request)
+            code = await self.receiver.receive_message(request, self._call(context), context)
+        except RpcError as e:
+            code = e.code
+            await _refuse_receive(context, e.status())
+        except Exception as e:
+            log.exception("gRPC ReceiveMessage from %s failed", context.peer())
+            code = Code.INTERNAL_ERROR
+            await _refuse_receive(context, status(code, f"ReceiveMessage failed on the broker: {e}"))
+        self._count("ReceiveMessage", code)
+
     async def _telemetry(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         try:
             call = self._call(context)
@@ -234,6 +279,13 @@ class GrpcEndpoint:
             return
         self._count("Telemetry", Code.OK)
         await self.streams.telemetry(context, call)
+
+
+async def _refuse_receive(context: grpc.aio.ServicerContext[Any, Any], refusal: Any) -> None:
+    await context.write(spb.ReceiveMessageResponse(status=refusal))
+    done = spb.ReceiveMessageResponse()
+    done.delivery_timestamp.GetCurrentTime()
+    await context.write(done)
 
 
 def _snake(name: str) -> str:

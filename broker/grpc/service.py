@@ -1,4 +1,4 @@
-"""The unary RPCs of ``MessagingService`` that do not need POP consumption.
+"""The unary RPCs of ``MessagingService`` other than POP consumption's (``consumers.py``).
 
 Each handler takes the request and the ``Call`` (who is calling), and either returns the response
 message (its ``status`` OK) or raises ``RpcError`` (the server turns it into the response with
@@ -21,7 +21,7 @@ from rocketpy.broker.grpc.clients import GrpcClient, GrpcClients
 from rocketpy.broker.grpc.convert import TOPIC_TYPES, MessageType, SendPlan
 from rocketpy.broker.grpc.metadata import CallMeta
 from rocketpy.broker.grpc.routes import RouteSource, message_queues
-from rocketpy.broker.grpc.status import Code, RpcError, code_of_response, status
+from rocketpy.broker.grpc.status import Code, RpcError, code_of_response, set_ok, status
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.timer.service import TimerMessageService
@@ -39,7 +39,7 @@ from rocketpy.protocol.headers.offset import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketpy.protocol.headers.send import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketpy.protocol.headers.send import SendMessageRequestHeader
 from rocketpy.protocol.headers.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.record import decode_record
 from rocketpy.remoting.command import RemotingCommand
@@ -49,6 +49,10 @@ log = logging.getLogger("rocketpy.broker.grpc")
 
 #: Messages one SendMessage request may carry (RocketMQ's proxy bounds the request's bytes only).
 MAX_SEND_ENTRIES = 1024
+_OK = int(Code.OK)
+_TRANSACTION = int(MessageType.TRANSACTION)
+_DELAY = int(MessageType.DELAY)
+_EVERY_TYPE = TOPIC_TYPES["MIXED"]
 _DECISIONS = {
     pb.TransactionResolution.COMMIT: TransactionDecision.COMMIT,
     pb.TransactionResolution.ROLLBACK: TransactionDecision.ROLLBACK,
@@ -66,8 +70,14 @@ class Call:
 
 def ok(response: Any) -> Any:
     """``response`` with its ``status`` set to OK."""
-    response.status.CopyFrom(status())
+    set_ok(response.status)
     return response
+
+
+def consumer_probe(group: str, topic: str) -> RemotingCommand:
+    """What the ACL checks for a consumer's RPC (ReceiveMessage, AckMessage, ...): POP_MESSAGE's
+    rule, SUB on the topic and the group (ACK and CHANGE_MESSAGE_INVISIBLETIME have the same)."""
+    return RemotingCommand.request(RequestCode.POP_MESSAGE, {"consumerGroup": group, "topic": topic})
 
 
 class MessagingService:
@@ -152,17 +162,6 @@ class MessagingService:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"no broker serving gRPC holds topic {topic!r}")
         return ok(spb.QueryRouteResponse(message_queues=queues))
 
-    async def query_assignment(
-        self, request: spb.QueryAssignmentRequest, call: Call
-    ) -> spb.QueryAssignmentResponse:
-        """The topic's readable queues (the POP-mode assignment comes with POP consumption)."""
-        self.check_access(call)
-        topic = request.topic.name
-        route = await self.routes.route(topic)
-        queues = message_queues(topic, route, self.accepted_types(topic))
-        assignments = [pb.Assignment(message_queue=q) for q in queues if q.permission != pb.Permission.WRITE]
-        return ok(spb.QueryAssignmentResponse(assignments=assignments))
-
     async def heartbeat(self, request: spb.HeartbeatRequest, call: Call) -> spb.HeartbeatResponse:
         """Keep the client's session and its group entries alive."""
         self.check_access(call)
@@ -188,22 +187,34 @@ class MessagingService:
 
     async def send_message(self, request: spb.SendMessageRequest, call: Call) -> spb.SendMessageResponse:
         """Store each message (normal, FIFO, delay or transactional); one entry per message."""
-        if not request.messages:
+        messages = request.messages
+        if not messages:
             raise RpcError(Code.BAD_REQUEST, "SendMessage carries no message")
-        if len(request.messages) > MAX_SEND_ENTRIES:
+        if len(messages) > MAX_SEND_ENTRIES:
             raise RpcError(Code.BAD_REQUEST, f"SendMessage carries more than {MAX_SEND_ENTRIES} messages")
-        entries = [await self._send_one(msg, call) for msg in request.messages]
-        failed = next((e.status for e in entries if e.status.code != Code.OK), None)
-        response = spb.SendMessageResponse(entries=entries)
-        response.status.CopyFrom(failed if failed is not None else status())
+        response = spb.SendMessageResponse()
+        entries = response.entries
+        failed: pb.Status | None = None
+        for msg in messages:
+            entry = entries.add()  # filled in place: no entry built and then copied in
+            await self._send_one(msg, call, entry)
+            if failed is None and entry.status.code != _OK:
+                failed = entry.status
+        if failed is not None:
+            response.status.CopyFrom(failed)
+        else:
+            set_ok(response.status)
         return response
 
-    async def _send_one(self, msg: pb.Message, call: Call) -> spb.SendResultEntry:
+    async def _send_one(self, msg: pb.Message, call: Call, entry: spb.SendResultEntry) -> None:
         try:
             plan = SendPlan.from_proto(msg, self.broker_config, self.store_config.max_message_size)
             self._check_type(plan)
         except RpcError as e:
-            return spb.SendResultEntry(status=e.status(), message_id=msg.system_properties.message_id)
+            entry.message_id = msg.system_properties.message_id
+            entry.status.CopyFrom(e.status())
+            return
+        entry.message_id = plan.message_id
         header = SendMessageRequestHeader(
             plan.topic, plan.topic, self._queue_for(plan), plan.properties,
             sys_flag=plan.sys_flag, born_timestamp=plan.born_timestamp,
@@ -212,21 +223,21 @@ class MessagingService:
         try:
             answer = await self.call(call, request)
         except RpcError as e:
-            return spb.SendResultEntry(status=e.status(), message_id=plan.message_id)
+            entry.status.CopyFrom(e.status())
+            return
         if answer.code != ResponseCode.SUCCESS:
             remark = answer.remark or ResponseCode(answer.code).name
-            return spb.SendResultEntry(
-                status=status(code_of_response(answer.code), remark), message_id=plan.message_id
-            )
-        sent = SendMessageResponseHeader.from_ext(answer.ext)
-        entry = spb.SendResultEntry(status=status(), message_id=plan.message_id, offset=sent.queue_offset)
-        if plan.message_type == MessageType.TRANSACTION:
-            entry.transaction_id = sent.msg_id  # the half message's offset msg id (EndTransaction)
-        elif plan.message_type == MessageType.DELAY and self.timer() is not None:
+            entry.status.CopyFrom(status(code_of_response(answer.code), remark))
+            return
+        ext = answer.ext or {}  # the send processor's SendMessageResponseHeader.pack, read as written
+        set_ok(entry.status)
+        entry.offset = int(ext.get("queueOffset", 0))
+        if plan.message_type == _TRANSACTION:
+            entry.transaction_id = ext.get("msgId", "")  # the half message's offset msg id (EndTransaction)
+        elif plan.message_type == _DELAY and self.timer() is not None:
             entry.recall_handle = recall_handle(
-                plan.topic, self.broker_config.broker_name, sent.msg_id, plan.message_id
+                plan.topic, self.broker_config.broker_name, ext.get("msgId", ""), plan.message_id
             )
-        return entry
 
     async def recall_message(
         self, request: spb.RecallMessageRequest, call: Call
@@ -253,9 +264,10 @@ class MessagingService:
     def _check_type(self, plan: SendPlan) -> None:
         if not self.broker_config.enable_topic_message_type_check:
             return
-        accepted = self.accepted_types(plan.topic)
-        if plan.message_type not in accepted:
-            names = ", ".join(MessageType(t).name for t in accepted)
+        tc = self.topics.get(plan.topic)
+        kind = tc.attributes.get("message.type", "") if tc is not None else ""
+        if plan.message_type not in TOPIC_TYPES.get(kind.upper(), _EVERY_TYPE):
+            names = ", ".join(MessageType(t).name for t in self.accepted_types(plan.topic))
             raise RpcError(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                 f"topic {plan.topic!r} accepts {names} messages, not {MessageType(plan.message_type).name}",

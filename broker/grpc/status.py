@@ -55,6 +55,15 @@ def status(code: int = Code.OK, message: str = "OK") -> pb.Status:
     return pb.Status(code=code, message=message)  # type: ignore[arg-type]
 
 
+_OK = int(Code.OK)
+
+
+def set_ok(st: pb.Status) -> None:
+    """Make ``st`` (a response's own status field) OK in place (no Status built and copied in)."""
+    st.code = _OK  # type: ignore[assignment]
+    st.message = "OK"
+
+
 class RpcError(RocketpyError):
     """A refusal with the API's status: the handler's response carries it (not a gRPC error).
 

@@ -174,9 +174,11 @@ async def test_user_mistakes_answer_the_apis_codes(
     )
     assert ok.status.code == Code.OK and len(ok.entries) == 2 and ok.entries[1].offset >= 0
     pop = await client.stream("ReceiveMessage", spb.ReceiveMessageRequest(group=pb.Resource(name="g")))
-    assert pop[0].status.code == Code.NOT_IMPLEMENTED and "POP" in pop[0].status.message
+    assert pop[0].status.code == Code.ILLEGAL_TOPIC and pop[-1].HasField("delivery_timestamp")
     ack = await client.unary("AckMessage", spb.AckMessageRequest())
-    assert ack.status.code == Code.NOT_IMPLEMENTED
+    assert ack.status.code == Code.ILLEGAL_TOPIC
+    lite = await client.unary("SyncLiteSubscription", spb.SyncLiteSubscriptionRequest())
+    assert lite.status.code == Code.NOT_IMPLEMENTED and "Lite" in lite.status.message
     anonymous = Client(str(grpc_cluster[1].grpc_addr), client_id="")
     try:
         resp = await anonymous.unary("Heartbeat", spb.HeartbeatRequest())
