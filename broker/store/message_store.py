@@ -33,7 +33,13 @@ from rocketpy.broker.store.index import IndexService, index_file_size
 from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.put import PutService
-from rocketpy.broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
+from rocketpy.broker.store.recovery import (
+    base_pages_at_write_ends,
+    load_consume_queues,
+    load_index_files,
+    load_offset_files,
+    recover,
+)
 from rocketpy.broker.store.replica import ReplicaAppender, read_raw
 from rocketpy.broker.store.results import (
     GetMessageResult,
@@ -229,7 +235,9 @@ class MessageStore:
         abnormal = os.path.exists(abort_path(self.root))
         self.checkpoint.open()
         self.commitlog.load(
-            load_offset_files(self.commitlog.directory, c.mapped_file_size_commit_log, "commitlog")
+            load_offset_files(
+                self.commitlog.directory, c.mapped_file_size_commit_log, "commitlog", readahead=True
+            )
         )
         load_consume_queues(self.dispatcher, self.commitlog.min_offset)
         index = self.dispatcher.index
@@ -245,6 +253,7 @@ class MessageStore:
             c.check_crc_on_recover,
         )
         self.commitlog.ensure_first_file(end - end % c.mapped_file_size_commit_log)
+        base_pages_at_write_ends(self.commitlog, self.dispatcher)
         create_abort(self.root)
 
     async def shutdown(self) -> None:
