@@ -230,7 +230,11 @@ def redispatch(d: Dispatcher, record: StoredRecord, phys: int) -> None:
 
 
 def recover(
-    commitlog: CommitLog, dispatcher: Dispatcher, flushed: tuple[int, int] | None, check_crc: bool
+    commitlog: CommitLog,
+    dispatcher: Dispatcher,
+    flushed: tuple[int, int] | None,
+    check_crc: bool,
+    rebooted: bool = False,
 ) -> int:
     """Scan, re-dispatch and cut the commitlog (recovery thread).
 
@@ -240,6 +244,9 @@ def recover(
         flushed: the checkpoint's (flushed offset, dispatched offset) after an abnormal stop, None
             after a clean stop.
         check_crc: verify body CRCs.
+        rebooted: the machine rebooted since the checkpoint was written: the dispatched offset is
+            the durable one, and the units and index entries past it, which lived in the lost page
+            cache, may be missing or torn on disk: they are cut and dispatched again.
 
     Returns:
         The commitlog offset where the valid records end.
@@ -247,6 +254,8 @@ def recover(
     if not commitlog.files:
         _drop_all(dispatcher)
         return 0
+    if rebooted and flushed is not None:
+        _cut_dispatch(dispatcher, flushed[1])
     dispatched = _dispatched_point(dispatcher)
     if flushed is not None:  # abnormal stop: units that waited in memory for a file were lost
         dispatched = min(dispatched, flushed[1])
@@ -277,6 +286,18 @@ def recover(
     _truncate(commitlog, dispatcher, off)
     log.info("recovery checked %d records; commitlog ends at %d", count, off)
     return off
+
+
+def _cut_dispatch(dispatcher: Dispatcher, point: int) -> None:
+    """Drop every consume-queue unit of a record ending past ``point`` and index again from it."""
+    log.warning(
+        "the machine rebooted since the last start: consume queues and index are rebuilt from %d", point
+    )
+    for cq in dispatcher.cqs.values():
+        if cq.max_phys_end > point:
+            cq.truncate_to_phys(point)
+    if dispatcher.index is not None:
+        dispatcher.index.forget_from(point)
 
 
 def _drop_all(dispatcher: Dispatcher) -> None:
