@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from rocketpy.errors import RemotingConnectError
 from rocketpy.limits import (
+    DEFAULT_MAX_HEADER_BYTES,
     MAX_FRAME_BYTES,
     MAX_FRAMES_PER_TURN,
     MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
@@ -58,6 +59,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         processors: ProcessorTable,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
         max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
         max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
         pause_reading_on_write_pressure: bool = True,
@@ -80,7 +82,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         #: Called with every request this side sends, right before it is written (ACL signing).
         self.signer: Callable[[RemotingCommand], None] | None = None
         self._run_codes = processors.run_codes  # requests of one read handled together (_dispatch_runs)
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self._decoder = FrameDecoder(max_frame_bytes, max_header_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
         self._pause_on_write_pressure = pause_reading_on_write_pressure
