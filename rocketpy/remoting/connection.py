@@ -96,6 +96,9 @@ class Channel(CallsMixin, asyncio.Protocol):
         self.last_read_time = self._loop.time()
         self.partial_since: float | None = None
         self._more_frames = False  # complete frames left in the decoder for a later turn
+        #: bodies being decoded in slices for this connection's requests (``ProcessorTable``): while
+        #: one is, the connection starts no other request and reads nothing more
+        self.decoding = 0
         self._turn_scheduled = False
         self._transport: asyncio.Transport | None = None
         self._pending = PendingRequests(self._loop, self.remote_addr)
@@ -201,7 +204,7 @@ class Channel(CallsMixin, asyncio.Protocol):
                 if cmd.flag & FLAG_RESPONSE:
                     self._complete(cmd)
                     responses = True
-                elif backlog or len(self._tasks) >= self._max_inflight:
+                elif backlog or len(self._tasks) >= self._max_inflight or self.decoding:
                     backlog.append(cmd)
                 else:
                     self._dispatch(cmd)
@@ -395,7 +398,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         backlog = self._backlog
         self._batching = True
         try:
-            while backlog and len(self._tasks) < self._max_inflight and not self.closed:
+            while backlog and len(self._tasks) < self._max_inflight and not self.decoding and not self.closed:
                 self._dispatch(backlog.popleft())
         finally:
             self._batching = False
@@ -407,6 +410,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         return (
             bool(self._backlog)
             or len(self._tasks) >= self._max_inflight
+            or self.decoding > 0
             or (self._write_paused and self._pause_on_write_pressure)
         )
 
