@@ -24,7 +24,7 @@ from typing import Any
 
 import msgpack
 
-from rocketpy.errors import HeaderError
+from rocketpy.errors import HeaderError, RocketpyError
 from rocketpy.protocol.shape import Shape, check_doc, check_shape
 from rocketpy.remoting.command import SERIALIZE_JSON, Body
 
@@ -35,8 +35,10 @@ MAX_BODY_DOC_BYTES = 8 * 1024 * 1024
 BODY_INLINE_BYTES = 32 * 1024
 
 
-class DecodeInSlices(Exception):
+class DecodeInSlices(RocketpyError):
     """Raised by ``decode_body`` for a body too long to decode at once while a server's handler runs.
+
+    Not an error a caller sees: ``ProcessorTable`` catches it and decodes the body in slices.
 
     Attributes:
         body / serialize_type / what: what to decode (``slices.decode_in_slices``).
