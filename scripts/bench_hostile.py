@@ -45,6 +45,8 @@ from tests.hostile import fuzz_with_probes, log_lines  # noqa: E402
 
 #: Shortened deadlines so slow-loris connections are closed within the run (rocketpy >= these keys).
 DEFENCES = {"partialFrameTimeoutSeconds": 3}
+#: The well-behaved client's p99 under the fuzz must stay within this, on both daemons.
+TARGET_P99_MS = 50.0
 
 
 def run(seconds: float, base: Path | None, expensive: bool) -> dict[str, Any]:
@@ -91,6 +93,9 @@ def print_report(r: dict[str, Any]) -> None:
         f"must-close closed {stats['must_close_closed']}/{stats['must_close_sent']} ({closed:.1f} %)"
         f"; slow-loris connections closed {stats['slow_loris_closed']}; tracebacks {r['tracebacks']}"
     )
+    worst = max(r["fuzz"]["p99_ms"])
+    verdict = "OK" if worst <= TARGET_P99_MS else "MISSED"
+    print(f"target: probe p99 under fuzz <= {TARGET_P99_MS:.0f} ms on both daemons: {worst} ms, {verdict}")
 
 
 def main() -> int:
