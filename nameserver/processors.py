@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import HeaderError
 from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager
-from rocketpy.nameserver.register_steps import register_parts
+from rocketpy.nameserver.register_steps import register_parts, register_parts_of_doc
 from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.admin import TopicRequestHeader
@@ -39,6 +39,7 @@ from rocketpy.protocol.specs import check_served
 from rocketpy.remoting.body import decode_body, encode_body
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.server import Channel, RemotingServer
+from rocketpy.remoting.slices import decode_in_slices
 from rocketpy.route import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 
 #: KV namespace holding per-topic order configuration (RocketMQ's NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG).
@@ -125,8 +126,7 @@ class NamesrvProcessors:
         h = RegisterBrokerRequestHeader.from_ext(request.ext)
         split = h.split()
         if split is None and len(request.body) >= LARGE_REGISTER_BODY_BYTES:
-            if request.serialize_type == SERIALIZE_MSGPACK:
-                return self._register_in_steps(channel, request, h)
+            return self._register_in_steps(channel, request, h)
         body = _decode_body(request, RegisterBrokerBody)
         topics = body.topic_config_serialize_wrapper if body is not None else None
         return self._register(channel, request, h, topics, split)
@@ -167,13 +167,19 @@ class NamesrvProcessors:
         self, channel: Channel, request: RemotingCommand, h: RegisterBrokerRequestHeader
     ) -> RemotingCommand:
         """A large whole-table registration as parts of ``REGISTER_STEP_TOPICS``, the loop free between
-        them; one at a time per broker address (so two rounds' parts never interleave)."""
+        them (a JSON body is decoded in slices first); one at a time per broker address (so two
+        rounds' parts never interleave)."""
         addr = h.broker_addr
         lock = self._register_locks.setdefault(addr, asyncio.Lock())
         try:
             async with lock:
+                if request.serialize_type == SERIALIZE_MSGPACK:
+                    parts = register_parts(request.body, REGISTER_STEP_TOPICS)
+                else:
+                    doc = await decode_in_slices(request.body, request.serialize_type, "RegisterBrokerBody")
+                    parts = register_parts_of_doc(doc, REGISTER_STEP_TOPICS)
                 answer = None
-                for index, total, part in register_parts(request.body, REGISTER_STEP_TOPICS):
+                for index, total, part in parts:
                     answer = self._register(channel, request, h, part, (index, total) if total > 1 else None)
                     await asyncio.sleep(0)
                 assert answer is not None

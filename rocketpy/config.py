@@ -29,8 +29,10 @@ from rocketpy.addresses import AddressError, parse_namesrv_addrs
 from rocketpy.errors import ConfigError
 from rocketpy.limits import (
     CHANNEL_IDLE_SECONDS,
+    DEFAULT_MAX_HEADER_BYTES,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_ADDRESS,
+    MAX_HEADER_BYTES,
     MAX_MESSAGE_BYTES,
     PARTIAL_FRAME_SECONDS,
 )
@@ -148,10 +150,15 @@ class ConnectionLimits(BaseModel):
     partial_frame_timeout_seconds: int = Field(
         PARTIAL_FRAME_SECONDS, alias="partialFrameTimeoutSeconds", ge=0
     )
+    # a longer frame header closes the connection before it is read (rocketpy.limits)
+    max_header_bytes: int = Field(
+        DEFAULT_MAX_HEADER_BYTES, alias="maxHeaderBytes", ge=1024, le=MAX_HEADER_BYTES
+    )
 
     def server_limits(self) -> dict[str, Any]:
         """The keyword arguments of ``RemotingServer`` these settings stand for."""
         return {
+            "max_header_bytes": self.max_header_bytes,
             "max_connections": self.max_connections,
             "max_connections_per_address": self.max_connections_per_address,
             "idle_seconds": self.server_channel_max_idle_time_seconds,

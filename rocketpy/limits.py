@@ -18,6 +18,19 @@ MAX_FRAME_BYTES = 16 * MIB
 #: The header length field is 24 bits wide.
 MAX_HEADER_BYTES = (1 << 24) - 1
 
+#: Largest frame header a connection decodes (``maxHeaderBytes``, both daemons); a longer one closes
+#: the connection as soon as its length is read, before anything of it is buffered. The largest header
+#: of a send RocketMQ accepts is about 33 KiB (properties are at most 32,767 bytes); a JSON header
+#: writes each \x01 / \x02 of the properties as a 6-byte escape, so a client sending very many tiny
+#: properties may need more. Decoding 64 KiB of the smallest msgpack values takes about 2 ms.
+DEFAULT_MAX_HEADER_BYTES = 64 * KIB
+
+#: Entries of one map and elements of one array a header may hold, checked before they are decoded
+#: (msgpack's ``max_map_len`` / ``max_array_len``; the JSON header's comma count). Above
+#: ``shape.MAX_EXT_FIELDS``, so a header of up to this many fields is still answered
+#: INVALID_PARAMETER rather than closed.
+MAX_HEADER_ITEMS = 1024
+
 #: Largest message body a producer may send (RocketMQ ``maxMessageSize``).
 MAX_MESSAGE_BYTES = 4 * MIB
 
@@ -60,6 +73,7 @@ CHANNEL_IDLE_SECONDS = 120
 PARTIAL_FRAME_SECONDS = 30
 
 assert MAX_MESSAGE_BYTES < MAX_FRAME_BYTES, "a message must fit in one frame"
+assert DEFAULT_MAX_HEADER_BYTES <= MAX_HEADER_BYTES, "the header length field is 24 bits"
 assert MAX_FRAME_BYTES <= (1 << 32) - 1, "the frame length field is 32 bits"
 assert MAX_INFLIGHT_HANDLERS_PER_CONNECTION <= MAX_PENDING_REQUESTS_PER_CONNECTION
 assert WRITE_JOIN_MAX_BODY_BYTES < MAX_FRAME_BYTES

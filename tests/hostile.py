@@ -29,7 +29,16 @@ from typing import Any
 from rocketpy.addresses import parse_addr
 from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
-from tests.hostile_frames import BURST, KINDS, MUST_CLOSE, frame_of_kind, malformed_request
+from tests.hostile_frames import (
+    BURST,
+    EXPENSIVE_KINDS,
+    EXPENSIVE_PAUSE_S,
+    KINDS,
+    MUST_CLOSE,
+    expensive_frame,
+    frame_of_kind,
+    malformed_request,
+)
 
 
 @dataclass
@@ -69,7 +78,10 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 
 
 async def hammer(addr: str, kind: str, until: float, stats: FuzzStats, rng: random.Random) -> None:
-    """Send bursts of ``kind`` frames on one connection (reconnecting when the server closes it)."""
+    """Send bursts of ``kind`` frames on one connection (reconnecting when the server closes it);
+    an expensive kind's frames one at a time, each followed by its pause."""
+    expensive = kind in EXPENSIVE_KINDS
+    pause = EXPENSIVE_PAUSE_S.get(kind, 0.0)
     host, port = parse_addr(addr)
     loop = asyncio.get_running_loop()
     while loop.time() < until:
@@ -82,11 +94,14 @@ async def hammer(addr: str, kind: str, until: float, stats: FuzzStats, rng: rand
         drain = asyncio.ensure_future(_drain(reader))
         try:
             while loop.time() < until and not drain.done():
-                burst = [frame_of_kind(rng, kind) for _ in range(BURST.get(kind) or rng.randrange(1, 32))]
+                if expensive:
+                    burst = [expensive_frame(rng, kind)]
+                else:
+                    burst = [frame_of_kind(rng, kind) for _ in range(BURST.get(kind) or rng.randrange(1, 32))]
                 writer.write(b"".join(burst))
                 stats.frames[kind] += len(burst)
-                await asyncio.wait_for(writer.drain(), 2.0)
-                await asyncio.sleep(0)
+                await asyncio.wait_for(writer.drain(), 5.0 if expensive else 2.0)
+                await asyncio.sleep(min(pause, max(until - loop.time(), 0)))
         except (OSError, TimeoutError):
             pass
         finally:
@@ -179,9 +194,11 @@ async def run_fuzz(
     slow_loris_count: int = 8,
     seed: int = 1,
     loris_interval: float = 1.0,
+    expensive: bool = False,
 ) -> FuzzStats:
     """Fuzz both daemons for ``seconds``: ``per_kind`` connections per kind per daemon, must-close
-    checks on two more per daemon, and ``slow_loris_count`` slow-loris connections in all."""
+    checks on two more per daemon, and ``slow_loris_count`` slow-loris connections in all;
+    ``expensive``: one more connection per daemon for each of ``EXPENSIVE_KINDS``."""
     stats = FuzzStats()
     until = asyncio.get_running_loop().time() + seconds
     jobs = []
@@ -196,6 +213,9 @@ async def run_fuzz(
         for _ in range(per_kind):
             n += 1
             jobs.append(must_close_loop(addr, MUST_CLOSE, until, stats, n))
+        for kind in EXPENSIVE_KINDS if expensive else ():
+            n += 1
+            jobs.append(hammer(addr, kind, until, stats, random.Random(n)))
     for i in range(slow_loris_count):
         jobs.append(slow_loris((namesrv, broker)[i % 2], until, stats, loris_interval))
     await asyncio.gather(*jobs)
@@ -307,7 +327,11 @@ def _probe_figures(probes: tuple[Probe, Probe]) -> dict[str, Any]:
 
 
 async def fuzz_with_probes(
-    namesrv: tuple[str, int], broker: tuple[str, int], seconds: float, repo_root: Path
+    namesrv: tuple[str, int],
+    broker: tuple[str, int],
+    seconds: float,
+    repo_root: Path,
+    expensive: bool = False,
 ) -> dict[str, Any]:
     """Probe both daemons idle (3 s), then under a ``python -m tests.hostile`` fuzz for ``seconds``.
 
@@ -315,6 +339,8 @@ async def fuzz_with_probes(
         namesrv / broker: each daemon's ``(addr, pid)``.
         seconds: the fuzz's duration.
         repo_root: the checkout whose ``tests.hostile`` runs the fuzz.
+        expensive: add the legal-but-expensive kinds (``--expensive``; the fuzzer builds them
+            before it says READY, and the probe starts then).
 
     Returns:
         ``idle`` and ``fuzz`` probe figures ([namesrv, broker] each), ``rss_mib`` (baseline, peak)
@@ -325,12 +351,17 @@ async def fuzz_with_probes(
     idle = await probe_both(ns_addr, broker_addr, 3.0)
     baseline = {pid: rss_bytes(pid) for pid in (ns_pid, broker_pid)}
     args = [sys.executable, "-m", "tests.hostile", "--namesrv", ns_addr, "--broker", broker_addr]
+    args += ["--expensive"] if expensive else []
     fuzzer = await asyncio.create_subprocess_exec(
         *args, "--seconds", str(seconds), cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     peaks: dict[int, int] = {}
     try:
         loop = asyncio.get_running_loop()
+        assert fuzzer.stdout is not None
+        ready = await asyncio.wait_for(fuzzer.stdout.readline(), 120)
+        if ready.strip() != b"READY":
+            raise RuntimeError(f"the fuzzer did not start: {ready!r}")
         output = asyncio.ensure_future(asyncio.wait_for(fuzzer.communicate(), seconds + 60))
         rss = asyncio.ensure_future(_sample_rss([ns_pid, broker_pid], peaks, loop.time() + seconds))
         probes = await probe_both(ns_addr, broker_addr, seconds)
@@ -380,7 +411,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-kind", type=int, default=2)
     parser.add_argument("--slow-loris", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--expensive", action="store_true", help="add the legal-but-expensive kinds")
     args = parser.parse_args(argv)
+    if args.expensive:  # built before the clock starts (seconds of CPU), so they all are sent
+        for kind in EXPENSIVE_KINDS:
+            expensive_frame(random.Random(0), kind)
+    print("READY", flush=True)  # the probe under fuzz starts now (fuzz_with_probes)
     stats = asyncio.run(
         run_fuzz(
             args.namesrv,
@@ -389,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             per_kind=args.per_kind,
             slow_loris_count=args.slow_loris,
             seed=args.seed,
+            expensive=args.expensive,
         )
     )
     print(json.dumps(stats.as_dict()), flush=True)

@@ -6,6 +6,12 @@ must answer by closing the connection), well-framed requests of every request co
 header fields and bodies (``malformed``; the server must answer them, never raise), and cheap
 valid requests meant to be pipelined by the thousand (``flood``). ``RawMap`` and ``pack`` build
 msgpack maps Python dicts cannot hold (array, map or nil keys).
+
+``EXPENSIVE_KINDS`` are legal frames that are costly to take in: 1-8 MiB remarks, 200,000-entry ext
+maps, 1,000,000-element arrays, nesting 64 to 100,000 deep (in headers and in structured bodies,
+msgpack and JSON) and a 15 MiB frame (``big_frame``, sent every ``EXPENSIVE_PAUSE_S`` seconds). A
+daemon answers them or closes the connection, and no one of them may hold its loop for long.
+They are built once per process (``expensive_frame``) and sent one at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, Remotin
 #: Kinds of hostile input, and those after which the server must close the connection.
 KINDS = ("random", "mutated", "truncated", "oversized", "bad_header", "malformed", "flood")
 MUST_CLOSE = ("oversized", "bad_header")
+#: Legal-but-expensive kinds (``expensive_frame``), and the pause after each frame of a kind.
+EXPENSIVE_KINDS = ("big_remark", "wide_ext", "long_array", "deep_nesting", "big_body", "big_frame")
+EXPENSIVE_PAUSE_S = {"big_frame": 3.0}
 
 #: Field names the daemons read from headers and bodies (so random documents reach the handlers'
 #: checks, not only the "missing field" path), plus SEND_MESSAGE_V2's one-letter names.
@@ -203,3 +212,95 @@ _MAKERS: dict[str, Callable[[random.Random], bytes]] = {
 
 #: Frames per write for each kind (a flood pipelines many; the others come in small bursts).
 BURST = {"flood": 2000}
+
+
+def _msgpack_frame(header: bytes, body: bytes = b"") -> bytes:
+    return (
+        struct.pack(">II", 4 + len(header) + len(body), (SERIALIZE_MSGPACK << 24) | len(header))
+        + header
+        + body
+    )
+
+
+def _json_frame(header: bytes, body: bytes = b"") -> bytes:
+    return (
+        struct.pack(">II", 4 + len(header) + len(body), (SERIALIZE_JSON << 24) | len(header)) + header + body
+    )
+
+
+def _header(code: int, remark: Any = None, ext: Any = None) -> bytes:
+    return msgpack.packb([code, 7, 0, remark, ext], use_bin_type=True)
+
+
+def _json_header(code: int, remark: str | None = None, ext_raw: bytes = b"{}") -> bytes:
+    head = b'{"code":%d,"flag":0,"language":"JAVA","opaque":7,"version":479' % code
+    if remark is not None:
+        head += b',"remark":' + json.dumps(remark).encode()
+    return head + b',"extFields":' + ext_raw + b"}"
+
+
+#: Codes the daemons serve whose requests carry a structured body (decoded by the daemon).
+_BODY_CODES = (RequestCode.HEART_BEAT, RequestCode.LOCK_BATCH_MQ, RequestCode.REGISTER_BROKER,
+               RequestCode.QUERY_DATA_VERSION)  # fmt: skip
+_ROUTE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+_OFFSET = int(RequestCode.GET_MAX_OFFSET)
+_DEPTHS = (64, 1000, 100_000)
+
+
+def _build_expensive(kind: str) -> list[bytes]:
+    """Every frame of an expensive kind (a few variants each)."""
+    mib = 1 << 20
+    if kind == "big_remark":
+        return [_msgpack_frame(_header(code, "r" * (n * mib), {"topic": "T"})) for n, code in
+                ((1, _ROUTE), (2, _OFFSET), (4, _ROUTE), (8, _OFFSET))] + [
+            _json_frame(_json_header(_ROUTE, "r" * mib, b'{"topic":"T"}'))]  # fmt: skip
+    if kind == "wide_ext":
+        wide = {f"k{i}": f"v{i}" for i in range(200_000)}
+        wide_json = b"{" + b",".join(b'"k%d":"v%d"' % (i, i) for i in range(200_000)) + b"}"
+        return [_msgpack_frame(_header(_ROUTE, None, wide)), _msgpack_frame(_header(_OFFSET, None, wide)),
+                _json_frame(_json_header(_ROUTE, None, wide_json))]  # fmt: skip
+    if kind == "long_array":
+        million = [None] * 1_000_000
+        frames = [
+            _msgpack_frame(_header(_ROUTE, None, {"topic": million})),
+            _msgpack_frame(msgpack.packb([_OFFSET] * 1_000_000)),
+            _json_frame(_json_header(_ROUTE, None, b'{"topic":[' + b",".join([b"0"] * 1_000_000) + b"]}")),
+        ]
+        frames += [_msgpack_frame(_header(int(code)), msgpack.packb(million)) for code in _BODY_CODES]
+        return frames + [
+            _json_frame(_json_header(int(code)), json.dumps(million).encode()) for code in _BODY_CODES
+        ]
+    if kind == "deep_nesting":
+        frames = []
+        for depth in _DEPTHS:
+            nested = b"\x91" * depth + b"\xc0"
+            frames.append(_msgpack_frame(b"\x95" + msgpack.packb(_ROUTE) + b"\x07\x00\xc0\x81\xa1k" + nested))
+            frames.append(
+                _json_frame(_json_header(_ROUTE, None, b'{"k":' + b"[" * depth + b"]" * depth + b"}"))
+            )
+            for code in _BODY_CODES:
+                frames.append(_msgpack_frame(_header(int(code)), nested))
+                frames.append(_json_frame(_json_header(int(code)), b"[" * depth + b"]" * depth))
+        return frames
+    if kind == "big_body":
+        wide_map = {f"k{i}": i for i in range(200_000)}
+        frames = [_msgpack_frame(_header(int(code)), msgpack.packb(wide_map)) for code in _BODY_CODES]
+        return frames + [
+            _json_frame(_json_header(int(code)), json.dumps(wide_map).encode()) for code in _BODY_CODES
+        ]
+    if kind == "big_frame":
+        body = b"b" * (15 * mib)
+        return [_msgpack_frame(_header(_ROUTE, None, {"topic": "T"}), body),
+                _msgpack_frame(_header(_OFFSET, None, {"topic": "T", "queueId": 0}), body)]  # fmt: skip
+    raise ValueError(f"not an expensive kind: {kind}")
+
+
+_EXPENSIVE: dict[str, list[bytes]] = {}
+
+
+def expensive_frame(rng: random.Random, kind: str) -> bytes:
+    """One legal-but-expensive frame of ``kind`` (see ``EXPENSIVE_KINDS``)."""
+    frames = _EXPENSIVE.get(kind)
+    if frames is None:
+        frames = _EXPENSIVE[kind] = _build_expensive(kind)
+    return rng.choice(frames)

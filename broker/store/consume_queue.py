@@ -13,7 +13,7 @@ import os
 import struct
 from typing import TYPE_CHECKING, Protocol
 
-from rocketpy.broker.store.mapped_file import MappedFile, offset_to_name
+from rocketpy.broker.store.mapped_file import MappedFile, WriteBackPacer, offset_to_name
 
 if TYPE_CHECKING:
     from rocketpy.broker.store.allocate import AllocateService
@@ -64,6 +64,7 @@ class ConsumeQueue:
         "_pending_base",
         "_requested",
         "_tracker",
+        "_written_back_pos",
         "deleted",
         "directory",
         "file_size",
@@ -90,6 +91,7 @@ class ConsumeQueue:
         self._pending_base = 0  # byte position of _pending[0]
         self._tracker: PendingTracker | None = None
         self._flushed_pos = 0
+        self._written_back_pos = 0
         self._requested = False
         self.deleted = False
 
@@ -207,17 +209,34 @@ class ConsumeQueue:
 
     # -- maintenance (loop hand-off; blocking parts run in threads) ----------------------------
     def dirty_bytes(self) -> int:
-        """Bytes written since the last flush (any thread; approximate)."""
-        return self.next_offset * UNIT_SIZE - self._flushed_pos
+        """Bytes written since the last write-back or flush (any thread; approximate)."""
+        return self.next_offset * UNIT_SIZE - self._written_back_pos
 
-    def flush(self) -> None:
-        """Write the dirty units to disk (blocking: flush thread)."""
+    def write_back(self) -> None:
+        """Start writing the units written since the last write-back to disk, without waiting for
+        them or making them durable (blocking briefly: flush thread; ``MappedFile.write_back``)."""
+        target = self.next_offset * UNIT_SIZE
+        start = self._written_back_pos
+        for mf in list(self.files):
+            if mf.end_offset > start and mf.base_offset < target:
+                mf.write_back(
+                    max(start, mf.base_offset) - mf.base_offset, min(target, mf.end_offset) - mf.base_offset
+                )
+        self._written_back_pos = target
+
+    def flush(self, pacer: WriteBackPacer | None = None) -> None:
+        """Write the dirty units to disk and wait until they are durable (blocking: flush thread);
+        ``pacer`` writes them back first."""
         target = self.next_offset * UNIT_SIZE
         for mf in reversed(list(self.files)):  # newest first, down to the last flushed file
             if mf.end_offset <= self._flushed_pos:
                 break
+            if pacer is not None:
+                start = max(self._flushed_pos, mf.base_offset) - mf.base_offset
+                pacer.write_back(mf, start, min(target, mf.end_offset) - mf.base_offset)
             mf.flush()
         self._flushed_pos = target
+        self._written_back_pos = max(self._written_back_pos, target)
 
     def truncate_to_phys(self, phys_end: int, dropped: list[MappedFile] | None = None) -> None:
         """Drop units pointing at or past ``phys_end`` (the commitlog was cut there).

@@ -10,8 +10,17 @@ end of that tick (``call_soon``), so every put of the tick (one ``data_received`
 one flush, and the kick wakes the flush thread when the loop is about to go idle: the thread then
 gets the GIL at once instead of after a forced switch interval (5 ms) behind a busy loop. A flush
 takes everything appended before it starts; waiters that come during a flush signal the flush thread
-again, so the next flush starts right after it and takes them all. The physic checkpoint (an
-fsync of its own) is written by the consume-queue thread, off the group-commit path.
+again, so the next flush starts right after it and takes them all. The physic checkpoint is written
+by the consume-queue thread, off the group-commit path.
+
+The consume-queue thread never syncs a file in the common case, so the group commit's
+``fdatasync`` does not queue behind a device cache flush or a journal commit of its: consume queues
+and the index are rebuilt from the commitlog by recovery, and a killed broker's page cache keeps
+them. Every ``flushIntervalConsumeQueue`` it starts the write-back of what was dispatched
+(``sync_file_range``, no waiting) and writes the checkpoint's page (no sync). Every
+``flushConsumeQueueThoroughInterval`` and at shutdown it makes them durable (``flush`` of every
+queue written since, the index, then the checkpoint synced with the dispatch point taken before):
+after a reboot, recovery rebuilds from that point (``Checkpoint.rebooted``).
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ from collections.abc import Callable
 
 from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.commitlog import CommitLog
+from rocketpy.broker.store.consume_queue import ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
+from rocketpy.broker.store.mapped_file import WriteBackPacer
 from rocketpy.latency import LatencyHistogram
 
 log = logging.getLogger("rocketpy.store")
@@ -37,6 +48,12 @@ GROUP_COMMIT_IDLE_S = 0.01
 MAX_GROUP_COMMIT_WAITERS = 100_000
 CHECKPOINT_MIN_INTERVAL_S = 0.2
 EXPIRE_CHECK_S = 0.05
+#: The durable consume-queue / index pass writes files back in slices of this many bytes (at most
+#: 64 pages in the device's queue at once), and before each slice waits up to YIELD_MAX_S while a
+#: group commit runs or is asked for.
+WRITE_BACK_SLICE_BYTES = 256 * 1024
+YIELD_MAX_S = 0.002
+YIELD_POLL_S = 0.0002
 
 
 class FlushService:
@@ -80,7 +97,10 @@ class FlushService:
         self._cq_interval_s = cq_interval_ms / 1000
         self._cq_least_bytes = cq_least_pages * PAGE_SIZE
         self._cq_thorough_s = cq_thorough_interval_ms / 1000
-        self._cq_thorough_at = self._cq_flushed_at = time.monotonic()
+        self._cq_durable_at = self._cq_flushed_at = time.monotonic()
+        #: consume queues written back but not yet flushed (flush thread only)
+        self._undurable: set[ConsumeQueue] = set()
+        self._pacer = WriteBackPacer(WRITE_BACK_SLICE_BYTES, self._yield_to_group_commit)
         self._last_store_ts = last_store_ts
         #: The group-commit signal, a binary semaphore: released = a flush is asked for. A plain lock,
         #: not a ``threading.Event``: the flush thread blocks in C with the GIL released and takes
@@ -193,11 +213,14 @@ class FlushService:
     def _cq_routine(self) -> None:
         while not self._stop.wait(min(self._cq_interval_s, CHECKPOINT_MIN_INTERVAL_S)):
             self._write_physic()
-            if time.monotonic() - self._cq_flushed_at >= self._cq_interval_s:
+            now = time.monotonic()
+            if now - self._cq_durable_at >= self._cq_thorough_s:
                 self.flush_consume_queues()
+            elif now - self._cq_flushed_at >= self._cq_interval_s:
+                self.write_back_consume_queues()
 
     def _write_physic(self) -> None:
-        """Record the last commitlog flush in the checkpoint (an fsync; at most every 200 ms)."""
+        """Record the last commitlog flush in the checkpoint's page (at most every 200 ms; not synced)."""
         point = self._flushed_point  # one read: the flush thread replaces the tuple, never mutates it
         if point is None or point is self._written_point:
             return
@@ -207,25 +230,49 @@ class FlushService:
         except (OSError, ValueError) as e:
             log.error("checkpoint write failed: %s", e)
 
-    def flush_consume_queues(self, thorough: bool = False) -> None:
-        """fdatasync consume queues with enough dirty pages (all when ``thorough``), the index, and
-        update the checkpoint (flush thread)."""
-        now = self._cq_flushed_at = time.monotonic()
-        if now - self._cq_thorough_at >= self._cq_thorough_s:
-            thorough = True
-            self._cq_thorough_at = now
-        ts = self._last_store_ts()
+    def _yield_to_group_commit(self) -> None:
+        """Before a slice of the durable pass: wait (up to ``YIELD_MAX_S``) while a commitlog flush
+        runs or puts wait for one, so the slice's writes do not go ahead of the group commit's."""
+        deadline = time.monotonic() + YIELD_MAX_S
+        commitlog = self._commitlog
+        while (commitlog.flush_started or self._waiters) and time.monotonic() < deadline:
+            time.sleep(YIELD_POLL_S)
+
+    def write_back_consume_queues(self) -> None:
+        """Start writing consume queues with enough dirty pages to disk (flush thread): no
+        waiting, nothing made durable (see the module docstring). The index, whose slot pages are
+        written all over its file, is left to the durable pass: written once a minute, a slot
+        page carries a minute of updates."""
+        self._cq_flushed_at = time.monotonic()
         d = self._dispatcher
         dirty, d.dirty_cqs = d.dirty_cqs, set()
         try:
             for cq in list(dirty):  # the loop may still add to the old set
-                if thorough or cq.dirty_bytes() >= self._cq_least_bytes:
-                    cq.flush()
+                if cq.dirty_bytes() >= self._cq_least_bytes:
+                    if not cq.deleted:
+                        cq.write_back()
+                        self._undurable.add(cq)
                 else:
                     d.dirty_cqs.add(cq)  # not worth a write yet (flushConsumeQueueLeastPages)
+        except (OSError, ValueError) as e:
+            log.error("consume queue write-back failed: %s", e)
+
+    def flush_consume_queues(self) -> None:
+        """Make every consume queue written since the last time, and the index, durable, then
+        record in the checkpoint (synced) the dispatch point taken before (flush thread)."""
+        self._cq_durable_at = self._cq_flushed_at = time.monotonic()
+        d = self._dispatcher
+        point = d.watermark()  # first: every unit before it is in a file, so the flushes cover it
+        ts = self._last_store_ts()
+        queues, self._undurable = self._undurable, set()
+        dirty, d.dirty_cqs = d.dirty_cqs, set()
+        try:
+            for cq in queues | dirty:  # the loop may still add to the old set
+                if not cq.deleted:
+                    cq.flush(self._pacer)
             if d.index is not None:
-                d.index.flush()
-            self._checkpoint.write_logics(ts, ts)
+                d.index.flush(self._pacer)
+            self._checkpoint.write_durable(ts, ts, point)
         except (OSError, ValueError) as e:
             log.error("consume queue flush failed: %s", e)
 
@@ -242,4 +289,4 @@ class FlushService:
         self.stop()
         self._flush_commitlog()
         self._write_physic()
-        self.flush_consume_queues(thorough=True)
+        self.flush_consume_queues()  # syncs the checkpoint too

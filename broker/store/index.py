@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
-from rocketpy.broker.store.mapped_file import MappedFile
+from rocketpy.broker.store.mapped_file import MappedFile, WriteBackPacer
 from rocketpy.broker.store.props import index_keys
 from rocketpy.filter.tags import POW31, java_string_hash, key_hash_u32, topic_key_hash
 from rocketpy.message_props import KEYS_SEP, UNIQ_SEP, get_property
@@ -196,6 +196,7 @@ class IndexService:
         # Commitlog offset of the last record indexed: recovery re-dispatches from before it, and a
         # record at or before it is not indexed twice (RocketMQ's buildIndex skips the same way).
         self.last_phys = -1
+        self._last_flushed: IndexFile | None = None
 
     @property
     def end_phys(self) -> int:
@@ -341,15 +342,24 @@ class IndexService:
             f.write_header(f.end_ts, f.end_phys)
             self._unsynced = 0
 
-    def flush(self) -> None:
-        """Sync the header and fdatasync the newest file (blocking: flush thread).
+    def flush(self, pacer: WriteBackPacer | None = None) -> None:
+        """Sync the header and fdatasync the files written since the last flush (blocking: flush
+        thread); ``pacer`` writes their slots and entries back first.
 
         Writing the header from this thread races benignly with the loop: both write whole,
         valid snapshots, and recovery recounts entries past the header anyway.
         """
-        if self.files:
-            self.sync_header()
-            self.files[-1].mf.flush()
+        files = list(self.files)
+        if not files:
+            return
+        self.sync_header()
+        last = self._last_flushed  # the newest file at the last flush: it may have been written since
+        first = next((i for i, f in enumerate(files) if f is last), 0)
+        for f in files[first:]:
+            if pacer is not None:
+                pacer.write_back(f.mf, 0, f.entries_pos + f.index_count * ENTRY_SIZE)
+            f.mf.flush()
+        self._last_flushed = files[-1]  # full files are not written again
 
     def close(self) -> None:
         """Unmap every file (blocking)."""

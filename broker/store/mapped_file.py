@@ -7,6 +7,14 @@ recovery places it once with ``recover_position``. Opening, flushing and destroy
 disk and run in store
 threads only; writing and reading (memoryview slices) run on the loop.
 A file whose views are still held cannot be unmapped: ``destroy`` reports that so cleanup retries.
+
+Pages that will be written are cached in base pages (4 KiB), never in the large folios read-ahead
+builds (up to 2 MiB on kernels whose file system caches files in large folios: XFS, ext4 since
+6.16): a write through the mapping dirties its whole folio, and the next flush writes all of it, so
+one 1 KiB append made durable wrote 2 MiB (``docs/design.md`` §5, "Base pages"). A file is mapped
+with ``MADV_RANDOM`` (page faults do not read ahead) unless it is opened for a sequential read
+(``readahead=True``: the commitlog files recovery scans); ``base_pages_from`` drops the large
+folios a recovered file may hold from its write position on.
 """
 
 from __future__ import annotations
@@ -24,6 +32,10 @@ from typing import TypeVar
 log = logging.getLogger("rocketpy.store")
 
 OFFSET_NAME_DIGITS = 20
+#: The largest page-cache folio a page of a store file may sit in (x86-64's PMD size; read-ahead
+#: builds folios up to it). A range that must be cached in base pages starts this far back.
+LARGE_FOLIO_BYTES = 2 << 20
+SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE, SYNC_FILE_RANGE_WAIT_AFTER = 1, 2, 4
 MADV_POPULATE_READ = 22  # Linux >= 5.14: fault pages in readable (page cache filled, not dirtied)
 MADV_POPULATE_WRITE = 23  # Linux >= 5.14: fault pages in writable, as a write would
 PREFAULT_CHUNK_BYTES = 4 << 20
@@ -35,6 +47,12 @@ try:
     _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 except (OSError, AttributeError):  # no madvise: pages fault in on first write instead
     _libc = None
+_sync_file_range = None
+try:
+    _sync_file_range = ctypes.CDLL(None, use_errno=True).sync_file_range
+    _sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+except (OSError, AttributeError):  # not Linux: write-back is started by fsync only
+    _sync_file_range = None
 
 
 _B = TypeVar("_B")
@@ -42,6 +60,33 @@ _R = TypeVar("_R")
 # Writes a batch in a file's own format (RocketMQ's AppendMessageCallback):
 # ``(mm, base_offset, pos, room, batch) -> (bytes written at mm[pos:], result)``.
 AppendCallback = Callable[[mmap.mmap, int, int, int, _B], tuple[int, _R]]
+
+
+class WriteBackPacer:
+    """Writes file ranges back in slices, one at a time, before they are synced (flush threads).
+
+    A sync of a file with many dirty pages puts all of them in the device's queue at once, and a
+    group commit's ``fdatasync`` coming meanwhile waits behind them. Written back slice by slice
+    first (each slice's writes waited for, ``pause`` called before each), the sync finds little
+    left, and the queue never holds more than one slice.
+
+    Args:
+        slice_bytes: file bytes per slice.
+        pause: called before each slice (e.g. waits while a group commit runs).
+    """
+
+    def __init__(self, slice_bytes: int, pause: Callable[[], None]) -> None:
+        assert slice_bytes > 0 and slice_bytes % mmap.PAGESIZE == 0
+        self.slice_bytes = slice_bytes
+        self.pause = pause
+
+    def write_back(self, mf: MappedFile, start: int, end: int) -> None:
+        """Write ``mf``'s dirty pages in ``[start, end)`` back, slice by slice (blocking)."""
+        pos = start - start % mmap.PAGESIZE
+        while pos < end:
+            self.pause()
+            mf.write_back(pos, min(pos + self.slice_bytes, end), wait=True)
+            pos += self.slice_bytes
 
 
 def offset_to_name(offset: int) -> str:
@@ -114,8 +159,14 @@ class MappedFile:
         self.closed = False
 
     @classmethod
-    def open(cls, path: str, base_offset: int, size: int, keep_fd: bool = True) -> MappedFile:
-        """Open (creating if needed) and map ``size`` bytes of ``path``; extends a short file (blocking)."""
+    def open(
+        cls, path: str, base_offset: int, size: int, keep_fd: bool = True, readahead: bool = False
+    ) -> MappedFile:
+        """Open (creating if needed) and map ``size`` bytes of ``path``; extends a short file (blocking).
+
+        ``readahead``: page faults read ahead (a sequential scan); otherwise each fault brings in
+        one base page (``MADV_RANDOM``), as every file the store writes needs.
+        """
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         actual = -1
         try:
@@ -124,6 +175,8 @@ class MappedFile:
                 os.ftruncate(fd, size)
                 reserve_blocks(fd, size)
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            if not readahead:
+                mm.madvise(mmap.MADV_RANDOM)
         except BaseException:
             os.close(fd)
             if actual == 0:  # not left behind as a sparse file a later start would write into
@@ -165,6 +218,34 @@ class MappedFile:
             del buf
         return True
 
+    def base_pages_from(self, pos: int) -> None:
+        """Cache the pages from ``pos`` on (rounded down to a large folio) in base pages from now on
+        (blocking: recovery thread, before the file is written again).
+
+        A recovered file was mapped for a sequential scan, and the page cache may hold large folios
+        past its write position (read ahead by the scan, or by an older process); the appends to
+        come would dirty them whole. Their dirty pages are written (and waited for), the mapping's
+        pages there unmapped (``MADV_DONTNEED`` keeps a shared mapping's data in the page cache),
+        the clean folios dropped (``POSIX_FADV_DONTNEED``) and the range advised ``MADV_RANDOM``, so
+        the pages come back one base page at a time. A folio still dirty or in use stays as it is:
+        it only costs time.
+        """
+        start = pos - pos % LARGE_FOLIO_BYTES
+        if start >= self.size or self.closed:
+            return
+        length = self.size - start
+        fd = self.fd if self.fd >= 0 else os.open(self.path, os.O_RDONLY)
+        try:
+            if _sync_file_range is not None:
+                flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER
+                _sync_file_range(fd, start, length, flags)
+            self.mm.madvise(mmap.MADV_DONTNEED, start, length)
+            os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+            self.mm.madvise(mmap.MADV_RANDOM, start, length)
+        finally:
+            if fd != self.fd:
+                os.close(fd)
+
     # -- the write position (loop; recovery thread before serving) ---------------------------------
     @property
     def wrote(self) -> int:
@@ -205,6 +286,31 @@ class MappedFile:
             os.fdatasync(self.fd)
         elif not self.closed:
             self._msync()
+
+    def write_back(self, start: int = 0, end: int | None = None, wait: bool = False) -> None:
+        """Write the dirty pages of ``[start, end)`` to disk (blocking: flush threads; the GIL is
+        released). ``wait``: until those writes completed; else only start them.
+
+        ``sync_file_range``: no cache flush of the device and no journal commit, so it does not
+        hold up another file's ``fdatasync`` the way a flush does; nothing is durable until a
+        ``flush``. A no-op where the call does not exist.
+        """
+        if _sync_file_range is None or self.closed:
+            return
+        end = self.size if end is None else min(end, self.size)
+        if end <= start:
+            return
+        flags = SYNC_FILE_RANGE_WRITE
+        if wait:
+            flags |= SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WAIT_AFTER
+        fd = self.fd if self.fd >= 0 else os.open(self.path, os.O_RDONLY)
+        try:
+            if _sync_file_range(fd, start, end - start, flags) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"sync_file_range of {self.path} failed: {os.strerror(err)}")
+        finally:
+            if fd != self.fd:
+                os.close(fd)
 
     def _msync(self) -> None:
         # mmap.flush() keeps the GIL during msync (stalling the event loop for the whole write);

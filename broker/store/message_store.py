@@ -34,7 +34,13 @@ from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, 
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.broker.store.put import PutService
-from rocketpy.broker.store.recovery import load_consume_queues, load_index_files, load_offset_files, recover
+from rocketpy.broker.store.recovery import (
+    base_pages_at_write_ends,
+    load_consume_queues,
+    load_index_files,
+    load_offset_files,
+    recover,
+)
 from rocketpy.broker.store.replica import ReplicaAppender, read_raw
 from rocketpy.broker.store.results import (
     GetMessageResult,
@@ -236,7 +242,9 @@ class MessageStore:
         abnormal = os.path.exists(abort_path(self.root))
         self.checkpoint.open()
         self.commitlog.load(
-            load_offset_files(self.commitlog.directory, c.mapped_file_size_commit_log, "commitlog")
+            load_offset_files(
+                self.commitlog.directory, c.mapped_file_size_commit_log, "commitlog", readahead=True
+            )
         )
         load_consume_queues(self.dispatcher, self.commitlog.min_offset)
         index = self.dispatcher.index
@@ -244,14 +252,16 @@ class MessageStore:
             index.load(
                 load_index_files(index.directory, index_file_size(c.max_hash_slot_num, c.max_index_num))
             )
-        log.info("store %s: %s start, recovering", self.root, "abnormal" if abnormal else "normal")
-        end = recover(
-            self.commitlog,
-            self.dispatcher,
-            (self.checkpoint.flushed_offset, self.checkpoint.dispatched_offset) if abnormal else None,
-            c.check_crc_on_recover,
-        )
+        cp = self.checkpoint
+        rebooted = abnormal and cp.rebooted  # the page cache of the last run is gone
+        log.info("store %s: %s start%s, recovering", self.root, "abnormal" if abnormal else "normal",
+                 " after a reboot" if rebooted else "")  # fmt: skip
+        dispatched = cp.durable_dispatched_offset if rebooted else cp.dispatched_offset
+        flushed = (cp.flushed_offset, dispatched) if abnormal else None
+        end = recover(self.commitlog, self.dispatcher, flushed, c.check_crc_on_recover, rebooted)
         self.commitlog.ensure_first_file(end - end % c.mapped_file_size_commit_log)
+        base_pages_at_write_ends(self.commitlog, self.dispatcher)
+        cp.claim_boot()
         create_abort(self.root)
 
     async def shutdown(self) -> None:

@@ -20,6 +20,7 @@ from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
+from rocketpy.broker.store.index import ENTRY_SIZE
 from rocketpy.broker.store.mapped_file import MappedFile, list_offset_files
 from rocketpy.broker.store.results import StoreError
 from rocketpy.record import BLANK_MAGIC, HEAD_SIZE, MESSAGE_MAGIC, RECORD_HEAD, body_crc
@@ -39,11 +40,17 @@ def set_aside(path: str, why: str) -> None:
 
 
 def load_offset_files(
-    directory: str, file_size: int, what: str, keep_fd: bool = True, short: list[str] | None = None
+    directory: str,
+    file_size: int,
+    what: str,
+    keep_fd: bool = True,
+    short: list[str] | None = None,
+    readahead: bool = False,
 ) -> list[MappedFile]:
     """Map the contiguous 20-digit-named files of ``directory``; set aside the rest.
 
     Files shorter than ``file_size`` (torn) are extended with zeros and listed in ``short``.
+    ``readahead``: map them for a sequential scan (``MappedFile.open``).
     """
     files: list[MappedFile] = []
     for base, path in list_offset_files(directory):
@@ -60,7 +67,7 @@ def load_offset_files(
             log.warning("%s file %s is %d bytes, shorter than %d: it will be rebuilt past its end", what,
                         path, actual, file_size)  # fmt: skip
             short.append(path)
-        files.append(MappedFile.open(path, base, file_size, keep_fd))
+        files.append(MappedFile.open(path, base, file_size, keep_fd, readahead))
     return files
 
 
@@ -223,7 +230,11 @@ def redispatch(d: Dispatcher, record: StoredRecord, phys: int) -> None:
 
 
 def recover(
-    commitlog: CommitLog, dispatcher: Dispatcher, flushed: tuple[int, int] | None, check_crc: bool
+    commitlog: CommitLog,
+    dispatcher: Dispatcher,
+    flushed: tuple[int, int] | None,
+    check_crc: bool,
+    rebooted: bool = False,
 ) -> int:
     """Scan, re-dispatch and cut the commitlog (recovery thread).
 
@@ -233,6 +244,9 @@ def recover(
         flushed: the checkpoint's (flushed offset, dispatched offset) after an abnormal stop, None
             after a clean stop.
         check_crc: verify body CRCs.
+        rebooted: the machine rebooted since the checkpoint was written: the dispatched offset is
+            the durable one, and the units and index entries past it, which lived in the lost page
+            cache, may be missing or torn on disk: they are cut and dispatched again.
 
     Returns:
         The commitlog offset where the valid records end.
@@ -240,6 +254,8 @@ def recover(
     if not commitlog.files:
         _drop_all(dispatcher)
         return 0
+    if rebooted and flushed is not None:
+        _cut_dispatch(dispatcher, flushed[1])
     dispatched = _dispatched_point(dispatcher)
     if flushed is not None:  # abnormal stop: units that waited in memory for a file were lost
         dispatched = min(dispatched, flushed[1])
@@ -270,6 +286,18 @@ def recover(
     _truncate(commitlog, dispatcher, off)
     log.info("recovery checked %d records; commitlog ends at %d", count, off)
     return off
+
+
+def _cut_dispatch(dispatcher: Dispatcher, point: int) -> None:
+    """Drop every consume-queue unit of a record ending past ``point`` and index again from it."""
+    log.warning(
+        "the machine rebooted since the last start: consume queues and index are rebuilt from %d", point
+    )
+    for cq in dispatcher.cqs.values():
+        if cq.max_phys_end > point:
+            cq.truncate_to_phys(point)
+    if dispatcher.index is not None:
+        dispatcher.index.forget_from(point)
 
 
 def _drop_all(dispatcher: Dispatcher) -> None:
@@ -327,6 +355,27 @@ def _truncate(commitlog: CommitLog, dispatcher: Dispatcher, end: int) -> None:
                 before,
                 cq.next_offset,
             )
+
+
+def base_pages_at_write_ends(commitlog: CommitLog, dispatcher: Dispatcher) -> None:
+    """Cache the parts of the files still to be written in base pages (recovery thread, at its end).
+
+    The last commitlog file from its write position (its files were mapped for the scan, with
+    read-ahead), the last file of every consume queue from its end and the newest index file from
+    its next entry: see ``MappedFile.base_pages_from``. Files the store creates from now on are
+    mapped that way from the start.
+    """
+    if commitlog.files:
+        last = commitlog.files[-1]
+        last.base_pages_from(last.wrote)
+        log.debug("commitlog %s is cached in base pages from %d", last.path, last.wrote)
+    for cq in dispatcher.cqs.values():
+        if cq.files:
+            cq.files[-1].base_pages_from(cq.files[-1].wrote)
+    index = dispatcher.index
+    if index is not None and index.files:
+        newest = index.files[-1]
+        newest.mf.base_pages_from(newest.entries_pos + newest.index_count * ENTRY_SIZE)
 
 
 def load_index_files(directory: str, size: int) -> list[MappedFile]:

@@ -8,8 +8,9 @@ Each signature is its pure twin's in ``codec.py``, checked both ways by mypy
 from rocketpy.remoting.codec import FrameDecoder
 from rocketpy.remoting.command import RemotingCommand
 
-__all__ = ["encode_frame", "split_frames"]
+__all__ = ["assemble_body", "encode_frame", "split_frames"]
 
+def assemble_body(decoder: FrameDecoder, data: bytes | bytearray | memoryview) -> int: ...
 def encode_frame(cmd: RemotingCommand) -> list[bytes | memoryview]: ...
 def split_frames(
     decoder: FrameDecoder, src: bytes | bytearray | memoryview, max_frames: int = ...

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twins of the frame codec (``rocketpy/remoting/codec.py``): ``encode_frame`` and ``split_frames``.
+"""C twins of the frame codec (``rocketpy/remoting/codec.py``): ``encode_frame``, ``split_frames`` and
+``assemble_body``.
 
 ``rocketpy._accel`` chooses them or their pure twins. The frame layout, limits, error class and
 header codecs are read from ``rocketpy.remoting.codec`` the first time a function runs
@@ -18,7 +19,7 @@ from libc.string cimport memcpy
 
 from rocketpy._cshared cimport _get_u32, _put_u32
 
-__all__ = ["encode_frame", "split_frames"]
+__all__ = ["assemble_body", "encode_frame", "split_frames"]
 
 
 # -- the frame layout, bound from rocketpy.remoting.codec on first use -------------------------------
@@ -98,6 +99,7 @@ def split_frames(decoder, src, Py_ssize_t max_frames=1 << 62):
     cdef Py_buffer b
     cdef const unsigned char* base
     cdef Py_ssize_t end, pos = 0, frame_end, header_end, max_length = decoder.max_frame_bytes
+    cdef Py_ssize_t max_header = decoder.max_header_bytes
     cdef uint32_t length, type_and_len, header_len
     cdef int serialize_type
     cdef long long unpacked = decoder._unpacked_bytes
@@ -118,7 +120,7 @@ def split_frames(decoder, src, Py_ssize_t max_frames=1 << 62):
             serialize_type = type_and_len >> 24
             header_len = type_and_len & 0xFFFFFF
             if (<Py_ssize_t>length > max_length or <int64_t>header_len > <int64_t>length - 4
-                    or serialize_type not in codecs):
+                    or <Py_ssize_t>header_len > max_header or serialize_type not in codecs):
                 decoder._check_prefix(length, type_and_len)  # raises the precise FrameError
             frame_end = pos + 4 + length
             header_end = pos + 8 + header_len
@@ -164,3 +166,25 @@ def split_frames(decoder, src, Py_ssize_t max_frames=1 << 62):
         view.release()
         PyBuffer_Release(&b)
     return out, pos
+
+
+def assemble_body(decoder, data):
+    """Copy the next part of the large body ``decoder`` assembles (twin of
+    ``rocketpy.remoting.codec.assemble_body``): the body's bytes object is allocated on the first
+    part, uninitialised and known only to the decoder until it is complete, and every part is
+    copied into its place."""
+    cdef Py_buffer b
+    cdef Py_ssize_t pos = decoder._body_pos, total = decoder._body_len, n
+    body = decoder._body
+    if body is None:
+        body = PyBytes_FromStringAndSize(NULL, total)
+        decoder._body = body
+    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    try:
+        n = b.len if b.len < total - pos else total - pos
+        if n > 0:
+            memcpy(PyBytes_AS_STRING(body) + pos, b.buf, n)
+    finally:
+        PyBuffer_Release(&b)
+    decoder._body_pos = pos + n
+    return n

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from rocketpy.addresses import parse_addr
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
-from rocketpy.limits import MAX_FRAME_BYTES
+from rocketpy.limits import MAX_FRAME_BYTES, MAX_HEADER_BYTES
 from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.codec import header_codec
 from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
@@ -31,6 +31,9 @@ class RemotingClient:
 
     Args:
         max_frame_bytes: larger incoming frames close the connection.
+        max_header_bytes: larger incoming frame headers close the connection (by default only
+            the 24-bit length field bounds them: a client trusts the servers it calls more than a
+            daemon trusts its peers; the decode limits on maps and arrays apply all the same).
         connect_timeout: seconds one connect attempt may take (the call's timeout also applies).
         name: used in remarks and logs.
         serialize_type: the encoding of the requests sent (``SERIALIZE_MSGPACK``, or
@@ -43,6 +46,7 @@ class RemotingClient:
         self,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_header_bytes: int = MAX_HEADER_BYTES,
         connect_timeout: float = 3.0,
         name: str = "client",
         serialize_type: int = SERIALIZE_MSGPACK,
@@ -54,6 +58,7 @@ class RemotingClient:
         self.serialize_type = serialize_type
         self.signer = signer
         self._max_frame_bytes = max_frame_bytes
+        self._max_header_bytes = max_header_bytes
         self._processors = ProcessorTable(name)
         self._channels: dict[str, Channel] = {}
         self._connects: dict[str, asyncio.Task[Channel]] = {}
@@ -181,6 +186,7 @@ class RemotingClient:
         channel = Channel(
             self._processors,
             max_frame_bytes=self._max_frame_bytes,
+            max_header_bytes=self._max_header_bytes,
             pause_reading_on_write_pressure=False,
             on_close=self._channel_closed,
             remote_addr=addr,

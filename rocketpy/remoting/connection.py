@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from rocketpy.errors import RemotingConnectError
 from rocketpy.limits import (
+    DEFAULT_MAX_HEADER_BYTES,
     MAX_FRAME_BYTES,
     MAX_FRAMES_PER_TURN,
     MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
@@ -58,6 +59,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         processors: ProcessorTable,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
         max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
         max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
         pause_reading_on_write_pressure: bool = True,
@@ -80,7 +82,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         #: Called with every request this side sends, right before it is written (ACL signing).
         self.signer: Callable[[RemotingCommand], None] | None = None
         self._run_codes = processors.run_codes  # requests of one read handled together (_dispatch_runs)
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self._decoder = FrameDecoder(max_frame_bytes, max_header_bytes)
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
         self._pause_on_write_pressure = pause_reading_on_write_pressure
@@ -94,6 +96,9 @@ class Channel(CallsMixin, asyncio.Protocol):
         self.last_read_time = self._loop.time()
         self.partial_since: float | None = None
         self._more_frames = False  # complete frames left in the decoder for a later turn
+        #: bodies being decoded in slices for this connection's requests (``ProcessorTable``): while
+        #: one is, the connection starts no other request and reads nothing more
+        self.decoding = 0
         self._turn_scheduled = False
         self._transport: asyncio.Transport | None = None
         self._pending = PendingRequests(self._loop, self.remote_addr)
@@ -199,7 +204,7 @@ class Channel(CallsMixin, asyncio.Protocol):
                 if cmd.flag & FLAG_RESPONSE:
                     self._complete(cmd)
                     responses = True
-                elif backlog or len(self._tasks) >= self._max_inflight:
+                elif backlog or len(self._tasks) >= self._max_inflight or self.decoding:
                     backlog.append(cmd)
                 else:
                     self._dispatch(cmd)
@@ -393,7 +398,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         backlog = self._backlog
         self._batching = True
         try:
-            while backlog and len(self._tasks) < self._max_inflight and not self.closed:
+            while backlog and len(self._tasks) < self._max_inflight and not self.decoding and not self.closed:
                 self._dispatch(backlog.popleft())
         finally:
             self._batching = False
@@ -405,6 +410,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         return (
             bool(self._backlog)
             or len(self._tasks) >= self._max_inflight
+            or self.decoding > 0
             or (self._write_paused and self._pause_on_write_pressure)
         )
 

@@ -12,6 +12,11 @@ client some ints); a null value is the field's absence. Encoding writes keys sor
 does, always an ``extFields`` object (the C++ client dereferences it unchecked on a send answer) and
 every ext value as a JSON string: RocketMQ's C++ client reads a number there as 0.
 
+Decoding is bounded before the parser allocates anything: the frame decoder refuses a header longer
+than ``maxHeaderBytes``, and ``check_json_cost`` counts what the parse would build (the text with its
+strings taken out, at C speed): at most ``MAX_JSON_HEADER_CONTAINERS`` objects and arrays (a
+RocketMQ header has two: itself and ``extFields``) and ``MAX_JSON_HEADER_ITEMS`` commas.
+
 Invariants: ``decode_json_header`` raises ``ValueError`` (with a reason fit for one log line, never
 the whole input) for anything it does not accept; ``codec.py`` turns that into ``FrameError``.
 """
@@ -21,14 +26,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rocketpy.limits import MAX_HEADER_ITEMS
 from rocketpy.remoting.command import RemotingCommand
 
 #: The ``language`` rocketpy announces (RocketMQ's LanguageCode name).
 LANGUAGE = "PYTHON"
 #: The ``version`` rocketpy announces: MQVersion V4_9_7's ordinal (the 4.x wire layout it speaks).
 VERSION = 407
-#: Longest JSON header accepted; RocketMQ's headers are a few hundred bytes.
-MAX_JSON_HEADER_BYTES = 64 * 1024
+#: Objects and arrays a JSON header may hold (RocketMQ's have two; unknown keys may add a few).
+MAX_JSON_HEADER_CONTAINERS = 16
+#: Commas a JSON header may hold outside its strings: about one per field.
+MAX_JSON_HEADER_ITEMS = 2 * MAX_HEADER_ITEMS
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 _loads = json.loads
@@ -74,19 +82,51 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def decode_json_header(data: memoryview | bytes, serialize_type: int) -> RemotingCommand:
-    """Parse a JSON header into a command with an empty body.
+def check_json_cost(text: str) -> None:
+    """Refuse a header text whose parse would build more than a header's worth of values: more than
+    ``MAX_JSON_HEADER_CONTAINERS`` objects and arrays or ``MAX_JSON_HEADER_ITEMS`` commas outside
+    strings. Run before ``json.loads``; linear, in C string methods only (about 1 ms for 64 KiB of
+    escapes, the worst case): the text is counted as it is, and only when that passes a limit
+    again with its strings taken out (escaped backslashes and quotes dropped, then every other
+    piece between quotes).
 
     Raises:
-        ValueError: too long, not UTF-8 JSON, not an object, or a field of the wrong type.
+        ValueError: naming the count and its limit.
     """
-    if len(data) > MAX_JSON_HEADER_BYTES:
-        raise ValueError(f"JSON header of {len(data)} bytes exceeds {MAX_JSON_HEADER_BYTES}")
+    if (
+        text.count(",") <= MAX_JSON_HEADER_ITEMS
+        and text.count("{") + text.count("[") <= MAX_JSON_HEADER_CONTAINERS
+    ):
+        return  # even counting what the strings hold
+    bare = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+    containers = bare.count("{") + bare.count("[")
+    if containers > MAX_JSON_HEADER_CONTAINERS:
+        raise ValueError(
+            f"JSON header holds {containers} objects and arrays; the limit is {MAX_JSON_HEADER_CONTAINERS}"
+        )
+    items = bare.count(",")
+    if items > MAX_JSON_HEADER_ITEMS:
+        raise ValueError(f"JSON header has {items} items; the limit is {MAX_JSON_HEADER_ITEMS}")
+
+
+def decode_json_header(data: memoryview | bytes, serialize_type: int) -> RemotingCommand:
+    """Parse a JSON header into a command with an empty body (its length was checked by the frame
+    decoder, against ``maxHeaderBytes``).
+
+    Raises:
+        ValueError: not UTF-8 JSON, too many values (``check_json_cost``), not an object, or a
+            field of the wrong type.
+    """
     try:
-        doc = _loads(str(data, "utf-8"))
+        text = str(data, "utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"undecodable JSON header: {str(exc)[:120]}") from None
+    check_json_cost(text)
+    try:
+        doc = _loads(text)
     except RecursionError:
         raise ValueError("JSON header nests too deeply") from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except ValueError as exc:  # JSONDecodeError
         raise ValueError(f"undecodable JSON header: {str(exc)[:120]}") from None
     if type(doc) is not dict:
         raise ValueError(f"JSON header must be an object, got {type(doc).__name__}")
@@ -101,6 +141,8 @@ def decode_json_header(data: memoryview | bytes, serialize_type: int) -> Remotin
     if raw_ext is not None:
         if type(raw_ext) is not dict:
             raise ValueError(f"JSON header 'extFields' must be an object, got {_short(raw_ext)}")
+        if len(raw_ext) > MAX_HEADER_ITEMS:
+            raise ValueError(f"JSON header has {len(raw_ext)} extFields; the limit is {MAX_HEADER_ITEMS}")
         ext = {}
         for key, value in raw_ext.items():
             if value is None:

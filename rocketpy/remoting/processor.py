@@ -6,11 +6,16 @@ failures become error responses here: ``HeaderError`` -> INVALID_PARAMETER with 
 other exception -> SYSTEM_ERROR with the exception text (logged with its traceback). Every request's
 header ``ext`` is checked (``shape.check_ext``) before its handler sees it. Lines about a peer's bad
 requests go through the owner's ``PeerLog`` when it has one (rate-limited per peer address).
+
+A handler (or the guard) that asks for a body too long to decode at once (``body.DecodeInSlices``)
+gets it decoded a slice at a time in a task (``slices.decode_in_slices``), the connection reading
+nothing more meanwhile (``Channel.decoding``), and is run again with the document at hand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Union
@@ -18,9 +23,11 @@ from typing import TYPE_CHECKING, Any, Union
 from rocketpy.errors import HeaderError
 from rocketpy.protocol.codes import ResponseCode, code_name
 from rocketpy.protocol.shape import check_ext
+from rocketpy.remoting.body import SLICES, DecodeInSlices
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.request_stats import RequestStats
+from rocketpy.remoting.slices import decode_in_slices
 
 if TYPE_CHECKING:
     from rocketpy.remoting.connection import Channel
@@ -75,17 +82,62 @@ class ProcessorTable:
         self.dispatch = self.handle if guard is None else self._guarded
 
     def _guarded(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
-        refusal = self._refusal(channel, request)  # the header shape is checked there
+        try:
+            refusal = self._refusal(channel, request)  # the header shape is checked there
+        except DecodeInSlices as pending:
+            return self._in_slices(channel, pending, lambda: self._guarded_again(channel, request))
+        return refusal if refusal is not None else self._handle(channel, request, None)
+
+    def _guarded_again(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
+        refusal = self._refusal(channel, request)
         return refusal if refusal is not None else self._handle(channel, request, None)
 
     def _refusal(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        """Why ``request`` goes no further: a bad header shape or the guard's answer (None: it goes on)."""
+        """Why ``request`` goes no further: a bad header shape or the guard's answer (None: it goes on).
+
+        Raises:
+            DecodeInSlices: the guard reads a body to be decoded in slices first.
+        """
         try:
             if request.ext:
                 check_ext(request.ext)
-            return self._guard(channel, request) if self._guard is not None else None
+            if self._guard is None:
+                return None
+            SLICES.allowed = True
+            try:
+                return self._guard(channel, request)
+            finally:
+                SLICES.allowed = False
+        except DecodeInSlices:
+            raise
         except Exception as exc:
             return self.error_response(channel, request, exc)
+
+    def _in_slices(
+        self, channel: Channel, pending: DecodeInSlices, again: Callable[[], HandlerResult]
+    ) -> Awaitable[RemotingCommand | None]:
+        """A task's work: decode ``pending``'s body a slice at a time, then run ``again`` (the guard
+        and handler) with the document at hand. The connection starts nothing else and reads
+        nothing more until it ends (``Channel.decoding``, counted from now: requests after this one
+        in the same read wait)."""
+        channel.decoding += 1
+        return self._decode_then(channel, pending, again)
+
+    async def _decode_then(
+        self, channel: Channel, pending: DecodeInSlices, again: Callable[[], HandlerResult]
+    ) -> RemotingCommand | None:
+        try:
+            doc = await decode_in_slices(pending.body, pending.serialize_type, pending.what)
+            SLICES.predecoded = (pending.body, pending.serialize_type, doc)
+            try:
+                result = again()
+            finally:
+                SLICES.predecoded = None
+        finally:
+            channel.decoding -= 1
+        if inspect.isawaitable(result):
+            result = await result
+        return result
 
     def register_run(self, codes: frozenset[int], handler: RunHandler) -> None:
         """Have ``handler`` take the requests of ``codes`` that one read brought, all at once (the
@@ -136,7 +188,13 @@ class ProcessorTable:
         try:
             if unchecked_ext:
                 check_ext(unchecked_ext)
-            return handler(channel, request)
+            SLICES.allowed = True
+            try:
+                return handler(channel, request)
+            finally:
+                SLICES.allowed = False
+        except DecodeInSlices as pending:
+            return self._in_slices(channel, pending, lambda: handler(channel, request))
         except Exception as exc:
             return self.error_response(channel, request, exc)
 

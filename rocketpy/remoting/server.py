@@ -20,6 +20,7 @@ from collections.abc import Callable
 from rocketpy.errors import RemotingBindError
 from rocketpy.limits import (
     CHANNEL_IDLE_SECONDS,
+    DEFAULT_MAX_HEADER_BYTES,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_ADDRESS,
     MAX_FRAME_BYTES,
@@ -48,6 +49,7 @@ class RemotingServer:
         port: port to bind; 0 picks a free one (see ``start``'s result or ``port``).
         name: used in remarks and logs (e.g. ``"namesrv"``).
         max_frame_bytes: larger frames close the offending connection.
+        max_header_bytes: larger frame headers close the offending connection.
         max_inflight_handlers: asynchronous handlers per connection before reading pauses.
         max_write_buffer_bytes: unsent bytes to a peer that does not read before its connection
             is closed.
@@ -66,6 +68,7 @@ class RemotingServer:
         *,
         name: str = "server",
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
         max_inflight_handlers: int = MAX_INFLIGHT_HANDLERS_PER_CONNECTION,
         max_write_buffer_bytes: int = MAX_WRITE_BUFFER_BYTES,
         max_connections: int = MAX_CONNECTIONS,
@@ -78,6 +81,7 @@ class RemotingServer:
         self._requested_port = port
         self._port: int | None = None
         self._max_frame_bytes = max_frame_bytes
+        self._max_header_bytes = max_header_bytes
         self._max_inflight = max_inflight_handlers
         self._max_write_buffer = max_write_buffer_bytes
         self._max_connections = max_connections
@@ -190,6 +194,7 @@ class RemotingServer:
         channel = Channel(
             self._processors,
             max_frame_bytes=self._max_frame_bytes,
+            max_header_bytes=self._max_header_bytes,
             max_inflight_handlers=self._max_inflight,
             max_write_buffer_bytes=self._max_write_buffer,
             pause_reading_on_write_pressure=True,

@@ -11,7 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame, encode_frame_bytes
+from rocketpy.limits import MAX_HEADER_ITEMS
+from rocketpy.remoting.codec import (
+    ASSEMBLE_BODY_BYTES,
+    FrameDecoder,
+    FrameError,
+    encode_frame,
+    encode_frame_bytes,
+)
 from rocketpy.remoting.command import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -206,3 +213,54 @@ def test_inline_header_decode_builds_full_command() -> None:
         b"xyz",
     )
     assert cmd.serialize_type == 0x10 and cmd.is_oneway
+
+
+def _msgpack_frame(fields: object, body: bytes = b"") -> bytes:
+    header = msgpack.packb(fields)
+    return struct.pack(">II", 4 + len(header) + len(body), (0x10 << 24) | len(header)) + header + body
+
+
+def test_header_over_max_header_bytes_closes_at_its_prefix() -> None:
+    frame = _msgpack_frame([105, 1, 0, "r" * 5000, None])
+    decoder = FrameDecoder(max_header_bytes=4096)
+    with pytest.raises(FrameError, match=r"header of 50\d\d bytes exceeds maxHeaderBytes=4096"):
+        decoder.feed(frame[:8])  # the 8-byte prefix is enough: nothing of the header is buffered
+    assert FrameDecoder(max_header_bytes=8192).feed(frame)[0].remark == "r" * 5000
+    with pytest.raises(ValueError, match="max_header_bytes"):
+        FrameDecoder(max_header_bytes=1 << 24)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ([105, 1, 0, None, {f"k{i}": i for i in range(MAX_HEADER_ITEMS + 1)}], "exceeds max_map_len"),
+        ([105, 1, 0, None, {"k": [0] * (MAX_HEADER_ITEMS + 1)}], "exceeds max_array_len"),
+        ([105] * 1_000_000, "exceeds max_array_len"),
+    ],
+)
+def test_header_items_are_bounded_before_they_are_decoded(fields: object, match: str) -> None:
+    with pytest.raises(FrameError, match=match) as info:
+        FrameDecoder(max_header_bytes=1 << 23).feed(_msgpack_frame(fields))
+    assert len(info.value.reason) < 300  # never the header itself
+
+
+def test_a_header_of_max_items_fields_is_decoded_for_its_handler_to_answer() -> None:
+    ext = {f"k{i}": i for i in range(MAX_HEADER_ITEMS)}  # past check_ext's 256: INVALID_PARAMETER
+    (cmd,) = FrameDecoder().feed(_msgpack_frame([105, 1, 0, None, ext]))
+    assert cmd.ext == ext
+
+
+@pytest.mark.parametrize("step", [1, 4096, 300_000, 1 << 22])
+def test_a_large_body_is_assembled_in_place(step: int) -> None:
+    body = bytes(range(256)) * (ASSEMBLE_BODY_BYTES // 256 + 3)
+    first = encode_frame_bytes(RemotingCommand(10, 1, 0, None, {"a": 1}, body))
+    second = encode_frame_bytes(RemotingCommand(11, 2, 0, None, None, b"tail"))
+    data = first + second + second[:5]
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    for pos in range(0, len(data), step):
+        got += decoder.feed(data[pos : pos + step], max_frames=1)
+        assert decoder.buffered_bytes <= len(first) + len(second)
+    got += decoder.feed(b"", max_frames=1)
+    assert [(c.code, c.ext, c.body) for c in got] == [(10, {"a": 1}, body), (11, None, b"tail")]
+    assert type(got[0].body) is bytes and decoder.buffered_bytes == 5

@@ -215,6 +215,7 @@ def test_namesrv_config_lines_use_rocketmq_keys() -> None:
         "maxConnectionsPerAddress",
         "serverChannelMaxIdleTimeSeconds",
         "partialFrameTimeoutSeconds",
+        "maxHeaderBytes",
         "listenPort",
         "bindAddress",
         "scanNotActiveBrokerInterval",
@@ -227,6 +228,16 @@ def test_namesrv_config_lines_use_rocketmq_keys() -> None:
         "aclFile",
         "aclFileCheckInterval",
     ]
+
+
+def test_max_header_bytes_is_a_key_of_both_daemons(tmp_path: Path) -> None:
+    broker, _ = load_broker_config(write(tmp_path, "maxHeaderBytes=131072\n"), {})
+    assert broker.max_header_bytes == 131072 and broker.server_limits()["max_header_bytes"] == 131072
+    namesrv = load_namesrv_config(write(tmp_path, "maxHeaderBytes=2048\n", "n.properties"), {})
+    assert namesrv.max_header_bytes == 2048
+    assert load_namesrv_config(None, {}).max_header_bytes == 64 * 1024
+    message = broker_error(tmp_path, "maxHeaderBytes=16777216")  # past the 24-bit header length field
+    assert "maxHeaderBytes" in message
 
 
 def test_empty_namesrv_list_names_the_key(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,10 @@ from rocketpy.config import NamesrvConfig
 from rocketpy.errors import HeaderError
 from rocketpy.nameserver.kv_config import KVConfigManager
 from rocketpy.nameserver.processors import NamesrvProcessors
-from rocketpy.nameserver.register_steps import register_parts
+from rocketpy.nameserver.register_steps import register_parts, register_parts_of_doc
 from rocketpy.nameserver.route_info import RouteInfoManager
 from rocketpy.protocol.codes import RequestCode
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.command import SERIALIZE_JSON, RemotingCommand
 from rocketpy.route import TopicConfig
 
 
@@ -73,3 +74,54 @@ async def test_large_whole_table_is_merged_in_steps(tmp_path: Path) -> None:
     assert not isinstance(answer, RemotingCommand)
     await answer
     assert rim.topic_list() == names[1:]
+
+
+def test_register_parts_refuses_hostile_shapes_before_walking_them() -> None:
+    many_keys = msgpack.packb({f"k{i}": i for i in range(200_000)})  # not a RegisterBrokerBody
+    with pytest.raises(HeaderError, match="has 200000 keys; the limit is 16"):
+        list(register_parts(many_keys, 500))
+    huge_version = msgpack.packb({"topicConfigSerializeWrapper": {"dataVersion": [0] * 1_000_000}})
+    with pytest.raises(HeaderError, match="exceeds max_array_len"):
+        list(register_parts(huge_version, 500))
+    huge_topic = msgpack.packb(
+        {"topicConfigSerializeWrapper": {"topicConfigTable": {"t": {"x": [0] * 100_000}}}}
+    )
+    with pytest.raises(HeaderError, match="exceeds max_array_len"):
+        list(register_parts(huge_topic, 500))
+
+
+def test_register_parts_of_a_decoded_json_body() -> None:
+    names = [f"t{i}" for i in range(1050)]
+    doc = json.loads(
+        json.dumps(msgpack.unpackb(body(names), raw=False))
+    )  # as RocketMQ's JSON broker sends it
+    parts = list(register_parts_of_doc(doc, 500))
+    assert [(i, n, len(p.topic_config_table)) for i, n, p in parts] == [(0, 3, 500), (1, 3, 500), (2, 3, 50)]
+    assert [t for _, _, p in parts for t in p.topic_config_table] == names
+    assert [p.topic_config_table for _, _, p in register_parts_of_doc({}, 500)] == [{}]
+    for bad in (
+        [1, 2],
+        {"topicConfigSerializeWrapper": [1]},
+        {"topicConfigSerializeWrapper": {"topicConfigTable": 3}},
+    ):
+        with pytest.raises(HeaderError, match="not a valid RegisterBrokerBody"):
+            list(register_parts_of_doc(bad, 500))
+
+
+async def test_a_large_json_table_is_decoded_in_slices_and_merged_in_steps(tmp_path: Path) -> None:
+    rim = RouteInfoManager(lambda: 1000)
+    proc = NamesrvProcessors(rim, KVConfigManager(str(tmp_path / "kv.json")), NamesrvConfig())
+    ext = {
+        "clusterName": "C",
+        "brokerAddr": "1.2.3.4:5",
+        "brokerName": "b",
+        "brokerId": "0",
+        "haServerAddr": "",
+    }
+    names = [f"topic-{i:05d}" for i in range(3000)]
+    text = json.dumps(msgpack.unpackb(body(names), raw=False)).encode()
+    request = RemotingCommand(int(RequestCode.REGISTER_BROKER), 1, 0, None, ext, text, SERIALIZE_JSON)
+    pending = proc.register_broker(object(), request)  # type: ignore[arg-type]
+    assert not isinstance(pending, RemotingCommand)
+    assert (await pending).code == 0  # type: ignore[misc]
+    assert rim.topic_list() == names

@@ -135,6 +135,13 @@ async def test_large_body_round_trip(rpc: Fixture) -> None:
     assert resp.body == body
 
 
+async def test_client_reads_an_answer_header_past_the_daemons_cap(rpc: Fixture) -> None:
+    """maxHeaderBytes (64 KiB) guards a daemon from its peers; a client takes longer answers."""
+    remark = "r" * (200 * 1024)
+    rpc.server.register_processor(907, lambda ch, req: RemotingCommand.response(req, remark=remark))
+    assert (await rpc.call(907)).remark == remark
+
+
 async def test_timeout_names_address_and_code(rpc: Fixture) -> None:
     loop = asyncio.get_running_loop()
     start = loop.time()

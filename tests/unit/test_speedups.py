@@ -49,9 +49,9 @@ needs_compiled = pytest.mark.skipif(speedups is None, reason="the compiled core 
 PURE = _accel.PURE
 TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
-    "encode_frame", "split_frames", "read_typical_v2", "decode_columns", "signed_ext", "crc32",
-    "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "batch_messages",
-    "redispatch", "string_to_properties", "properties_to_string",
+    "encode_frame", "split_frames", "assemble_body", "read_typical_v2", "decode_columns", "signed_ext",
+    "crc32", "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
+    "batch_messages", "redispatch", "string_to_properties", "properties_to_string",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -719,9 +719,14 @@ def test_encode_frame_errors_match() -> None:
         assert outcome(PURE["encode_frame"], cmd) == outcome(speedups.encode_frame, cmd)
 
 
-def split_all(split: Any, chunks: list[bytes], max_frame_bytes: int) -> tuple[str, Any]:
+def split_all(
+    split: Any,
+    chunks: list[bytes],
+    max_frame_bytes: int,
+    max_header_bytes: int = codec.DEFAULT_MAX_HEADER_BYTES,
+) -> tuple[str, Any]:
     """Feed ``chunks`` to a fresh decoder whose inner loop is ``split``; every command or the error."""
-    decoder = codec.FrameDecoder(max_frame_bytes)
+    decoder = codec.FrameDecoder(max_frame_bytes, max_header_bytes)
     out: list[tuple[Any, ...]] = []
     with mock.patch.object(codec, "split_frames", split):
         try:
@@ -754,13 +759,19 @@ def test_split_frames_same_commands(cmds: list[RemotingCommand], cuts: list[int]
 
 @needs_compiled
 @FUZZ
-@given(st.lists(COMMANDS, max_size=3), st.data(), st.sampled_from([4, 64, 1 << 20]))
+@given(
+    st.lists(COMMANDS, max_size=3),
+    st.data(),
+    st.sampled_from([4, 64, 1 << 20]),
+    st.sampled_from([8, 64, 1 << 16]),
+)
 def test_split_frames_hostile_input_same_error(
-    cmds: list[RemotingCommand], data: st.DataObject, limit: int
+    cmds: list[RemotingCommand], data: st.DataObject, limit: int, header_limit: int
 ) -> None:
     stream = mutate(b"".join(codec.encode_frame_bytes(c) for c in cmds), data.draw)
     chunks = chunked(stream, data.draw(st.lists(st.integers(0, 1 << 20), max_size=3)))
-    assert split_all(PURE["split_frames"], chunks, limit) == split_all(speedups.split_frames, chunks, limit)
+    pure = split_all(PURE["split_frames"], chunks, limit, header_limit)
+    assert pure == split_all(speedups.split_frames, chunks, limit, header_limit)
 
 
 @needs_compiled
@@ -791,6 +802,64 @@ def test_split_frames_bad_headers_same_error() -> None:
         assert split_all(PURE["split_frames"], [data], 1 << 16) == split_all(
             speedups.split_frames, [data], 1 << 16
         )
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.lists(COMMANDS, max_size=4), st.lists(st.integers(0, 1 << 20), max_size=6), st.sampled_from([1, 2, 0])
+)
+def test_assemble_body_same_commands(cmds: list[RemotingCommand], cuts: list[int], max_frames: int) -> None:
+    """Bodies of 16 bytes or more assembled in place (the threshold lowered from 1 MiB), arriving in
+    any cuts, read ``max_frames`` at a time: the same commands from both twins as whole."""
+    data = b"".join(codec.encode_frame_bytes(c) for c in cmds)
+    chunks = chunked(data, cuts)
+
+    def run(assemble: Any, split: Any) -> list[tuple[Any, ...]]:
+        decoder = codec.FrameDecoder()
+        out: list[tuple[Any, ...]] = []
+        with (
+            mock.patch.object(codec, "ASSEMBLE_BODY_BYTES", 16),
+            mock.patch.object(codec, "assemble_body", assemble),
+            mock.patch.object(codec, "split_frames", split),
+        ):
+            for chunk in [*chunks, b"", b"", b"", b""]:
+                got = decoder.feed(chunk, max_frames)
+                assert all(type(c.body) is bytes for c in got)  # whichever way they were built
+                out.extend(cmd_fields(c) for c in got)
+        assert decoder.buffered_bytes == 0
+        return out
+
+    whole = [cmd_fields(c) for c in codec.FrameDecoder().feed(data)]
+    pure = run(PURE["assemble_body"], PURE["split_frames"])
+    assert pure == whole == run(speedups.assemble_body, speedups.split_frames)
+
+
+@needs_compiled
+def test_split_frames_header_bounds_same_error() -> None:
+    def frame(header: bytes, serialize_type: int = SERIALIZE_MSGPACK, body: bytes = b"") -> bytes:
+        return (
+            struct.pack(">II", 4 + len(header) + len(body), serialize_type << 24 | len(header))
+            + header
+            + body
+        )
+
+    items = codec.MAX_HEADER_ITEMS
+    cases = [
+        (frame(msgpack.packb([1, 2, 0, "r" * 5000, None])), 4096),  # over maxHeaderBytes
+        (frame(msgpack.packb([1, 2, 0, "r" * 5000, None]))[:20], 4096),  # ... known from the prefix alone
+        (frame(msgpack.packb([1, 2, 0, None, {f"k{i}": i for i in range(items + 1)}])), 1 << 16),
+        (frame(msgpack.packb([1, 2, 0, None, {"k": [0] * (items + 1)}])), 1 << 16),
+        (frame(msgpack.packb([1, 2, 0, None, {f"k{i}": i for i in range(items)}])), 1 << 16),  # answered
+        (frame(b'{"code":1,"x":[' + b"0," * 3000 + b"0]}", SERIALIZE_JSON), 1 << 16),
+        (frame(b'{"code":1,"x":' + b"[" * 20 + b"]" * 20 + b"}", SERIALIZE_JSON), 1 << 16),
+        (frame(b'{"code":1,"remark":"' + b"[,{" * 3000 + b'"}', SERIALIZE_JSON), 1 << 16),  # answered
+    ]
+    for data, header_limit in cases:
+        pure = split_all(PURE["split_frames"], [data], 1 << 20, header_limit)
+        assert pure == split_all(speedups.split_frames, [data], 1 << 20, header_limit)
+    outcomes = [split_all(PURE["split_frames"], [data], 1 << 20, limit)[0] for data, limit in cases]
+    assert outcomes == ["raise", "raise", "raise", "raise", "ok", "raise", "raise", "ok"]
 
 
 # -- the SEND_MESSAGE_V2 header ---------------------------------------------------------------------
