@@ -158,8 +158,22 @@ class PopReader:
             return
         n = tc.read_queue_nums
         qids = [queue_id] if queue_id >= 0 else [(self._rotor + i) % n for i in range(n)]
-        for qid in qids:
+        result = out.result
+        for i, qid in enumerate(qids):
+            if result.count >= req.max_msgs:  # full: only count what the other queues hold
+                result.rest_num += self._rest(req.group, topic, qids[i:])
+                return
             self._read_queue(req, topic, qid, message_filter, out)
+
+    def _rest(self, group: str, topic: str, qids: list[int]) -> int:
+        """Messages left in ``topic``'s queues ``qids`` past where ``group`` pops them next."""
+        queues, max_offset = self.ledger.queues, self.store.get_max_offset_in_queue
+        rest = 0
+        for qid in qids:
+            q = queues.get((group, topic, qid))
+            if q is not None:
+                rest += max(0, max_offset(topic, qid) - q.next_offset)
+        return rest
 
     def queue_state(
         self, group: str, topic: str, queue_id: int, init_mode: int, acks: list[bytes] | None = None
@@ -199,11 +213,6 @@ class PopReader:
     ) -> None:
         result = out.result
         need = req.max_msgs - result.count
-        if need <= 0:  # full: only count what is left behind
-            q = self.ledger.queues.get((req.group, topic, qid))
-            if q is not None:
-                result.rest_num += max(0, self.store.get_max_offset_in_queue(topic, qid) - q.next_offset)
-            return
         q = self.queue_state(req.group, topic, qid, req.init_mode, out.acks)
         if q is None:
             return
