@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rocketpy.broker.persistence import JsonTable
-from rocketpy.broker.pop.revive_log import AckRecord, CkRecord, ReviveLogError, decode
+from rocketpy.broker.pop.revive_log import Record, ReviveLogError, decode
 from rocketpy.broker.store import BrokerMessage, GetMessageStatus, MessageStore, PutMessageResult
 from rocketpy.record import decode_records
 
@@ -55,15 +55,23 @@ class ReviveLog:
         """The queue offset the next record will get (a lower bound of every later record's)."""
         return self.store.get_max_offset_in_queue(self.topic, REVIVE_QUEUE_ID)
 
-    async def append(self, bodies: list[bytes], properties: str) -> PutMessageResult:
-        """Append ``bodies`` as one batch (one commitlog append); await it for durability."""
+    async def append(self, bodies: list[bytes], properties: str | list[str]) -> PutMessageResult:
+        """Append ``bodies`` as one batch (one commitlog append, made before this first suspends);
+        await it for durability. ``properties``: of every record, or of each (the first record's
+        ``WAIT`` decides whether the batch waits for the flush under SYNC_FLUSH)."""
         now = self._clock_ms()
         host = self._born_host()
-        msgs = [BrokerMessage(self.topic, REVIVE_QUEUE_ID, b, properties, 0, 0, now, host) for b in bodies]
+        topic = self.topic
+        props = [properties] * len(bodies) if isinstance(properties, str) else properties
+        assert len(props) == len(bodies)
+        msgs = [
+            BrokerMessage(topic, REVIVE_QUEUE_ID, b, p, 0, 0, now, host)
+            for b, p in zip(bodies, props, strict=True)
+        ]
         self.records_written += len(msgs)
         return await self.store.put_messages(msgs)
 
-    def read_from(self, offset: int) -> Iterator[tuple[int, CkRecord | AckRecord]]:
+    def read_from(self, offset: int) -> Iterator[tuple[int, Record]]:
         """``(queue offset, record)`` of every record from ``offset`` on (undecodable ones logged
         and skipped; an offset before the queue's first is moved up to it)."""
         while True:

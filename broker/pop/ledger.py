@@ -49,15 +49,18 @@ class Ck:
         pop_time: when it was handed out (ms); receipt handles carry it.
         invisible_ms: how long it stays invisible; ``deadline = pop_time + invisible_ms``.
         start_offset: the offset the pop read from (receipt handles carry it).
+        end_offset: the offset the pop read up to (its CK record carries it).
         offsets: the offsets it handed out, increasing.
         open: how many of them are still in flight under it.
         floor: the revive log's queue offset when it was made.
         reviving: its expired offsets are being copied to the retry topic now.
         order: an orderly pop.
+        unwritten: held by the service's ck buffer, its CK record not written (yet).
     """
 
     __slots__ = (
         "deadline",
+        "end_offset",
         "floor",
         "invisible_ms",
         "offsets",
@@ -68,6 +71,7 @@ class Ck:
         "reviving",
         "seq",
         "start_offset",
+        "unwritten",
     )
 
     def __init__(
@@ -87,11 +91,13 @@ class Ck:
         self.invisible_ms = invisible_ms
         self.deadline = pop_time + invisible_ms
         self.start_offset = start_offset
+        self.end_offset = start_offset
         self.offsets = offsets
         self.open = 0
         self.floor = floor
         self.reviving = False
         self.order = order
+        self.unwritten = False
 
     def in_flight(self) -> list[int]:
         """Its offsets still in flight under it."""
@@ -212,6 +218,10 @@ class PopLedger:
         """Cks with an offset in flight."""
         return len(self._open)
 
+    def open_ck(self, seq: int) -> Ck | None:
+        """The ck ``seq`` while it has offsets in flight (None: done, or never made)."""
+        return self._open.get(seq)
+
     def earliest_deadline(self) -> int | None:
         """The earliest deadline of the timer heap (None: empty); may be a stale entry's."""
         return self._heap[0][0] if self._heap else None
@@ -245,6 +255,7 @@ class PopLedger:
         self.next_seq = max(self.next_seq, seq + 1)
         start = q.next_offset if start_offset is None else start_offset
         ck = Ck(q, seq, pop_time, invisible_ms, start, offsets, floor, order)
+        ck.end_offset = end_offset
         q.orderly = q.orderly or order
         q.next_offset = max(q.next_offset, end_offset)
         self._hold(q, ck, offsets)
@@ -371,6 +382,7 @@ class PopLedger:
         assert ck is not None
         new_time = max(now_ms, ck.pop_time + 1)
         new = Ck(q, self.next_seq, new_time, invisible_ms, offset, [offset], floor, ck.order)
+        new.end_offset = offset + 1
         self.next_seq += 1
         self._hold(q, new, (offset,))
         return AckOutcome.ACKED, new

@@ -4,10 +4,11 @@ Owns ``PopReader.read``: one synchronous step (nothing can interleave) that visi
 pop may take from — the group's POP retry topic first one time in five (RocketMQ's ``needRetry``)
 or after the topic when the answer is not full, then the requested queue or every read queue from
 a rotating start — reads each from its next offset through ``MessageStore.get_message`` (views of
-the commitlog), records what it hands out in the ledger and returns the answer plus the ck
-records to append. Records of the topic go out as stored; records of the retry topic are written
-again under the subscribed topic with their ``POP_CK`` set (RocketMQ's default
-``popResponseReturnActualRetryTopic=false``), so every client sees the topic it subscribed to.
+the commitlog), records what it hands out in the ledger and returns the answer plus the cks it
+made (the service holds or writes them, ``ck_buffer.py``) and the records to append now. Records
+of the topic go out as stored; records of the retry topic are written again under the subscribed
+topic with their ``POP_CK`` set (RocketMQ's default ``popResponseReturnActualRetryTopic=false``),
+so every client sees the topic it subscribed to.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
-from rocketpy.broker.pop.ledger import PopLedger, PopQueue
-from rocketpy.broker.pop.revive_log import MAX_RECORD_OFFSETS, encode_ack, encode_ck
+from rocketpy.broker.pop.ledger import Ck, PopLedger, PopQueue
+from rocketpy.broker.pop.revive_log import encode_acks
 from rocketpy.broker.pop.types import PoppedQueue, PopRequest, PopResult, PopStatus
 from rocketpy.broker.store import GetMessageResult, GetMessageStatus, MessageStore
 from rocketpy.broker.subscription import MessageFilter
@@ -37,10 +38,11 @@ _MOVED = frozenset({_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOU
 
 @dataclass(slots=True)
 class PopRead:
-    """What one read did: the answer, the records to append, the queues whose state changed."""
+    """What one read did: the answer, the cks it made (each with an orderly pop's attempt counts;
+    the service holds or writes them), the ACKS records to append, the queues whose state changed."""
 
     result: PopResult
-    cks: list[bytes]
+    cks: list[tuple[Ck, list[int] | None]]
     acks: list[bytes]
     touched: list[PopQueue]
 
@@ -156,8 +158,22 @@ class PopReader:
             return
         n = tc.read_queue_nums
         qids = [queue_id] if queue_id >= 0 else [(self._rotor + i) % n for i in range(n)]
-        for qid in qids:
+        result = out.result
+        for i, qid in enumerate(qids):
+            if result.count >= req.max_msgs:  # full: only count what the other queues hold
+                result.rest_num += self._rest(req.group, topic, qids[i:])
+                return
             self._read_queue(req, topic, qid, message_filter, out)
+
+    def _rest(self, group: str, topic: str, qids: list[int]) -> int:
+        """Messages left in ``topic``'s queues ``qids`` past where ``group`` pops them next."""
+        queues, max_offset = self.ledger.queues, self.store.get_max_offset_in_queue
+        rest = 0
+        for qid in qids:
+            q = queues.get((group, topic, qid))
+            if q is not None:
+                rest += max(0, max_offset(topic, qid) - q.next_offset)
+        return rest
 
     def queue_state(
         self, group: str, topic: str, queue_id: int, init_mode: int, acks: list[bytes] | None = None
@@ -173,8 +189,9 @@ class PopReader:
             start = stored if stored >= 0 else self._init_offset(topic, queue_id, init_mode)
             return self.ledger.add_queue(key, start)
         if stored >= 0 and stored != q.committed and acks is not None:
-            for seq, offsets in self.ledger.forget(q).items():
-                acks.append(encode_ack(key, seq, offsets))
+            dropped = self.ledger.forget(q)
+            if dropped:
+                acks += encode_acks(group, topic, [(queue_id, seq, -1, o) for seq, o in dropped.items()])
             q.reset(stored)
         return q
 
@@ -196,11 +213,6 @@ class PopReader:
     ) -> None:
         result = out.result
         need = req.max_msgs - result.count
-        if need <= 0:  # full: only count what is left behind
-            q = self.ledger.queues.get((req.group, topic, qid))
-            if q is not None:
-                result.rest_num += max(0, self.store.get_max_offset_in_queue(topic, qid) - q.next_offset)
-            return
         q = self.queue_state(req.group, topic, qid, req.init_mode, out.acks)
         if q is None:
             return
@@ -263,20 +275,7 @@ class PopReader:
             order=req.order,
             start_offset=start,
         )
-        for i in range(0, len(offsets), MAX_RECORD_OFFSETS):
-            chunk = slice(i, i + MAX_RECORD_OFFSETS)
-            out.cks.append(
-                encode_ck(
-                    q.key,
-                    ck.seq,
-                    start,
-                    r.next_begin_offset,
-                    ck.pop_time,
-                    ck.invisible_ms,
-                    ck.offsets[chunk],
-                    counts[chunk] if counts is not None else None,
-                )
-            )
+        out.cks.append((ck, counts))
         retry = q.topic != req.topic
         kind = RETRY_TOPIC if retry else NORMAL_TOPIC
         if retry:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from rocketpy.broker.pop.durable import ReviveLog
 from rocketpy.broker.pop.ledger import Ck, PopLedger, PopQueue
-from rocketpy.broker.pop.revive_log import ACK_PROPERTIES, REASON_DEAD_LETTER, REASON_REVIVED, encode_ack
+from rocketpy.broker.pop.revive_log import ACK_PROPERTIES, REASON_DEAD_LETTER, REASON_REVIVED, encode_acks
 from rocketpy.broker.retry import FailedRecord, ensure_dlq_topic, read_failed_record, send_back_message
 from rocketpy.broker.store import BrokerMessage, MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
@@ -219,10 +219,10 @@ class ReviveService:
             if seq in failed:
                 self.ledger.retry_later(ck, now + RETRY_AFTER_MS)
                 continue
-            if revived:
-                bodies.append(encode_ack(ck.queue.key, seq, revived, REASON_REVIVED))
-            if dead:
-                bodies.append(encode_ack(ck.queue.key, seq, dead, REASON_DEAD_LETTER))
+            q = ck.queue  # its committed offset as it is: these offsets are not done yet
+            for offsets, reason in ((revived, REASON_REVIVED), (dead, REASON_DEAD_LETTER)):
+                if offsets:
+                    bodies += encode_acks(q.group, q.topic, [(q.queue_id, seq, q.committed, offsets)], reason)
             done.append(revival)
         if bodies:
             result = await self.revive_log.append(bodies, ACK_PROPERTIES)

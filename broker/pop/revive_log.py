@@ -7,7 +7,8 @@ message under the configured flush mode: a ck is put with ``WAIT=false`` (losing
 crash only redelivers messages), an ack waits for the flush under SYNC_FLUSH (an acknowledged
 ack is never lost).
 
-Layouts (big-endian; a record's TAGS property is ``ck`` or ``ack``)::
+Layouts (big-endian; a record's TAGS property is ``ck`` or ``ack``; kind 2 is read at replay but
+no longer written: kind 3 replaced it)::
 
     CK   off size field                     ACK  off size field
           0  1   kind = 1                          0  1   kind = 2
@@ -24,10 +25,25 @@ Layouts (big-endian; a record's TAGS property is ``ck`` or ``ack``)::
          52  g   group, then topic, then count × u32 (offset - startOffset), then for an orderly
              ck count × u16 (times each was handed out before)
 
+    ACKS off size field                            each entry: off size field
+          0  1   kind = 3                                      0  4   queueId
+          1  1   reason (0 ack, 1 revived, 2 dead letter)      4  8   seq of the ck
+          2  2   groupLen                                     12  8   committed (see below; -1: none)
+          4  2   topicLen                                     20  8   base (the smallest offset)
+          6  2   entries                                      28  2   count
+          8  g   group, then topic, then the entries          30  4c  offset - base, u32 each
+
 A ck of an invisible-time change covers one offset (start = that offset, end = offset + 1) and
 supersedes the earlier ck of that offset: replay keeps, per offset, the ck with the highest seq,
 so the order in which records reached the log does not matter. An offset is done when an ACK
 record names it with that ck's seq.
+
+An ACKS record stands alone: it needs no CK record of its ck (a ck acked within the service's
+buffer window is never written, ``ck_buffer.py``). Each entry carries its queue's *committed*
+offset once the entry's offsets are done (the low-water mark: every offset below it is done, so
+a restart starts the queue there at least), and replay keeps the offsets it names as done even
+where no ck names them: those at or past where the restarted queue reads again are skipped by
+the pops that read them (``Replay.done_from``).
 """
 
 from __future__ import annotations
@@ -47,14 +63,20 @@ REASON_REVIVED = 1
 REASON_DEAD_LETTER = 2
 FLAG_ORDERLY = 1
 
+KIND_ACKS = 3
+
 CK_HEAD = struct.Struct(">BBiqqqqqHHH")
 ACK_HEAD = struct.Struct(">BBiqqHHH")
-assert CK_HEAD.size == 52 and ACK_HEAD.size == 28
+ACKS_HEAD = struct.Struct(">BBHHH")
+ACKS_ENTRY = struct.Struct(">iqqqH")
+assert CK_HEAD.size == 52 and ACK_HEAD.size == 28 and ACKS_HEAD.size == 8 and ACKS_ENTRY.size == 30
 #: Most offsets one record carries (an ack batch is split into records of at most this many).
 MAX_RECORD_OFFSETS = 4096
 _U32_MAX = (1 << 32) - 1
 
 CK_PROPERTIES = f"{MessageConst.TAGS}\x01ck\x02{MessageConst.WAIT}\x01false\x02"
+#: A CK record written with an ack (or as an invisible-time change): it waits for the flush as the ack does.
+CK_WITH_ACK_PROPERTIES = f"{MessageConst.TAGS}\x01ck\x02"
 ACK_PROPERTIES = f"{MessageConst.TAGS}\x01ack\x02"
 
 
@@ -107,6 +129,40 @@ def encode_ack(key: QueueKey, seq: int, offsets: list[int], reason: int = REASON
     return b"".join((head, g, t, struct.pack(f">{len(deltas)}I", *deltas)))
 
 
+#: An ACKS entry: ``(queue_id, ck seq, committed offset or -1, offsets)``.
+AckEntry = tuple[int, int, int, list[int]]
+
+
+def encode_acks(group: str, topic: str, entries: list[AckEntry], reason: int = REASON_ACK) -> list[bytes]:
+    """ACKS record bodies naming each entry's offsets done (at most ``MAX_RECORD_OFFSETS`` offsets
+    per record: a longer list is split, its committed offset kept on each part)."""
+    g, t = _names(group, topic)
+    out: list[bytes] = []
+    parts: list[bytes] = []
+    room = MAX_RECORD_OFFSETS
+    for queue_id, seq, committed, offsets in entries:
+        at = 0
+        while at < len(offsets):
+            if not room:
+                out.append(_acks_body(reason, g, t, parts))
+                parts, room = [], MAX_RECORD_OFFSETS
+            chunk = offsets[at : at + room]
+            at += len(chunk)
+            room -= len(chunk)
+            base = min(chunk)
+            deltas = [o - base for o in chunk]
+            assert max(deltas) <= _U32_MAX, (base, chunk)
+            parts.append(ACKS_ENTRY.pack(queue_id, seq, committed, base, len(chunk)))
+            parts.append(struct.pack(f">{len(deltas)}I", *deltas))
+    if parts:
+        out.append(_acks_body(reason, g, t, parts))
+    return out
+
+
+def _acks_body(reason: int, g: bytes, t: bytes, parts: list[bytes]) -> bytes:
+    return b"".join((ACKS_HEAD.pack(KIND_ACKS, reason, len(g), len(t), len(parts) // 2), g, t, *parts))
+
+
 @dataclass(slots=True)
 class CkRecord:
     """A decoded CK record (``floor``: its queue offset in the revive log)."""
@@ -124,20 +180,25 @@ class CkRecord:
 
 @dataclass(slots=True)
 class AckRecord:
-    """A decoded ACK record."""
+    """A decoded ACK record, or one entry of an ACKS record (``committed``: its queue's committed
+    offset once these offsets are done; -1 for kind 2, which does not carry it)."""
 
     key: QueueKey
     seq: int
     offsets: list[int]
     reason: int
+    committed: int = -1
 
 
 def _text(body: bytes | memoryview, pos: int, size: int) -> str:
     return str(body[pos : pos + size], "utf-8")
 
 
-def decode(body: bytes | memoryview) -> CkRecord | AckRecord:
-    """Decode a revive-log body.
+Record = CkRecord | AckRecord | list[AckRecord]
+
+
+def decode(body: bytes | memoryview) -> Record:
+    """Decode a revive-log body (an ACKS record: one ``AckRecord`` per entry).
 
     Raises:
         ReviveLogError: unknown kind, truncated, or lengths that do not add up.
@@ -148,6 +209,8 @@ def decode(body: bytes | memoryview) -> CkRecord | AckRecord:
             return _decode_ck(body)
         if kind == KIND_ACK:
             return _decode_ack(body)
+        if kind == KIND_ACKS:
+            return _decode_acks(body)
     except (IndexError, struct.error, UnicodeDecodeError) as e:
         raise ReviveLogError(f"malformed revive-log record: {e}") from None
     raise ReviveLogError(f"unknown revive-log record kind {kind}")
@@ -180,6 +243,23 @@ def _decode_ack(body: bytes | memoryview) -> AckRecord:
     return AckRecord((group, topic, qid), seq, offsets, reason)
 
 
+def _decode_acks(body: bytes | memoryview) -> list[AckRecord]:
+    _, reason, glen, tlen, entries = ACKS_HEAD.unpack_from(body)
+    pos = ACKS_HEAD.size
+    group, topic = _text(body, pos, glen), _text(body, pos + glen, tlen)
+    pos += glen + tlen
+    out = []
+    for _ in range(entries):
+        qid, seq, committed, base, count = ACKS_ENTRY.unpack_from(body, pos)
+        pos += ACKS_ENTRY.size
+        offsets = [base + d for d in struct.unpack_from(f">{count}I", body, pos)]
+        pos += 4 * count
+        out.append(AckRecord((group, topic, qid), seq, offsets, reason, committed))
+    if pos != len(body):
+        raise ReviveLogError(f"an acks record of {len(body)} bytes holds {pos}")
+    return out
+
+
 @dataclass
 class Replay:
     """The revive log's records folded into what is still in flight (order-independent).
@@ -188,23 +268,38 @@ class Replay:
         cks: seq -> the ck record.
         acked: (queue, offset, seq) of every acked (or revived, dead-lettered) message.
         ends: per queue, the furthest offset a replayed pop read up to.
+        committed: per queue, the highest committed offset an ACKS entry carried.
         max_seq: the highest ck seq seen.
     """
 
     cks: dict[int, CkRecord] = field(default_factory=dict)
     acked: set[tuple[QueueKey, int, int]] = field(default_factory=set)
     ends: dict[QueueKey, int] = field(default_factory=dict)
+    committed: dict[QueueKey, int] = field(default_factory=dict)
     max_seq: int = 0
 
-    def apply(self, record: CkRecord | AckRecord, floor: int) -> None:
+    def apply(self, record: Record, floor: int) -> None:
         """Fold one record, found at revive-log queue offset ``floor``."""
         if isinstance(record, CkRecord):
             record.floor = floor
             self.cks[record.seq] = record
             self.max_seq = max(self.max_seq, record.seq)
             self.ends[record.key] = max(self.ends.get(record.key, 0), record.end)
-        else:
-            self.acked.update((record.key, o, record.seq) for o in record.offsets)
+            return
+        for ack in record if isinstance(record, list) else (record,):
+            self.acked.update((ack.key, o, ack.seq) for o in ack.offsets)
+            if ack.committed > self.committed.get(ack.key, -1):
+                self.committed[ack.key] = ack.committed
+
+    def done_from(self, starts: dict[QueueKey, int]) -> dict[QueueKey, set[int]]:
+        """Per queue, the offsets acks name at or past ``starts[queue]`` (where the restarted queue
+        reads again; queues not in ``starts`` are left out): the pops that read them skip them."""
+        out: dict[QueueKey, set[int]] = {}
+        for key, offset, _ in self.acked:
+            start = starts.get(key)
+            if start is not None and offset >= start:
+                out.setdefault(key, set()).add(offset)
+        return out
 
     def in_flight(self, committed: dict[QueueKey, int]) -> list[tuple[CkRecord, list[int]]]:
         """Each ck with its offsets still in flight, in seq order: an offset at or above its

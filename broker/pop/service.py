@@ -23,8 +23,10 @@ directly. The API (times in ms; refusals raise ``PopError(code, remark)``):
 
 Durability (docs/design.md "POP"): a queue's committed consumer offset is the low-water mark of
 what is in flight, written to the offset table as it moves; pops (cks) and acks are records of
-the revive log (``durable.py``, ``revive_log.py``); ``config/popState.json`` says where a restart
-replays from. Everything runs on the event loop; a pop's read and bookkeeping are one step.
+the revive log (``durable.py``, ``revive_log.py``); a plain pop's CK record is held back for
+``popCkStayBufferTime`` and never written when the pop is acked within it (``ck_buffer.py``);
+``config/popState.json`` says where a restart replays from. Everything runs on the event loop; a
+pop's read and bookkeeping are one step.
 """
 
 from __future__ import annotations
@@ -38,13 +40,20 @@ from typing import Any
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.pop.checks import PopChecks
+from rocketpy.broker.pop.ck_buffer import CkBuffer, ck_records
 from rocketpy.broker.pop.durable import PopStateFile, ReviveLog
 from rocketpy.broker.pop.ledger import AckOutcome, PopLedger, PopQueue
 from rocketpy.broker.pop.polling import PollingFull, PopWaiters
 from rocketpy.broker.pop.reader import Limits, PopReader
 from rocketpy.broker.pop.restore import restore
 from rocketpy.broker.pop.revive import ReviveService
-from rocketpy.broker.pop.revive_log import ACK_PROPERTIES, CK_PROPERTIES, encode_ack, encode_ck
+from rocketpy.broker.pop.revive_log import (
+    ACK_PROPERTIES,
+    CK_PROPERTIES,
+    CK_WITH_ACK_PROPERTIES,
+    KIND_CK,
+    encode_ck,
+)
 from rocketpy.broker.pop.types import AckResult, PopError, PopRequest, PopResult, PopStatus
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore, PutMessageResult
@@ -64,11 +73,17 @@ MAX_POLL_MS = 120_000
 MAX_INFLIGHT_TOTAL = 2_000_000
 #: A failed revive-log write is logged at most this often.
 LOG_EVERY_S = 10.0
+#: The ck buffer's routine wakes at most this often (held cks are written this late at most).
+CK_TICK_MS = 10
 
 
 def wall_ms() -> int:
     """Wall-clock milliseconds (pop times are wall time, as receipt handles carry them)."""
     return time.time_ns() // 1_000_000
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 class PopService:
@@ -110,6 +125,7 @@ class PopService:
         self.revive = ReviveService(
             self.ledger, store, topics, groups, self.revive_log, clock_ms, self.commit, self._wake
         )
+        self.buffer = CkBuffer(bc.pop_ck_stay_buffer_time)
         self.state_file = PopStateFile(os.path.join(config_dir, "popState.json"), self.snapshot)
         self._tasks: list[asyncio.Task[None]] = []
         self._last_log = 0.0
@@ -128,14 +144,20 @@ class PopService:
             loop.create_task(self.revive.routine(), name="rocketpy-pop-revive"),
             loop.create_task(self._persist_routine(), name="rocketpy-pop-persist"),
         ]
+        if self.buffer.window_ms:
+            self._tasks.append(loop.create_task(self._ck_routine(), name="rocketpy-pop-ck-buffer"))
 
     async def shutdown(self) -> None:
-        """Answer waiting pops, stop the routines, write ``popState.json`` (before the store stops)."""
+        """Answer waiting pops, stop the routines, write the held cks and ``popState.json``
+        (before the store stops)."""
         self.waiters.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        held = [body for ck in self.buffer.take_all() for body in ck_records(ck)]
+        if held:  # a clean restart keeps them invisible until their deadline
+            await self._append(held, CK_PROPERTIES)
         await self.state_file.persist(force=True)
 
     async def _persist_routine(self) -> None:
@@ -143,10 +165,22 @@ class PopService:
             await asyncio.sleep(self.broker_config.flush_consumer_offset_interval / 1000)
             await self.state_file.persist()
 
+    async def _ck_routine(self) -> None:
+        """Write the held cks whose window ended with offsets still in flight."""
+        while True:
+            due = self.buffer.next_due_ms()
+            wait_ms = self.buffer.window_ms if due is None else max(due - _monotonic_ms(), CK_TICK_MS)
+            await asyncio.sleep(wait_ms / 1000)
+            bodies = self.buffer.due_records(_monotonic_ms())
+            if bodies:
+                await self._append(bodies, CK_PROPERTIES)
+
     def snapshot(self) -> dict[str, Any]:
-        """``popState.json``: taken in one loop step, so offsets and the replay start agree."""
+        """``popState.json``: taken in one loop step, so offsets and the replay start agree (a
+        queue's next offset stops at its oldest held ck, whose CK record may never be written)."""
         floor = self.ledger.replay_floor(self.revive_log.floor())
-        queues = [[*q.key, q.committed, q.next_offset] for q in self.ledger.queues.values()]
+        hold_back = self.buffer.hold_back
+        queues = [[*q.key, q.committed, hold_back(q)] for q in self.ledger.queues.values()]
         return {"reviveOffset": floor, "nextCkSeq": self.ledger.next_seq, "queues": queues}
 
     # -- pop ------------------------------------------------------------------------------------------
@@ -180,7 +214,9 @@ class PopService:
         if read.acks:
             await self._append(read.acks, ACK_PROPERTIES)
         if read.cks:
-            await self._append(read.cks, CK_PROPERTIES)
+            bodies = self.buffer.records_for_pops(read.cks, _monotonic_ms())
+            if bodies:
+                await self._append(bodies, CK_PROPERTIES)
         result = read.result
         if result.status is PopStatus.FOUND:
             self.stats.on_get(req.group, req.topic, result.count, result.size)
@@ -216,7 +252,8 @@ class PopService:
         self.commit(q)
         self._count(group, topic, 1, 0)
         self._maybe_unblocked(q)
-        _raise_unless_stored(await self._append([encode_ack(q.key, ck.seq, [offset])], ACK_PROPERTIES))
+        bodies = self.buffer.records_for_acks(self.ledger, [(q, ck.seq, [offset])])
+        _raise_unless_stored(await self._append(bodies, _ack_properties(bodies)))
         return AckResult(True)
 
     async def ack_batch(self, acks: list[BatchAck], broker_name: str | None) -> tuple[int, int]:
@@ -231,7 +268,7 @@ class PopService:
                 f"the acks name broker {broker_name!r}, this is "
                 f"{self.checks.broker_name!r}: ack where they came from",
             )
-        bodies: list[bytes] = []
+        done: list[tuple[PopQueue, int, list[int]]] = []
         acked = asked = 0
         for a in acks:
             topic = pop_retry_topic(a.group, a.topic) if a.retry else a.topic
@@ -241,15 +278,19 @@ class PopService:
             if q is None:
                 continue
             by_seq = self.ledger.ack_many(q, offsets, a.pop_time)
-            bodies += [encode_ack(q.key, seq, done) for seq, done in by_seq.items()]
-            n = sum(map(len, by_seq.values()))
-            if n:
-                acked += n
-                self.commit(q)
-                self._count(a.group, topic, n, 0)
-                self._maybe_unblocked(q)
-        if bodies:
-            _raise_unless_stored(await self._append(bodies, ACK_PROPERTIES))
+            if not by_seq:
+                continue
+            n = 0
+            for seq, offs in by_seq.items():
+                done.append((q, seq, offs))
+                n += len(offs)
+            acked += n
+            self.commit(q)
+            self._count(a.group, topic, n, 0)
+            self._maybe_unblocked(q)
+        if done:
+            bodies = self.buffer.records_for_acks(self.ledger, done)
+            _raise_unless_stored(await self._append(bodies, _ack_properties(bodies)))
         return acked, asked
 
     async def change_invisible(
@@ -271,9 +312,13 @@ class PopService:
             raise PopError(ResponseCode.NO_MESSAGE, _remark(outcome, group, topic, queue_id, offset))
         assert ck is not None
         attempts = [q.attempts.get(offset, 0)] if ck.order else None
-        body = encode_ck(q.key, ck.seq, offset, offset + 1, ck.pop_time, invisible_ms, [offset], attempts)
+        bodies = self.buffer.records_before(q)  # the change's CK says the queue was read past them
+        bodies.append(
+            encode_ck(q.key, ck.seq, offset, offset + 1, ck.pop_time, invisible_ms, [offset], attempts)
+        )
         self._count(group, topic, 0, 0, changes=1)
-        _raise_unless_stored(await self._append([body], ACK_PROPERTIES))  # durable before its ack can come
+        # durable before its ack can come
+        _raise_unless_stored(await self._append(bodies, [CK_WITH_ACK_PROPERTIES] * len(bodies)))
         return AckResult(True, pop_time=ck.pop_time, invisible_ms=invisible_ms, revive_qid=h.revive_qid)
 
     # -- notification -----------------------------------------------------------------------------------
@@ -344,7 +389,7 @@ class PopService:
     def _wake(self, topic: str, queue_id: int) -> None:
         self.waiters.notify(topic, queue_id)
 
-    async def _append(self, bodies: list[bytes], properties: str) -> PutMessageResult:
+    async def _append(self, bodies: list[bytes], properties: str | list[str]) -> PutMessageResult:
         result = await self.revive_log.append(bodies, properties)
         if not result.ok and time.monotonic() - self._last_log > LOG_EVERY_S:
             self._last_log = time.monotonic()
@@ -365,6 +410,11 @@ class PopService:
         row[0] += pops
         row[1] += acks
         row[2] += changes
+
+
+def _ack_properties(bodies: list[bytes]) -> list[str]:
+    """The properties of an ack's records: CK records before its ACKS records wait for the flush too."""
+    return [ACK_PROPERTIES if b[0] != KIND_CK else CK_WITH_ACK_PROPERTIES for b in bodies]
 
 
 def _not_in_flight(group: str, topic: str, queue_id: int, offset: int) -> str:

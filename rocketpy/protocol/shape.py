@@ -32,6 +32,7 @@ MAX_EXT_VALUE_CHARS = 64 * 1024
 MAX_BODY_DEPTH = 32
 
 _SCALARS = (str, int, bool, float, type(None))
+_NESTED = (dict, list)
 _EXT_VALUE_TYPES = frozenset({str, int, bool, float, bytes, type(None)})
 
 
@@ -81,18 +82,33 @@ def check_doc(doc: Any, what: str) -> None:
             for key, value in node.items():
                 if type(key) is not str and type(key) is not int:
                     raise HeaderError(f"the {what} body has a map key that is a {type(key).__name__}")
-                if isinstance(value, dict | list):
+                if isinstance(value, _NESTED):
                     stack.append((value, depth + 1))
         elif isinstance(node, list):
             if depth > MAX_BODY_DEPTH:
                 raise HeaderError(f"the {what} body nests deeper than {MAX_BODY_DEPTH} levels")
-            stack.extend((item, depth + 1) for item in node if isinstance(item, dict | list))
+            stack.extend((item, depth + 1) for item in node if isinstance(item, _NESTED))
+
+
+class _At:
+    """The path of a nested value (``parent[3]``, ``parent.name``), made into text only when an
+    error names it: a body that passes (nearly every one) builds no path strings."""
+
+    __slots__ = ("key", "parent")
+
+    def __init__(self, parent: str | _At, key: str | int) -> None:
+        self.parent = parent
+        self.key = key
+
+    def __str__(self) -> str:
+        key = self.key
+        return f"{self.parent}[{key}]" if type(key) is int else f"{self.parent}.{str(key)[:80]}"
 
 
 class Shape:
     """A declared shape of a decoded value; ``check`` raises ``HeaderError`` naming ``path``."""
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str | _At) -> None:
         """Raise ``HeaderError`` when ``value`` (found at ``path``) does not have this shape."""
         raise NotImplementedError
 
@@ -108,7 +124,7 @@ class Scalar(Shape):
     max_len: int = 4096
     required: bool = False
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str | _At) -> None:
         """See ``Shape.check``."""
         kind = type(value)
         if kind in self.types:  # exact types: a bool is not an int here
@@ -129,14 +145,15 @@ class ListOf(Shape):
     max_len: int
     required: bool = False
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str | _At) -> None:
         """See ``Shape.check``."""
         if type(value) is not list:
             raise HeaderError(f"'{path}' must be a list, got {type(value).__name__}")
         if len(value) > self.max_len:
             raise HeaderError(f"'{path}' has {len(value)} entries; the limit is {self.max_len}")
+        item_shape = self.item
         for i, item in enumerate(value):
-            self.item.check(item, f"{path}[{i}]")
+            item_shape.check(item, _At(path, i))
 
 
 @dataclass(frozen=True)
@@ -147,14 +164,15 @@ class MapOf(Shape):
     max_len: int
     required: bool = False
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str | _At) -> None:
         """See ``Shape.check``."""
         if type(value) is not dict:
             raise HeaderError(f"'{path}' must be a map, got {type(value).__name__}")
         if len(value) > self.max_len:
             raise HeaderError(f"'{path}' has {len(value)} entries; the limit is {self.max_len}")
+        value_shape = self.value
         for key, item in value.items():
-            self.value.check(item, f"{path}.{str(key)[:80]}")
+            value_shape.check(item, _At(path, str(key)))
 
 
 @dataclass(frozen=True)
@@ -167,7 +185,7 @@ class Fields(Shape):
     fields: dict[str, Shape] = field(default_factory=dict)
     required: bool = False
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str | _At) -> None:
         """See ``Shape.check``."""
         if type(value) is not dict:
             raise HeaderError(f"'{path}' must be a map, got {type(value).__name__}")
@@ -177,7 +195,7 @@ class Fields(Shape):
                 if getattr(shape, "required", False):
                     raise HeaderError(f"'{path}.{name}' is missing; the sender must set it")
                 continue
-            shape.check(item, f"{path}.{name}")
+            shape.check(item, _At(path, name))
 
 
 def check_shape(doc: Any, shape: Shape, what: str) -> None:

@@ -3,6 +3,8 @@ and the client's reading of a POP answer (RocketMQ's ``processPopResponse``)."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,6 +16,7 @@ from rocketpy.broker.pop.revive_log import (
     ReviveLogError,
     decode,
     encode_ack,
+    encode_acks,
     encode_ck,
 )
 from rocketpy.client.pop_result import pop_result
@@ -235,3 +238,46 @@ def test_ack_groups_refuse_a_bad_handle_among_good_ones(handle: str | None, why:
     far = _popped(2, 9000, "6 100 5000 0 0 broker-a 2 9000")  # beyond a batch ack's bit set
     with pytest.raises(MQClientError, match="does not fit a batch ack"):
         batch_acks("g", ack_groups([*good, far]))
+
+
+@given(st.lists(st.integers(0, 4095), max_size=64))
+def test_bitset_fast_paths_read_as_the_byte_table(bits: list[int]) -> None:
+    n = 0
+    for i in bits:
+        n |= 1 << i
+    assert encode_bitset(bits) == (
+        base64.b64encode(n.to_bytes((n.bit_length() + 7) // 8, "little")).decode() if bits else ""
+    )
+    assert decode_bitset(encode_bitset(bits)) == tuple(sorted(set(bits)))
+
+
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.integers(0, 1023), st.integers(1, 2**40), st.integers(-1, 2**40),
+            st.integers(0, 2**40), st.lists(st.integers(0, 2**20), min_size=1, max_size=50),
+        ),
+        min_size=1, max_size=6,
+    ),
+    reason=st.sampled_from([0, 1, 2]),
+)  # fmt: skip
+def test_acks_records_round_trip(entries: list[tuple[int, int, int, int, list[int]]], reason: int) -> None:
+    wanted = [
+        (qid, seq, committed, [base + d for d in deltas]) for qid, seq, committed, base, deltas in entries
+    ]
+    bodies = encode_acks("g", "T", wanted, reason)
+    got = [r for body in bodies for r in decode(body)]  # type: ignore[union-attr]
+    assert [(r.key, r.seq, r.committed, r.offsets, r.reason) for r in got] == [
+        (("g", "T", qid), seq, committed, offsets, reason) for qid, seq, committed, offsets in wanted
+    ]
+
+
+def test_acks_records_split_at_the_record_bound() -> None:
+    offsets = list(range(10_000))
+    bodies = encode_acks("g", "T", [(3, 7, 42, offsets)])
+    assert len(bodies) == 3
+    got = [r for body in bodies for r in decode(body)]  # type: ignore[union-attr]
+    assert [o for r in got for o in r.offsets] == offsets
+    assert {(r.seq, r.committed) for r in got} == {(7, 42)}
+    with pytest.raises(ReviveLogError):
+        decode(bodies[0][:-1])

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketpy.protocol.access import Resource
 from rocketpy.protocol.header import Header, wire
@@ -194,11 +193,11 @@ _LONG_NAMES = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class BatchAck:
+class BatchAck(NamedTuple):
     """The acks of one checkpoint: offsets ``start_offset + i`` for each ``i`` in ``bits``.
 
-    ``topic`` is the subscribed topic; ``retry`` says the messages are in its POP retry topic.
+    ``topic`` is the subscribed topic; ``retry`` says the messages are in its POP retry topic. A
+    tuple (as ``ReceiptHandle``): every batch ack of a consumer makes and reads several.
     """
 
     group: str
@@ -213,7 +212,8 @@ class BatchAck:
 
     def offsets(self) -> list[int]:
         """The acknowledged offsets."""
-        return [self.start_offset + i for i in self.bits]
+        start = self.start_offset
+        return [start + i for i in self.bits]
 
     def to_wire(self) -> dict[str, Any]:
         """The BatchAck map (short names, as RocketMQ's clients write it)."""
@@ -228,9 +228,13 @@ def encode_bitset(bits: tuple[int, ...] | list[int]) -> str:
     """A BitSet with ``bits`` set, as fastjson writes it (base64 of the little-endian bytes)."""
     if not bits:
         return ""
-    n = 0
-    for i in bits:
-        n |= 1 << i
+    lo, hi = min(bits), max(bits)
+    if hi - lo + 1 == len(bits) == len(set(bits)):  # one run (a whole pop's batch acked)
+        n = (1 << (hi + 1)) - (1 << lo)
+    else:
+        n = 0
+        for i in bits:
+            n |= 1 << i
     return base64.b64encode(n.to_bytes((n.bit_length() + 7) // 8, "little")).decode("ascii")
 
 
@@ -246,6 +250,9 @@ def decode_bitset(text: str) -> tuple[int, ...]:
         raise ValueError(f"bitSet is not base64 ({e})") from None
     if len(raw) * 8 > MAX_BATCH_ACK_BITS:
         raise ValueError(f"bitSet is {len(raw) * 8} bits wide (at most {MAX_BATCH_ACK_BITS})")
+    n = int.from_bytes(raw, "little")
+    if not n & (n + 1):  # bits 0..k-1 (a whole pop's batch acked): the common case
+        return tuple(range(n.bit_length()))
     return tuple([i * 8 + b for i, byte in enumerate(raw) if byte for b in _BYTE_BITS[byte]])
 
 
