@@ -383,7 +383,7 @@ class MessageStore:
             mf.destroy(force=True)
         self.commitlog.files[-1].flush()
         if flush is not None:
-            flush.flush_consume_queues(thorough=True)
+            flush.flush_consume_queues()
         self.checkpoint.write_physic(self.stats.last_store_ts, end, end)
 
     def reset_replica(self) -> None:
