@@ -58,6 +58,7 @@ from rocketpy.broker.store import MessageStore
 from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.trace import BrokerTracer
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host
 from rocketpy.errors import RemotingConnectError, RocketpyError
@@ -189,6 +190,9 @@ class BrokerController:
         routes = RouteCache(self.client, self.namesrv_addrs)
         self.assignment = AssignmentService(bc, self.consumer_manager, self.request_modes, routes)
         self.acl: AclGuard | None = None
+        # traceTopicEnable: the trace topic and the broker's own trace records (broker/trace.py)
+        self.tracer = BrokerTracer(bc, self.store, self.topic_config) if bc.trace_topic_enable else None
+        self.pull_processor.tracer = self.tracer
         # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/);
         # in controller mode etcd elects the master and the role changes at run time (broker/failover/)
         replication_class = ControllerReplication if bc.enable_controller_mode else Replication
@@ -202,6 +206,8 @@ class BrokerController:
                 bc, store_config, self.store, self.replication, self.master_services, self.client
             )
         self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
+        if self.tracer is not None and self.replication.is_slave:
+            self.tracer.enabled = False  # a slave stores only what it replicates
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
         self.grpc: GrpcEndpoint | None = None  # grpcServerPort >= 0: RocketMQ 5's gRPC API
@@ -234,6 +240,8 @@ class BrokerController:
         # The loaded tables live as long as the broker; a full GC pass over 100,000 topics' objects
         # would stall the loop for most of a second each time, so they leave the GC's view.
         gc.freeze()
+        if self.tracer is not None and self.tracer.enabled:
+            self.tracer.ensure_topic()
         if self.failover is not None and aiohttp_missing():
             raise RocketpyError(str(aiohttp_missing()))
         await self.store.start()
@@ -295,6 +303,8 @@ class BrokerController:
         for routine in (self._registration_routine(), self._persist_routine(), self._client_scan_routine(),
                         self._stats_routine(), *self.replication.routines()):  # fmt: skip
             self._spawn(routine)
+        if self.tracer is not None and self.tracer.enabled:
+            self._spawn(self.tracer.run_routine())
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
 
@@ -360,6 +370,7 @@ class BrokerController:
         self.send_processor = send  # also takes the sends of one read together (start)
         end_transaction = EndTransactionProcessor(self.transactions)
         send_back = SendBackProcessor(send)
+        send_back.tracer = self.tracer
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)
@@ -376,6 +387,8 @@ class BrokerController:
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
         stats.runtime_extras.append(_loop_info)
+        if self.tracer is not None:
+            stats.runtime_extras.append(self.tracer.runtime_info)
         stats.pop_view = self.pop.inflight
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
@@ -565,6 +578,8 @@ class BrokerController:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.tracer is not None and self.tracer.enabled:
+            await self.tracer.flush()  # the records of the last deliveries and send-backs
         if self.metrics is not None:
             await self.metrics.shutdown()
         if self.grpc is not None:

@@ -173,6 +173,9 @@ class NamesrvConfig(ConnectionLimits):
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
+    # message trace (rocketpy.broker.trace): create the trace topic and write the broker's own records
+    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
+    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     acl_enable: bool
     acl_file: str | None
     acl_file_check_interval: int
@@ -317,6 +320,9 @@ class BrokerConfig(ConnectionLimits):
     min_in_sync_replicas: int = Field(1, alias="minInSyncReplicas", ge=1, le=16)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
+    # message trace (rocketpy.broker.trace): create the trace topic and write the broker's own records
+    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
+    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     # POP consumption (rocketpy.broker.pop): held POP requests per (group, topic, queue) and in
     # total (past either: POLLING_FULL), and the most messages of one queue in flight at once
     pop_polling_size: int = Field(1024, alias="popPollingSize", gt=0, le=100_000)
