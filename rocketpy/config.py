@@ -173,9 +173,6 @@ class NamesrvConfig(ConnectionLimits):
     max_frame_bytes: int = Field(DEFAULT_MAX_FRAME_BYTES, alias="maxFrameBytes", gt=1024)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
-    # message trace (rocketpy.broker.trace): create the trace topic and write the broker's own records
-    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
-    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     acl_enable: bool
     acl_file: str | None
     acl_file_check_interval: int
