@@ -43,6 +43,7 @@ from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, Subscription
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
 
 if TYPE_CHECKING:
+    from rocketpy.client.admin_auth import AuthAdmin
     from rocketpy.client.admin_trace import MessageTrace
 
 
@@ -146,6 +147,15 @@ class Admin:
         from rocketpy.client import admin_controller
 
         return await admin_controller.elect_master(self, broker_name, broker_id)
+
+    # ---- ACL 2.0 (client/admin_auth.py) --------------------------------------------------------------
+
+    @property
+    def auth(self) -> AuthAdmin:
+        """ACL 2.0's users and ACLs on the brokers (``mqadmin createUser`` ... ``listAcl``)."""
+        from rocketpy.client.admin_auth import AuthAdmin
+
+        return AuthAdmin(self)
 
     # ---- message trace (client/admin_trace.py) ---------------------------------------------------
 
