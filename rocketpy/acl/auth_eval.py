@@ -20,9 +20,21 @@ never be punched through — write Allow entries narrowly instead (docs/design.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from rocketpy.acl.auth_model import ALLOW, CLUSTER, CUSTOM, DEFAULT, DENY, SUPER, Acl, User
+from rocketpy.acl.auth_model import (
+    ALLOW,
+    ANY,
+    CLUSTER,
+    CUSTOM,
+    DEFAULT,
+    DENY,
+    LITERAL,
+    SUPER,
+    Acl,
+    PolicyEntry,
+    User,
+)
 from rocketpy.acl.resources import request_needs_v2
 from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
 from rocketpy.acl.validator import Refusal
@@ -30,26 +42,67 @@ from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
 
 
-def decide(acl: Acl | None, rtype: str, name: str, action: str, ip: str | None) -> bool:
+class AclIndex:
+    """An ACL's entries by policy type, then literal ``(type, name)`` or resource type for patterns,
+    so a check reads only the entries that can match (not the whole ACL)."""
+
+    __slots__ = ("_literal", "_wide")
+
+    def __init__(self, acl: Acl) -> None:
+        self._literal: dict[str, dict[tuple[str, str | None], list[PolicyEntry]]] = {}
+        self._wide: dict[str, dict[str, list[PolicyEntry]]] = {}
+        for ptype, entries in acl.policies.items():
+            for e in entries:
+                r = e.resource
+                if r.pattern == LITERAL:
+                    self._literal.setdefault(ptype, {}).setdefault((r.type, r.name), []).append(e)
+                else:  # PREFIXED or ANY, under its type (ANY for ``*``)
+                    self._wide.setdefault(ptype, {}).setdefault(r.type, []).append(e)
+
+    def candidates(self, ptype: str, rtype: str, name: str) -> list[PolicyEntry]:
+        """The entries of ``ptype`` that may match ``rtype``/``name`` (patterns still to check)."""
+        wide = self._wide.get(ptype, {})
+        return [
+            *self._literal.get(ptype, {}).get((rtype, name), ()),
+            *wide.get(rtype, ()),
+            *wide.get(ANY, ()),
+        ]
+
+
+def _decision(
+    entries: Iterable[PolicyEntry], rtype: str, name: str, action: str, ip: str | None
+) -> str | None:
+    """Deny when a matching entry denies, Allow when one allows, None when none matches."""
+    decisions = set()
+    for entry in entries:
+        if not entry.resource.matches(rtype, name) or not entry.covers(action):
+            continue
+        applies = entry.from_address(ip)
+        if applies is None:  # from some address only
+            applies = entry.decision == ALLOW
+        if applies:
+            decisions.add(entry.decision)
+    if not decisions:
+        return None
+    return DENY if DENY in decisions else ALLOW
+
+
+def decide(
+    acl: Acl | None, rtype: str, name: str, action: str, ip: str | None, index: AclIndex | None = None
+) -> bool:
     """True when ``acl`` allows ``action`` on ``rtype``/``name`` from ``ip``.
 
     ``ip=None`` asks "from some address": entries limited to source addresses count for an Allow
-    and not for a Deny (used to tell whether a user can administer at all).
+    and not for a Deny (used to tell whether a user can administer at all). ``index`` (``acl``'s)
+    only makes it faster.
     """
     if acl is None:
         return False
     for ptype in (CUSTOM, DEFAULT):
-        decisions = set()
-        for entry in acl.policies.get(ptype, ()):
-            if not entry.resource.matches(rtype, name) or not entry.covers(action):
-                continue
-            applies = entry.from_address(ip)
-            if applies is None:  # from some address only
-                applies = entry.decision == ALLOW
-            if applies:
-                decisions.add(entry.decision)
-        if decisions:
-            return DENY not in decisions
+        entries = index.candidates(ptype, rtype, name) if index else acl.policies.get(ptype, ())
+        decision = _decision(entries, rtype, name, action, ip)
+        if decision is not None:
+            return decision == ALLOW
     return False
 
 
@@ -76,7 +129,7 @@ class AuthEvaluator:
         authorization: False: authentication only (``authorizationEnabled=false``).
     """
 
-    __slots__ = ("_keys", "acls", "authorization", "cluster", "users")
+    __slots__ = ("_indexes", "_keys", "acls", "authorization", "cluster", "users")
 
     def __init__(
         self, users: Mapping[str, User], acls: Mapping[str, Acl], cluster: str, authorization: bool
@@ -86,16 +139,16 @@ class AuthEvaluator:
         self.cluster = cluster
         self.authorization = authorization
         self._keys = {name: HmacKey(u.password) for name, u in self.users.items()}
+        self._indexes = {name: AclIndex(acl) for name, acl in self.acls.items()}
 
     def check(self, ip: str, request: RemotingCommand) -> Refusal | None:
         """None when ``request`` from ``ip`` is allowed, else the Refusal."""
         ext = request.ext or {}
         name = ext.get(ACCESS_KEY)
-        code = code_name(request.code)
         if not name:
             return Refusal(
-                f"{code} carries no AccessKey; sign requests as an ACL 2.0 user (SDK access_key/"
-                "secret_key = username/password, mqadmin -a/-s)",
+                f"{code_name(request.code)} carries no AccessKey; sign requests as an ACL 2.0 user "
+                "(SDK access_key/secret_key = username/password, mqadmin -a/-s)",
                 "no-account",
             )
         name = str(name)
@@ -107,14 +160,17 @@ class AuthEvaluator:
         signature = ext.get(SIGNATURE)
         if signature is None or not self._keys[name].verify(ext, request.body, str(signature)):
             what = "carries no Signature" if signature is None else "has a wrong Signature"
-            return Refusal(f"{code} of user {name!r} {what} (check the password)", f"signature:{name}")
+            return Refusal(
+                f"{code_name(request.code)} of user {name!r} {what} (check the password)", f"signature:{name}"
+            )
         if not self.authorization or user.user_type == SUPER:
             return None
-        acl = self.acls.get(name)
+        acl, index = self.acls.get(name), self._indexes.get(name)
         for rtype, resource, action in request_needs_v2(request, self.cluster):
-            if not decide(acl, rtype, resource, action, ip):
+            if not decide(acl, rtype, resource, action, ip, index):
                 return Refusal(
-                    f"user {name!r} may not {action} {rtype}:{resource} from {ip} ({code}); "
+                    f"user {name!r} may not {action} {rtype}:{resource} from {ip} "
+                    f"({code_name(request.code)}); "
                     "no ACL entry allows it, or one denies it (mqadmin getAcl -s User:" + name + ")",
                     f"perm:{name}:{rtype}:{resource}:{action}",
                 )

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketpy.acl.auth_eval import AuthEvaluator, admins, decide
+from rocketpy.acl.auth_eval import AclIndex, AuthEvaluator, admins, decide
 from rocketpy.acl.auth_model import AuthDataError, User, parse_acl, parse_resource, parse_user
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.broker.auth_metadata import AuthLockoutError, AuthMetadataManager
@@ -109,7 +109,10 @@ def test_decide_matches_the_plain_model(
 ) -> None:
     entries = dedupe(entries)
     acl = parse_acl(acl_doc(entries)) if entries else None
-    assert decide(acl, rtype, name, action, ip) == model_allows(entries, rtype, name, action, ip)
+    expected = model_allows(entries, rtype, name, action, ip)
+    assert decide(acl, rtype, name, action, ip) == expected
+    index = AclIndex(acl) if acl is not None else None
+    assert decide(acl, rtype, name, action, ip, index) == expected  # the broker's indexed path
 
 
 @settings(max_examples=200, deadline=None)
