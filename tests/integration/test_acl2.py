@@ -26,6 +26,17 @@ from tests.waiting import wait_until, wait_until_async
 ROOT = ("root", "rootSecret1")
 INNER = ("inner", "innerSecret1")
 ALICE = ("alice", "aliceSecret1")
+#: mqadmin's table forms (golden; the JSON forms are checked by their fields)
+GET_ACL_TABLE = """\
+#Subject    #PolicyType  #Resource           #Actions  #SourceIp  #Decision
+User:alice  Custom       Topic:Orders*       Pub,Sub   -          Allow
+User:alice  Custom       Group:gAlice        Pub,Sub   -          Allow
+User:alice  Custom       Topic:OrdersSecret  All       -          Deny
+"""
+LIST_USER_TABLE = """\
+#UserName  #Password  #UserType  #UserStatus
+alice      ******     Normal     enable
+"""
 SYNC_FAST = {"slaveSyncInterval": 300, "haSendHeartbeatInterval": 200, "registerNameServerPeriod": 1000}
 AUTH = {
     "authenticationEnabled": True,
@@ -115,10 +126,14 @@ def test_users_and_acls_decide_requests(cluster: Cluster) -> None:
     ok(ROOT, "createAcl", *where, "-s", "User:alice", "-r", "Topic:Orders*,Group:gAlice", "-a", "Pub,Sub",
        "-d", "Allow")  # fmt: skip
     ok(ROOT, "createAcl", *where, "-s", "User:alice", "-r", "Topic:OrdersSecret", "-a", "All", "-d", "Deny")
-    table = ok(ROOT, "getAcl", *where, "-s", "User:alice")
-    assert "Topic:Orders*" in table and "Deny" in table
-    users = json.loads(ok(ROOT, "listUser", *where, "--json"))
-    assert "alice" in json.dumps(users) and "root" in json.dumps(users)
+    assert ok(ROOT, "getAcl", *where, "-s", "User:alice") == GET_ACL_TABLE
+    assert ok(ROOT, "listUser", *where, "-f", "ali") == LIST_USER_TABLE
+    doc = json.loads(ok(ROOT, "listUser", *where, "--json"))
+    assert [b["broker"] for b in doc["brokers"]] == [cluster.master.addr]
+    users = {u["username"]: u for u in doc["brokers"][0]["users"]}
+    assert set(users) == {"alice", "inner", "root"}
+    assert users["alice"] == {"username": "alice", "password": ALICE[1], "userType": "Normal",
+                              "userStatus": "enable"}  # fmt: skip
 
     assert asyncio.run(send_as(ns, "OrdersEU", ALICE)).msg_id  # Topic:Orders* Pub Allow
     assert "may not Pub Topic:OrdersSecret" in refused(ns, "OrdersSecret", ALICE)  # Deny beats Allow
