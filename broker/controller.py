@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from rocketpy.acl.auth_guard import AuthGuard
+from rocketpy.acl.auth_model import AuthDataError
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.addresses import parse_namesrv_addrs
+from rocketpy.broker.auth_metadata import AuthMetadataManager
 from rocketpy.broker.consumer_manager import ConsumerManager, wall_clock_ms
 from rocketpy.broker.failover.etcd import aiohttp_missing
 from rocketpy.broker.failover.processor import ControllerProcessor
@@ -40,6 +44,7 @@ from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.assignment import AssignmentProcessor
+from rocketpy.broker.processors.auth import AuthProcessor
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
@@ -58,6 +63,7 @@ from rocketpy.broker.store import MessageStore
 from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.trace import BrokerTracer
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host, parse_delay_levels
 from rocketpy.errors import RemotingConnectError, RocketpyError
@@ -110,6 +116,17 @@ def gated(handler: Handler, refusal: Callable[[], tuple[int, str] | None]) -> Ha
         return handler(channel, request)
 
     return handle
+
+
+def _own_signer(bc: BrokerConfig) -> RequestSigner | None:
+    """The broker's own requests' signer: ACL 2.0's inner-client user, else the ACL 1.0 account."""
+    creds = bc.inner_client_authentication_credentials
+    if creds:
+        doc = json.loads(creds)  # checked when the config was loaded
+        return RequestSigner(doc["accessKey"], doc["secretKey"])
+    if bc.acl_access_key and bc.acl_secret_key:
+        return RequestSigner(bc.acl_access_key, bc.acl_secret_key)
+    return None
 
 
 def _loop_info() -> dict[str, str]:
@@ -169,13 +186,11 @@ class BrokerController:
         self.master_services.register(
             "transaction checks", self.transactions.start, self.transactions.shutdown
         )
-        # signed with the broker's own account when the NameServers (or a slave's master) check ACL
-        signer = (
-            RequestSigner(bc.acl_access_key, bc.acl_secret_key)
-            if bc.acl_access_key and bc.acl_secret_key
-            else None
-        )
-        self.client = RemotingClient(signer=signer)
+        # signed with the broker's own account when the NameServers (or a slave's master) check ACL:
+        # ACL 2.0's inner-client user when set, else the ACL 1.0 account
+        self.client = RemotingClient(signer=_own_signer(bc))
+        # ACL 2.0's users and ACLs (served always; checked with authenticationEnabled)
+        self.auth = AuthMetadataManager(os.path.join(config_dir, "auth.json"), bc.broker_cluster_name)
         # POP consumption (broker/pop/): in-flight bookkeeping, revive log, retry/DLQ, long polling
         self.pop = PopService(
             bc, store_config, self.store, self.topic_config, self.subscription_groups, self.offsets,
@@ -189,6 +204,9 @@ class BrokerController:
         routes = RouteCache(self.client, self.namesrv_addrs)
         self.assignment = AssignmentService(bc, self.consumer_manager, self.request_modes, routes)
         self.acl: AclGuard | None = None
+        # traceTopicEnable: the trace topic and the broker's own trace records (broker/trace.py)
+        self.tracer = BrokerTracer(bc, self.store, self.topic_config) if bc.trace_topic_enable else None
+        self.pull_processor.tracer = self.tracer
         # master/slave replication: HA port, SYNC_MASTER waits, a slave's copying (broker/ha/);
         # in controller mode etcd elects the master and the role changes at run time (broker/failover/)
         replication_class = ControllerReplication if bc.enable_controller_mode else Replication
@@ -202,6 +220,12 @@ class BrokerController:
                 bc, store_config, self.store, self.replication, self.master_services, self.client
             )
         self.pull_processor.suggest_broker_id = self.replication.pull_suggestion()
+        if self.replication.is_slave:  # a slave copies its master's users and ACLs
+            self.auth.read_only = True
+            if self.replication.sync is not None:
+                self.replication.sync.auth = self.auth
+        if self.tracer is not None and self.replication.is_slave:
+            self.tracer.enabled = False  # a slave stores only what it replicates
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
         self.grpc: GrpcEndpoint | None = None  # grpcServerPort >= 0: RocketMQ 5's gRPC API
@@ -223,6 +247,7 @@ class BrokerController:
         self.offsets.load()
         self.subscription_groups.load()
         self.request_modes.load()
+        self.auth.load()
 
     async def start(self) -> str:
         """Start everything and register with the NameServers; returns the advertised ``ip:port``."""
@@ -234,6 +259,8 @@ class BrokerController:
         # The loaded tables live as long as the broker; a full GC pass over 100,000 topics' objects
         # would stall the loop for most of a second each time, so they leave the GC's view.
         gc.freeze()
+        if self.tracer is not None and self.tracer.enabled:
+            self.tracer.ensure_topic()
         if self.failover is not None and aiohttp_missing():
             raise RocketpyError(str(aiohttp_missing()))
         await self.store.start()
@@ -257,7 +284,7 @@ class BrokerController:
         check_served("broker", table)
         for code, handler in table.items():
             self.server.register_processor(code, handler)
-        self.acl = await AclGuard.install(bc, self.server, None, f"broker {bc.broker_name}")
+        await self._install_access_control(self.server)
         send = self.send_processor
         if all(table[code] == send.handle for code in SEND_CODES):  # a slave refuses sends instead
             self.server.register_run_processor(frozenset(SEND_CODES), send.handle_run)
@@ -295,8 +322,34 @@ class BrokerController:
         for routine in (self._registration_routine(), self._persist_routine(), self._client_scan_routine(),
                         self._stats_routine(), *self.replication.routines()):  # fmt: skip
             self._spawn(routine)
+        if self.tracer is not None and self.tracer.enabled:
+            self._spawn(self.tracer.run_routine())
         log.info("broker %s started at %s", bc.broker_name, self.broker_addr)
         return self.broker_addr
+
+    async def _install_access_control(self, server: RemotingServer) -> None:
+        """ACL 2.0 (authenticationEnabled: users and ACLs) or ACL 1.0 (aclEnable: plain_acl.yml)."""
+        bc = self.broker_config
+        owner = f"broker {bc.broker_name}"
+        if not self.auth.read_only:
+            try:
+                made = self.auth.init_users(
+                    bc.init_authentication_user, bc.inner_client_authentication_credentials
+                )
+            except AuthDataError as e:
+                raise RocketpyError(f"cannot create the initial users: {e}") from e
+            if made:
+                log.info("%s: created Super user(s) %s", owner, ", ".join(made))
+                await self.auth.file.persist()
+        if bc.authentication_enabled:
+            guard = AuthGuard(bc.broker_cluster_name, bc.authorization_enabled, owner)
+            self.auth.add_listener(guard.use)
+            server.set_guard(guard)
+            if not self.auth.users and not self.auth.read_only:
+                log.warning("%s: ACL 2.0 is on and no user exists: every request is refused; set "
+                            "initAuthenticationUser", owner)  # fmt: skip
+            return
+        self.acl = await AclGuard.install(bc, server, None, owner)
 
     async def _registered_as(self, broker_id: int) -> None:
         """Controller mode: this broker's id in routes changed (0 as master); tell the NameServers now."""
@@ -369,6 +422,7 @@ class BrokerController:
         self.send_processor = send  # also takes the sends of one read together (start)
         end_transaction = EndTransactionProcessor(self.transactions)
         send_back = SendBackProcessor(send)
+        send_back.tracer = self.tracer
         pull = self.pull_processor
         query = QueryProcessor(store)
         client = ClientManageProcessor(bc, topics, groups, consumers)
@@ -385,11 +439,14 @@ class BrokerController:
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
         stats.runtime_extras.append(_loop_info)
+        if self.tracer is not None:
+            stats.runtime_extras.append(self.tracer.runtime_info)
         stats.pop_view = self.pop.inflight
         if self.replication.is_sync_master:  # others keep the inline send path
             send.replica_wait = self.replication.wait_replica
         failover = self.failover
         controller = ControllerProcessor(failover)
+        auth = AuthProcessor(self.auth)
         if failover is not None:
             stats.runtime_extras.append(failover.runtime_info)
             send.write_gate, send.ack_gate = failover.write_refusal, failover.ack_refusal
@@ -450,6 +507,17 @@ class BrokerController:
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: controller.get_sync_state_data,
             RequestCode.CONTROLLER_GET_METADATA_INFO: controller.get_metadata,
             RequestCode.CONTROLLER_ELECT_MASTER: controller.elect_master,
+            # ACL 2.0: users and ACLs
+            RequestCode.AUTH_CREATE_USER: auth.create_user,
+            RequestCode.AUTH_UPDATE_USER: auth.update_user,
+            RequestCode.AUTH_DELETE_USER: auth.delete_user,
+            RequestCode.AUTH_GET_USER: auth.get_user,
+            RequestCode.AUTH_LIST_USER: auth.list_users,
+            RequestCode.AUTH_CREATE_ACL: auth.create_acl,
+            RequestCode.AUTH_UPDATE_ACL: auth.create_acl,
+            RequestCode.AUTH_DELETE_ACL: auth.delete_acl,
+            RequestCode.AUTH_GET_ACL: auth.get_acl,
+            RequestCode.AUTH_LIST_ACL: auth.list_acls,
         }
         self.replication.update_handlers(table)
         if self.replication.is_slave:  # POP writes its bookkeeping: masters only
@@ -574,6 +642,8 @@ class BrokerController:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.tracer is not None and self.tracer.enabled:
+            await self.tracer.flush()  # the records of the last deliveries and send-backs
         if self.metrics is not None:
             await self.metrics.shutdown()
         if self.grpc is not None:
@@ -595,5 +665,6 @@ class BrokerController:
         await self.topic_config.file.persist(force=True)
         await self.subscription_groups.file.persist(force=True)
         await self.request_modes.file.persist()
+        await self.auth.file.persist()
         await self.client.close()
         log.info("broker %s stopped", self.broker_config.broker_name)

@@ -29,6 +29,7 @@ from rocketpy.topic import (
     SELF_TEST_TOPIC,
     TOPIC_MAX_LENGTH,
     TOPIC_NAME_RE,
+    TRACE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
@@ -62,7 +63,10 @@ def validate_topic_name(topic: str) -> str | None:
 
 
 def is_send_forbidden_topic(topic: str) -> bool:
-    """True for system topics clients may not send to (TBW102, SCHEDULE_TOPIC_XXXX, RMQ_SYS_*)."""
+    """True for system topics clients may not send to (TBW102, SCHEDULE_TOPIC_XXXX, RMQ_SYS_* but the
+    trace topic, which traced clients write)."""
+    if topic == TRACE_TOPIC:
+        return False
     return topic in (AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC) or topic.startswith(RMQ_SYS_PREFIX)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy.client.api import check, pack_body, unpack_body
 from rocketpy.client.instance import ClientSettings, MQClientInstance
@@ -41,6 +41,10 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import MASTER_ID, ClusterInfo, TopicRouteData
 from rocketpy.subscription_group import TOOLS_CONSUMER, WIRE_NAMES, SubscriptionGroupConfig
 from rocketpy.sysflag import FLAG_SUBSCRIPTION
+
+if TYPE_CHECKING:
+    from rocketpy.client.admin_auth import AuthAdmin
+    from rocketpy.client.admin_trace import MessageTrace
 
 
 class Admin:
@@ -143,6 +147,28 @@ class Admin:
         from rocketpy.client import admin_controller
 
         return await admin_controller.elect_master(self, broker_name, broker_id)
+
+    # ---- ACL 2.0 (client/admin_auth.py) --------------------------------------------------------------
+
+    @property
+    def auth(self) -> AuthAdmin:
+        """ACL 2.0's users and ACLs on the brokers (``mqadmin createUser`` ... ``listAcl``)."""
+        from rocketpy.client.admin_auth import AuthAdmin
+
+        return AuthAdmin(self)
+
+    # ---- message trace (client/admin_trace.py) ---------------------------------------------------
+
+    async def query_msg_trace(
+        self, msg_id: str, *, trace_topic: str | None = None, begin_ms: int = 0, end_ms: int | None = None
+    ) -> MessageTrace:
+        """A message's trace timeline: sent, stored, delivered, consumed, retried, dead-lettered
+        (``mqadmin queryMsgTraceById``), over any time window."""
+        from rocketpy.client import admin_trace
+
+        return await admin_trace.query_msg_trace(
+            self, msg_id, trace_topic=trace_topic, begin_ms=begin_ms, end_ms=end_ms
+        )
 
     # ---- cluster and routes ------------------------------------------------------------------------
 

@@ -36,6 +36,10 @@ class ConsumeOrderlyStatus(StrEnum):
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
+#: The listener results that mean "consumed" (concurrent and orderly), compared by identity.
+CONSUME_OK = (ConsumeStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
+
+
 class MessageModel(StrEnum):
     """CLUSTERING shares the queues among a group; BROADCASTING gives every consumer all queues."""
 

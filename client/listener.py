@@ -12,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketpy.client.process_queue import ProcessQueue
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageExt, MessageQueue
+
+if TYPE_CHECKING:
+    from rocketpy.client.trace import ConsumeTracer
 
 log = logging.getLogger("rocketpy.client.consume")
 
@@ -65,18 +69,29 @@ SKIPPED = object()
 
 
 def _call_chunks(
-    listener: Listener, chunks: list[list[MessageExt]], contexts: list[ConsumeContext], pq: ProcessQueue
+    listener: Listener,
+    chunks: list[list[MessageExt]],
+    contexts: list[ConsumeContext],
+    pq: ProcessQueue,
+    times: list[float] | None = None,
 ) -> list[Any]:
-    """Worker-thread side: call a sync listener on each chunk, capturing errors as results."""
+    """Worker-thread side: call a sync listener on each chunk, capturing errors as results.
+
+    With ``times`` (message trace), each chunk's start and end ``time.time()`` are appended to it.
+    """
     results: list[Any] = []
     for chunk, ctx in zip(chunks, contexts, strict=True):
+        if times is not None:
+            times.append(time.time())
         if pq.dropped:  # released to another consumer: do not consume twice
             results.append(SKIPPED)
-            continue
-        try:
-            results.append(listener(chunk, ctx))
-        except Exception as exc:  # a user error must not kill the worker; reported on the loop
-            results.append(exc)
+        else:
+            try:
+                results.append(listener(chunk, ctx))
+            except Exception as exc:  # a user error must not kill the worker; reported on the loop
+                results.append(exc)
+        if times is not None:
+            times.append(time.time())
     return results
 
 
@@ -91,6 +106,8 @@ class ListenerRunner:
         if not self.is_async:
             self._executor = ThreadPoolExecutor(thread_max, thread_name_prefix="rocketpy-consume")
         self._async_slots = asyncio.Semaphore(thread_max)
+        #: message trace (``client/trace.py`` ``ConsumeTracer``): SubBefore/SubAfter per call
+        self.tracer: ConsumeTracer | None = None
 
     async def run(
         self, chunks: list[list[MessageExt]], contexts: list[ConsumeContext], pq: ProcessQueue
@@ -100,23 +117,43 @@ class ListenerRunner:
 
         Chunks of a queue dropped meanwhile are not consumed (``SKIPPED``).
         """
+        tracer = self.tracer
+        if tracer is None:
+            return await self._run(chunks, contexts, pq, None)
+        request_ids = tracer.before(chunks)
+        times: list[float] = []
+        results = await self._run(chunks, contexts, pq, times)
+        tracer.after(chunks, request_ids, results, times)
+        return results
+
+    async def _run(
+        self,
+        chunks: list[list[MessageExt]],
+        contexts: list[ConsumeContext],
+        pq: ProcessQueue,
+        times: list[float] | None,
+    ) -> list[Any]:
         if self._executor is not None:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                self._executor, _call_chunks, self.listener, chunks, contexts, pq
+                self._executor, _call_chunks, self.listener, chunks, contexts, pq, times
             )
         results: list[Any] = []
         async with self._async_slots:
             for chunk, ctx in zip(chunks, contexts, strict=True):
+                if times is not None:
+                    times.append(time.time())
                 if pq.dropped:
                     results.append(SKIPPED)
-                    continue
-                try:
-                    results.append(await self.listener(chunk, ctx))
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    results.append(exc)
+                else:
+                    try:
+                        results.append(await self.listener(chunk, ctx))
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        results.append(exc)
+                if times is not None:
+                    times.append(time.time())
         return results
 
     def shutdown(self) -> None:

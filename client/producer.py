@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,8 @@ from rocketpy.client.message_check import (
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import QueueSelector, user_choice
 from rocketpy.client.send_path import BatchJob, MessageJob, SendPath
+from rocketpy.client.trace import ProducerTracer, TraceDispatcher, TraceStats, msg_type_of, new_dispatcher
+from rocketpy.client.trace_otel import otel_spans
 from rocketpy.errors import MQClientError
 from rocketpy.message import Message, MessageQueue
 
@@ -79,6 +82,9 @@ class Producer:
             (0: never waits; it takes only what the same tick queued).
         total_batch_max_bytes: most bytes of coalesced sends unfinished at once; beyond it sends wait
             for room (within their timeout).
+        enable_trace: write RocketMQ's trace record (Pub) of every stored message to the trace topic,
+            in the background and bounded (``client/trace.py``; off by default, as RocketMQ's).
+        trace_topic: where trace records go (None: ``RMQ_SYS_TRACE_TOPIC``).
     """
 
     def __init__(
@@ -105,6 +111,8 @@ class Producer:
         batch_max_bytes: int = 32 * 1024,
         batch_max_delay: float = 0.0,
         total_batch_max_bytes: int = 32 * 1024 * 1024,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         if not isinstance(group, str) or not group.strip():
             raise MQClientError(f"producer group must be a non-empty string, got {group!r}")
@@ -146,6 +154,12 @@ class Producer:
             self._inst, group, self.fault, compress_level, default_topic_queue_nums, coalesce
         )
         self._path.retry_not_stored = retry_another_broker_when_not_store_ok
+        #: message trace (``enable_trace``): the dispatcher and the Pub hook
+        self.trace: TraceDispatcher | None = None
+        self._tracer: ProducerTracer | None = None
+        if enable_trace:
+            self.trace = new_dispatcher(group, namesrv_addr, trace_topic, self.settings)
+            self._tracer = ProducerTracer(self.trace, group, otel_spans())
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -155,6 +169,12 @@ class Producer:
             raise MQClientError(f"producer {self.group} is already started; call shutdown() first")
         self._instance = await MQClientInstance.acquire(self.namesrv_addr, config=self.settings)
         self._instance.register_producer(self.group, self.client_id, self)
+        if self.trace is not None:
+            try:
+                await self.trace.start()
+            except BaseException:
+                await self.shutdown()
+                raise
 
     async def shutdown(self) -> None:
         """Wait (up to ``send_timeout``) for unfinished async sends, unregister from every broker and
@@ -163,6 +183,8 @@ class Producer:
         if inst is None:
             return
         await self._async.close(self.send_timeout)
+        if self.trace is not None:
+            await self.trace.shutdown()
         self._instance = None
         await inst.unregister_producer(self.group, self.client_id)
         await inst.release()
@@ -211,7 +233,12 @@ class Producer:
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
         job = MessageJob(prepared, self.retry_times, deadline, user_choice(selector, msg, arg))
         self._path.coalesce(job)
-        result: SendResult = await self._path.run(job)
+        if self._tracer is None:
+            result: SendResult = await self._path.run(job)
+            return result
+        begin = time.time()
+        result = await self._path.run(job)
+        self._traced(msg, begin, result)
         return result
 
     def send_async(
@@ -234,7 +261,10 @@ class Producer:
         job = MessageJob(self._prepare(msg), self.retry_times, 0.0, user_choice(selector, msg, arg))
         self._path.coalesce(job)
         start = functools.partial(self._path.start, job)  # the deadline is set when it is launched
-        return self._async.submit(start, timeout or self.send_timeout, callback)
+        fut = self._async.submit(start, timeout or self.send_timeout, callback)
+        if self._tracer is not None:
+            fut.add_done_callback(functools.partial(self._traced_future, msg, time.time()))
+        return fut
 
     async def send_oneway(self, msg: Message, selector: QueueSelector | None = None, arg: Any = None) -> None:
         """Send without waiting for an ack (best effort: lost only if the connection breaks)."""
@@ -281,6 +311,7 @@ class Producer:
         loop = asyncio.get_running_loop()
         topic, queue_nums = msgs[0].topic, self.default_topic_queue_nums
         results: list[SendResult] = []
+        begin = time.time()
         for body, uniq_keys in split_batch(msgs, self.max_message_bytes):
             deadline = loop.time() + (timeout or self.send_timeout)
             job = BatchJob(
@@ -294,6 +325,10 @@ class Producer:
                 user_choice(selector, msgs[0], arg),
             )
             results.extend(await self._path.run(job))
+        if self._tracer is not None:
+            cost_ms = int((time.time() - begin) * 1000 / max(1, len(msgs)))
+            for m, r in zip(msgs, results, strict=True):
+                self._tracer.pub(m, r, int(begin * 1000), cost_ms, msg_type_of(m, sys_flag))
         return results
 
     @property
@@ -302,7 +337,21 @@ class Producer:
         co = self._path.coalescer
         return None if co is None else co.stats
 
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """What message trace wrote and dropped so far; None when ``enable_trace`` is off."""
+        return None if self.trace is None else self.trace.stats
+
     # ---- internals ---------------------------------------------------------------------------------
+
+    def _traced(self, msg: Message, begin: float, result: SendResult) -> None:
+        assert self._tracer is not None
+        cost_ms = int((time.time() - begin) * 1000)
+        self._tracer.pub(msg, result, int(begin * 1000), cost_ms, msg_type_of(msg, 0))
+
+    def _traced_future(self, msg: Message, begin: float, fut: asyncio.Future[SendResult]) -> None:
+        if not fut.cancelled() and fut.exception() is None:  # failed sends leave no record (RocketMQ's)
+            self._traced(msg, begin, fut.result())
 
     def _prepare(self, msg: Message) -> PreparedMessage:
         """Check that the producer is started and ``msg`` is sendable; build its wire form."""

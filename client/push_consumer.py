@@ -29,6 +29,7 @@ from rocketpy.client.consume_service import (
 )
 from rocketpy.client.consumer_base import DEFAULT_NAMESRV, ConsumerBase
 from rocketpy.client.consumer_types import (
+    CONSUME_OK,
     ConsumeFromWhere,
     MessageModel,
     build_subscription,
@@ -41,6 +42,8 @@ from rocketpy.client.process_queue import LOCK_MAX_LIVE_S, ProcessQueue
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
 from rocketpy.client.send_back import BrokerSendBack
+from rocketpy.client.trace import ConsumeTracer, TraceDispatcher, TraceStats, new_dispatcher
+from rocketpy.client.trace_otel import otel_spans
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageQueue
 from rocketpy.protocol.headers.pop import MAX_POP_MSGS, ConsumeInitMode, MessageRequestMode
@@ -62,6 +65,9 @@ class PushConsumer(ConsumerBase):
         message_request_mode: ``PULL`` (pull loops, client-side rebalance, offsets) or ``POP``
             (the broker's assignment, pops, acks; CLUSTERING only).
         pop_invisible_time: POP mode: seconds a popped message stays invisible while consumed.
+        enable_trace: write RocketMQ's trace records (SubBefore, SubAfter) of every listener call
+            to the trace topic, in the background (``client/trace.py``; off by default, as RocketMQ's).
+        trace_topic: where trace records go (None: ``RMQ_SYS_TRACE_TOPIC``).
         **options: see DESIGN §9 (message_model, consume_from_where, consume_thread_min/max,
             consume_message_batch_max_size, pull_batch_size, pull_threshold_for_queue, timers, ...).
     """
@@ -82,9 +88,15 @@ class PushConsumer(ConsumerBase):
         reconsume_delay: float = 1.0,
         message_request_mode: MessageRequestMode | str = MessageRequestMode.PULL,
         pop_invisible_time: float = 60.0,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv_addr, **options)
+        #: message trace (``enable_trace``): the dispatcher of this consumer's records
+        self.trace: TraceDispatcher | None = (
+            new_dispatcher(group, namesrv_addr, trace_topic, self.settings) if enable_trace else None
+        )
         self.message_request_mode = coerce_enum(
             MessageRequestMode, message_request_mode, "message_request_mode"
         )
@@ -166,6 +178,16 @@ class PushConsumer(ConsumerBase):
             raise MQClientError("no listener: call consumer.register_listener(fn) before start()")
         if not self.subscription_table:
             raise MQClientError("no subscription: call consumer.subscribe(topic, '*') before start()")
+        if self.trace is not None:
+            await self.trace.start()
+        try:
+            await self._start_consuming()
+        except BaseException:
+            if self.trace is not None:
+                await self.trace.shutdown(0.0)
+            raise
+
+    async def _start_consuming(self) -> None:
         if self.pop_mode:
             await self._start_pop()
             return
@@ -187,9 +209,20 @@ class PushConsumer(ConsumerBase):
             self._locks = QueueLocks(inst, self.group, self.client_id)
         self.consume_service = self._new_consume_service(inst)
 
-    def _new_consume_service(self, inst: MQClientInstance) -> ConsumeService:
+    def _runner(self) -> ListenerRunner:
         assert self._listener is not None
         runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
+        if self.trace is not None:
+            runner.tracer = ConsumeTracer(self.trace, self.group, CONSUME_OK, otel_spans())
+        return runner
+
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """What message trace wrote and dropped so far; None when ``enable_trace`` is off."""
+        return None if self.trace is None else self.trace.stats
+
+    def _new_consume_service(self, inst: MQClientInstance) -> ConsumeService:
+        runner = self._runner()
         batch = self.consume_message_batch_max_size
         limit = self.max_reconsume_times
         send_back = BrokerSendBack(inst, self.group, USE_GROUP_MAX if limit < 0 else limit)
@@ -209,6 +242,13 @@ class PushConsumer(ConsumerBase):
             return
         self._state = "STOPPING"
         await self._stop_routines()
+        try:
+            await self._shutdown_consuming(timeout)
+        finally:
+            if self.trace is not None:
+                await self.trace.shutdown()
+
+    async def _shutdown_consuming(self, timeout: float) -> None:  # noqa: ASYNC109
         if self.pop_engine is not None:
             await self._shutdown_pop(self.pop_engine, timeout)
             return
@@ -282,7 +322,7 @@ class PushConsumer(ConsumerBase):
             batch_max_size=self.consume_message_batch_max_size,
             init_mode=ConsumeInitMode.MIN if first else ConsumeInitMode.MAX,
         )
-        runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
+        runner = self._runner()
         self.pop_engine = engine = PopEngine(inst, self.client_id, self.subscription_table, options, runner)
         inst.register_consumer(self.group, self.client_id, self)
         self._state = "RUNNING"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,7 @@ from rocketpy.protocol.headers.transaction import (
 )
 from rocketpy.record import TRANSACTION_PREPARED_TYPE
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.trace import TRANS_MSG_HALF
 
 __all__ = ["LocalTransactionState", "TransactionProducer", "TransactionSendResult"]
 
@@ -131,6 +133,8 @@ class TransactionProducer(Producer):
             msg_id=result.msg_id,
             transaction_id=result.msg_id,
         )
+        if self._tracer is not None:
+            self._tracer.end_transaction(msg, result.msg_id, result.msg_id, state.name, False, addr)
         return TransactionSendResult(result, state)
 
     async def send_half(
@@ -162,9 +166,13 @@ class TransactionProducer(Producer):
         prepared.sys_flag |= TRANSACTION_PREPARED_TYPE
         msg.properties[MessageConst.UNIQ_KEY] = prepared.uniq_key
         deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
+        begin = time.time()
         result = await self._path.run(
             MessageJob(prepared, self.retry_times, deadline, user_choice(selector, msg, arg))
         )
+        if self._tracer is not None:
+            cost_ms = int((time.time() - begin) * 1000)
+            self._tracer.pub(msg, result, int(begin * 1000), cost_ms, TRANS_MSG_HALF)
         await self._announce(await self.broker_addr_of(result))
         return result
 
@@ -303,3 +311,5 @@ class TransactionProducer(Producer):
             header.msg_id, header.transaction_id,
         )  # fmt: skip
         await self._end_transaction(addr, end)
+        if self._tracer is not None:
+            self._tracer.end_transaction(msg, header.msg_id, header.transaction_id, state.name, True, addr)

@@ -15,6 +15,7 @@ means the user's home directory, as in a shell.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import socket
@@ -324,6 +325,9 @@ class BrokerConfig(ConnectionLimits):
     min_in_sync_replicas: int = Field(1, alias="minInSyncReplicas", ge=1, le=16)
     # Prometheus metrics at http://bindAddress:metricsPort/metrics (rocketpy.metrics); 0 = off
     metrics_port: int = Field(0, alias="metricsPort", ge=0, le=65535)
+    # message trace (rocketpy.broker.trace): create the trace topic and write the broker's own records
+    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
+    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName", min_length=1)
     # POP consumption (rocketpy.broker.pop): held POP requests per (group, topic, queue) and in
     # total (past either: POLLING_FULL), and the most messages of one queue in flight at once
     pop_polling_size: int = Field(1024, alias="popPollingSize", gt=0, le=100_000)
@@ -346,6 +350,14 @@ class BrokerConfig(ConnectionLimits):
     # the ACL account the broker signs its own requests with (to NameServers, a slave to its master)
     acl_access_key: str | None = Field(None, alias="aclAccessKey")
     acl_secret_key: str | None = Field(None, alias="aclSecretKey")
+    # ACL 2.0 (RocketMQ 5's AuthConfig keys; rocketpy.acl.auth_*, broker/auth_metadata.py): users and
+    # ACLs kept by the broker; JSON {"username","password"} / {"accessKey","secretKey"} Super users
+    authentication_enabled: bool = Field(False, alias="authenticationEnabled")
+    authorization_enabled: bool = Field(False, alias="authorizationEnabled")
+    init_authentication_user: str | None = Field(None, alias="initAuthenticationUser")
+    inner_client_authentication_credentials: str | None = Field(
+        None, alias="innerClientAuthenticationCredentials"
+    )
     # RocketMQ 5's gRPC API (rocketpy.broker.grpc), with RocketMQ proxy's key names and defaults
     # where the proxy has the key: grpcServerPort 0 = any free port, -1 = off
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=-1, le=65535)
@@ -409,7 +421,7 @@ class BrokerConfig(ConnectionLimits):
 
 
 #: Keys whose values are never printed (``-p``, GET_BROKER_CONFIG): shown as ``******``.
-SECRET_KEYS = frozenset({"aclSecretKey"})
+SECRET_KEYS = frozenset({"aclSecretKey", "initAuthenticationUser", "innerClientAuthenticationCredentials"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +474,36 @@ def load_broker_config(path: str | None, overrides: dict[str, str]) -> tuple[Bro
             "error: aclAccessKey and aclSecretKey go together: set both (an admin account of the "
             "NameServers' ACL file) or neither"
         )
+    _check_auth(broker)
     return broker, store
+
+
+def _check_auth(broker: BrokerConfig) -> None:
+    """ACL 1.0 and 2.0 exclude each other; authorization needs authentication; the JSON keys parse."""
+    if broker.acl_enable and broker.authentication_enabled:
+        raise ConfigError(
+            "error: aclEnable=true (ACL 1.0, plain_acl.yml) and authenticationEnabled=true (ACL 2.0, "
+            "users and ACLs) exclude each other: choose one"
+        )
+    if broker.authorization_enabled and not broker.authentication_enabled:
+        raise ConfigError(
+            "error: authorizationEnabled=true needs authenticationEnabled=true (a request's user must "
+            "be proven before its ACL is applied)"
+        )
+    for key, value, fields in (
+        ("initAuthenticationUser", broker.init_authentication_user, ("username", "password")),
+        ("innerClientAuthenticationCredentials", broker.inner_client_authentication_credentials,
+         ("accessKey", "secretKey")),
+    ):  # fmt: skip
+        if value is None:
+            continue
+        try:
+            doc = json.loads(value)
+            ok = isinstance(doc, dict) and all(isinstance(doc.get(f), str) and doc[f] for f in fields)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f'error: {key} must be JSON {{"{fields[0]}": "...", "{fields[1]}": "..."}}')
 
 
 def _resolve_acl_file(config: AclKeys, properties_path: str | None) -> None:

@@ -6,6 +6,9 @@ group tables already have GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFI
 master's remoting address and replace the slave's own (then persisted), so a slave knows the
 master's topics, consumer offsets, delay progress and groups: it can answer routes, offsets and
 admin queries when the master is gone. A failed fetch is logged and retried at the next interval.
+With ``auth`` set (ACL 2.0's users and ACLs, ``broker/auth_metadata.py``) the slave also copies
+them (AUTH_LIST_USER and AUTH_LIST_ACL, signed as its inner-client user) and uses them at once, so a
+slave authenticates the same users as its master.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rocketpy.acl.auth_model import AuthDataError
+from rocketpy.broker.auth_metadata import AuthMetadataManager
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.schedule.offsets import DelayOffsetTable
@@ -22,6 +27,7 @@ from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager
 from rocketpy.errors import RemotingConnectError, RemotingTimeoutError
 from rocketpy.protocol.codes import RequestCode, ResponseCode
+from rocketpy.remoting.body import decode_body
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
@@ -74,6 +80,8 @@ class SlaveSynchronize:
         self.delay_offsets = delay_offsets
         self.groups = groups
         self.last_sync_ok = False
+        #: ACL 2.0's tables, copied too when set
+        self.auth: AuthMetadataManager | None = None
 
     async def run_routine(self, interval_ms: Callable[[], int]) -> None:
         """Sync at once, then every ``interval_ms()`` until cancelled."""
@@ -99,8 +107,29 @@ class SlaveSynchronize:
         self._apply(topics, offsets, delays, groups)
         for table in (self.topics.file, self.offsets.file, self.delay_offsets.file, self.groups.file):
             await table.persist()
+        if self.auth is not None:
+            await self._sync_auth(addr, self.auth)
         self.last_sync_ok = True
         return True
+
+    async def _sync_auth(self, addr: str, auth: AuthMetadataManager) -> None:
+        """Copy the master's users and ACLs (a refusal or a bad document keeps the slave's own)."""
+        try:
+            users = await self._fetch_list(addr, RequestCode.AUTH_LIST_USER)
+            acls = await self._fetch_list(addr, RequestCode.AUTH_LIST_ACL)
+            if auth.replace_all({"users": users, "acls": acls}):
+                await auth.file.persist()
+        except (RemotingConnectError, RemotingTimeoutError, ValueError, AuthDataError) as e:
+            log.warning("slave sync of users and ACLs from master %s failed: %s", addr, e)
+
+    async def _fetch_list(self, addr: str, code: RequestCode) -> list[Any]:
+        response = await self._client.invoke(addr, RemotingCommand.request(code), SYNC_CALL_TIMEOUT_S)
+        if response.code != ResponseCode.SUCCESS:
+            raise ValueError(f"{code.name} answered {response.code}: {response.remark}")
+        doc = decode_body(response.body, response.serialize_type, code.name) if response.body else []
+        if not isinstance(doc, list):
+            raise ValueError(f"{code.name} answered a {type(doc).__name__}, not a list")
+        return doc
 
     async def _fetch(self, addr: str, code: RequestCode) -> dict[str, Any]:
         response = await self._client.invoke(addr, RemotingCommand.request(code), SYNC_CALL_TIMEOUT_S)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
@@ -27,6 +28,9 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.subscription import ExpressionType, SubscriptionData, SubscriptionParseError, parse_subscription
 from rocketpy.sysflag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+
+if TYPE_CHECKING:
+    from rocketpy.broker.trace import BrokerTracer
 
 log = logging.getLogger("rocketpy.broker.pull")
 
@@ -92,6 +96,8 @@ class PullMessageProcessor:
         #: ``(topic, queue_id, next_offset) -> broker id`` for suggestWhichBrokerId (replication)
         self.suggest_broker_id: Callable[[str, int, int], int] | None = None
         self._filters: dict[tuple[str, str, str], MessageFilter | SubscriptionParseError] = {}
+        #: traceTopicEnable: told of each delivered batch (``broker/trace.py``)
+        self.tracer: BrokerTracer | None = None
 
     def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """First pass of a pull: may suspend (returns None) or answers at once."""
@@ -201,6 +207,8 @@ class PullMessageProcessor:
             body = result.join()
             result.release()
             self.stats.on_get(h.group, h.topic, result.message_count, len(body))
+            if self.tracer is not None:
+                self.tracer.on_delivered(h.group, h.topic, body, channel.remote_addr)
             return RemotingCommand.response(request, code, None, ext, body)
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
             held = self._suspend(channel, request, h, message_filter)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import TYPE_CHECKING
 
 from rocketpy.broker.processors.guard import SEND_BACK, Refusal
 from rocketpy.broker.processors.send import STORED_STATUSES, SendMessageProcessor, put_status_to_response
@@ -25,12 +26,16 @@ from rocketpy.broker.retry import (
 )
 from rocketpy.broker.store import PutMessageResult
 from rocketpy.broker.topic_config import TopicLimitError
+from rocketpy.message import MessageConst
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.send_back import ConsumerSendMsgBackRequestHeader
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.subscription_group import SubscriptionGroupConfig
 from rocketpy.topic import dlq_topic, retry_topic
+
+if TYPE_CHECKING:
+    from rocketpy.broker.trace import BrokerTracer
 
 log = logging.getLogger("rocketpy.broker.send_back")
 
@@ -60,6 +65,8 @@ class SendBackProcessor:
         self.store = send.store
         self.delivery = send.delivery
         self.stats = send.stats
+        #: traceTopicEnable: told of each message stored in a retry topic or DLQ (``broker/trace.py``)
+        self.tracer: BrokerTracer | None = None
 
     async def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """Store the failed message again (retry topic at a delay level, or the DLQ)."""
@@ -95,6 +102,9 @@ class SendBackProcessor:
         if result.status in STORED_STATUSES:  # stored (a slow flush does not undo it)
             topic = dlq_topic(h.group) if dead else retry_topic(h.group)
             self.stats.on_put(topic, 1, len(failed.message.body))
+            if self.tracer is not None:
+                msg_id = failed.properties.get(MessageConst.UNIQ_KEY) or h.origin_msg_id
+                self.tracer.on_sent_back(h.group, msg_id, failed.reconsume_times + 1, topic)
             return RemotingCommand.response(request)
         code, remark = put_status_to_response(result, self.store_config.sync_flush_timeout)
         return self._error(request, code, remark or result.status.name)

@@ -68,3 +68,31 @@ def request_needs(request: RemotingCommand) -> list[Need]:
         for kind, name in access.body(doc):
             needs += _topic(name, perm) if kind == "topic" else [("group", name, SUB)]
     return needs
+
+
+#: ACL 1.0 permission bits -> ACL 2.0 actions.
+_ACTIONS = {PUB: "Pub", SUB: "Sub"}
+#: ACL 2.0 resource types of ACL 1.0's kinds.
+_TYPES = {"topic": "Topic", "group": "Group"}
+
+NeedV2 = tuple[str, str, str]
+
+
+def request_needs_v2(request: RemotingCommand, cluster: str) -> list[NeedV2]:
+    """ACL 2.0: the ``(resource type, name, action)`` triples ``request`` needs (empty: a valid
+    user is enough). Topics and groups as for ACL 1.0 (Pub / Sub); an admin code, or a code with an
+    ``action``, needs that action (Update by default) on ``Cluster:cluster`` or on its ``target``."""
+    spec = SPECS.get(request.code)
+    if spec is None or not spec.access.checked:
+        return []
+    needs = [(_TYPES[kind], name, _ACTIONS[perm]) for kind, name, perm in request_needs(request)]
+    access = spec.access
+    if access.admin or access.action is not None:
+        action = access.action or "Update"
+        target = spec.target_field
+        name = _text((request.ext or {}).get(target)) if target is not None else None
+        if access.target is not None and name:
+            needs.append((access.target[0], name, action))
+        else:
+            needs.append(("Cluster", cluster, action))
+    return needs

@@ -10,6 +10,11 @@ that lists the resources the decoded body names (HEART_BEAT's groups and subscri
 - ``ADMIN``: an account with ``admin: true`` (topic, group, broker and NameServer changes).
 - ``OPEN``: not checked at all (the NameServer's reads, as RocketMQ's NameServer has no ACL;
   the SDK's handlers of broker -> client calls).
+
+ACL 2.0 (``rocketpy.acl.auth_eval``) reads the same rule: a topic needs Pub or Sub on
+``Topic:name``, a group Sub on ``Group:name``; an ``admin`` code, or one with an ``action``, needs
+that action (Update by default) on ``Cluster:<cluster>``, or on the resource ``target`` names
+(a resource type and the header attribute holding its name).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any, Literal
 Perm = Literal["PUB", "SUB"]
 #: A resource a body names: ``("topic", name)`` or ``("group", name)``.
 Resource = tuple[Literal["topic", "group"], str]
+#: ACL 2.0's actions of administration and reads (Pub and Sub come from ``topic_perm``).
+Action = Literal["Create", "Update", "Delete", "Get", "List"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,9 @@ class Access:
         body: lists the resources the decoded body names (each topic needs ``topic_perm``).
         admin: only admin accounts may send it.
         checked: False: the ACL does not look at this code at all.
+        action: ACL 2.0: the action this code needs (admin codes: Update when None).
+        target: ACL 2.0: ``(resource type, header attribute)`` of the resource ``action`` is on
+            (None: the broker's cluster).
     """
 
     topic: str | None = None
@@ -43,8 +53,13 @@ class Access:
     body: Callable[[Any], list[Resource]] | None = None
     admin: bool = False
     checked: bool = True
+    action: Action | None = None
+    target: tuple[Literal["Topic", "Group"], str] | None = None
 
 
 SIGNED = Access()
 ADMIN = Access(admin=True)
 OPEN = Access(checked=False)
+#: Reads of broker state: any valid signature under ACL 1.0, Cluster Get / List under ACL 2.0.
+GET = Access(action="Get")
+LIST = Access(action="List")

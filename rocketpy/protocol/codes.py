@@ -117,6 +117,17 @@ class RequestCode(IntEnum):
     CONTROLLER_GET_SYNC_STATE_DATA = 1006
     GET_BROKER_EPOCH_CACHE = 1007
     NOTIFY_BROKER_ROLE_CHANGED = 1008
+    # ACL 2.0 (RocketMQ 5, RIP-68): users and ACLs kept by brokers
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
     #: rocketpy's extension: END_TRANSACTION for many half messages (``EndTransactionBatch``)
     END_TRANSACTION_BATCH = 10037
 

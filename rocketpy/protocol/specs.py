@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rocketpy.protocol.access import ADMIN, OPEN, SIGNED, Access
+from rocketpy.protocol.access import ADMIN, GET, LIST, OPEN, SIGNED, Access
 from rocketpy.protocol.codes import RequestCode as C
 from rocketpy.protocol.codes import code_name
 from rocketpy.protocol.header import Header
 from rocketpy.protocol.headers import (
     admin,
+    auth,
     client,
     controller,
     namesrv,
@@ -67,6 +68,11 @@ class RequestSpec:
         return self.wire_names[self.access.topic] if self.access.topic else None
 
     @property
+    def target_field(self) -> str | None:
+        """ACL 2.0: the wire name of the field naming its action's resource (None: the cluster)."""
+        return self.wire_names[self.access.target[1]] if self.access.target else None
+
+    @property
     def group_field(self) -> str | None:
         """The wire name of the field holding the consumer group the ACL checks (None: none)."""
         return self.wire_names[self.access.group] if self.access.group else None
@@ -92,7 +98,7 @@ def _spec(
 ) -> RequestSpec:
     servers = frozenset((served_by,) if isinstance(served_by, str) else served_by)
     spec = RequestSpec(code, servers, request, response, body, access, _names(request, names))
-    for attr in (access.topic, access.group):
+    for attr in (access.topic, access.group, access.target[1] if access.target else None):
         if attr is not None and attr not in spec.wire_names:
             raise TypeError(f"{code.name}: its ACL rule names {attr!r}, which its request header lacks")
     return spec
@@ -238,27 +244,48 @@ _ALL: tuple[RequestSpec, ...] = (
     _spec(C.LOCK_BATCH_MQ, "broker", body=client.LOCK_BATCH_BODY, access=SIGNED),
     _spec(C.UNLOCK_BATCH_MQ, "broker", body=client.LOCK_BATCH_BODY, access=SIGNED),
     # -- broker: administration ------------------------------------------------------------------
-    _spec(C.UPDATE_AND_CREATE_TOPIC, "broker", admin.CreateTopicRequestHeader, access=ADMIN),
-    _spec(C.DELETE_TOPIC_IN_BROKER, "broker", admin.TopicRequestHeader, access=ADMIN),
-    _spec(C.GET_ALL_TOPIC_CONFIG, "broker", access=SIGNED),
+    _spec(
+        C.UPDATE_AND_CREATE_TOPIC,
+        "broker",
+        admin.CreateTopicRequestHeader,
+        access=Access(admin=True, action="Create", target=("Topic", "topic")),
+    ),
+    _spec(
+        C.DELETE_TOPIC_IN_BROKER,
+        "broker",
+        admin.TopicRequestHeader,
+        access=Access(admin=True, action="Delete", target=("Topic", "topic")),
+    ),
+    _spec(C.GET_ALL_TOPIC_CONFIG, "broker", access=LIST),
     _spec(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, "broker", access=ADMIN),
-    _spec(C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "broker", access=SIGNED),
+    _spec(C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "broker", access=LIST),
     _spec(C.DELETE_SUBSCRIPTIONGROUP, "broker", admin.DeleteSubscriptionGroupRequestHeader, access=ADMIN),
-    _spec(C.GET_BROKER_CONFIG, "broker", access=SIGNED),
+    _spec(C.GET_BROKER_CONFIG, "broker", access=GET),
     _spec(C.UPDATE_BROKER_CONFIG, "broker", access=ADMIN),
-    _spec(C.GET_BROKER_RUNTIME_INFO, "broker", access=SIGNED),
-    _spec(C.GET_CONSUME_STATS, "broker", admin.GetConsumeStatsRequestHeader, access=SIGNED),
-    _spec(C.GET_TOPIC_STATS_INFO, "broker", admin.TopicRequestHeader, access=SIGNED),
-    _spec(C.GET_CONSUMER_CONNECTION_LIST, "broker", client.ConsumerGroupRequestHeader, access=SIGNED),
+    _spec(C.GET_BROKER_RUNTIME_INFO, "broker", access=GET),
+    _spec(C.GET_CONSUME_STATS, "broker", admin.GetConsumeStatsRequestHeader, access=GET),
+    _spec(C.GET_TOPIC_STATS_INFO, "broker", admin.TopicRequestHeader, access=GET),
+    _spec(C.GET_CONSUMER_CONNECTION_LIST, "broker", client.ConsumerGroupRequestHeader, access=GET),
     # what a slave copies from its master (with GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-    _spec(C.GET_ALL_CONSUMER_OFFSET, "broker", access=SIGNED),
-    _spec(C.GET_ALL_DELAY_OFFSET, "broker", access=SIGNED),
+    _spec(C.GET_ALL_CONSUMER_OFFSET, "broker", access=GET),
+    _spec(C.GET_ALL_DELAY_OFFSET, "broker", access=GET),
     # controller mode (answered "controller mode is off" by other brokers)
     _spec(C.CONTROLLER_GET_SYNC_STATE_DATA, "broker", controller.BrokerNameRequestHeader, access=SIGNED),
     _spec(C.GET_BROKER_EPOCH_CACHE, "broker", access=SIGNED),
     _spec(C.NOTIFY_BROKER_ROLE_CHANGED, "broker", access=SIGNED),
     _spec(C.CONTROLLER_GET_METADATA_INFO, "broker", access=SIGNED),
     _spec(C.CONTROLLER_ELECT_MASTER, "broker", controller.ElectMasterRequestHeader, access=ADMIN),
+    # ACL 2.0: users and ACLs (broker/auth/); changes need Update on the cluster (a Super user)
+    _spec(C.AUTH_CREATE_USER, "broker", auth.UserRequestHeader, access=ADMIN),
+    _spec(C.AUTH_UPDATE_USER, "broker", auth.UserRequestHeader, access=ADMIN),
+    _spec(C.AUTH_DELETE_USER, "broker", auth.UserRequestHeader, access=ADMIN),
+    _spec(C.AUTH_GET_USER, "broker", auth.UserRequestHeader, access=Access(admin=True, action="Get")),
+    _spec(C.AUTH_LIST_USER, "broker", auth.ListUsersRequestHeader, access=Access(admin=True, action="List")),
+    _spec(C.AUTH_CREATE_ACL, "broker", auth.AclRequestHeader, access=ADMIN),
+    _spec(C.AUTH_UPDATE_ACL, "broker", auth.AclRequestHeader, access=ADMIN),
+    _spec(C.AUTH_DELETE_ACL, "broker", auth.DeleteAclRequestHeader, access=ADMIN),
+    _spec(C.AUTH_GET_ACL, "broker", auth.AclRequestHeader, access=Access(admin=True, action="Get")),
+    _spec(C.AUTH_LIST_ACL, "broker", auth.ListAclsRequestHeader, access=Access(admin=True, action="List")),
     # -- NameServer ------------------------------------------------------------------------------
     _spec(
         C.REGISTER_BROKER,

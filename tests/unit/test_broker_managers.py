@@ -48,7 +48,8 @@ def test_topic_name_validation() -> None:
     assert "empty" in (validate_topic_name("") or "")
     assert is_send_forbidden_topic("TBW102")
     assert is_send_forbidden_topic("SCHEDULE_TOPIC_XXXX")
-    assert is_send_forbidden_topic("RMQ_SYS_TRACE_TOPIC")
+    assert is_send_forbidden_topic("RMQ_SYS_TRANS_HALF_TOPIC")
+    assert not is_send_forbidden_topic("RMQ_SYS_TRACE_TOPIC")  # traced clients write their records there
     assert not is_send_forbidden_topic("TopicA")
 
 

@@ -1,0 +1,409 @@
+"""Message trace in the SDK: the records a traced producer or consumer writes, and their sender.
+
+Owns ``TraceDispatcher`` (one per traced producer or consumer, RocketMQ's ``AsyncTraceDispatcher``):
+records are appended in O(1) on the event loop and never wait for anything; a full buffer
+(``buffer_size`` records) drops the record and counts it (``TraceStats.dropped``), so tracing
+never slows a send or a listener. A background task takes what is buffered every
+``flush_interval_s`` (or at once past ``BATCH_RECORDS``) and sends it as trace messages of at most
+``BATCH_RECORDS`` records and ``BATCH_BODY_BYTES`` to the trace topic through an inner producer
+(group ``_INNER_TRACE_PRODUCER-<group>``, RocketMQ's name), at most ``MAX_SENDS_IN_FLIGHT`` at once.
+Each trace message's KEYS are the traced messages' ids and keys, so the broker's index finds them.
+
+The record layouts are ``rocketpy.trace``'s; the hot kinds (Pub, SubBefore, SubAfter) are written
+here with one f-string each (a unit test checks they equal ``rocketpy.trace.encode_record``).
+``ProducerTracer`` and ``ConsumeTracer`` are the hooks the producer and the listener runner call;
+with ``opentelemetry-api`` installed they also end OpenTelemetry spans (``client/trace_otel.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rocketpy.client.listener import SKIPPED
+from rocketpy.message import Message, MessageConst, MessageExt
+from rocketpy.record import TRANSACTION_PREPARED_TYPE
+from rocketpy.topic import TRACE_TOPIC
+from rocketpy.trace import (
+    CTX_EXCEPTION,
+    CTX_FAILED,
+    CTX_RETURNNULL,
+    CTX_SUCCESS,
+    DEFAULT_REGION,
+    DELAY_MSG,
+    NORMAL_MSG,
+    NULL,
+    TRACE_GROUP_PREFIX,
+    TRANS_MSG_HALF,
+)
+
+if TYPE_CHECKING:
+    from rocketpy.client.instance import ClientSettings
+    from rocketpy.client.producer import Producer
+    from rocketpy.client.results import SendResult
+
+log = logging.getLogger("rocketpy.client.trace")
+
+#: Records buffered at most per dispatcher; past it new records are dropped (and counted).
+DEFAULT_BUFFER_SIZE = 20_000
+#: Records and body bytes of one trace message (RocketMQ sends up to ~118 KB; the KEYS property
+#: of a record's ids must also fit its 64 KiB properties field).
+BATCH_RECORDS = 512
+BATCH_BODY_BYTES = 120_000
+#: Trace messages being sent at once by one dispatcher.
+MAX_SENDS_IN_FLIGHT = 4
+#: How long a shutdown waits for buffered records to be sent.
+SHUTDOWN_FLUSH_S = 3.0
+
+_request_ids = itertools.count(1)
+_REQUEST_PREFIX = f"{os.getpid():08X}{int(time.time()):08X}"
+
+
+def _new_request_id() -> str:
+    """A process-unique id linking one listener call's SubBefore and SubAfter records."""
+    return f"{_REQUEST_PREFIX}{next(_request_ids):016X}"
+
+
+def _t(value: str | None) -> str:
+    return NULL if value is None else value
+
+
+class TraceStats:
+    """What one dispatcher did (``producer.trace_stats``, ``consumer.trace_stats``).
+
+    Attributes:
+        appended: records accepted into the buffer.
+        dropped: records refused because the buffer was full (or the dispatcher stopped).
+        sent_records: records the broker stored.
+        sent_messages: trace messages the broker stored.
+        failed_records: records whose trace message could not be sent (not retried).
+    """
+
+    __slots__ = ("appended", "dropped", "failed_records", "sent_messages", "sent_records")
+
+    def __init__(self) -> None:
+        self.appended = 0
+        self.dropped = 0
+        self.sent_records = 0
+        self.sent_messages = 0
+        self.failed_records = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceStats(appended={self.appended}, dropped={self.dropped}, sent_records={self.sent_records},"
+            f" sent_messages={self.sent_messages}, failed_records={self.failed_records})"
+        )
+
+
+class TraceDispatcher:
+    """Buffers encoded records and sends them to the trace topic in the background.
+
+    Args:
+        group: the traced producer's or consumer's group (the inner producer's group is derived).
+        namesrv_addr: the NameServers.
+        trace_topic: where records go (None: ``RMQ_SYS_TRACE_TOPIC``).
+        client_options: ``access_key``, ``secret_key``, ``serialize_type``, ``instance_name`` of the
+            traced client, given to the inner producer.
+        buffer_size: most records waiting; more are dropped.
+        flush_interval_s: how long a record may wait for company before it is sent.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | None,
+        trace_topic: str | None = None,
+        client_options: dict[str, Any] | None = None,
+        *,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        flush_interval_s: float = 0.1,
+    ) -> None:
+        assert buffer_size > 0 and flush_interval_s > 0
+        self.group = group
+        self.namesrv_addr = namesrv_addr
+        self.trace_topic = trace_topic or TRACE_TOPIC
+        self.client_options = dict(client_options or {})
+        self.buffer_size = buffer_size
+        self.flush_interval_s = flush_interval_s
+        self.stats = TraceStats()
+        #: (encoded record, index keys) waiting to be sent
+        self._buffer: deque[tuple[str, str]] = deque()
+        self._producer: Producer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._open = False
+
+    def append(self, record: str, keys: str) -> None:
+        """Buffer one encoded record and its index keys (space-separated); O(1), never waits."""
+        if not self._open or len(self._buffer) >= self.buffer_size:
+            self.stats.dropped += 1
+            return
+        self._buffer.append((record, keys))
+        self.stats.appended += 1
+        if len(self._buffer) >= BATCH_RECORDS:
+            self._wake.set()
+
+    async def start(self) -> None:
+        """Start the inner producer and the sending task."""
+        from rocketpy.client.producer import Producer  # the producer itself imports this module
+
+        opts = self.client_options
+        self._producer = Producer(
+            f"{TRACE_GROUP_PREFIX}-{self.group}",
+            self.namesrv_addr,
+            send_timeout=5.0,
+            retry_times=1,
+            auto_batch=False,
+            access_key=opts.get("access_key"),
+            secret_key=opts.get("secret_key"),
+            serialize_type=opts.get("serialize_type"),
+            instance_name=opts.get("instance_name", "DEFAULT"),
+        )
+        await self._producer.start()
+        self._open = True
+        self._task = asyncio.get_running_loop().create_task(self._routine(), name="rocketpy-trace")
+
+    async def shutdown(self, timeout_s: float = SHUTDOWN_FLUSH_S) -> None:
+        """Send what is buffered (within ``timeout_s``), then stop; later records are dropped."""
+        self._open = False
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        try:
+            async with asyncio.timeout(timeout_s):
+                while self._buffer:
+                    await self._send_one_batch()
+                if self._in_flight:
+                    await asyncio.gather(*self._in_flight, return_exceptions=True)
+        except TimeoutError:
+            log.warning("trace: %d record(s) not sent at shutdown (timeout)", len(self._buffer))
+        self.stats.dropped += len(self._buffer)
+        self._buffer.clear()
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.shutdown()
+
+    async def _routine(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self.flush_interval_s):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            while self._buffer and len(self._in_flight) < MAX_SENDS_IN_FLIGHT:
+                task = asyncio.get_running_loop().create_task(self._send_one_batch())
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+            if self._in_flight and len(self._in_flight) >= MAX_SENDS_IN_FLIGHT:
+                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+
+    def _take_batch(self) -> tuple[list[str], set[str]]:
+        records: list[str] = []
+        keys: set[str] = set()
+        size = 0
+        buf = self._buffer
+        while buf and len(records) < BATCH_RECORDS and size < BATCH_BODY_BYTES:
+            record, record_keys = buf.popleft()
+            records.append(record)
+            size += len(record)
+            keys.update(record_keys.split(" "))
+        keys.discard("")
+        return records, keys
+
+    async def _send_one_batch(self) -> None:
+        records, keys = self._take_batch()
+        if not records or self._producer is None:
+            return
+        msg = Message(self.trace_topic, "".join(records).encode(), keys=sorted(keys))
+        try:
+            await self._producer.send(msg)
+        except Exception as e:  # a trace is best effort: count it, never fail the traced client
+            self.stats.failed_records += len(records)
+            log.warning("trace: %d record(s) to %s not sent: %s", len(records), self.trace_topic, e)
+            return
+        self.stats.sent_records += len(records)
+        self.stats.sent_messages += 1
+
+
+def new_dispatcher(
+    group: str, namesrv_addr: str | None, trace_topic: str | None, settings: ClientSettings
+) -> TraceDispatcher:
+    """The dispatcher of a traced client: its inner producer signs and encodes as the client does."""
+    options = {
+        "access_key": settings.access_key,
+        "secret_key": settings.secret_key,
+        "serialize_type": settings.serialize_type,
+        "instance_name": settings.instance_name,
+    }
+    return TraceDispatcher(group, namesrv_addr, trace_topic, options)
+
+
+def msg_type_of(msg: Message, sys_flag: int) -> int:
+    """RocketMQ's ``MessageType`` ordinal of a send: half (transaction), delay, or normal."""
+    if sys_flag & TRANSACTION_PREPARED_TYPE:
+        return TRANS_MSG_HALF
+    if msg.delay_level or msg.deliver_time_ms or msg.delay_seconds:
+        return DELAY_MSG
+    return NORMAL_MSG
+
+
+def _skip(msg: Message | MessageExt) -> bool:
+    """RocketMQ's switch: a message with ``TRACE_ON=false`` is not traced."""
+    props = msg.properties
+    return bool(props) and props.get(MessageConst.TRACE_SWITCH) == "false"
+
+
+def _keys_text(keys: Sequence[str] | str | None) -> str | None:
+    if not keys:
+        return None
+    return keys if isinstance(keys, str) else " ".join(keys)
+
+
+def _store_host(result: SendResult) -> str | None:
+    from rocketpy.msgid import decode_offset_msg_id
+
+    try:
+        ip, port, _ = decode_offset_msg_id(result.offset_msg_id)
+    except ValueError:
+        return None
+    return f"{ip}:{port}"
+
+
+class ProducerTracer:
+    """The producer's hook: one Pub record per sent message (RocketMQ's ``SendMessageTraceHookImpl``).
+
+    Args:
+        dispatcher: where records go.
+        group: the producer group.
+        spans: OpenTelemetry span maker (None: no spans).
+    """
+
+    def __init__(self, dispatcher: TraceDispatcher, group: str, spans: Any = None) -> None:
+        self.dispatcher = dispatcher
+        self.group = group
+        self.spans = spans
+
+    def pub(self, msg: Message, result: SendResult, begin_ms: int, cost_ms: int, msg_type: int) -> None:
+        """Record one stored message (``begin_ms``: when the send started)."""
+        if msg.topic == self.dispatcher.trace_topic or _skip(msg):
+            return
+        keys = _keys_text(msg.keys)
+        ok = "true" if result.status.name == "SEND_OK" else "false"
+        record = (
+            f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{self.group}\x01{msg.topic}\x01{result.msg_id}\x01"
+            f"{_t(msg.tags)}\x01{_t(keys)}\x01{_t(_store_host(result))}\x01{len(msg.body)}\x01{cost_ms}\x01"
+            f"{msg_type}\x01{_t(result.offset_msg_id)}\x01{ok}\x02"
+        )
+        self.dispatcher.append(record, f"{result.msg_id} {keys}" if keys else result.msg_id)
+        if self.spans is not None:
+            self.spans.send(self.group, msg, result, begin_ms, cost_ms)
+
+    def end_transaction(
+        self,
+        msg: Message | MessageExt,
+        msg_id: str,
+        transaction_id: str | None,
+        state: str,
+        from_check: bool,
+        store_host: str | None,
+    ) -> None:
+        """Record the end of a transaction (commit, rollback or unknown; ``from_check``: a broker asked)."""
+        if _skip(msg):
+            return
+        keys = _keys_text(msg.keys)
+        record = (
+            f"EndTransaction\x01{int(time.time() * 1000)}\x01{DEFAULT_REGION}\x01{self.group}\x01{msg.topic}"
+            f"\x01{msg_id}\x01{_t(msg.tags)}\x01{_t(keys)}\x01{_t(store_host)}\x011\x01{_t(transaction_id)}"
+            f"\x01{state}\x01{'true' if from_check else 'false'}\x02"
+        )
+        self.dispatcher.append(record, f"{msg_id} {keys}" if keys else msg_id)
+
+
+def context_code(result: Any, ok: bool) -> int:
+    """RocketMQ's ``ConsumeReturnType`` of a listener result (``ok``: it was the success status)."""
+    if ok:
+        return CTX_SUCCESS
+    if result is None:
+        return CTX_RETURNNULL
+    if isinstance(result, BaseException):
+        return CTX_EXCEPTION
+    return CTX_FAILED
+
+
+class ConsumeTracer:
+    """The listener runner's hook: SubBefore and SubAfter per message of each listener call.
+
+    Args:
+        dispatcher: where records go.
+        group: the consumer group.
+        ok: the listener's success status (``ConsumeStatus.CONSUME_SUCCESS`` or orderly ``SUCCESS``
+            are both accepted, compared by identity).
+        spans: OpenTelemetry span maker (None: no spans).
+    """
+
+    def __init__(
+        self, dispatcher: TraceDispatcher, group: str, ok: tuple[Any, ...], spans: Any = None
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.group = group
+        self.ok = ok
+        self.spans = spans
+
+    def before(self, chunks: list[list[MessageExt]]) -> list[str]:
+        """SubBefore records for the chunks about to be consumed; returns one request id per chunk."""
+        now = int(time.time() * 1000)
+        append, group = self.dispatcher.append, self.group
+        ids = []
+        for chunk in chunks:
+            request_id = _new_request_id()
+            ids.append(request_id)
+            for m in chunk:
+                if _skip(m):
+                    continue
+                keys = " ".join(m.keys) if m.keys else None
+                append(
+                    f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{request_id}\x01{m.msg_id}\x01"
+                    f"{m.reconsume_times}\x01{_t(keys)}\x02",
+                    f"{m.msg_id} {keys}" if keys else m.msg_id,
+                )
+        return ids
+
+    def after(
+        self, chunks: list[list[MessageExt]], request_ids: list[str], results: list[Any], times: list[float]
+    ) -> None:
+        """SubAfter records: each chunk's result and its cost per message.
+
+        ``times`` holds a (start, end) ``time.time()`` pair per chunk, in order; a chunk that was
+        not handed to the listener (its queue was released meanwhile) has no record.
+        """
+        append, group = self.dispatcher.append, self.group
+        spans = self.spans
+        for i, (chunk, request_id, result) in enumerate(zip(chunks, request_ids, results, strict=True)):
+            if result is SKIPPED:
+                continue
+            begin, end = times[2 * i], times[2 * i + 1]
+            ok = any(result is s for s in self.ok)
+            code = context_code(result, ok)
+            cost = int((end - begin) * 1000 / max(1, len(chunk)))
+            end_ms = int(end * 1000)
+            flag = "true" if ok else "false"
+            for m in chunk:
+                if _skip(m):
+                    continue
+                keys = " ".join(m.keys) if m.keys else None
+                append(
+                    f"SubAfter\x01{request_id}\x01{m.msg_id}\x01{cost}\x01{flag}\x01{_t(keys)}\x01{code}\x01"
+                    f"{end_ms}\x01{group}\x02",
+                    f"{m.msg_id} {keys}" if keys else m.msg_id,
+                )
+                if spans is not None:
+                    spans.process(group, m, begin, end, ok)

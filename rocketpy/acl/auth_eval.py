@@ -1,0 +1,177 @@
+"""ACL 2.0's decisions: who a request is (authentication) and what it may do (authorization).
+
+The rules, in order:
+
+1. authentication (``authenticationEnabled``): the request's ``AccessKey`` names a user, the user
+   is enabled, and ``Signature`` is ``Base64(HmacSHA1(password, signed content))`` (the signature
+   ACL 1.0 clients already send, ``signing.py``);
+2. authorization (``authorizationEnabled``): a Super user may do everything; a Normal user needs,
+   for every (resource, action) the request code declares (``resources.request_needs_v2``), an
+   Allow entry and no Deny entry among the matching entries of its ACL — matching = resource
+   pattern covers the resource, the entry's actions cover the action, and the source address is
+   in the entry's ``sourceIps`` (or it has none). The Custom policy's entries are used; the Default
+   policy's only when no Custom entry matches. **Deny wins** among the matching entries; with
+   none matching, the request is refused.
+
+RocketMQ orders matching entries by how specific their resource is before looking at the decision
+(a narrower Allow can override a wider Deny there); here any matching Deny wins, so a Deny can
+never be punched through — write Allow entries narrowly instead (docs/design.md §6.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from rocketpy.acl.auth_model import (
+    ALLOW,
+    ANY,
+    CLUSTER,
+    CUSTOM,
+    DEFAULT,
+    DENY,
+    LITERAL,
+    SUPER,
+    Acl,
+    PolicyEntry,
+    User,
+)
+from rocketpy.acl.resources import request_needs_v2
+from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
+from rocketpy.acl.validator import Refusal
+from rocketpy.protocol.codes import code_name
+from rocketpy.remoting.command import RemotingCommand
+
+
+class AclIndex:
+    """An ACL's entries by policy type, then literal ``(type, name)`` or resource type for patterns,
+    so a check reads only the entries that can match (not the whole ACL)."""
+
+    __slots__ = ("_literal", "_wide")
+
+    def __init__(self, acl: Acl) -> None:
+        self._literal: dict[str, dict[tuple[str, str | None], list[PolicyEntry]]] = {}
+        self._wide: dict[str, dict[str, list[PolicyEntry]]] = {}
+        for ptype, entries in acl.policies.items():
+            for e in entries:
+                r = e.resource
+                if r.pattern == LITERAL:
+                    self._literal.setdefault(ptype, {}).setdefault((r.type, r.name), []).append(e)
+                else:  # PREFIXED or ANY, under its type (ANY for ``*``)
+                    self._wide.setdefault(ptype, {}).setdefault(r.type, []).append(e)
+
+    def candidates(self, ptype: str, rtype: str, name: str) -> list[PolicyEntry]:
+        """The entries of ``ptype`` that may match ``rtype``/``name`` (patterns still to check)."""
+        wide = self._wide.get(ptype, {})
+        return [
+            *self._literal.get(ptype, {}).get((rtype, name), ()),
+            *wide.get(rtype, ()),
+            *wide.get(ANY, ()),
+        ]
+
+
+def _decision(
+    entries: Iterable[PolicyEntry], rtype: str, name: str, action: str, ip: str | None
+) -> str | None:
+    """Deny when a matching entry denies, Allow when one allows, None when none matches."""
+    decisions = set()
+    for entry in entries:
+        if not entry.resource.matches(rtype, name) or not entry.covers(action):
+            continue
+        applies = entry.from_address(ip)
+        if applies is None:  # from some address only
+            applies = entry.decision == ALLOW
+        if applies:
+            decisions.add(entry.decision)
+    if not decisions:
+        return None
+    return DENY if DENY in decisions else ALLOW
+
+
+def decide(
+    acl: Acl | None, rtype: str, name: str, action: str, ip: str | None, index: AclIndex | None = None
+) -> bool:
+    """True when ``acl`` allows ``action`` on ``rtype``/``name`` from ``ip``.
+
+    ``ip=None`` asks "from some address": entries limited to source addresses count for an Allow
+    and not for a Deny (used to tell whether a user can administer at all). ``index`` (``acl``'s)
+    only makes it faster.
+    """
+    if acl is None:
+        return False
+    for ptype in (CUSTOM, DEFAULT):
+        entries = index.candidates(ptype, rtype, name) if index else acl.policies.get(ptype, ())
+        decision = _decision(entries, rtype, name, action, ip)
+        if decision is not None:
+            return decision == ALLOW
+    return False
+
+
+def is_admin(user: User, acl: Acl | None, cluster: str) -> bool:
+    """True when ``user`` can administer users and ACLs: enabled, and Super or allowed Update on
+    the cluster (from some address)."""
+    if not user.enabled:
+        return False
+    return user.user_type == SUPER or decide(acl, CLUSTER, cluster, "Update", None)
+
+
+def admins(users: Mapping[str, User], acls: Mapping[str, Acl], cluster: str) -> list[str]:
+    """The names of the users who can administer (``is_admin``)."""
+    return sorted(n for n, u in users.items() if is_admin(u, acls.get(n), cluster))
+
+
+class AuthEvaluator:
+    """Checks requests against one version of the users and ACLs (built again on every change).
+
+    Args:
+        users: name -> user.
+        acls: user name -> its ACL.
+        cluster: the broker's cluster (the resource of cluster-wide actions).
+        authorization: False: authentication only (``authorizationEnabled=false``).
+    """
+
+    __slots__ = ("_indexes", "_keys", "acls", "authorization", "cluster", "users")
+
+    def __init__(
+        self, users: Mapping[str, User], acls: Mapping[str, Acl], cluster: str, authorization: bool
+    ) -> None:
+        self.users = dict(users)
+        self.acls = dict(acls)
+        self.cluster = cluster
+        self.authorization = authorization
+        self._keys = {name: HmacKey(u.password) for name, u in self.users.items()}
+        self._indexes = {name: AclIndex(acl) for name, acl in self.acls.items()}
+
+    def check(self, ip: str, request: RemotingCommand) -> Refusal | None:
+        """None when ``request`` from ``ip`` is allowed, else the Refusal."""
+        ext = request.ext or {}
+        name = ext.get(ACCESS_KEY)
+        if not name:
+            return Refusal(
+                f"{code_name(request.code)} carries no AccessKey; sign requests as an ACL 2.0 user "
+                "(SDK access_key/secret_key = username/password, mqadmin -a/-s)",
+                "no-account",
+            )
+        name = str(name)
+        user = self.users.get(name)
+        if user is None:
+            return Refusal(f"no user {name!r} (mqadmin createUser)", f"unknown:{name}")
+        if not user.enabled:
+            return Refusal(f"user {name!r} is disabled (mqadmin updateUser -s enable)", f"disabled:{name}")
+        signature = ext.get(SIGNATURE)
+        if signature is None or not self._keys[name].verify(ext, request.body, str(signature)):
+            what = "carries no Signature" if signature is None else "has a wrong Signature"
+            return Refusal(
+                f"{code_name(request.code)} of user {name!r} {what} (check the password)", f"signature:{name}"
+            )
+        if not self.authorization or user.user_type == SUPER:
+            return None
+        acl, index = self.acls.get(name), self._indexes.get(name)
+        for rtype, resource, action in request_needs_v2(request, self.cluster):
+            if not decide(acl, rtype, resource, action, ip, index):
+                return Refusal(
+                    f"user {name!r} may not {action} {rtype}:{resource} from {ip} "
+                    f"({code_name(request.code)}); "
+                    "no ACL entry allows it, or one denies it (mqadmin getAcl -s User:" + name + ")",
+                    f"perm:{name}:{rtype}:{resource}:{action}",
+                )
+        return None

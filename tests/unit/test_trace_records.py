@@ -1,0 +1,216 @@
+"""Message trace records: RocketMQ's layout both ways, old clients' short records, the SDK's fast
+encoders (equal to the generic encoder), and the dispatcher's bound (a full buffer drops, counted)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketpy.client.results import SendResult, SendStatus
+from rocketpy.client.trace import ConsumeTracer, ProducerTracer, TraceDispatcher, context_code
+from rocketpy.message import Message, MessageExt, MessageQueue
+from rocketpy.msgid import create_offset_msg_id
+from rocketpy.trace import (
+    CTX_EXCEPTION,
+    CTX_FAILED,
+    CTX_RETURNNULL,
+    CTX_SUCCESS,
+    TraceRecord,
+    decode_body,
+    decode_record,
+    encode_record,
+    is_trace_topic,
+    record_keys,
+)
+
+# A Pub record as RocketMQ's Java client (TraceDataEncoder) writes it: 14 fields.
+JAVA_PUB = (
+    "Pub\x011700000000000\x01DefaultRegion\x01PG\x01TopicA\x017F000001000018B4AAC2\x01TagA\x01k1 k2"
+    "\x01127.0.0.1:10911\x0111\x013\x010\x017F00000100002A9F0000000000000000\x01true\x02"
+)
+# Older clients: Pub without offsetMsgId (13 fields), SubAfter without contextCode/timestamp/group.
+OLD_PUB = (
+    "Pub\x011700000000000\x01DefaultRegion\x01PG\x01TopicA\x01ID1\x01null\x01null\x01h:1\x015\x012"
+    "\x010\x01true"
+)
+OLD_SUB_AFTER = "SubAfter\x01REQ1\x01ID1\x014\x01false\x01null"
+
+
+def test_java_pub_record_decodes_field_by_field() -> None:
+    [r] = decode_body(JAVA_PUB.encode())
+    assert (r.kind, r.timestamp, r.region_id, r.group, r.topic) == (
+        "Pub",
+        1700000000000,
+        "DefaultRegion",
+        "PG",
+        "TopicA",
+    )
+    assert (r.tags, r.keys, r.store_host, r.body_length, r.cost_ms, r.msg_type) == (
+        "TagA",
+        "k1 k2",
+        "127.0.0.1:10911",
+        11,
+        3,
+        0,
+    )
+    assert r.offset_msg_id == "7F00000100002A9F0000000000000000" and r.success is True
+    assert encode_record(r) == JAVA_PUB  # written back byte for byte
+    assert list(record_keys(r)) == ["7F000001000018B4AAC2", "k1", "k2"]
+
+
+def test_old_records_keep_what_they_have() -> None:
+    pub = decode_record(OLD_PUB)
+    assert pub is not None and pub.offset_msg_id is None and pub.success is True and pub.tags is None
+    after = decode_record(OLD_SUB_AFTER)
+    assert after is not None and after.cost_ms == 4 and after.success is False
+    assert after.context_code is None and after.timestamp is None and after.group is None
+    # a garbled number is None, not an error; an unknown kind is skipped
+    bad = decode_record("SubBefore\x01notatime\x01R\x01G\x01REQ\x01ID\x01x\x01null")
+    assert bad is not None and bad.timestamp is None and bad.retry_times is None and bad.msg_id == "ID"
+    assert decode_body("Unknown\x01a\x02\x02 \x02") == []
+
+
+_text = st.text(
+    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=12,
+).filter(lambda s: s.strip() == s and s != "null")
+
+
+@given(
+    kind=st.sampled_from(["Pub", "SubBefore", "SubAfter", "EndTransaction", "Deliver", "SendBack"]),
+    ts=st.integers(0, 2**62),
+    text=_text,
+    n=st.integers(0, 10**9),
+    ok=st.booleans(),
+)
+def test_every_kind_round_trips(kind: str, ts: int, text: str, n: int, ok: bool) -> None:
+    r = TraceRecord(
+        kind,
+        timestamp=ts,
+        group=text,
+        msg_id=text,
+        topic=text,
+        request_id=text,
+        keys=text,
+        cost_ms=n,
+        success=ok,
+        retry_times=n,
+        queue_id=n,
+        queue_offset=n,
+        body_length=n,
+        msg_type=1,
+        context_code=2,
+        region_id="R",
+        store_host="h:1",
+        offset_msg_id=text,
+        tags=text,
+        transaction_id=text,
+        transaction_state="COMMIT_MESSAGE",
+        from_transaction_check=ok,
+        broker_name="b",
+        client_host="c:2",
+        target_topic=text,
+    )
+    [back] = decode_body(encode_record(r) + encode_record(r))[:1]
+    for name, value in back.as_dict().items():
+        assert getattr(r, name) == value, name
+    assert back.kind == kind
+
+
+def test_trace_topics() -> None:
+    assert is_trace_topic("RMQ_SYS_TRACE_TOPIC") and is_trace_topic("rmq_sys_TRACE_DATA_DefaultRegion")
+    assert not is_trace_topic("TopicA")
+
+
+def _dispatcher(size: int = 100) -> TraceDispatcher:
+    d = TraceDispatcher("G", "127.0.0.1:9876", buffer_size=size)
+    d._open = True  # appending only: no inner producer needed
+    return d
+
+
+def test_fast_encoders_equal_the_generic_encoder() -> None:
+    d = _dispatcher()
+    mq = MessageQueue("TopicA", "b", 1)
+    omid = create_offset_msg_id("127.0.0.1", 10911, 42)
+    result = SendResult(SendStatus.SEND_OK, "ID1", omid, mq, 7)
+    ProducerTracer(d, "PG").pub(Message("TopicA", b"hello", tags="T", keys=["k1", "k2"]), result, 1000, 3, 0)
+    m = MessageExt("TopicA", b"x", keys="k1")
+    m.msg_id, m.reconsume_times = "ID1", 2
+    tracer = ConsumeTracer(d, "CG", ("OK",))
+    ids = tracer.before([[m]])
+    tracer.after([[m]], ids, ["OK"], [1.0, 1.004])
+    (pub, pub_keys), (before, _), (after, after_keys) = list(d._buffer)
+    assert pub_keys == "ID1 k1 k2" and after_keys == "ID1 k1"
+    for text in (pub, before, after):
+        r = decode_record(text.rstrip("\x02"))
+        assert r is not None and encode_record(r) == text
+    p = decode_record(pub.rstrip("\x02"))
+    assert p is not None and (p.store_host, p.body_length, p.offset_msg_id, p.success) == (
+        "127.0.0.1:10911",
+        5,
+        omid,
+        True,
+    )
+    a = decode_record(after.rstrip("\x02"))
+    assert a is not None and (a.request_id, a.cost_ms, a.success, a.context_code, a.group) == (
+        ids[0],
+        4,
+        True,
+        CTX_SUCCESS,
+        "CG",
+    )
+
+
+def test_full_buffer_drops_and_counts() -> None:
+    d = _dispatcher(size=3)
+    for i in range(5):
+        d.append(f"r{i}", "k")
+    assert (d.stats.appended, d.stats.dropped, len(d._buffer)) == (3, 2, 3)
+    d._open = False  # stopped: later records are dropped too
+    d.append("late", "k")
+    assert d.stats.dropped == 3
+
+
+def test_trace_switch_off_skips_the_message() -> None:
+    d = _dispatcher()
+    m = MessageExt("TopicA", b"x", properties={"TRACE_ON": "false"})
+    m.msg_id = "ID"
+    ConsumeTracer(d, "CG", ("OK",)).before([[m]])
+    assert not d._buffer
+
+
+def test_context_codes() -> None:
+    assert context_code("OK", True) == CTX_SUCCESS
+    assert context_code(None, False) == CTX_RETURNNULL
+    assert context_code(ValueError(), False) == CTX_EXCEPTION
+    assert context_code("RECONSUME_LATER", False) == CTX_FAILED
+
+
+# Records as rocketmq-client-cpp 2.x writes them (src/trace/TraceUtil.cpp): Pub with 13 fields after
+# the kind, empty strings for absent tags/keys; SubAfter with only requestId, msgId, costTime, status
+# and keys (no contextCode, timestamp or group). Its topic is rmq_sys_TRACE_DATA_<region>.
+CPP_BODY = (
+    "Pub\x011700000000123\x01DefaultRegion\x01cpp_pg\x01CppTopic\x01C0A8000100002A9F0000000000000001\x01"
+    "TagA\x01\x01127.0.0.1:10911\x0142\x015\x010\x017F00000100002A9F00000000000000AB\x01true\x02"
+    "SubBefore\x011700000000200\x01DefaultRegion\x01cpp_cg\x01REQ-9\x01C0A8000100002A9F0000000000000001"
+    "\x011\x01\x02"
+    "SubAfter\x01REQ-9\x01C0A8000100002A9F0000000000000001\x017\x01false\x01\x02"
+)
+
+
+def test_cpp_client_records_decode() -> None:
+    pub, before, after = decode_body(CPP_BODY.encode())
+    assert (pub.kind, pub.group, pub.topic, pub.tags, pub.keys, pub.body_length, pub.cost_ms) == (
+        "Pub",
+        "cpp_pg",
+        "CppTopic",
+        "TagA",
+        None,
+        42,
+        5,
+    )
+    assert pub.offset_msg_id == "7F00000100002A9F00000000000000AB" and pub.success is True
+    assert (before.group, before.request_id, before.retry_times, before.keys) == ("cpp_cg", "REQ-9", 1, None)
+    assert (after.request_id, after.cost_ms, after.success) == ("REQ-9", 7, False)
+    assert after.group is None and after.timestamp is None and after.context_code is None
