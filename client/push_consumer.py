@@ -20,6 +20,7 @@ import asyncio
 import logging
 from typing import Any
 
+from rocketpy.client import consumer_admin
 from rocketpy.client.consume_service import (
     ConcurrentConsumeService,
     ConsumeService,
@@ -42,7 +43,7 @@ from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
 from rocketpy.client.send_back import BrokerSendBack
 from rocketpy.errors import MQClientError, RocketpyError
-from rocketpy.message import MessageQueue
+from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.protocol.headers.pop import MAX_POP_MSGS, ConsumeInitMode, MessageRequestMode
 from rocketpy.protocol.headers.send_back import USE_GROUP_MAX
 from rocketpy.topic import retry_topic
@@ -126,6 +127,7 @@ class PushConsumer(ConsumerBase):
         self._listener: Listener | None = None
         self.consume_service: ConsumeService | None = None
         self._locks: QueueLocks | None = None  # orderly CLUSTERING only
+        self.listener_runner: ListenerRunner | None = None  # made at start
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         """Set the listener ``(msgs, context) -> ConsumeStatus`` (``ConsumeOrderlyStatus`` if orderly).
@@ -188,8 +190,15 @@ class PushConsumer(ConsumerBase):
         self.consume_service = self._new_consume_service(inst)
 
     def _new_consume_service(self, inst: MQClientInstance) -> ConsumeService:
+        service = self._make_consume_service(inst)
+        service.stats = self.stats
+        return service
+
+    def _make_consume_service(self, inst: MQClientInstance) -> ConsumeService:
         assert self._listener is not None
-        runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
+        self.listener_runner = runner = ListenerRunner(
+            self._listener, self.consume_thread_min, self.consume_thread_max
+        )
         batch = self.consume_message_batch_max_size
         limit = self.max_reconsume_times
         send_back = BrokerSendBack(inst, self.group, USE_GROUP_MAX if limit < 0 else limit)
@@ -244,7 +253,7 @@ class PushConsumer(ConsumerBase):
             log.warning("cannot start %s for %s: %s (retrying)", mq, self.group, exc)
             return None
         ctx = QueueContext(mq, self.subscription_table[mq.topic], offset, self.offset_store, pq)
-        return self._start_pulling(ctx, self._service().submit)
+        return self.start_pulling(ctx, self._service().submit)
 
     async def _release_queue(self, ctx: QueueContext) -> None:
         await ctx.stop_pulling()  # nothing more is pulled or handed to the listener
@@ -256,6 +265,21 @@ class PushConsumer(ConsumerBase):
         self.offset_store.remove(ctx.mq)
         if self._locks is not None:
             await self._locks.unlock([ctx.mq])
+
+    # --- the admin's calls (client/consumer_admin.py) ---
+
+    async def queue_stopped(self, ctx: QueueContext) -> None:
+        """A reset stopped ``ctx``: let listener calls running for it finish (bounded)."""
+        await self._service().wait_queue_idle(ctx.mq, LOCK_MAX_LIVE_S if self.orderly else RELEASE_DRAIN_S)
+
+    def submit_target(self) -> Any:
+        """A reset queue's batches go to the consume service."""
+        return self._service().submit
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: run the listener on ``msg`` once (no offset moves, nothing is
+        sent back); RocketMQ's ConsumeMessageDirectlyResult."""
+        return await consumer_admin.consume_directly(self, msg, broker_name)
 
     # --- POP mode ---
 
@@ -283,6 +307,7 @@ class PushConsumer(ConsumerBase):
             init_mode=ConsumeInitMode.MIN if first else ConsumeInitMode.MAX,
         )
         runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
+        self.listener_runner = runner
         self.pop_engine = engine = PopEngine(inst, self.client_id, self.subscription_table, options, runner)
         inst.register_consumer(self.group, self.client_id, self)
         self._state = "RUNNING"

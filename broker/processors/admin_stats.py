@@ -16,6 +16,7 @@ from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import encode
+from rocketpy.broker.processors.client_calls import connection_doc
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import Store
@@ -186,13 +187,9 @@ class AdminStatsProcessor:
             )
         body = {
             "connectionSet": [
-                {
-                    "clientId": cid,
-                    "clientAddr": ci.channel.remote_addr,
-                    "language": ci.channel.attrs.get("language", "PYTHON"),
-                    "protocol": ci.channel.attrs.get("protocol", "remoting"),  # rocketpy's: or "grpc"
-                }
-                for cid, ci in sorted(info.channels.items())
+                # rocketpy's "protocol": "remoting" or "grpc"
+                {**connection_doc(ci), "protocol": ci.channel.attrs.get("protocol", "remoting")}
+                for _cid, ci in sorted(info.channels.items())
             ],
             "subscriptionTable": {t: s.to_wire() for t, s in info.subscriptions.items()},
             "consumeType": info.consume_type,

@@ -23,6 +23,7 @@ from rocketpy.protocol.header import Header
 from rocketpy.protocol.headers import (
     admin,
     client,
+    clients,
     controller,
     namesrv,
     offset,
@@ -259,6 +260,28 @@ _ALL: tuple[RequestSpec, ...] = (
     _spec(C.NOTIFY_BROKER_ROLE_CHANGED, "broker", access=SIGNED),
     _spec(C.CONTROLLER_GET_METADATA_INFO, "broker", access=SIGNED),
     _spec(C.CONTROLLER_ELECT_MASTER, "broker", controller.ElectMasterRequestHeader, access=ADMIN),
+    # -- broker: a group's live clients (the broker calls them on their own connection) -----------
+    _spec(C.INVOKE_BROKER_TO_RESET_OFFSET, "broker", clients.ResetOffsetRequestHeader, access=ADMIN),
+    _spec(
+        C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+        "broker",
+        clients.GetConsumerStatusRequestHeader,
+        access=SIGNED,
+    ),
+    _spec(C.GET_PRODUCER_CONNECTION_LIST, "broker", clients.ProducerGroupRequestHeader, access=SIGNED),
+    # served by both: the admin asks a broker, which forwards the call to the named client
+    _spec(
+        C.GET_CONSUMER_RUNNING_INFO,
+        ("broker", "client"),
+        clients.GetConsumerRunningInfoRequestHeader,
+        access=Access(group="group"),
+    ),
+    _spec(
+        C.CONSUME_MESSAGE_DIRECTLY,
+        ("broker", "client"),
+        clients.ConsumeMessageDirectlyRequestHeader,
+        access=ADMIN,
+    ),
     # -- NameServer ------------------------------------------------------------------------------
     _spec(
         C.REGISTER_BROKER,
@@ -302,6 +325,8 @@ _ALL: tuple[RequestSpec, ...] = (
     # -- the SDK: what a broker calls on a client's connection -----------------------------------
     _spec(C.NOTIFY_CONSUMER_IDS_CHANGED, "client", client.ConsumerGroupRequestHeader, access=OPEN),
     _spec(C.CHECK_TRANSACTION_STATE, "client", transaction.CheckTransactionStateRequestHeader, access=OPEN),
+    _spec(C.RESET_CONSUMER_CLIENT_OFFSET, "client", clients.ResetOffsetRequestHeader, access=OPEN),
+    _spec(C.GET_CONSUMER_STATUS_FROM_CLIENT, "client", clients.GetConsumerStatusRequestHeader, access=OPEN),
 )
 
 #: Request code -> its spec.
