@@ -45,6 +45,9 @@ ADDED_SINCE = {
     C.CONTROLLER_GET_SYNC_STATE_DATA,
     C.CONTROLLER_GET_METADATA_INFO,
     C.CONTROLLER_ELECT_MASTER,
+    # ClientCallsProcessor (broker -> client calls on a group's own connections)
+    C.INVOKE_BROKER_TO_RESET_OFFSET, C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+    C.GET_CONSUMER_RUNNING_INFO, C.CONSUME_MESSAGE_DIRECTLY, C.GET_PRODUCER_CONNECTION_LIST,
 }  # fmt: skip
 
 
@@ -70,8 +73,8 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
     # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment,
-    # the controller codes
-    assert len(processors) == 14
+    # the controller codes, the broker -> client calls
+    assert len(processors) == 15
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__
