@@ -284,7 +284,8 @@ class Admin:
     # ---- groups and offsets --------------------------------------------------------------------------
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
-        """Per queue: broker offset, consumer offset, diff (and last timestamp), from GET_CONSUME_STATS.
+        """Per queue: broker offset, consumer offset, diff, last timestamp and ``lag_seconds`` (how long
+        the oldest unconsumed message has waited), from GET_CONSUME_STATS.
 
         A queue the group consumes by POP also has ``pull_offset`` (the next offset to pop),
         ``inflight`` (popped, not yet acked) and ``oldest_inflight_timestamp`` (ms; 0: none)."""
@@ -306,6 +307,8 @@ class Admin:
                     "consumer_offset": c,
                     "diff": b - max(c, 0),
                     "last_timestamp": int(e.get("lastTimestamp", 0)),
+                    # how long the oldest unconsumed message has waited (0: caught up)
+                    "lag_seconds": int(e.get("lagLatencyMs", 0)) / 1000,
                 }
                 if "inflightCount" in e:
                     row["pull_offset"] = int(e.get("pullOffset", 0))

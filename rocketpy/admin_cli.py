@@ -421,28 +421,34 @@ async def delete_kv_config(admin: Any, as_json: bool, namespace: str, key: str) 
 @click.option("-t", "--topic", help="Only this topic.")
 @_admin_command("consumerProgress")
 async def consumer_progress(admin: Any, as_json: bool, group: str, topic: str | None) -> None:
-    """Per queue: broker offset, consumer offset and the difference (a POP group: also what is in
-    flight, popped and not acked, and how long the oldest of it has been)."""
+    """Per queue: broker offset, consumer offset, the difference and the lag in seconds (how long the
+    oldest unconsumed message has waited; a POP group: also what is in flight, popped and not acked,
+    and how long the oldest of it has been)."""
     rows = await admin.consumer_progress(group, topic)
     pop = any("inflight" in r for r in rows)
     now_ms = int(time.time() * 1000)
     table = []
     for r in rows:
         mq = r["mq"]
-        row = [mq.topic, mq.broker_name, mq.queue_id, r["broker_offset"], r["consumer_offset"], r["diff"]]
+        row = [mq.topic, mq.broker_name, mq.queue_id, r["broker_offset"], r["consumer_offset"], r["diff"],
+               f"{r['lag_seconds']:.1f}"]  # fmt: skip
         if pop:
             oldest = r.get("oldest_inflight_timestamp", 0)
             row += [r.get("inflight", 0), f"{(now_ms - oldest) / 1000:.1f}" if oldest else "-"]
         table.append([*row, _fmt_ms(r["last_timestamp"])])
     total = sum(r["diff"] for r in rows)
     inflight = sum(r.get("inflight", 0) for r in rows)
+    max_lag = max((r["lag_seconds"] for r in rows), default=0.0)
     if as_json:
-        _emit(True, {"group": group, "queues": rows, "diffTotal": total, "inflightTotal": inflight})
+        doc = {"group": group, "queues": rows, "diffTotal": total, "inflightTotal": inflight}
+        _emit(True, {**doc, "maxLagSeconds": max_lag})
         return
-    head = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff"]
+    head = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "Lag(s)"]
     head += ["#InFlight", "Oldest Unacked (s)"] if pop else []
     click.echo(format_table([*head, "LastTime"], table))
-    click.echo(f"\nDiff Total: {total}" + (f"\nInFlight Total: {inflight}" if pop else ""))
+    click.echo(f"\nDiff Total: {total}\nMax Lag(s): {max_lag:.1f}")
+    if pop:
+        click.echo(f"InFlight Total: {inflight}")
 
 
 @click.option("-g", "--groupName", "group", required=True)

@@ -115,8 +115,10 @@ def test_send_query_consume_progress(cluster: dict[str, str]) -> None:
     assert sorted(o["offset"] for o in reset["offsets"]) == [0, 0]
     progress = run_json(ns, "consumerProgress", "-g", "cg-admin", "-t", "QT")
     assert progress["diffTotal"] == 1
+    # the one unconsumed message has waited since it was stored (lag in seconds)
+    assert progress["maxLagSeconds"] > 0 and max(q["lag_seconds"] for q in progress["queues"]) > 0
     table = run(ns, "consumerProgress", "-g", "cg-admin", "-t", "QT")
-    assert "#Broker Offset" in table and "Diff Total: 1" in table
+    assert "#Broker Offset" in table and "#Lag(s)" in table and "Diff Total: 1" in table
 
 
 def test_broker_config_and_wipe_perm(cluster: dict[str, str]) -> None:
