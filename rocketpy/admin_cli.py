@@ -588,6 +588,7 @@ def _fmt_ms(ms: int) -> str:
 # The message commands (queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage) live in
 # rocketpy.admin_cli_msg and register themselves on ``mqadmin`` when imported here.
 import rocketpy.admin_cli_ctl  # noqa: E402
+import rocketpy.admin_cli_groups  # noqa: E402
 import rocketpy.admin_cli_msg  # noqa: E402, F401
 
 commands: list[click.Command] = list(mqadmin.commands.values())

@@ -1,0 +1,150 @@
+"""mqadmin's group, client and permission commands against one set of real daemons: consumerConnection,
+producerConnection, consumerStatus (-i, -s), queryMsgByUniqueKey (-g -d), getConsumerConfig,
+cloneGroupOffset, skipAccumulatedMessage, allocateMQ, topicClusterList, updateTopicPerm,
+addWritePerm and deleteSubGroup, table and --json (a failing command as a subprocess: its one-line error)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from click.testing import CliRunner
+
+from rocketpy import Admin, ConsumeStatus, Message, Producer, PushConsumer
+from rocketpy.admin_cli import mqadmin as commands
+from rocketpy.message import MessageExt
+from tests.conftest import DaemonPool
+from tests.consumer_settings import FAST_CONSUMER
+from tests.waiting import wait_until_async
+
+TOPIC = "OpsT"
+
+
+async def mqadmin(ns: str, *args: str, ok: bool = True) -> str:
+    """Run ``mqadmin``: in a thread (its own event loop; no interpreter start per command) and its
+    stdout; with ``ok=False`` as a subprocess, expecting a failure, and its stderr."""
+    if ok:
+        argv = [args[0], "-n", ns, *args[1:]]
+        result = await asyncio.to_thread(CliRunner().invoke, commands, argv, catch_exceptions=False)
+        assert result.exit_code == 0, (args, result.output)
+        return result.output
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rocketpy.admin_cli", args[0], "-n", ns, *args[1:],
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode != 0, (args, out.decode(), err.decode())
+    return err.decode()
+
+
+async def mqadmin_json(ns: str, *args: str) -> Any:
+    return json.loads(await mqadmin(ns, *args, "--json"))
+
+
+async def test_group_client_and_permission_commands(daemons: DaemonPool) -> None:
+    ns = daemons.namesrv().addr
+    broker = daemons.broker(ns)
+    admin = Admin(ns, timeout=3.0)
+    await admin.start()
+    await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
+    for g in ("ops_g", "ops_clone", "ops_skip"):
+        await admin.update_subscription_group(g, "DefaultCluster")
+    got: list[bytes] = []
+
+    def listener(msgs: list[MessageExt], ctx: Any) -> Any:
+        got.extend(bytes(m.body) for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("ops_g", ns, **FAST_CONSUMER)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(listener)
+    producer = Producer("ops_pg", ns)
+    await consumer.start()
+    await producer.start()
+    try:
+        sent = [await producer.send(Message(TOPIC, b"m%d" % i)) for i in range(4)]
+        await wait_until_async(lambda: len(got) >= 4, 30, message="consumed")
+
+        async def caught_up() -> bool:
+            return (await mqadmin_json(ns, "consumerProgress", "-g", "ops_g", "-t", TOPIC))["diffTotal"] == 0
+
+        await wait_until_async(caught_up, 30, interval=0.5, message="ops_g committed")
+        cid = consumer.client_id
+
+        table = await mqadmin(ns, "consumerConnection", "-g", "ops_g")
+        lines = table.splitlines()
+        assert lines[0].split() == ["#Index", "#ClientId", "#ClientAddr", "#Language", "#Version"]
+        assert lines[1].split()[:2] == ["1", cid] and "Below is subscription:" in table
+        assert f"{TOPIC}" in table and "MessageModel: CLUSTERING" in table
+        conn = await mqadmin_json(ns, "consumerConnection", "-g", "ops_g")
+        assert [c["clientId"] for c in conn["connectionSet"]] == [cid] and TOPIC in conn["subscriptionTable"]
+
+        producers = await mqadmin_json(ns, "producerConnection", "-g", "ops_pg", "-t", TOPIC)
+        assert [c["clientId"] for c in producers["connectionSet"]] == [producer.client_id]
+        assert producer.client_id in await mqadmin(ns, "producerConnection", "-g", "ops_pg", "-t", TOPIC)
+
+        status = await mqadmin(ns, "consumerStatus", "-g", "ops_g")
+        assert status.splitlines()[0].split() == ["#Index", "#ClientId", "#Version", "#Subscriptions"]
+        assert cid in status
+        running = await mqadmin(ns, "consumerStatus", "-g", "ops_g", "-i", cid, "-s")
+        for part in ("#Consumer Properties#", "#Consumer Subscription#", "#Consumer Offset#",
+                     "#Consumer RT&TPS#", "#Consumer jstack#", "PROP_CLIENT_VERSION"):  # fmt: skip
+            assert part in running, part
+        info = await mqadmin_json(ns, "consumerStatus", "-g", "ops_g", "-i", cid)
+        assert {"properties", "subscriptionSet", "mqTable", "statusTable"} <= set(info)
+
+        unique = sent[1].msg_id
+        found = await mqadmin_json(ns, "queryMsgByUniqueKey", "-i", unique, "-t", TOPIC)
+        assert [(m["msgId"], m["body"]) for m in found["messages"]] == [(unique, "m1")]
+        direct = await mqadmin_json(
+            ns, "queryMsgByUniqueKey", "-i", unique, "-t", TOPIC, "-g", "ops_g", "-d", cid
+        )
+        assert direct["consumeResult"] == "CR_SUCCESS"
+        await wait_until_async(lambda: got.count(b"m1") == 2, 10, message="m1 consumed again, directly")
+
+        cfg = await mqadmin_json(ns, "getConsumerConfig", "-g", "ops_g")
+        assert cfg[broker.addr]["groupName"] == "ops_g"
+        assert f"============Master: {broker.addr}============" in await mqadmin(
+            ns, "getConsumerConfig", "-g", "ops_g"
+        )
+
+        clone = await mqadmin(ns, "cloneGroupOffset", "-s", "ops_g", "-d", "ops_clone", "-t", TOPIC)
+        assert (
+            clone.strip()
+            == f"clone group offset success. srcGroup[ops_g], destGroup[ops_clone], topic[{TOPIC}]"
+        )
+        progress = await mqadmin_json(ns, "consumerProgress", "-g", "ops_clone", "-t", TOPIC)
+        assert sorted(q["consumer_offset"] for q in progress["queues"]) == [2, 2]
+
+        skipped = await mqadmin(ns, "skipAccumulatedMessage", "-g", "ops_skip", "-t", TOPIC)
+        assert skipped.splitlines()[0].split() == ["#brokerName", "#queueId", "#offset"]
+        assert (await mqadmin_json(ns, "consumerProgress", "-g", "ops_skip", "-t", TOPIC))["diffTotal"] == 0
+
+        allocated = json.loads(await mqadmin(ns, "allocateMQ", "-t", TOPIC, "-i", "c2,c1"))["result"]
+        assert [q["queueId"] for q in allocated["c1"]] == [0] and [q["queueId"] for q in allocated["c2"]] == [
+            1
+        ]
+
+        assert (await mqadmin(ns, "topicClusterList", "-t", TOPIC)).split() == ["DefaultCluster"]
+        perm = await mqadmin(ns, "updateTopicPerm", "-t", TOPIC, "-p", "4", "-c", "DefaultCluster")
+        assert perm.strip() == f"update topic perm from 6 to 4 in {broker.addr} success."
+        assert (await mqadmin_json(ns, "topicRoute", "-t", TOPIC))["queueDatas"][0]["perm"] == 4
+
+        name = broker.name or ""
+        await mqadmin(ns, "wipeWritePerm", "-b", str(name))
+        added = await mqadmin(ns, "addWritePerm", "-b", str(name))
+        assert added.startswith(f"add write perm of broker[{name}] in namesrv[{ns}] OK,")
+
+        deleted = await mqadmin(ns, "deleteSubGroup", "-g", "ops_clone", "-c", "DefaultCluster", "-r", "true")
+        where = f"from broker [{broker.addr}] in cluster [DefaultCluster]"
+        assert deleted.strip() == f"delete subscription group [ops_clone] {where} success."
+        err = await mqadmin(ns, "getConsumerConfig", "-g", "ops_clone", ok=False)
+        assert err.strip() == "error: no broker has a config for group 'ops_clone'"
+        usage = await mqadmin(ns, "deleteSubGroup", "-g", "x", ok=False)
+        assert "give -b BROKER_ADDR or -c CLUSTER" in usage
+    finally:
+        await producer.shutdown()
+        await consumer.shutdown()
+        await admin.shutdown()
