@@ -99,3 +99,16 @@ async def clone_group_offset(admin: Admin, src: str, dest: str, topic: str) -> l
         await admin._invoke(addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext)
         copied.append({"mq": mq, "offset": offset})
     return copied
+
+
+async def broker_name_of(admin: Admin, broker_addr: str) -> str:
+    """The broker name whose member listens at ``broker_addr``.
+
+    Raises:
+        MQClientError: no broker of the cluster has that address.
+    """
+    info = await admin.cluster_info()
+    for name, bd in info.broker_addr_table.items():
+        if broker_addr in bd.broker_addrs.values():
+            return name
+    raise MQClientError(f"no broker listens at {broker_addr} (see mqadmin clusterList)")

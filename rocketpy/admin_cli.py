@@ -585,11 +585,13 @@ def _fmt_ms(ms: int) -> str:
     return _dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-# The message commands (queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage) live in
-# rocketpy.admin_cli_msg and register themselves on ``mqadmin`` when imported here.
+# The other commands live in rocketpy.admin_cli_msg (messages), admin_cli_ctl (controller mode),
+# admin_cli_groups (groups, live clients, topic permissions) and admin_cli_ops (reading queues, send RT,
+# exports), and register themselves on ``mqadmin`` when imported here.
 import rocketpy.admin_cli_ctl  # noqa: E402
 import rocketpy.admin_cli_groups  # noqa: E402
-import rocketpy.admin_cli_msg  # noqa: E402, F401
+import rocketpy.admin_cli_msg  # noqa: E402
+import rocketpy.admin_cli_ops  # noqa: E402, F401
 
 commands: list[click.Command] = list(mqadmin.commands.values())
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from rocketpy.admin_cli import mqadmin as commands
 from rocketpy.message import MessageExt
 from tests.conftest import DaemonPool
 from tests.consumer_settings import FAST_CONSUMER
+from tests.daemons import Daemon
 from tests.waiting import wait_until_async
 
 TOPIC = "OpsT"
@@ -43,7 +45,7 @@ async def mqadmin_json(ns: str, *args: str) -> Any:
     return json.loads(await mqadmin(ns, *args, "--json"))
 
 
-async def test_group_client_and_permission_commands(daemons: DaemonPool) -> None:
+async def test_group_client_and_permission_commands(daemons: DaemonPool, tmp_path: Path) -> None:
     ns = daemons.namesrv().addr
     broker = daemons.broker(ns)
     admin = Admin(ns, timeout=3.0)
@@ -60,7 +62,7 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool) -> None
     consumer = PushConsumer("ops_g", ns, **FAST_CONSUMER)
     consumer.subscribe(TOPIC, "*")
     consumer.register_listener(listener)
-    producer = Producer("ops_pg", ns)
+    producer = Producer("ops_pg", ns, heartbeat_broker_interval=1.0)
     await consumer.start()
     await producer.start()
     try:
@@ -81,8 +83,11 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool) -> None
         conn = await mqadmin_json(ns, "consumerConnection", "-g", "ops_g")
         assert [c["clientId"] for c in conn["connectionSet"]] == [cid] and TOPIC in conn["subscriptionTable"]
 
-        producers = await mqadmin_json(ns, "producerConnection", "-g", "ops_pg", "-t", TOPIC)
-        assert [c["clientId"] for c in producers["connectionSet"]] == [producer.client_id]
+        async def producer_listed() -> Any:  # once its heartbeat reached the broker
+            doc = await mqadmin_json(ns, "producerConnection", "-g", "ops_pg", "-t", TOPIC)
+            return [c["clientId"] for c in doc["connectionSet"]] == [producer.client_id]
+
+        await wait_until_async(producer_listed, 35, interval=0.5, message="producer in producerConnection")
         assert producer.client_id in await mqadmin(ns, "producerConnection", "-g", "ops_pg", "-t", TOPIC)
 
         status = await mqadmin(ns, "consumerStatus", "-g", "ops_g")
@@ -127,6 +132,8 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool) -> None
             1
         ]
 
+        await _reads_sends_and_exports(ns, broker, [r.msg_id for r in sent], tmp_path)
+
         assert (await mqadmin(ns, "topicClusterList", "-t", TOPIC)).split() == ["DefaultCluster"]
         perm = await mqadmin(ns, "updateTopicPerm", "-t", TOPIC, "-p", "4", "-c", "DefaultCluster")
         assert perm.strip() == f"update topic perm from 6 to 4 in {broker.addr} success."
@@ -148,3 +155,37 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool) -> None
         await producer.shutdown()
         await consumer.shutdown()
         await admin.shutdown()
+
+
+async def _reads_sends_and_exports(ns: str, broker: Daemon, msg_ids: list[str], tmp_path: Path) -> None:
+    """printMsg, printMsgByQueue, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, exportMetadata and
+    exportConfigs, on the topic's 4 messages (2 per queue) and the groups above."""
+    printed = await mqadmin(ns, "printMsg", "-t", TOPIC)
+    assert printed.count("minOffset=0, maxOffset=2, ") == 2
+    assert sorted(line.split()[1] for line in printed.splitlines() if line.startswith("MSGID:")) == sorted(
+        msg_ids
+    )
+    queues = (await mqadmin_json(ns, "printMsg", "-t", TOPIC, "-e", "now"))["queues"]
+    assert sorted(m["body"] for q in queues for m in q["messages"]) == ["m0", "m1", "m2", "m3"]
+    name = broker.name or ""
+    one = await mqadmin(ns, "printMsgByQueue", "-t", TOPIC, "-a", name, "-i", "0", "-p", "true", "-d", "true")
+    assert one.splitlines()[-1] == "minOffset=0, maxOffset=2, read=2" and " BODY: m" in one
+
+    stats = await mqadmin(ns, "brokerConsumeStats", "-b", broker.addr)
+    assert stats.splitlines()[0].split()[:4] == ["#Topic", "#Group", "#Broker", "Name"]
+    doc = await mqadmin_json(ns, "brokerConsumeStats", "-b", broker.addr)
+    assert {(r["group"], r["diff"]) for r in doc["offsets"] if r["mq"]["topic"] == TOPIC} >= {("ops_g", 0)}
+
+    rt = await mqadmin(ns, "checkMsgSendRT", "-t", TOPIC, "-a", "3", "-s", "16")
+    assert rt.count("SEND_OK") == 3 and rt.splitlines()[-1].startswith("Avg RT: ")
+    status = await mqadmin(ns, "sendMsgStatus", "-b", name, "-c", "2")
+    assert [line.split(", ")[1] for line in status.splitlines()] == ["SendResult=SEND_OK"] * 2
+
+    out = tmp_path / "export"
+    assert (await mqadmin(ns, "exportMetadata", "-c", "DefaultCluster", "-f", str(out))).strip() == (
+        f"export {out / 'metadata.json'} success"
+    )
+    meta = json.loads((out / "metadata.json").read_text())
+    assert TOPIC in meta["topicConfigTable"] and "ops_g" in meta["subscriptionGroupTable"]
+    configs = await mqadmin_json(ns, "exportConfigs", "-c", "DefaultCluster", "-f", str(out))
+    assert configs["brokerConfigs"][name]["brokerName"] == name and (out / "configs.json").exists()
