@@ -99,7 +99,51 @@ async def _with_admin(
         await admin.shutdown()
 
 
-@click.group("mqadmin", context_settings=_CONTEXT)
+#: ``mqadmin --help`` lists the commands in these sections (RocketMQ's areas, in its order); a command
+#: not named here is listed under "Other".
+HELP_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Topic": ("updateTopic", "deleteTopic", "updateTopicPerm", "topicRoute", "topicStatus",
+              "topicClusterList", "topicList", "allocateMQ"),
+    "Consumer group": ("updateSubGroup", "deleteSubGroup", "setConsumeMode", "getConsumerConfig",
+                       "consumerProgress", "consumerConnection", "producerConnection", "consumerStatus",
+                       "cloneGroupOffset", "resetOffsetByTime", "skipAccumulatedMessage",
+                       "brokerConsumeStats"),
+    "Message": ("queryMsgById", "queryMsgByKey", "queryMsgByUniqueKey", "queryMsgByOffset", "printMsg",
+                "printMsgByQueue", "sendMsgStatus", "checkMsgSendRT", "sendMessage", "consumeMessage",
+                "resendDlq"),
+    "Broker and cluster": ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
+                           "wipeWritePerm", "addWritePerm", "exportMetadata", "exportConfigs"),
+    "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",
+                   "updateNamesrvConfig"),
+    "Controller mode": ("getSyncStateSet", "getBrokerEpoch", "getControllerMetaData", "electMaster"),
+}  # fmt: skip
+
+
+def format_sections(group: click.Group, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    """Write ``group``'s commands in ``HELP_SECTIONS``' sections (``format_commands`` of a group)."""
+    names = group.list_commands(ctx)
+    listed = {n for section in HELP_SECTIONS.values() for n in section}
+    sections = [*HELP_SECTIONS.items(), ("Other", tuple(n for n in names if n not in listed))]
+    width = formatter.width - 6 - max((len(n) for n in names), default=0)
+    for title, members in sections:
+        rows = []
+        for name in members:
+            cmd = group.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(width)))
+        if rows:
+            with formatter.section(f"{title} commands"):
+                formatter.write_dl(rows)
+
+
+class _SectionedGroup(click.Group):
+    """A click group whose help lists its commands in sections."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        format_sections(self, ctx, formatter)
+
+
+@click.group("mqadmin", cls=_SectionedGroup, context_settings=_CONTEXT)
 def mqadmin() -> None:
     """RocketMQ-style administration of a rocketpy cluster (command names as in RocketMQ's mqadmin)."""
 

@@ -131,6 +131,11 @@ class _AdminGroup(_LazyGroup):
 
     _source = ("rocketpy.admin_cli", "commands")
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from rocketpy.admin_cli import format_sections  # sections as RocketMQ's areas
+
+        format_sections(self, ctx, formatter)
+
 
 class _BenchGroup(_LazyGroup):
     """The ``bench`` group; its sub-commands are those of the ``rocketpy.bench.bench`` group."""
