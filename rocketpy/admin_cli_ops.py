@@ -1,5 +1,6 @@
-"""``mqadmin`` commands that read queues, measure sends and export a cluster's metadata: printMsg,
-printMsgByQueue, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, exportMetadata, exportConfigs.
+"""``mqadmin`` commands that read queues, measure sends, export a cluster's metadata and read or
+change the NameServers' settings: printMsg, printMsgByQueue, brokerConsumeStats, checkMsgSendRT,
+sendMsgStatus, exportMetadata, exportConfigs, getNamesrvConfig, updateNamesrvConfig.
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); names,
 options and output follow RocketMQ's tools (plain text, or one JSON document with ``--json``).
@@ -285,3 +286,50 @@ def _write(as_json: bool, path: Path, doc: dict[str, Any]) -> None:
         _emit(True, {"file": str(path), **doc})
     else:
         click.echo(f"export {path} success")
+
+
+# ---- NameServer settings -------------------------------------------------------------------------
+
+
+async def _each_namesrv(admin: Any, code: int, body: bytes = b"") -> dict[str, bytes]:
+    """``code`` to every NameServer: address -> its answer's body (an error answer raises)."""
+    from rocketpy.client.answers import check
+    from rocketpy.remoting.command import RemotingCommand
+
+    out = {}
+    for addr in admin.instance.api.namesrv_addrs:
+        resp = await admin.instance.remoting.invoke(
+            addr, RemotingCommand.request(code, None, body), admin.timeout
+        )
+        out[addr] = bytes(check(resp, addr).body)
+    return out
+
+
+@_admin_command("getNamesrvConfig")
+async def get_namesrv_config(admin: Any, as_json: bool) -> None:
+    """Print every NameServer's effective configuration."""
+    from rocketpy.config import parse_properties
+
+    configs = {
+        addr: {e.key: e.value for e in parse_properties(body.decode(), addr)}
+        for addr, body in (await _each_namesrv(admin, RequestCode.GET_NAMESRV_CONFIG)).items()
+    }
+    if as_json:
+        _emit(True, configs)
+        return
+    for addr, cfg in configs.items():
+        click.echo(f"============{addr}============")
+        for k, v in cfg.items():
+            click.echo(f"{k:<50}=  {v}")
+
+
+@click.option("-k", "--key", required=True, help="A key that can change live (the answer lists them).")
+@click.option("-v", "--value", required=True)
+@_admin_command("updateNamesrvConfig")
+async def update_namesrv_config(admin: Any, as_json: bool, key: str, value: str) -> None:
+    """Change a NameServer setting on every NameServer while they run (until their next start)."""
+    done = await _each_namesrv(admin, RequestCode.UPDATE_NAMESRV_CONFIG, f"{key}={value}\n".encode())
+    if as_json:
+        _emit(True, {"updated": sorted(done), "key": key, "value": value})
+        return
+    click.echo(f"update name server config success!{sorted(done)}\n{key} : {value}")

@@ -322,6 +322,8 @@ _ALL: tuple[RequestSpec, ...] = (
     ),
     _spec(C.DELETE_KV_CONFIG, "namesrv", namesrv.KVConfigRequestHeader, access=ADMIN),
     _spec(C.GET_KVLIST_BY_NAMESPACE, "namesrv", namesrv.NamespaceRequestHeader, access=OPEN),
+    _spec(C.GET_NAMESRV_CONFIG, "namesrv", access=SIGNED),
+    _spec(C.UPDATE_NAMESRV_CONFIG, "namesrv", access=ADMIN),
     # -- the SDK: what a broker calls on a client's connection -----------------------------------
     _spec(C.NOTIFY_CONSUMER_IDS_CHANGED, "client", client.ConsumerGroupRequestHeader, access=OPEN),
     _spec(C.CHECK_TRANSACTION_STATE, "client", transaction.CheckTransactionStateRequestHeader, access=OPEN),

@@ -1,7 +1,8 @@
 """mqadmin's group, client and permission commands against one set of real daemons: consumerConnection,
 producerConnection, consumerStatus (-i, -s), queryMsgByUniqueKey (-g -d), getConsumerConfig,
 cloneGroupOffset, skipAccumulatedMessage, allocateMQ, topicClusterList, updateTopicPerm,
-addWritePerm and deleteSubGroup, table and --json (a failing command as a subprocess: its one-line error)."""
+addWritePerm, deleteSubGroup and the read, send-RT, export and NameServer-config commands, table
+and --json (a failing command as a subprocess: its one-line error)."""
 
 from __future__ import annotations
 
@@ -158,8 +159,8 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool, tmp_pat
 
 
 async def _reads_sends_and_exports(ns: str, broker: Daemon, msg_ids: list[str], tmp_path: Path) -> None:
-    """printMsg, printMsgByQueue, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, exportMetadata and
-    exportConfigs, on the topic's 4 messages (2 per queue) and the groups above."""
+    """printMsg, printMsgByQueue, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, getNamesrvConfig,
+    updateNamesrvConfig, exportMetadata and exportConfigs, on the topic's 4 messages (2 per queue)."""
     printed = await mqadmin(ns, "printMsg", "-t", TOPIC)
     assert printed.count("minOffset=0, maxOffset=2, ") == 2
     assert sorted(line.split()[1] for line in printed.splitlines() if line.startswith("MSGID:")) == sorted(
@@ -187,5 +188,11 @@ async def _reads_sends_and_exports(ns: str, broker: Daemon, msg_ids: list[str], 
     )
     meta = json.loads((out / "metadata.json").read_text())
     assert TOPIC in meta["topicConfigTable"] and "ops_g" in meta["subscriptionGroupTable"]
+    ns_cfg = await mqadmin(ns, "getNamesrvConfig")
+    assert ns_cfg.splitlines()[0] == f"============{ns}============" and "orderMessageEnable" in ns_cfg
+    await mqadmin(ns, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert (await mqadmin_json(ns, "getNamesrvConfig"))[ns]["orderMessageEnable"] == "true"
+    refused = await mqadmin(ns, "updateNamesrvConfig", "-k", "listenPort", "-v", "1", ok=False)
+    assert "cannot change listenPort while the NameServer runs" in refused
     configs = await mqadmin_json(ns, "exportConfigs", "-c", "DefaultCluster", "-f", str(out))
     assert configs["brokerConfigs"][name]["brokerName"] == name and (out / "configs.json").exists()
