@@ -1,6 +1,7 @@
 """``mqadmin`` commands that read queues, measure sends, export a cluster's metadata and read or
 change the NameServers' settings: printMsg, printMsgByQueue, brokerConsumeStats, checkMsgSendRT,
-sendMsgStatus, exportMetadata, exportConfigs, getNamesrvConfig, updateNamesrvConfig.
+sendMsgStatus, clusterRT, exportMetadata, exportConfigs, getNamesrvConfig, updateNamesrvConfig,
+haStatus.
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); names,
 options and output follow RocketMQ's tools (plain text, or one JSON document with ``--json``).
@@ -233,6 +234,30 @@ async def send_msg_status(admin: Any, as_json: bool, broker_name: str, size: int
         click.echo(f"rt={s['rtMs']:.2f}ms, SendResult={s['result']}")
 
 
+@click.option("-c", "--cluster", help="Only this cluster (default: every cluster).")
+@click.option("-a", "--amount", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.option("-s", "--size", type=click.IntRange(1, 4 * 1024 * 1024), default=128, show_default=True)
+@_admin_command("clusterRT")
+async def cluster_rt(admin: Any, as_json: bool, cluster: str | None, amount: int, size: int) -> None:
+    """Send messages to every broker (its own topic) and print each broker's mean round trip."""
+    info = await admin.cluster_info()
+    clusters = {cluster: info.cluster_addr_table.get(cluster, [])} if cluster else info.cluster_addr_table
+    rows = []
+    for name_of_cluster, names in sorted(clusters.items()):
+        for name in sorted(names):
+            sends = await _timed_sends(admin, name, amount, size, name)
+            ok = [s for s in sends if s["result"] == "SEND_OK"]
+            rt = sum(s["rtMs"] for s in ok) / len(ok) if ok else None
+            rows.append({"cluster": name_of_cluster, "brokerName": name, "rtMs": rt,
+                         "successCount": len(ok), "failCount": len(sends) - len(ok)})  # fmt: skip
+    if as_json:
+        _emit(True, {"brokers": rows})
+        return
+    table = [[r["cluster"], r["brokerName"], f"{r['rtMs']:.2f}" if r["rtMs"] is not None else "-",
+              r["successCount"], r["failCount"]] for r in rows]  # fmt: skip
+    _emit(False, None, ["Cluster Name", "Broker Name", "RT(ms)", "successCount", "failCount"], table)
+
+
 # ---- exports -------------------------------------------------------------------------------------
 
 
@@ -333,3 +358,69 @@ async def update_namesrv_config(admin: Any, as_json: bool, key: str, value: str)
         _emit(True, {"updated": sorted(done), "key": key, "value": value})
         return
     click.echo(f"update name server config success!{sorted(done)}\n{key} : {value}")
+
+
+# ---- replication ---------------------------------------------------------------------------------
+
+
+def ha_doc(addr: str, runtime: dict[str, str]) -> dict[str, Any]:
+    """One broker's replication as haStatus shows it: a master's slaves, or a slave's link."""
+    try:
+        ha = json.loads(runtime.get("haStatus", "null"))
+    except ValueError:
+        ha = None
+    doc: dict[str, Any] = {"addr": addr, "role": runtime.get("brokerRole"),
+                           "commitLogMaxOffset": int(runtime.get("commitLogMaxOffset", 0) or 0)}  # fmt: skip
+    if isinstance(ha, list):
+        doc["slaves"] = ha
+    elif isinstance(ha, dict):
+        doc["link"] = ha
+    return doc
+
+
+def _print_ha(doc: dict[str, Any]) -> None:
+    if "link" in doc:
+        link = doc["link"]
+        behind = max(0, (link.get("masterOffset") or 0) - (link.get("slaveMaxOffset") or 0))
+        click.echo(f"#SlaveAddr               {doc['addr']}")
+        click.echo(f"#MasterHaAddr            {link.get('masterHaAddr')}")
+        click.echo(f"#Connected               {str(link.get('connected')).lower()}")
+        click.echo(f"#SlaveMaxOffset          {link.get('slaveMaxOffset')}")
+        click.echo(f"#MasterOffset            {link.get('masterOffset')}")
+        click.echo(f"#Diff                    {behind}")
+        click.echo(f"#LastTransfer(s)         {link.get('secondsSinceFrame')}")
+        return
+    slaves = doc.get("slaves") or []
+    click.echo(f"#MasterAddr               {doc['addr']}")
+    click.echo(f"#MasterCommitLogMaxOffset {doc['commitLogMaxOffset']}")
+    click.echo(f"#SlaveNum                 {len(slaves)}")
+    keys = ("brokerId", "addr", "ackOffset", "bytesBehind", "secondsSinceReport")
+    rows = [[s.get(k) for k in keys] for s in slaves]
+    _emit(False, None, ["SlaveId", "SlaveAddr", "SlaveAckOffset", "Diff", "LastReport(s)"], rows)
+
+
+@click.option("-b", "--brokerAddr", "broker_addr", help="This broker (a master or a slave).")
+@click.option("-c", "--clusterName", "cluster", help="Every member of every broker of this cluster.")
+@_admin_command("haStatus")
+async def ha_status(admin: Any, as_json: bool, broker_addr: str | None, cluster: str | None) -> None:
+    """Replication: a master's slaves (acknowledged offset, bytes behind, last report) or a slave's
+    link to its master (connected, offsets, last transfer)."""
+    if broker_addr:
+        addrs = [broker_addr]
+    elif cluster:
+        info = await admin.cluster_info()
+        names = info.cluster_addr_table.get(cluster)
+        if names is None:
+            raise RocketpyError(f"cluster {cluster!r} not found (see mqadmin clusterList)")
+        bds = [info.broker_addr_table[n] for n in sorted(names) if n in info.broker_addr_table]
+        addrs = [a for bd in bds for _bid, a in sorted(bd.broker_addrs.items())]
+    else:
+        raise click.UsageError("give -b BROKER_ADDR or -c CLUSTER")
+    docs = [ha_doc(a, dict(await admin.broker_runtime_info(a))) for a in addrs]
+    if as_json:
+        _emit(True, {"brokers": docs})
+        return
+    for i, doc in enumerate(docs):
+        if i:
+            click.echo("")
+        _print_ha(doc)

@@ -152,6 +152,34 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool, tmp_pat
         assert err.strip() == "error: no broker has a config for group 'ops_clone'"
         usage = await mqadmin(ns, "deleteSubGroup", "-g", "x", ok=False)
         assert "give -b BROKER_ADDR or -c CLUSTER" in usage
+
+        # haStatus: a slave joins broker-a; the master lists it, the slave shows its link
+        ha_fast = {"haSendHeartbeatInterval": 200, "slaveSyncInterval": 300, "registerNameServerPeriod": 1000}
+        slave = daemons.broker(ns, brokerName=name, brokerId=1, brokerRole="SLAVE", **ha_fast)
+
+        async def replicating() -> bool:
+            docs = (await mqadmin_json(ns, "haStatus", "-c", "DefaultCluster"))["brokers"]
+            return [len(d.get("slaves", [])) for d in docs] == [1, 0] and docs[1]["link"]["connected"]
+
+        await wait_until_async(replicating, 30, interval=0.5, message="the slave replicates")
+        ha = await mqadmin(ns, "haStatus", "-b", broker.addr)
+        assert ha.splitlines()[:3] == [
+            f"#MasterAddr               {broker.addr}",
+            ha.splitlines()[1],
+            "#SlaveNum                 1",
+        ]
+        assert ha.splitlines()[3].split() == [
+            "#SlaveId",
+            "#SlaveAddr",
+            "#SlaveAckOffset",
+            "#Diff",
+            "#LastReport(s)",
+        ]
+        link = await mqadmin(ns, "haStatus", "-b", slave.addr)
+        assert (
+            link.splitlines()[0] == f"#SlaveAddr               {slave.addr}"
+            and "#Connected               true" in link
+        )
     finally:
         await producer.shutdown()
         await consumer.shutdown()
@@ -181,6 +209,19 @@ async def _reads_sends_and_exports(ns: str, broker: Daemon, msg_ids: list[str], 
     assert rt.count("SEND_OK") == 3 and rt.splitlines()[-1].startswith("Avg RT: ")
     status = await mqadmin(ns, "sendMsgStatus", "-b", name, "-c", "2")
     assert [line.split(", ")[1] for line in status.splitlines()] == ["SendResult=SEND_OK"] * 2
+    crt = await mqadmin(ns, "clusterRT", "-a", "2", "-s", "16")
+    assert crt.splitlines()[0].split() == [
+        "#Cluster",
+        "Name",
+        "#Broker",
+        "Name",
+        "#RT(ms)",
+        "#successCount",
+        "#failCount",
+    ]
+    assert crt.splitlines()[1].split()[:2] == ["DefaultCluster", name] and crt.splitlines()[1].split()[
+        3:
+    ] == ["2", "0"]
 
     out = tmp_path / "export"
     assert (await mqadmin(ns, "exportMetadata", "-c", "DefaultCluster", "-f", str(out))).strip() == (
