@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import difflib
 import functools
 import json
 import os
@@ -136,11 +137,28 @@ def format_sections(group: click.Group, ctx: click.Context, formatter: click.Hel
                 formatter.write_dl(rows)
 
 
+def find_command(group: click.Group, ctx: click.Context, name: str) -> click.Command | None:
+    """``name`` in any letter case, as RocketMQ's mqadmin finds it (``clusterlist`` is clusterList);
+    an unknown name is a usage error that suggests the nearest command."""
+    names = group.list_commands(ctx)
+    for known in names:
+        if known.lower() == name.lower():
+            return click.Group.get_command(group, ctx, known)
+    if name.startswith("-"):
+        return None
+    near = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
+    hint = next((f" Did you mean '{n}'?" for n in names if near and n.lower() == near[0]), "")
+    raise click.UsageError(f"No such command '{name}'.{hint}", ctx)
+
+
 class _SectionedGroup(click.Group):
-    """A click group whose help lists its commands in sections."""
+    """A click group whose help lists its commands in sections, and that finds commands in any case."""
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         format_sections(self, ctx, formatter)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or find_command(self, ctx, cmd_name)
 
 
 @click.group("mqadmin", cls=_SectionedGroup, context_settings=_CONTEXT)

@@ -136,6 +136,11 @@ class _AdminGroup(_LazyGroup):
 
         format_sections(self, ctx, formatter)
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from rocketpy.admin_cli import find_command  # any letter case; a typo gets the nearest name
+
+        return super().get_command(ctx, cmd_name) or find_command(self, ctx, cmd_name)
+
 
 class _BenchGroup(_LazyGroup):
     """The ``bench`` group; its sub-commands are those of the ``rocketpy.bench.bench`` group."""
