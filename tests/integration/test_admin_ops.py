@@ -108,7 +108,11 @@ async def test_group_client_and_permission_commands(daemons: DaemonPool, tmp_pat
             ns, "queryMsgByUniqueKey", "-i", unique, "-t", TOPIC, "-g", "ops_g", "-d", cid
         )
         assert direct["consumeResult"] == "CR_SUCCESS"
-        await wait_until_async(lambda: got.count(b"m1") == 2, 10, message="m1 consumed again, directly")
+        by_offset_id = await mqadmin(
+            ns, "queryMsgById", "-i", sent[1].offset_msg_id, "-g", "ops_g", "-d", cid
+        )
+        assert "consumeResult: CR_SUCCESS" in by_offset_id.splitlines()
+        await wait_until_async(lambda: got.count(b"m1") == 3, 10, message="m1 consumed twice more, directly")
 
         cfg = await mqadmin_json(ns, "getConsumerConfig", "-g", "ops_g")
         assert cfg[broker.addr]["groupName"] == "ops_g"
