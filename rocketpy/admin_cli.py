@@ -648,8 +648,10 @@ def _fmt_ms(ms: int) -> str:
 
 
 # The other commands live in rocketpy.admin_cli_msg (messages), admin_cli_ctl (controller mode),
-# admin_cli_groups (groups, live clients, topic permissions) and admin_cli_ops (reading queues, send RT,
-# exports), and register themselves on ``mqadmin`` when imported here.
+# admin_cli_groups (groups, live clients, topic permissions), admin_cli_ops (reading queues, send RT,
+# exports) and admin_cli_cluster (NameServer settings, replication), and register themselves on
+# ``mqadmin`` when imported here.
+import rocketpy.admin_cli_cluster  # noqa: E402
 import rocketpy.admin_cli_ctl  # noqa: E402
 import rocketpy.admin_cli_groups  # noqa: E402
 import rocketpy.admin_cli_msg  # noqa: E402
