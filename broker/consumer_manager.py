@@ -20,6 +20,8 @@ from rocketpy.subscription import SubscriptionData
 log = logging.getLogger("rocketpy.broker.clients")
 
 MAX_GROUPS = 100_000
+#: The ``version`` rocketpy's SDK puts in its heartbeats (``rocketpy-0.1.0``).
+ROCKETPY_VERSION_PREFIX = "rocketpy"
 MAX_CLIENTS_PER_GROUP = 10_000
 
 
@@ -30,11 +32,24 @@ def wall_clock_ms() -> int:
 
 @dataclass(slots=True)
 class ClientChannelInfo:
-    """A client's connection within a group."""
+    """A client's connection within a group.
+
+    Attributes:
+        language: the client's language (RocketMQ's LanguageCode name; rocketpy's SDK says PYTHON).
+        version: its version text (``rocketpy-0.1.0``; ``""``: it did not say).
+    """
 
     channel: Channel
     client_id: str
     last_update_ms: int
+    language: str = ""
+    version: str = ""
+
+    @property
+    def answers_calls(self) -> bool:
+        """True for rocketpy's SDK, which answers the broker's calls (RocketMQ's clients answer
+        RESET_CONSUMER_CLIENT_OFFSET with nothing)."""
+        return self.version.startswith(ROCKETPY_VERSION_PREFIX)
 
 
 @dataclass(slots=True)
@@ -118,6 +133,7 @@ class ConsumerManager:
         if old.channel is not client.channel:
             old.channel = client.channel
         old.last_update_ms = client.last_update_ms
+        old.language, old.version = client.language, client.version
         return False
 
     @staticmethod
@@ -146,6 +162,7 @@ class ConsumerManager:
         else:
             old.channel = client.channel
             old.last_update_ms = client.last_update_ms
+            old.language, old.version = client.language, client.version
 
     def unregister_consumer(self, group: str, client_id: str) -> bool:
         """Remove a consumer (UNREGISTER_CLIENT); True when it was a member."""
@@ -212,6 +229,11 @@ class ConsumerManager:
         """Sorted client ids of a group, or None when the group has no live consumer."""
         info = self.groups.get(group)
         return info.client_ids() if info is not None else None
+
+    def clients_of(self, group: str) -> list[ClientChannelInfo]:
+        """The live clients of a consumer group, by client id."""
+        info = self.groups.get(group)
+        return [info.channels[cid] for cid in sorted(info.channels)] if info is not None else []
 
     def channels_of(self, group: str) -> list[Channel]:
         """The live channels of a consumer group."""

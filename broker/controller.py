@@ -45,6 +45,7 @@ from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.assignment import AssignmentProcessor
 from rocketpy.broker.processors.auth import AuthProcessor
+from rocketpy.broker.processors.client_calls import ClientCallsProcessor
 from rocketpy.broker.processors.client_manage import ClientManageProcessor
 from rocketpy.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketpy.broker.processors.end_transaction import EndTransactionProcessor
@@ -433,6 +434,7 @@ class BrokerController:
         admin = AdminProcessor(
             bc, sc, topics, groups, offsets, store, self.topics_changed_commit, self.broker_config_changed
         )
+        calls = ClientCallsProcessor(bc, topics, consumers, offsets, store)
         stats = AdminStatsProcessor(
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
@@ -501,6 +503,12 @@ class BrokerController:
             RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
+            # a group's live clients, called on their own connections
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: calls.invoke_reset_offset,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: calls.invoke_get_consumer_status,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: calls.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: calls.consume_message_directly,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: calls.get_producer_connections,
             # controller mode (answered "controller mode is off" otherwise)
             RequestCode.GET_BROKER_EPOCH_CACHE: controller.get_broker_epoch_cache,
             RequestCode.NOTIFY_BROKER_ROLE_CHANGED: controller.notify_role_changed,

@@ -2,7 +2,8 @@
 
 Names follow rocketmq-exporter's subjects under ``rocketpy_``: messages and bytes put per topic and
 got per (group, topic), send/pull/flush latency, held pulls, consume-queue max offsets, committed
-offsets and lag per (group, topic, queue), commitlog size, disk ratio, connections, requests by
+offsets, lag in messages and in seconds (the oldest unconsumed message's age) per (group, topic,
+queue), commitlog size, disk ratio, connections, requests by
 code and response code, replication lag, and controller mode's elections, epoch and SyncStateSet.
 Nothing here runs on the message path: the hot path only bumps counters the broker already keeps
 (``BrokerStats``, ``RequestStats``, ``LatencyHistogram``); ``collect`` runs on the loop (the tables
@@ -23,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from rocketpy.broker.failover.replicas import ReplicasManager
 from rocketpy.broker.ha.role import Replication
+from rocketpy.broker.lag import LagClock
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
 from rocketpy.broker.pop.service import PopService
@@ -73,6 +75,7 @@ class BrokerCollector(Collector):
         self.grpc = grpc  # the gRPC endpoint (None when grpcServerPort is -1)
         self.pop = pop
         self.failover = failover
+        self.lag = LagClock(store)
 
     def collect(self) -> Iterator[Metric]:
         """Every family, read from the live tables."""
@@ -189,15 +192,31 @@ class BrokerCollector(Collector):
             "Messages not yet consumed: the queue's max offset minus the committed offset.",
             labels=["group", "topic", "queue_id"],
         )
+        yield from self._lag_families(committed, lag)
+        yield gauge("topics", "Topics in the broker's topic table.", len(self.topic_config.table))
+
+    def _lag_families(self, committed: GaugeMetricFamily, lag: GaugeMetricFamily) -> Iterator[Metric]:
+        """Per (group, topic, queue): the committed offset, the lag in messages and in seconds (the
+        age of the oldest unconsumed message, ``broker/lag.py``; RocketMQ 5's consumer lag latency)."""
+        store, clock = self.store, self.lag
+        latency = GaugeMetricFamily(
+            PREFIX + "consumer_lag_latency_seconds",
+            "How long the oldest message a group has not consumed has waited in the queue (0: caught up).",
+            labels=["group", "topic", "queue_id"],
+        )
+        now_ms = clock.clock_ms()
+        clock.begin_pass()
         for key, queues in list(self.offsets.table.items()):
             topic, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
             for qid, offset in list(queues.items()):
                 labels = [group, topic, str(qid)]
+                max_offset = store.get_max_offset_in_queue(topic, qid)
                 committed.add_metric(labels, offset)
-                lag.add_metric(labels, max(0, store.get_max_offset_in_queue(topic, qid) - offset))
-        yield committed
-        yield lag
-        yield gauge("topics", "Topics in the broker's topic table.", len(self.topic_config.table))
+                lag.add_metric(labels, max(0, max_offset - offset))
+                ts = clock.oldest_store_time(group, topic, qid, offset, max_offset)
+                latency.add_metric(labels, max(0, now_ms - ts) / 1000 if ts > 0 else 0.0)
+        clock.end_pass()
+        yield from (committed, lag, latency)
 
     def _store(self) -> Iterator[Metric]:
         store = self.store

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from rocketpy.client.api import check, pack_body, unpack_body
 from rocketpy.client.instance import ClientSettings, MQClientInstance
-from rocketpy.client.route import subscribe_queues
 from rocketpy.config import parse_properties
 from rocketpy.errors import MQBrokerError, MQClientError
 from rocketpy.message import MessageExt, MessageQueue
@@ -311,7 +310,8 @@ class Admin:
     # ---- groups and offsets --------------------------------------------------------------------------
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
-        """Per queue: broker offset, consumer offset, diff (and last timestamp), from GET_CONSUME_STATS.
+        """Per queue: broker offset, consumer offset, diff, last timestamp and ``lag_seconds`` (how long
+        the oldest unconsumed message has waited), from GET_CONSUME_STATS.
 
         A queue the group consumes by POP also has ``pull_offset`` (the next offset to pop),
         ``inflight`` (popped, not yet acked) and ``oldest_inflight_timestamp`` (ms; 0: none)."""
@@ -333,6 +333,8 @@ class Admin:
                     "consumer_offset": c,
                     "diff": b - max(c, 0),
                     "last_timestamp": int(e.get("lastTimestamp", 0)),
+                    # how long the oldest unconsumed message has waited (0: caught up)
+                    "lag_seconds": int(e.get("lagLatencyMs", 0)) / 1000,
                 }
                 if "inflightCount" in e:
                     row["pull_offset"] = int(e.get("pullOffset", 0))
@@ -380,24 +382,48 @@ class Admin:
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int
     ) -> list[tuple[MessageQueue, int]]:
-        """Set ``group``'s offset of every queue of ``topic`` to the first message stored at/after the time.
+        """Set ``group``'s offset of every queue of ``topic`` to the first message stored at/after the
+        time, live consumers included (``reset_offset``); the new offsets."""
+        return list((await self.reset_offset(group, topic, timestamp_ms))["offsets"])
 
-        Running consumers of the group keep their in-memory offsets: stop them first (as with RocketMQ's
-        offline reset), or they overwrite the reset on their next commit.
-        """
-        route = await self.topic_route(topic)
-        out: list[tuple[MessageQueue, int]] = []
-        api = self.instance.api
-        for mq in subscribe_queues(topic, route):
-            addr = self.instance.find_broker_addr(mq.broker_name)
-            if addr is None:
-                continue
-            offset = await api.search_offset(addr, topic, mq.queue_id, timestamp_ms, self.timeout)
-            await api.update_consumer_offset(
-                addr, group, topic, mq.queue_id, offset, oneway=False, timeout=self.timeout
-            )
-            out.append((mq, offset))
-        return out
+    # ---- a group's live clients, through the brokers (client/admin_clients.py) --------------------
+
+    async def reset_offset(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[str, Any]:
+        """Reset ``group``'s offsets of ``topic`` to ``timestamp_ms`` (-1: the end) while its
+        consumers run: ``{"offsets": [(mq, offset)], "clients": [per-client outcome]}``."""
+        from rocketpy.client import admin_clients
+
+        return await admin_clients.reset_offset(self, group, topic, timestamp_ms, force=force)
+
+    async def consumer_status(
+        self, group: str, topic: str, client_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The offsets each live client of ``group`` holds for ``topic``."""
+        from rocketpy.client import admin_clients
+
+        return await admin_clients.consumer_status(self, group, topic, client_id)
+
+    async def consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> dict[str, Any]:
+        """One client's ConsumerRunningInfo (subscriptions, queues, rates, thread pool, version)."""
+        from rocketpy.client import admin_clients
+
+        return await admin_clients.consumer_running_info(self, group, client_id, jstack)
+
+    async def consume_message_directly(
+        self, group: str, client_id: str, msg_id: str, topic: str | None = None
+    ) -> dict[str, Any]:
+        """Run one stored message through a chosen client's listener; its result."""
+        from rocketpy.client import admin_clients
+
+        return await admin_clients.consume_message_directly(self, group, client_id, msg_id, topic)
+
+    async def producer_connections(self, group: str) -> list[dict[str, Any]]:
+        """A producer group's live clients."""
+        from rocketpy.client import admin_clients
+
+        return await admin_clients.producer_connections(self, group)
 
     async def update_subscription_group(
         self, group: str, cluster: str | None = None, *, broker_addr: str | None = None, **options: Any

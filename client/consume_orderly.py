@@ -17,6 +17,7 @@ import time
 from rocketpy.client.consumer_types import ConsumeOrderlyStatus
 from rocketpy.client.listener import SKIPPED, ConsumeContext, ListenerRunner, report_failure
 from rocketpy.client.queue_context import QueueContext
+from rocketpy.client.running_info import ConsumeStatsTable
 from rocketpy.client.send_back import DLQ_DELAY_LEVEL, SendBack
 from rocketpy.errors import RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
@@ -54,6 +55,8 @@ class OrderlyConsumeService:
         self._send_back = send_back
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self.consumed_count = 0
+        #: per-topic counters of the consumer (``client.running_info``), set by the consumer
+        self.stats: ConsumeStatsTable | None = None
         #: Messages sent to the dead-letter queue so far.
         self.sent_back_count = 0
 
@@ -79,7 +82,12 @@ class OrderlyConsumeService:
                 return
             msgs = pq.take(self._batch_max_size)
             cctx = ConsumeContext(mq, self._suspend_s)
+            t0 = time.monotonic()
             [result] = await self._runner.run([msgs], [cctx], pq)
+            if self.stats is not None:
+                ok = result is ConsumeOrderlyStatus.SUCCESS
+                self.stats.on_consume(mq.topic, len(msgs) if ok else 0, 0 if ok else len(msgs),
+                                      (time.monotonic() - t0) * 1000)  # fmt: skip
             if result is SKIPPED:
                 pq.put_back_taken()
                 return

@@ -20,11 +20,13 @@ import asyncio
 import itertools
 import logging
 import operator
+import time
 
 from rocketpy.client.consume_orderly import OrderlyConsumeService
 from rocketpy.client.consumer_types import ConsumeStatus
 from rocketpy.client.listener import SKIPPED, ConsumeContext, Listener, ListenerRunner, report_failure
 from rocketpy.client.queue_context import QueueContext
+from rocketpy.client.running_info import ConsumeStatsTable
 from rocketpy.client.send_back import SendBack, restore_retry_messages
 from rocketpy.errors import RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
@@ -76,6 +78,8 @@ class ConcurrentConsumeService:
         self._delayed: set[asyncio.Task[None]] = set()  # retries still waiting for their delay
         self._closing = False
         self.consumed_count = 0
+        #: per-topic counters of the consumer (``client.running_info``), set by the consumer
+        self.stats: ConsumeStatsTable | None = None
         #: Messages handed back to the broker (retry topic or dead-letter queue) so far.
         self.sent_back_count = 0
 
@@ -116,8 +120,15 @@ class ConcurrentConsumeService:
         size = self._batch_max_size
         chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
         contexts = [ConsumeContext(ctx.mq) for _ in chunks]
+        t0 = time.monotonic()
         results = await self._runner.run(chunks, contexts, pq)
-        if sum(map(operator.is_, results, _SUCCESSES)) == len(chunks):  # the usual case: all consumed
+        ok_chunks = sum(map(operator.is_, results, _SUCCESSES))
+        if self.stats is not None:
+            ok = sum(
+                len(c) for c, r in zip(chunks, results, strict=True) if r is ConsumeStatus.CONSUME_SUCCESS
+            )
+            self.stats.on_consume(ctx.mq.topic, ok, len(msgs) - ok, (time.monotonic() - t0) * 1000)
+        if ok_chunks == len(chunks):  # the usual case: all consumed
             self._acknowledge(ctx, msgs)
             return
         failed: list[tuple[MessageExt, int]] = []  # (message, delay level asked for)

@@ -13,7 +13,9 @@ import asyncio
 import logging
 from typing import Any
 
+from rocketpy.client import consumer_admin
 from rocketpy.client.allocate import strategy_fn
+from rocketpy.client.consumer_admin import now_ms
 from rocketpy.client.consumer_types import (
     AllocateStrategy,
     ConsumeFromWhere,
@@ -27,9 +29,11 @@ from rocketpy.client.consumer_types import (
 )
 from rocketpy.client.instance import ClientSettings, MQClientInstance, new_client_id
 from rocketpy.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from rocketpy.client.process_queue import ProcessQueue
 from rocketpy.client.pull_loop import PullLoop, PullOptions, Submit, check_sql92_support
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.rebalance import GroupMember, Rebalancer
+from rocketpy.client.running_info import ConsumeStatsTable
 from rocketpy.errors import MQClientError
 from rocketpy.message import MessageQueue
 from rocketpy.topic import retry_topic
@@ -96,6 +100,9 @@ class ConsumerBase:
         self.rebalancer: Rebalancer | None = None  # made at start, with the instance
         self._routines: list[asyncio.Task[None]] = []
         self._state = "CREATED"
+        #: per-topic pull and consume counters (GET_CONSUMER_RUNNING_INFO's rates)
+        self.stats = ConsumeStatsTable()
+        self.start_timestamp_ms = 0
 
     @property
     def rebalance_interval(self) -> float:
@@ -138,6 +145,33 @@ class ConsumerBase:
     async def on_consumer_ids_changed(self) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED: rebalance at once."""
         self._wakeup_rebalance()
+
+    # ---- the admin's calls through a broker (client/consumer_admin.py) ---------------------------
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> list[MessageQueue]:
+        """RESET_CONSUMER_CLIENT_OFFSET: held queues of ``topic`` restart from the new offsets."""
+        return await consumer_admin.reset_offset(self, topic, offsets)
+
+    def held_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: the offsets this consumer holds for ``topic``."""
+        return consumer_admin.held_offsets(self, topic)
+
+    def running_info(self, jstack: bool = False) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO: RocketMQ's ConsumerRunningInfo of this consumer."""
+        return consumer_admin.running_info(self, jstack)
+
+    async def queue_stopped(self, ctx: QueueContext) -> None:
+        """A reset stopped ``ctx``'s queue: finish with what it held (each kind says how)."""
+
+    def fresh_process_queue(self, old: ProcessQueue) -> ProcessQueue:
+        """The process queue a reset queue restarts with (an orderly queue keeps its lock)."""
+        pq = ProcessQueue()
+        pq.locked, pq.last_lock_time = old.locked, old.last_lock_time
+        return pq
+
+    def submit_target(self) -> Submit:
+        """Where a reset queue's new pull loop hands its batches (each kind says where)."""
+        raise NotImplementedError
 
     def _client(self) -> MQClientInstance:
         if self.instance is None:
@@ -190,6 +224,7 @@ class ConsumerBase:
         self.rebalancer = rebalancer = self._new_rebalancer(member, inst)
         inst.register_consumer(self.group, self.client_id, self)
         self._state = "RUNNING"
+        self.start_timestamp_ms = now_ms()
         await inst.send_heartbeat_to_all_brokers()
         self._routines = [
             asyncio.create_task(rebalancer.routine(), name=f"rocketpy-rebalance-{self.group}"),
@@ -222,6 +257,7 @@ class ConsumerBase:
     async def _persist_routine(self) -> None:
         while True:
             await asyncio.sleep(self.settings.persist_consumer_offset_interval)
+            self.stats.sample()
             await self.offset_store.persist(sorted(self.queue_table))
 
     async def _stop_routines(self) -> None:
@@ -257,7 +293,7 @@ class ConsumerBase:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def _start_pulling(self, ctx: QueueContext, submit: Submit) -> QueueContext:
+    def start_pulling(self, ctx: QueueContext, submit: Submit) -> QueueContext:
         """Start ``ctx``'s pull loop, handing pulled batches to ``submit``."""
         loop = PullLoop(ctx, self._pull_options(), self._client(), submit)
         ctx.pull_task = asyncio.create_task(loop.run(), name=f"rocketpy-pull-{ctx.mq.queue_id}")
@@ -272,6 +308,7 @@ class ConsumerBase:
             self.pull_threshold_size_for_queue,
             orderly=self.orderly,
             commit_in_pull=self.message_model is MessageModel.CLUSTERING,
+            stats=self.stats,
         )
 
     async def _acquire_queue(self, mq: MessageQueue) -> QueueContext | None:

@@ -19,6 +19,11 @@ from rocketpy.route import MASTER_ID
 
 log = logging.getLogger("rocketpy.client.instance")
 
+#: Who we are, in every heartbeat (RocketMQ's brokers ignore the keys): a rocketpy broker calls a
+#: client that says so on its connection and waits for its answers (RESET_CONSUMER_CLIENT_OFFSET, ...).
+CLIENT_LANGUAGE = "PYTHON"
+CLIENT_VERSION = "rocketpy-0.1.0"
+
 #: One member's heartbeat body and whether it goes to masters only (producers).
 HeartbeatData = tuple[dict[str, Any], bool]
 
@@ -45,11 +50,10 @@ def heartbeat_datas(
     """The heartbeat of each ``(group, client_id)`` producer and each ``((group, client_id), consumer)``."""
     out: list[HeartbeatData] = []
     for group, cid in producers:
-        out.append(
-            ({"clientID": cid, "producerDataSet": [{"groupName": group}], "consumerDataSet": []}, True)
-        )
+        producer = {"clientID": cid, "producerDataSet": [{"groupName": group}], "consumerDataSet": []}
+        out.append(({**producer, "language": CLIENT_LANGUAGE, "version": CLIENT_VERSION}, True))
     for (group, cid), c in consumers:
-        data = {
+        data: dict[str, Any] = {
             "groupName": group,
             "consumeType": c.consume_type,
             "messageModel": str(c.message_model),
@@ -57,7 +61,8 @@ def heartbeat_datas(
             "subscriptionDataSet": c.subscriptions(),
             "unitMode": False,
         }
-        out.append(({"clientID": cid, "producerDataSet": [], "consumerDataSet": [data]}, False))
+        body = {"clientID": cid, "producerDataSet": [], "consumerDataSet": [data]}
+        out.append(({**body, "language": CLIENT_LANGUAGE, "version": CLIENT_VERSION}, False))
     return out
 
 

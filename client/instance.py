@@ -5,7 +5,9 @@ the ``MQClientAPI``, the topic route cache and broker address table, the registe
 consumers, and two background routines: route refresh every ``poll_name_server_interval`` and
 heartbeats to every known broker every ``heartbeat_broker_interval``. NOTIFY_CONSUMER_IDS_CHANGED
 from a broker is dispatched to that group's consumers, CHECK_TRANSACTION_STATE to a transaction
-producer of the message's group (``client.transaction_check``). Instances are ref-counted per
+producer of the message's group (``client.transaction_check``); the admin's calls through a broker
+(RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
+CONSUME_MESSAGE_DIRECTLY) to the consumers they name (``client.client_calls``). Instances are ref-counted per
 (event loop, NameServer set, settings): ``acquire`` starts one on first use, ``release`` shuts it
 down after the last user, sending UNREGISTER_CLIENT for everything still registered.
 
@@ -26,6 +28,7 @@ from typing import Any
 from rocketpy.acl.signing import RequestSigner
 from rocketpy.addresses import parse_namesrv_addrs
 from rocketpy.client.api import MQClientAPI
+from rocketpy.client.client_calls import ClientCalls
 from rocketpy.client.heartbeat import ConsumerLike, heartbeat_datas, send_heartbeats
 from rocketpy.client.pull_node import PullNodeTable
 from rocketpy.client.results import PullResult
@@ -152,6 +155,7 @@ class MQClientInstance:
         self.remoting.register_processor(
             RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state
         )
+        ClientCalls(lambda: self._consumers).register(self.remoting)  # the admin's calls via a broker
         check_served("client", self.remoting.served_codes())
         self._routes: dict[str, TopicRouteData] = {}
         self._publish: dict[str, TopicPublishInfo] = {}

@@ -249,13 +249,21 @@ class LitePullConsumer(ConsumerBase):
             await ctx.stop_pulling()
         await self._shutdown_base([ctx.mq for ctx in contexts])
 
+    async def queue_stopped(self, ctx: QueueContext) -> None:
+        """A reset stopped ``ctx``: what was polled of it and not committed is forgotten."""
+        self._polled.pop(ctx.mq, None)
+
+    def submit_target(self) -> Any:
+        """A reset queue's batches go to the poll buffer."""
+        return self._buffer.submit
+
     def _check_running(self) -> None:
         if self._state != "RUNNING":
             raise MQClientError("the consumer is not running: call start() first (and not after shutdown())")
 
     def _start_queue(self, mq: MessageQueue, offset: int) -> QueueContext:
         ctx = QueueContext(mq, self.subscription_table[mq.topic], offset, self.offset_store)
-        return self._start_pulling(ctx, self._buffer.submit)
+        return self.start_pulling(ctx, self._buffer.submit)
 
     async def _acquire_queue(self, mq: MessageQueue) -> QueueContext | None:
         try:

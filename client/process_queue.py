@@ -28,6 +28,7 @@ class ProcessQueue:
         locked: orderly consumption only: the broker lock is held.
         last_lock_time: monotonic time of the last successful lock.
         last_pull_time: monotonic time of the last pull.
+        last_consume_time: monotonic time the listener last finished with messages of this queue.
     """
 
     __slots__ = (
@@ -35,6 +36,7 @@ class ProcessQueue:
         "_consuming",
         "_msgs",
         "dropped",
+        "last_consume_time",
         "last_lock_time",
         "last_pull_time",
         "locked",
@@ -49,7 +51,7 @@ class ProcessQueue:
         self.dropped = False
         self.locked = False
         self.last_lock_time = 0.0
-        self.last_pull_time = time.monotonic()
+        self.last_pull_time = self.last_consume_time = time.monotonic()
 
     @property
     def msg_count(self) -> int:
@@ -78,8 +80,14 @@ class ProcessQueue:
             self.max_offset_seen = offset
         self._bytes += added
 
+    def offset_range(self) -> tuple[int, int]:
+        """Smallest and largest offset held (``(0, 0)`` when nothing is)."""
+        offsets = list(self._consuming) + list(self._msgs)
+        return (min(offsets), max(offsets)) if offsets else (0, 0)
+
     def remove(self, msgs: list[MessageExt]) -> int:
         """Drop consumed messages; return the offset that may now be committed (-1: nothing yet)."""
+        self.last_consume_time = time.monotonic()
         pop = self._msgs.pop
         removed = 0
         for msg in msgs:
@@ -111,6 +119,7 @@ class ProcessQueue:
 
     def commit_taken(self) -> int:
         """The taken messages were consumed; return the committable offset."""
+        self.last_consume_time = time.monotonic()
         self._bytes -= sum(len(msg.body) for msg in self._consuming.values())
         self._consuming.clear()
         return self.commit_offset()

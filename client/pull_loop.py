@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from rocketpy.client.consumer_types import ExpressionType, SubscriptionData
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.results import PullResult, PullStatus
+from rocketpy.client.running_info import ConsumeStatsTable
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.filter.sql92 import compile_sql92
 from rocketpy.message import MessageExt, MessageQueue
@@ -48,6 +49,7 @@ class PullOptions:
         threshold_bytes: ``pull_threshold_size_for_queue`` (held body bytes that pause pulling).
         orderly: pull only while the queue's broker lock is held.
         commit_in_pull: CLUSTERING: each pull carries the queue's offset for the broker to commit.
+        stats: the consumer's per-topic counters (pulls, their time, messages found).
     """
 
     group: str
@@ -56,6 +58,7 @@ class PullOptions:
     threshold_bytes: int
     orderly: bool = False
     commit_in_pull: bool = True
+    stats: ConsumeStatsTable | None = None
 
 
 class Puller(Protocol):
@@ -177,7 +180,7 @@ class PullLoop:
             return PULL_DELAY_WHEN_NOT_LOCKED_S
         commit = ctx.offsets.cached(ctx.mq) if opts.commit_in_pull else None
         ext = pull_ext(opts.group, opts.batch_size, ctx.mq, ctx.sub, ctx.next_offset, commit)
-        ctx.pq.last_pull_time = time.monotonic()
+        ctx.pq.last_pull_time = started = time.monotonic()
         try:
             result = await self.puller.pull(ctx.mq, ext, CONSUMER_TIMEOUT_WHEN_SUSPEND_S)
         except RocketpyError as exc:
@@ -188,6 +191,8 @@ class PullLoop:
             return PULL_DELAY_WHEN_EXCEPTION_S
         if ctx.pq.dropped:
             return 0.0
+        if opts.stats is not None:
+            opts.stats.on_pull(ctx.mq.topic, len(result.messages), (time.monotonic() - started) * 1000)
         return self._on_result(result)
 
     def _on_result(self, result: PullResult) -> float:

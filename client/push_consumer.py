@@ -20,6 +20,7 @@ import asyncio
 import logging
 from typing import Any
 
+from rocketpy.client import consumer_admin
 from rocketpy.client.consume_service import (
     ConcurrentConsumeService,
     ConsumeService,
@@ -45,7 +46,7 @@ from rocketpy.client.send_back import BrokerSendBack
 from rocketpy.client.trace import ConsumeTracer, TraceDispatcher, TraceStats, new_dispatcher
 from rocketpy.client.trace_otel import otel_spans
 from rocketpy.errors import MQClientError, RocketpyError
-from rocketpy.message import MessageQueue
+from rocketpy.message import MessageExt, MessageQueue
 from rocketpy.protocol.headers.pop import MAX_POP_MSGS, ConsumeInitMode, MessageRequestMode
 from rocketpy.protocol.headers.send_back import USE_GROUP_MAX
 from rocketpy.topic import retry_topic
@@ -138,6 +139,7 @@ class PushConsumer(ConsumerBase):
         self._listener: Listener | None = None
         self.consume_service: ConsumeService | None = None
         self._locks: QueueLocks | None = None  # orderly CLUSTERING only
+        self.listener_runner: ListenerRunner | None = None  # made at start
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         """Set the listener ``(msgs, context) -> ConsumeStatus`` (``ConsumeOrderlyStatus`` if orderly).
@@ -210,10 +212,12 @@ class PushConsumer(ConsumerBase):
         self.consume_service = self._new_consume_service(inst)
 
     def _runner(self) -> ListenerRunner:
+        """The listener runner of this consumer (kept as ``listener_runner`` for running-info calls)."""
         assert self._listener is not None
         runner = ListenerRunner(self._listener, self.consume_thread_min, self.consume_thread_max)
         if self.trace is not None:
             runner.tracer = ConsumeTracer(self.trace, self.group, CONSUME_OK, otel_spans())
+        self.listener_runner = runner
         return runner
 
     @property
@@ -222,6 +226,11 @@ class PushConsumer(ConsumerBase):
         return None if self.trace is None else self.trace.stats
 
     def _new_consume_service(self, inst: MQClientInstance) -> ConsumeService:
+        service = self._make_consume_service(inst)
+        service.stats = self.stats
+        return service
+
+    def _make_consume_service(self, inst: MQClientInstance) -> ConsumeService:
         runner = self._runner()
         batch = self.consume_message_batch_max_size
         limit = self.max_reconsume_times
@@ -284,7 +293,7 @@ class PushConsumer(ConsumerBase):
             log.warning("cannot start %s for %s: %s (retrying)", mq, self.group, exc)
             return None
         ctx = QueueContext(mq, self.subscription_table[mq.topic], offset, self.offset_store, pq)
-        return self._start_pulling(ctx, self._service().submit)
+        return self.start_pulling(ctx, self._service().submit)
 
     async def _release_queue(self, ctx: QueueContext) -> None:
         await ctx.stop_pulling()  # nothing more is pulled or handed to the listener
@@ -296,6 +305,21 @@ class PushConsumer(ConsumerBase):
         self.offset_store.remove(ctx.mq)
         if self._locks is not None:
             await self._locks.unlock([ctx.mq])
+
+    # --- the admin's calls (client/consumer_admin.py) ---
+
+    async def queue_stopped(self, ctx: QueueContext) -> None:
+        """A reset stopped ``ctx``: let listener calls running for it finish (bounded)."""
+        await self._service().wait_queue_idle(ctx.mq, LOCK_MAX_LIVE_S if self.orderly else RELEASE_DRAIN_S)
+
+    def submit_target(self) -> Any:
+        """A reset queue's batches go to the consume service."""
+        return self._service().submit
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: run the listener on ``msg`` once (no offset moves, nothing is
+        sent back); RocketMQ's ConsumeMessageDirectlyResult."""
+        return await consumer_admin.consume_directly(self, msg, broker_name)
 
     # --- POP mode ---
 

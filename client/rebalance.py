@@ -107,7 +107,8 @@ class Rebalancer:
         #: The assigned queues and their contexts (RocketMQ's processQueueTable).
         self.table: dict[MessageQueue, QueueContext] = {}
         self._wakeup = asyncio.Event()
-        self._lock = asyncio.Lock()
+        #: held while the assignment changes (rebalances, and a reset's restart of queues)
+        self.lock = asyncio.Lock()
         self.balanced = True
 
     def wakeup(self) -> None:
@@ -139,7 +140,7 @@ class Rebalancer:
 
     async def rebalance(self) -> None:
         """One pass over every subscribed topic (errors are logged; the next pass retries)."""
-        async with self._lock:
+        async with self.lock:
             balanced = True
             for topic in list(self._subscriptions):
                 try:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from rocketpy.config import NamesrvConfig
 from rocketpy.errors import HeaderError
+from rocketpy.nameserver.config_processor import NamesrvConfigProcessor
 from rocketpy.nameserver.kv_config import KVConfigError, KVConfigManager
 from rocketpy.nameserver.register_steps import register_parts, register_parts_of_doc
 from rocketpy.nameserver.route_info import RouteInfoManager
@@ -87,6 +88,7 @@ class NamesrvProcessors:
         self.route_info = route_info
         self.kv = kv
         self.config = config
+        self.config_codes = NamesrvConfigProcessor(config)
         self._register_locks: dict[str, asyncio.Lock] = {}  # broker addr -> its stepwise registration
 
     def table(self) -> dict[int, Callable[[Channel, RemotingCommand], Any]]:
@@ -105,6 +107,8 @@ class NamesrvProcessors:
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.GET_NAMESRV_CONFIG: self.config_codes.get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_codes.update_config,
         }
 
     def register_all(self, server: RemotingServer) -> None:

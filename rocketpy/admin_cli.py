@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import difflib
 import functools
 import json
 import os
@@ -99,7 +100,68 @@ async def _with_admin(
         await admin.shutdown()
 
 
-@click.group("mqadmin", context_settings=_CONTEXT)
+#: ``mqadmin --help`` lists the commands in these sections (RocketMQ's areas, in its order); a command
+#: not named here is listed under "Other".
+HELP_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Topic": ("updateTopic", "deleteTopic", "updateTopicPerm", "topicRoute", "topicStatus",
+              "topicClusterList", "topicList", "allocateMQ"),
+    "Consumer group": ("updateSubGroup", "deleteSubGroup", "setConsumeMode", "getConsumerConfig",
+                       "consumerProgress", "consumerConnection", "producerConnection", "consumerStatus",
+                       "cloneGroupOffset", "resetOffsetByTime", "skipAccumulatedMessage",
+                       "brokerConsumeStats"),
+    "Message": ("queryMsgById", "queryMsgByKey", "queryMsgByUniqueKey", "queryMsgByOffset", "printMsg",
+                "printMsgByQueue", "sendMsgStatus", "checkMsgSendRT", "clusterRT", "sendMessage",
+                "consumeMessage", "resendDlq"),
+    "Broker and cluster": ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
+                           "wipeWritePerm", "addWritePerm", "haStatus", "exportMetadata", "exportConfigs"),
+    "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",
+                   "updateNamesrvConfig"),
+    "Controller mode": ("getSyncStateSet", "getBrokerEpoch", "getControllerMetaData", "electMaster"),
+}  # fmt: skip
+
+
+def format_sections(group: click.Group, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    """Write ``group``'s commands in ``HELP_SECTIONS``' sections (``format_commands`` of a group)."""
+    names = group.list_commands(ctx)
+    listed = {n for section in HELP_SECTIONS.values() for n in section}
+    sections = [*HELP_SECTIONS.items(), ("Other", tuple(n for n in names if n not in listed))]
+    width = formatter.width - 6 - max((len(n) for n in names), default=0)
+    for title, members in sections:
+        rows = []
+        for name in members:
+            cmd = group.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(width)))
+        if rows:
+            with formatter.section(f"{title} commands"):
+                formatter.write_dl(rows)
+
+
+def find_command(group: click.Group, ctx: click.Context, name: str) -> click.Command | None:
+    """``name`` in any letter case, as RocketMQ's mqadmin finds it (``clusterlist`` is clusterList);
+    an unknown name is a usage error that suggests the nearest command."""
+    names = group.list_commands(ctx)
+    for known in names:
+        if known.lower() == name.lower():
+            return click.Group.get_command(group, ctx, known)
+    if name.startswith("-"):
+        return None
+    near = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
+    hint = next((f" Did you mean '{n}'?" for n in names if near and n.lower() == near[0]), "")
+    raise click.UsageError(f"No such command '{name}'.{hint}", ctx)
+
+
+class _SectionedGroup(click.Group):
+    """A click group whose help lists its commands in sections, and that finds commands in any case."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        format_sections(self, ctx, formatter)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or find_command(self, ctx, cmd_name)
+
+
+@click.group("mqadmin", cls=_SectionedGroup, context_settings=_CONTEXT)
 def mqadmin() -> None:
     """RocketMQ-style administration of a rocketpy cluster (command names as in RocketMQ's mqadmin)."""
 
@@ -421,28 +483,34 @@ async def delete_kv_config(admin: Any, as_json: bool, namespace: str, key: str) 
 @click.option("-t", "--topic", help="Only this topic.")
 @_admin_command("consumerProgress")
 async def consumer_progress(admin: Any, as_json: bool, group: str, topic: str | None) -> None:
-    """Per queue: broker offset, consumer offset and the difference (a POP group: also what is in
-    flight, popped and not acked, and how long the oldest of it has been)."""
+    """Per queue: broker offset, consumer offset, the difference and the lag in seconds (how long the
+    oldest unconsumed message has waited; a POP group: also what is in flight, popped and not acked,
+    and how long the oldest of it has been)."""
     rows = await admin.consumer_progress(group, topic)
     pop = any("inflight" in r for r in rows)
     now_ms = int(time.time() * 1000)
     table = []
     for r in rows:
         mq = r["mq"]
-        row = [mq.topic, mq.broker_name, mq.queue_id, r["broker_offset"], r["consumer_offset"], r["diff"]]
+        row = [mq.topic, mq.broker_name, mq.queue_id, r["broker_offset"], r["consumer_offset"], r["diff"],
+               f"{r['lag_seconds']:.1f}"]  # fmt: skip
         if pop:
             oldest = r.get("oldest_inflight_timestamp", 0)
             row += [r.get("inflight", 0), f"{(now_ms - oldest) / 1000:.1f}" if oldest else "-"]
         table.append([*row, _fmt_ms(r["last_timestamp"])])
     total = sum(r["diff"] for r in rows)
     inflight = sum(r.get("inflight", 0) for r in rows)
+    max_lag = max((r["lag_seconds"] for r in rows), default=0.0)
     if as_json:
-        _emit(True, {"group": group, "queues": rows, "diffTotal": total, "inflightTotal": inflight})
+        doc = {"group": group, "queues": rows, "diffTotal": total, "inflightTotal": inflight}
+        _emit(True, {**doc, "maxLagSeconds": max_lag})
         return
-    head = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff"]
+    head = ["Topic", "Broker Name", "QID", "Broker Offset", "Consumer Offset", "Diff", "Lag(s)"]
     head += ["#InFlight", "Oldest Unacked (s)"] if pop else []
     click.echo(format_table([*head, "LastTime"], table))
-    click.echo(f"\nDiff Total: {total}" + (f"\nInFlight Total: {inflight}" if pop else ""))
+    click.echo(f"\nDiff Total: {total}\nMax Lag(s): {max_lag:.1f}")
+    if pop:
+        click.echo(f"InFlight Total: {inflight}")
 
 
 @click.option("-g", "--groupName", "group", required=True)
@@ -579,11 +647,17 @@ def _fmt_ms(ms: int) -> str:
     return _dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-# The message commands (queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage) live in
-# rocketpy.admin_cli_msg and register themselves on ``mqadmin`` when imported here.
+# The other commands live in rocketpy.admin_cli_msg (messages), admin_cli_ctl (controller mode),
+# admin_cli_groups (groups, live clients, topic permissions), admin_cli_ops (reading queues, send RT,
+# exports), admin_cli_cluster (NameServer settings, replication), admin_cli_auth (ACL 2.0's users
+# and ACLs) and admin_cli_trace (message trace), and register themselves on ``mqadmin`` when
+# imported here.
 import rocketpy.admin_cli_auth  # noqa: E402
+import rocketpy.admin_cli_cluster  # noqa: E402
 import rocketpy.admin_cli_ctl  # noqa: E402
+import rocketpy.admin_cli_groups  # noqa: E402
 import rocketpy.admin_cli_msg  # noqa: E402
+import rocketpy.admin_cli_ops  # noqa: E402
 import rocketpy.admin_cli_trace  # noqa: E402, F401
 
 commands: list[click.Command] = list(mqadmin.commands.values())

@@ -52,9 +52,21 @@ def _print_messages(as_json: bool, msgs: list[MessageExt]) -> None:
 
 
 @click.option("-i", "--msgId", "msg_id", required=True, help="Offset msg id (SendResult.offset_msg_id).")
+@click.option("-g", "--consumerGroup", "group", help="With -d: consume the message directly on that client.")
+@click.option("-d", "--clientId", "client_id")
 @_admin_command("queryMsgById")
-async def query_msg_by_id(admin: Any, as_json: bool, msg_id: str) -> None:
-    """Show the message with this offset msg id."""
+async def query_msg_by_id(
+    admin: Any, as_json: bool, msg_id: str, group: str | None, client_id: str | None
+) -> None:
+    """Show the message with this offset msg id; with -g and -d, run it on that client's listener
+    (CONSUME_MESSAGE_DIRECTLY) and print its result."""
+    if group and client_id:
+        result = await admin.consume_message_directly(group, client_id, msg_id)
+        if as_json:
+            _emit(True, result)
+        else:
+            click.echo("\n".join(f"{k}: {v}" for k, v in sorted(result.items())))
+        return
     _print_messages(as_json, [await admin.query_msg_by_id(msg_id)])
 
 

@@ -131,6 +131,16 @@ class _AdminGroup(_LazyGroup):
 
     _source = ("rocketpy.admin_cli", "commands")
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from rocketpy.admin_cli import format_sections  # sections as RocketMQ's areas
+
+        format_sections(self, ctx, formatter)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from rocketpy.admin_cli import find_command  # any letter case; a typo gets the nearest name
+
+        return super().get_command(ctx, cmd_name) or find_command(self, ctx, cmd_name)
+
 
 class _BenchGroup(_LazyGroup):
     """The ``bench`` group; its sub-commands are those of the ``rocketpy.bench.bench`` group."""

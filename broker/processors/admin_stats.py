@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.consumer_manager import ConsumerManager
+from rocketpy.broker.lag import LagClock
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.body import encode
+from rocketpy.broker.processors.client_calls import connection_doc
 from rocketpy.broker.schedule.delivery import DeliveryTimeService
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import Store
@@ -72,6 +74,8 @@ class AdminStatsProcessor:
         #: ``(group, topic) -> {queue id: (in flight, next offset to pop, oldest pop time)}`` of POP
         #: consumption (``PopService.inflight``), shown by GET_CONSUME_STATS
         self.pop_view: Callable[[str, str], dict[int, tuple[int, int, int | None]]] | None = None
+        #: the age of each queue's oldest unconsumed message (GET_CONSUME_STATS' ``lagLatencyMs``)
+        self.lag = LagClock(store)
 
     def runtime_table(self) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO (all values strings, as RocketMQ)."""
@@ -119,7 +123,8 @@ class AdminStatsProcessor:
         return MessageQueue(topic, self.broker_config.broker_name, queue_id).to_dict()
 
     def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUME_STATS: broker offset, committed offset and last consumed time per queue.
+        """GET_CONSUME_STATS: broker offset, committed offset, last consumed time and how long the
+        oldest unconsumed message has waited (``lagLatencyMs``) per queue.
 
         A queue the group consumes by POP also has ``pullOffset`` (the next offset to pop),
         ``inflightCount`` and ``oldestInflightTimestamp`` (when the longest-unacked message was
@@ -131,6 +136,7 @@ class AdminStatsProcessor:
         if not only and info is not None:
             topics |= set(info.subscriptions)
         rows = []
+        self.lag.begin_pass()
         for topic in sorted(topics):
             tc = self.topic_config.get(topic)
             pop_retry = pop_retry_origin(topic, group) is not None
@@ -140,11 +146,15 @@ class AdminStatsProcessor:
             popped = self.pop_view(group, topic) if self.pop_view is not None else {}
             for qid in range(tc.write_queue_nums):
                 consumer_offset = committed.get(qid, 0)
+                broker_offset = self.store.get_max_offset_in_queue(topic, qid)
                 row = {
                     "mq": self._mq(topic, qid),
-                    "brokerOffset": self.store.get_max_offset_in_queue(topic, qid),
+                    "brokerOffset": broker_offset,
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": self._store_time(topic, qid, consumer_offset - 1),
+                    # rocketpy (RocketMQ 5's consumer lag latency): how long the oldest
+                    # unconsumed message has waited, ms (0: caught up)
+                    "lagLatencyMs": self.lag.latency_ms(group, topic, qid, consumer_offset, broker_offset),
                 }
                 if qid in popped:
                     count, next_offset, oldest = popped[qid]
@@ -152,6 +162,7 @@ class AdminStatsProcessor:
                         pullOffset=next_offset, inflightCount=count, oldestInflightTimestamp=oldest or 0
                     )
                 rows.append(row)
+        self.lag.end_pass()
         body = {"offsetTable": rows, "consumeTps": self.stats.group_get_tps(group)}
         return RemotingCommand.response(request, body=encode(body, request))
 
@@ -186,13 +197,9 @@ class AdminStatsProcessor:
             )
         body = {
             "connectionSet": [
-                {
-                    "clientId": cid,
-                    "clientAddr": ci.channel.remote_addr,
-                    "language": ci.channel.attrs.get("language", "PYTHON"),
-                    "protocol": ci.channel.attrs.get("protocol", "remoting"),  # rocketpy's: or "grpc"
-                }
-                for cid, ci in sorted(info.channels.items())
+                # rocketpy's "protocol": "remoting" or "grpc"
+                {**connection_doc(ci), "protocol": ci.channel.attrs.get("protocol", "remoting")}
+                for _cid, ci in sorted(info.channels.items())
             ],
             "subscriptionTable": {t: s.to_wire() for t, s in info.subscriptions.items()},
             "consumeType": info.consume_type,

@@ -24,12 +24,25 @@ from rocketpy.protocol.headers.client import (
     MAX_SUBSCRIPTIONS_PER_GROUP,
     UnregisterClientRequestHeader,
 )
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.command import SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.subscription import SubscriptionData, SubscriptionParseError
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.clients")
+
+
+def client_identity(doc: dict[str, Any], consumers: list[Any], serialize_type: int) -> tuple[str, str]:
+    """``(language, version)`` of a heartbeat's client: what rocketpy's SDK says in the heartbeat
+    (``language``, ``version``); else RocketMQ's C++ client (it alone writes the consumer enums as
+    ordinals) or ``OTHER`` for JSON clients, ``PYTHON`` for a rocketpy (msgpack) client that did not say."""
+    language, version = doc.get("language"), doc.get("version")
+    if isinstance(language, str) and language and isinstance(version, str):
+        return language[:32], version[:64]
+    if serialize_type == SERIALIZE_MSGPACK:
+        return "PYTHON", ""
+    first = consumers[0] if consumers and isinstance(consumers[0], dict) else {}
+    return ("CPP" if isinstance(first.get("messageModel"), int) else "OTHER"), ""
 
 
 class ClientManageProcessor:
@@ -70,21 +83,24 @@ class ClientManageProcessor:
         if len(consumers) + len(producers) > MAX_GROUPS_PER_HEARTBEAT:
             raise HeaderError(f"HeartbeatData names more than {MAX_GROUPS_PER_HEARTBEAT} groups")
         now_ms = self.clock_ms()
+        language, version = client_identity(doc, consumers, request.serialize_type)
         channel.attrs["client_id"] = client_id
         channel.serialize_type = request.serialize_type  # the broker's requests to it speak its encoding
         for data in consumers:
-            error = self._consumer(channel, request, client_id, data, now_ms)
+            info = ClientChannelInfo(channel, client_id, now_ms, language, version)
+            error = self._consumer(request, info, data)
             if error is not None:
                 return error
         for data in producers:
             group = data.get("groupName") if isinstance(data, dict) else None
             if not isinstance(group, str) or not group:
                 raise HeaderError("every producerDataSet entry needs a 'groupName'")
-            self.consumer_manager.register_producer(group, ClientChannelInfo(channel, client_id, now_ms))
+            info = ClientChannelInfo(channel, client_id, now_ms, language, version)
+            self.consumer_manager.register_producer(group, info)
         return RemotingCommand.response(request)
 
     def _consumer(
-        self, channel: Channel, request: RemotingCommand, client_id: str, data: Any, now_ms: int
+        self, request: RemotingCommand, client: ClientChannelInfo, data: Any
     ) -> RemotingCommand | None:
         if not isinstance(data, dict) or not isinstance(data.get("groupName"), str) or not data["groupName"]:
             raise HeaderError("every consumerDataSet entry needs a 'groupName'")
@@ -123,11 +139,9 @@ class ClientManageProcessor:
             self.broker_config.notify_consumer_ids_changed_enable
             and group_cfg.notify_consumer_ids_changed_enable
         )
-        changed = self.consumer_manager.register_consumer(
-            group, ClientChannelInfo(channel, client_id, now_ms), settings, subs, notify=notify
-        )
+        changed = self.consumer_manager.register_consumer(group, client, settings, subs, notify=notify)
         if changed:
-            log.info("heartbeat from %s changed consumer group %s", client_id, group)
+            log.info("heartbeat from %s changed consumer group %s", client.client_id, group)
         return None
 
     def unregister_client(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

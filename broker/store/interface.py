@@ -110,6 +110,9 @@ class Store(Protocol):
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """First queue offset whose store time is >= ``timestamp_ms``."""
 
+    def get_message_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time (ms) of the message at ``queue_offset``, -1 when it is not stored."""
+
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's first stored message, -1 when none."""
 

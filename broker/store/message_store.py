@@ -465,6 +465,11 @@ class MessageStore:
         """First queue offset whose store time is >= ``timestamp_ms`` (max offset if none)."""
         return reads.offset_by_time(self.commitlog, self.dispatcher.cqs.get((topic, queue_id)), timestamp_ms)
 
+    def get_message_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time (ms) of the message at ``queue_offset`` of a queue, -1 when it is not stored
+        (past the end, or removed by cleanup): one consume-queue unit and 8 bytes of the commitlog."""
+        return reads.store_time_at(self.commitlog, self.dispatcher.cqs.get((topic, queue_id)), queue_offset)
+
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's first stored message, -1 when none."""
         return reads.earliest_time(self.commitlog, self.dispatcher.cqs.get((topic, queue_id)))

@@ -218,6 +218,14 @@ def offset_by_time(cl: CommitLog, cq: ConsumeQueue | None, timestamp_ms: int) ->
     return lo
 
 
+def store_time_at(cl: CommitLog, cq: ConsumeQueue | None, offset: int) -> int:
+    """See ``MessageStore.get_message_store_time``."""
+    if cq is None or not 0 <= offset < cq.next_offset:
+        return -1
+    u = cq.unit(offset)
+    return _store_ts(cl, u[0]) if u else -1
+
+
 def earliest_time(cl: CommitLog, cq: ConsumeQueue | None) -> int:
     """See ``MessageStore.get_earliest_message_time``."""
     if cq is None:

@@ -261,6 +261,7 @@ async def group_page(request: web.Request) -> web.StreamResponse:
         progress=progress,
         progress_error=progress_error,
         total=sum(r["diff"] for r in progress),
+        max_lag_seconds=max((r["lag_seconds"] for r in progress), default=0.0),
         inflight=_inflight_rows(progress),
         topics=topics,
         now_local=now_local,
@@ -281,9 +282,15 @@ def _inflight_rows(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def group_lag_api(request: web.Request) -> web.StreamResponse:
-    """The group's total lag and its lag per topic now (the group page's chart polls this)."""
+    """The group's total lag and its lag per topic now (the group page's charts poll this); with
+    ``?unit=seconds`` the age of the oldest unconsumed message, overall and per topic."""
     group = _group_from_path(request)
     progress, _ = await _progress(await admin_of(request), group)
+    if request.query.get("unit") == "seconds":
+        ages: dict[str, float] = {"oldest": max((r["lag_seconds"] for r in progress), default=0.0)}
+        for r in progress:
+            ages[r["mq"].topic] = max(ages.get(r["mq"].topic, 0.0), r["lag_seconds"])
+        return web.json_response({"time": int(time.time() * 1000), "series": ages})
     series: dict[str, float] = {"total": float(sum(r["diff"] for r in progress))}
     for r in progress:
         series[r["mq"].topic] = series.get(r["mq"].topic, 0.0) + r["diff"]
@@ -298,10 +305,12 @@ async def group_reset(request: web.Request) -> web.StreamResponse:
     f = {k: v for k, v in form.items() if isinstance(v, str)}
     topic = forms.name(f, "topic", "Topic")
     ts = forms.timestamp_ms(f, "time", "Time")
-    result = await (await admin_of(request)).reset_offset_by_time(group, topic, ts)
-    moved = ", ".join(f"{mq.broker_name}/{mq.queue_id} → {off}" for mq, off in result)
+    result = await (await admin_of(request)).reset_offset(group, topic, ts)
+    moved = ", ".join(f"{mq.broker_name}/{mq.queue_id} → {off}" for mq, off in result["offsets"])
+    told = "; ".join(f"{c['clientId']}: {c['result']}" for c in result["clients"]) or "no consumer online"
     session_of(request).flash(
-        "ok", f"Offsets of {group} on {topic} reset to {fmt_ms(ts)}: {moved or 'no queue'}."
+        "ok",
+        f"Offsets of {group} on {topic} reset to {fmt_ms(ts)}: {moved or 'no queue'}. Consumers: {told}.",
     )
     raise redirect(f"/groups/{path_quote(group)}")
 

@@ -24,6 +24,7 @@ from rocketpy.protocol.headers import (
     admin,
     auth,
     client,
+    clients,
     controller,
     namesrv,
     offset,
@@ -286,6 +287,28 @@ _ALL: tuple[RequestSpec, ...] = (
     _spec(C.AUTH_DELETE_ACL, "broker", auth.DeleteAclRequestHeader, access=ADMIN),
     _spec(C.AUTH_GET_ACL, "broker", auth.AclRequestHeader, access=Access(admin=True, action="Get")),
     _spec(C.AUTH_LIST_ACL, "broker", auth.ListAclsRequestHeader, access=Access(admin=True, action="List")),
+    # -- broker: a group's live clients (the broker calls them on their own connection) -----------
+    _spec(C.INVOKE_BROKER_TO_RESET_OFFSET, "broker", clients.ResetOffsetRequestHeader, access=ADMIN),
+    _spec(
+        C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+        "broker",
+        clients.GetConsumerStatusRequestHeader,
+        access=SIGNED,
+    ),
+    _spec(C.GET_PRODUCER_CONNECTION_LIST, "broker", clients.ProducerGroupRequestHeader, access=SIGNED),
+    # served by both: the admin asks a broker, which forwards the call to the named client
+    _spec(
+        C.GET_CONSUMER_RUNNING_INFO,
+        ("broker", "client"),
+        clients.GetConsumerRunningInfoRequestHeader,
+        access=Access(group="group"),
+    ),
+    _spec(
+        C.CONSUME_MESSAGE_DIRECTLY,
+        ("broker", "client"),
+        clients.ConsumeMessageDirectlyRequestHeader,
+        access=ADMIN,
+    ),
     # -- NameServer ------------------------------------------------------------------------------
     _spec(
         C.REGISTER_BROKER,
@@ -326,9 +349,13 @@ _ALL: tuple[RequestSpec, ...] = (
     ),
     _spec(C.DELETE_KV_CONFIG, "namesrv", namesrv.KVConfigRequestHeader, access=ADMIN),
     _spec(C.GET_KVLIST_BY_NAMESPACE, "namesrv", namesrv.NamespaceRequestHeader, access=OPEN),
+    _spec(C.GET_NAMESRV_CONFIG, "namesrv", access=SIGNED),
+    _spec(C.UPDATE_NAMESRV_CONFIG, "namesrv", access=ADMIN),
     # -- the SDK: what a broker calls on a client's connection -----------------------------------
     _spec(C.NOTIFY_CONSUMER_IDS_CHANGED, "client", client.ConsumerGroupRequestHeader, access=OPEN),
     _spec(C.CHECK_TRANSACTION_STATE, "client", transaction.CheckTransactionStateRequestHeader, access=OPEN),
+    _spec(C.RESET_CONSUMER_CLIENT_OFFSET, "client", clients.ResetOffsetRequestHeader, access=OPEN),
+    _spec(C.GET_CONSUMER_STATUS_FROM_CLIENT, "client", clients.GetConsumerStatusRequestHeader, access=OPEN),
 )
 
 #: Request code -> its spec.

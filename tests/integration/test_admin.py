@@ -45,6 +45,14 @@ def test_format_table_aligns() -> None:
     assert lines[0].index("#Long") == lines[1].index("x")
 
 
+def test_command_names_in_any_case_and_the_nearest_suggested() -> None:
+    assert CliRunner().invoke(mqadmin, ["CLUSTERLIST", "--help"]).exit_code == 0  # as RocketMQ's
+    typo = CliRunner().invoke(mqadmin, ["clusterLst"])
+    assert typo.exit_code == 2 and "No such command 'clusterLst'. Did you mean 'clusterList'?" in typo.output
+    option = CliRunner().invoke(mqadmin, ["consumerProgress", "-g", "g", "--topik", "T"])
+    assert option.exit_code == 2 and "Did you mean '--topic'?" in option.output
+
+
 def test_parse_timestamp() -> None:
     assert parse_timestamp("1700000000000") == 1700000000000
     assert parse_timestamp("2024-01-02#03:04:05:006") > 0
@@ -115,8 +123,10 @@ def test_send_query_consume_progress(cluster: dict[str, str]) -> None:
     assert sorted(o["offset"] for o in reset["offsets"]) == [0, 0]
     progress = run_json(ns, "consumerProgress", "-g", "cg-admin", "-t", "QT")
     assert progress["diffTotal"] == 1
+    # the one unconsumed message has waited since it was stored (lag in seconds)
+    assert progress["maxLagSeconds"] > 0 and max(q["lag_seconds"] for q in progress["queues"]) > 0
     table = run(ns, "consumerProgress", "-g", "cg-admin", "-t", "QT")
-    assert "#Broker Offset" in table and "Diff Total: 1" in table
+    assert "#Broker Offset" in table and "#Lag(s)" in table and "Diff Total: 1" in table
 
 
 def test_broker_config_and_wipe_perm(cluster: dict[str, str]) -> None:

@@ -50,6 +50,8 @@ def test_mqadmin_still_lists_its_commands(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     for name in ("updateTopic", "topicList", "clusterList"):
         assert re.search(rf"^\s+{name}\s", result.stdout, re.M), result.stdout
+    sections = re.findall(r"^(\w[\w ]*) commands:$", result.stdout, re.M)
+    assert sections[:3] == ["Topic", "Consumer group", "Message"] and "Other" not in sections, sections
 
 
 def test_bench_producer_through_the_rocketpy_group(daemons: DaemonPool, tmp_path: Path) -> None:

@@ -128,6 +128,9 @@ async def test_broker_counts_after_known_load(broker: Daemon, client: RemotingCl
         assert value(s, "rocketpy_consume_queue_max_offset", **q) == max_offset
         assert value(s, "rocketpy_consumer_offset", group="gm", **q) == committed
         assert value(s, "rocketpy_consumer_lag", group="gm", **q) == max_offset - committed
+        # lag in seconds: queue 0's oldest unconsumed message has waited since it was stored
+        latency = value(s, "rocketpy_consumer_lag_latency_seconds", group="gm", **q)
+        assert (0 < latency < 120) if committed < max_offset else latency == 0
     never_written = ("rocketpy_consume_queue_max_offset", frozenset({("topic", "TopicM"), ("queue_id", "3")}))
     assert never_written not in s
     # requests by code and response code; latency counts match

@@ -48,6 +48,9 @@ ADDED_SINCE = {
     # AuthProcessor (ACL 2.0's users and ACLs)
     C.AUTH_CREATE_USER, C.AUTH_UPDATE_USER, C.AUTH_DELETE_USER, C.AUTH_GET_USER, C.AUTH_LIST_USER,
     C.AUTH_CREATE_ACL, C.AUTH_UPDATE_ACL, C.AUTH_DELETE_ACL, C.AUTH_GET_ACL, C.AUTH_LIST_ACL,
+    # ClientCallsProcessor (broker -> client calls on a group's own connections)
+    C.INVOKE_BROKER_TO_RESET_OFFSET, C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+    C.GET_CONSUMER_RUNNING_INFO, C.CONSUME_MESSAGE_DIRECTLY, C.GET_PRODUCER_CONNECTION_LIST,
 }  # fmt: skip
 
 
@@ -73,8 +76,8 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
     # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment,
-    # the controller codes, ACL 2.0's users and ACLs
-    assert len(processors) == 15
+    # the controller codes, ACL 2.0's users and ACLs, the broker -> client calls
+    assert len(processors) == 16
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__

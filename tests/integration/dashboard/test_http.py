@@ -211,6 +211,9 @@ async def test_groups_lag_reset_members_and_dlq(web: TestClient[Any, Any], ns: s
     assert '<span id="total-lag">5</span>' in group and "No consumer of this group is online" in group
     lag = json.loads(await page(web, "/api/groups/g_lag/lag"))
     assert lag["series"] == {"total": 5.0, "LagT": 5.0}
+    ages = json.loads(await page(web, "/api/groups/g_lag/lag?unit=seconds"))  # the oldest's age
+    assert set(ages["series"]) == {"oldest", "LagT"} and ages["series"]["oldest"] >= 0
+    assert 'id="max-lag-seconds"' in group and '<td class="num lag-seconds">' in group
 
     token = csrf_of(group)
     bad = {"csrf_token": token, "topic": "LagT", "time": "yesterday"}
@@ -220,6 +223,9 @@ async def test_groups_lag_reset_members_and_dlq(web: TestClient[Any, Any], ns: s
     await post(web, "/groups/g_lag/reset", {"csrf_token": token, "topic": "LagT", "time": later})
     after = await page(web, "/groups/g_lag")
     assert '<span id="total-lag">0</span>' in after and "Offsets of g_lag on LagT reset to" in after
+    assert "Consumers: no consumer online" in after
+    ages = json.loads(await page(web, "/api/groups/g_lag/lag?unit=seconds"))
+    assert ages["series"]["oldest"] == 0.0  # caught up: nothing waits
 
     consumer = PushConsumer("g_member", ns, **FAST_CONSUMER)
     consumer.subscribe("LagT", "*")
