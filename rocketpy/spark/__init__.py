@@ -20,16 +20,25 @@ from typing import Any
 __all__ = ["RocketpyDataSource", "register"]
 
 
+#: Spark's switch for Python data sources' filter pushdown (Spark 4.1+, batch reads, default off).
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 def register(spark: Any) -> None:
     """Make ``format("rocketpy")`` available in the SparkSession ``spark``.
 
     Registration is per session (``spark.newSession()`` needs its own call). Spark's Python
     workers import this package, so it must be installed in the interpreter they run
     (``PYSPARK_PYTHON``), e.g. with ``pip install 'rocketpy[spark]'``.
-    """
-    from rocketpy.spark.source import RocketpyDataSource
 
-    spark.dataSource.register(RocketpyDataSource)
+    With ``spark.sql.python.filterPushdown.enabled=true`` in the session at this call, batch reads
+    take ``tags = '...'`` / ``tags IN (...)`` filters to the brokers (Spark refuses a source that
+    offers pushdown while the setting is off, so it is read here; register again after changing it).
+    """
+    from rocketpy.spark.source import PushdownDataSource, RocketpyDataSource
+
+    pushdown = str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
+    spark.dataSource.register(PushdownDataSource if pushdown else RocketpyDataSource)
 
 
 def __getattr__(name: str) -> Any:
