@@ -2,9 +2,9 @@
 
 Owns what a read asks the broker to filter: a TAG expression (option ``tags``) or an SQL92 property
 expression (option ``sqlFilter``), sent as the subscription of every pull, so messages that do not
-match never leave the broker. ``check_filter`` asks every broker of the read once at plan time, so
-an SQL92 filter on a broker with ``enablePropertyFilter=false`` (or one the broker cannot parse)
-fails the plan naming the option instead of failing tasks.
+match never leave the broker. ``probe_reads`` pulls once per topic and broker at plan time, so an
+SQL92 filter on a broker with ``enablePropertyFilter=false`` (or one the broker cannot parse), or an
+account that may not read the topic, fails the plan naming the option instead of failing tasks.
 
 ``push_tag_filters`` is the batch reader's ``pushFilters``: Spark 4.1+ hands a Python data source
 the conjuncts of a query's WHERE over its columns (batch reads only, when
@@ -16,6 +16,7 @@ exactly, so the result is exact). Everything else goes back to Spark.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -24,7 +25,7 @@ from rocketpy.errors import MQBrokerError
 from rocketpy.filter.tags import split_tag_expression
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.pull import PullMessageRequestHeader
-from rocketpy.spark.brokers import BrokerSession
+from rocketpy.spark.brokers import MAX_CONCURRENT_CALLS, BrokerSession
 from rocketpy.spark.offsets import Queue
 from rocketpy.spark.options import ReadOptions, SparkOptionError
 from rocketpy.subscription import ExpressionType
@@ -51,18 +52,19 @@ def pull_header(opts: ReadOptions, q: Queue, offset: int, count: int) -> PullMes
     )  # fmt: skip
 
 
-def check_filter(session: BrokerSession, opts: ReadOptions, queues: Sequence[Queue]) -> None:
-    """With ``sqlFilter``: one pull per broker of the read (at its first queue), so a broker that
-    refuses SQL92 or the expression fails the plan here.
+def probe_reads(session: BrokerSession, opts: ReadOptions, queues: Sequence[Queue]) -> None:
+    """One pull (of at most one message, at the queue's end) per topic and broker of the read, so
+    what would fail every task fails the plan instead, naming the option: an account without SUB
+    on the topic or the group (offset calls need only a valid signature), an SQL92 filter on a
+    broker with ``enablePropertyFilter=false``, or one the broker cannot parse.
 
     Raises:
-        SparkOptionError: names ``sqlFilter``, the broker and its remark.
+        SparkAccessError: the broker refused the account (names accessKey/secretKey).
+        SparkOptionError: the broker refused the filter (names sqlFilter, the broker, its remark).
     """
-    if opts.sql_filter is None:
-        return
-    first: dict[str, Queue] = {}
+    first: dict[tuple[str, str], Queue] = {}
     for q in queues:
-        first.setdefault(q[1], q)
+        first.setdefault((q[0], q[1]), q)
 
     async def probe(addr: str, q: Queue) -> None:
         max_offset = await session.api.get_max_offset(addr, q[0], q[2], session.timeout_s)
@@ -70,15 +72,21 @@ def check_filter(session: BrokerSession, opts: ReadOptions, queues: Sequence[Que
         try:
             await session.api.pull_message(addr, ext, session.timeout_s, raw=True)
         except MQBrokerError as e:
-            if e.code in (ResponseCode.SYSTEM_ERROR, ResponseCode.SUBSCRIPTION_PARSE_FAILED):
+            refused = (ResponseCode.SYSTEM_ERROR, ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+            if opts.sql_filter is not None and e.code in refused:
                 raise SparkOptionError(
                     f"option sqlFilter: broker {q[1]} ({addr}) refused it: {e.remark}"
                 ) from None
             raise
 
     async def go() -> None:
-        for q in first.values():
-            await session.on_member(q, functools.partial(probe, q=q))
+        limit = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
+
+        async def one(q: Queue) -> None:
+            async with limit:
+                await session.on_member(q, functools.partial(probe, q=q))
+
+        await asyncio.gather(*(one(q) for q in first.values()))
 
     session.run(go)
 

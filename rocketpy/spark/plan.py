@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 
 from rocketpy.spark.brokers import BrokerSession
-from rocketpy.spark.filters import check_filter
+from rocketpy.spark.filters import probe_reads
 from rocketpy.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -162,7 +162,7 @@ def plan_batch(opts: ReadOptions) -> list[QueueRange]:
         state = topic_state(session, opts)
         if opts.topic_pattern is not None and not state.topics:
             log.warning("rocketpy read: no topic matches topicPattern %r", opts.topic_pattern)
-        check_filter(session, opts, state.queues)
+        probe_reads(session, opts, state.queues)
         start = starting_offsets(session, opts, state, "earliest")
         end = ending_offsets(session, opts, state)
     check_range(start, end, state.bounds)

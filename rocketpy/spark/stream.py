@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocketpy.errors import RocketpyError
-from rocketpy.spark.filters import check_filter
+from rocketpy.spark.filters import probe_reads
 from rocketpy.spark.lag import Pacer, behind, offsets_behind, seconds_behind, time_samples
 from rocketpy.spark.offsets import Offsets, cap_offsets, offsets_from_json, offsets_to_json, split_ranges
 from rocketpy.spark.options import ReadOptions, SparkOptionError
@@ -77,24 +77,24 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
         self._metrics: dict[str, str] = {}
-        self._filter_checked = False
+        self._probed = False
         low = opts.min_offsets_per_trigger
         self._pacer = Pacer(low, opts.max_trigger_delay_ms) if low is not None else None
 
     def _state(self) -> TopicState:
         with session_for(self.opts) as session:
             state = topic_state(session, self.opts)
-            if not self._filter_checked:
-                check_filter(session, self.opts, state.queues)
-                self._filter_checked = True
+            if not self._probed:
+                probe_reads(session, self.opts, state.queues)
+                self._probed = True
             return state
 
     def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts (``startingOffsets``, default latest, or by time)."""
         with session_for(self.opts) as session:
             state = topic_state(session, self.opts)
-            check_filter(session, self.opts, state.queues)
-            self._filter_checked = True
+            probe_reads(session, self.opts, state.queues)
+            self._probed = True
             start = starting_offsets(session, self.opts, state, "latest")
         return _doc(skip_removed(start, state, self.opts.fail_on_data_loss))
 
