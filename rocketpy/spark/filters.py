@@ -11,7 +11,10 @@ the conjuncts of a query's WHERE over its columns (batch reads only, when
 ``spark.sql.python.filterPushdown.enabled`` is true) and does **not** evaluate again the ones the
 source accepts. Accepted: ``tags = 'x'``, ``tags <=> 'x'`` and ``tags IN ('x', ...)`` with plain tag
 values; they narrow the read's tag set (the broker filters by tag hash, the reader re-checks tags
-exactly, so the result is exact). Everything else goes back to Spark.
+exactly, so the result is exact). Everything else goes back to Spark. Spark 4.3 keeps the read
+planned with pushed filters on the DataFrame's data source and reuses it for a later query on that
+DataFrame that pushes no filter (it calls ``pushFilters`` again only for queries with filters), so
+such a query would read the pushed tags only: pushdown is opt-in (``register(spark, pushdown=True)``).
 """
 
 from __future__ import annotations

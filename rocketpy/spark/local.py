@@ -2,8 +2,7 @@
 
 Owns the settings that make ``local[N]`` start quickly and print little on a small machine:
 loopback addresses (``SPARK_LOCAL_IP``), this interpreter for the Python workers
-(``PYSPARK_PYTHON``), no UI or progress bars, two shuffle partitions, log4j at error level; and
-Python data sources' filter pushdown on (``tags`` filters reach the brokers).
+(``PYSPARK_PYTHON``), no UI or progress bars, two shuffle partitions, log4j at error level.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rocketpy.spark import PUSHDOWN_CONF, register
+from rocketpy.spark import register
 
 _QUIET_LOG4J = """\
 rootLogger.level = error
@@ -53,7 +52,6 @@ def local_session(app: str = "rocketpy", driver_memory: str = "1g", master: str 
             f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j.configurationFile=file:{log4j}",
         )
         .config("spark.sql.pyspark.jvmStacktrace.enabled", "false")
-        .config(PUSHDOWN_CONF, "true")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("OFF")

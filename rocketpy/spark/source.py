@@ -8,8 +8,9 @@ per chunk (decoded column-wise; tags re-checked exactly). Readers and partitions
 only: Spark pickles them to other processes; connections are made inside ``read``.
 
 Spark refuses a reader that implements ``pushFilters`` when ``spark.sql.python.filterPushdown.enabled``
-is false (its default), and a data source cannot see that setting. So ``register`` reads it from the
-session and registers ``PushdownDataSource`` (same name) only where it is on.
+is false (its default), and a data source cannot see that setting; and Spark 4.3 reuses the read a
+pushdown planned for a later query on the same DataFrame that pushes no filter. So pushdown is
+``PushdownDataSource`` (same name), registered only by ``register(spark, pushdown=True)``.
 """
 
 from __future__ import annotations
@@ -186,8 +187,7 @@ class RocketpyDataSource(DataSource):
 
 
 class PushdownDataSource(RocketpyDataSource):
-    """``RocketpyDataSource`` whose batch reader takes tag filters (registered where Spark's
-    ``spark.sql.python.filterPushdown.enabled`` is true)."""
+    """``RocketpyDataSource`` whose batch reader takes tag filters (``register(spark, pushdown=True)``)."""
 
     def reader(self, schema: StructType) -> BatchReader:
         """A batch reader with ``pushFilters``."""
