@@ -48,7 +48,7 @@ WRITE_OPTIONS = {
 #: Default age (ms) before the broker may check an uncommitted half message of a write.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 3_600_000
 
-DEFAULT_PULL_BATCH_SIZE = 32
+DEFAULT_PULL_BATCH_SIZE = 256
 MAX_PULL_BATCH_SIZE = 1024
 DEFAULT_TIMEOUT_MS = 10_000
 #: Where a read starts when no starting option is given (Spark's Kafka source defaults).

@@ -29,7 +29,7 @@ def test_read_options_case_insensitive_and_defaults() -> None:
     o = parse_read_options({"NAMESRVADDR": NS, "Topics": "B, A,A", "maxoffsetspertrigger": "30"})
     assert o.topics == ("A", "B")
     assert o.max_offsets_per_trigger == 30
-    assert (o.pull_batch_size, o.min_partitions, o.fail_on_data_loss, o.tags) == (32, 1, True, "*")
+    assert (o.pull_batch_size, o.min_partitions, o.fail_on_data_loss, o.tags) == (256, 1, True, "*")
     assert o.starting_offsets is None and o.ending_offsets is None and not o.ending_given
 
 
