@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from tests.integration.test_ha import HA_FAST
 from tests.waiting import wait_until
 
 T = "SparkOpt"
+#: Topics of the tests that share the module's cluster (each its own, so counts stay exact).
+SHARED_TOPICS = {T, "SoTime", "SoLatest", "SoPace", "SoSql"}
 
 
 def send(
@@ -65,37 +68,42 @@ def bodies(rows: list[dict[str, Any]]) -> list[int]:
     return sorted(int(r["body"]) for r in rows)
 
 
-@pytest.fixture
-def ns(daemons: DaemonPool) -> str:
-    namesrv = daemons.namesrv()
-    daemons.broker(namesrv.addr, enablePropertyFilter=True)
-    return str(namesrv.addr)
+@pytest.fixture(scope="module")
+def ns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One NameServer and broker for the module's tests (each test has its own topics)."""
+    pool = DaemonPool(tmp_path_factory.mktemp("spark_source_options"))
+    try:
+        namesrv = pool.namesrv()
+        pool.broker(namesrv.addr, enablePropertyFilter=True)
+        yield str(namesrv.addr)
+    finally:
+        pool.stop_all()
 
 
-def two_waves(ns: str) -> int:
+def two_waves(ns: str, topic: str) -> int:
     """Bodies 0..39, then (a store-time millisecond later) 40..79; returns the time between them."""
-    first = send(ns, T, range(40))
-    last_ms = max(r["store_timestamp"] for r in batch(ns, topic=T)).timestamp() * 1000
+    first = send(ns, topic, range(40))
+    last_ms = max(r["store_timestamp"] for r in batch(ns, topic=topic)).timestamp() * 1000
     wait_until(lambda: time.time() * 1000 > last_ms + 2, 5.0, message="the clock passes the first wave")
     mid = int(time.time() * 1000)
-    send(ns, T, range(40, 80))
+    send(ns, topic, range(40, 80))
     assert len(first) == 40
     return mid
 
 
 def test_time_ranges(ns: str) -> None:
-    mid = two_waves(ns)
-    assert bodies(batch(ns, topic=T, startingTimestamp=str(mid))) == list(range(40, 80))
-    assert bodies(batch(ns, topic=T, endingTimestamp=str(mid))) == list(range(40))
-    by_queue = json.dumps({T: {"broker-a:0": mid}})
-    rows = batch(ns, topic=T, startingOffsetsByTimestamp=by_queue)  # queue 1 unnamed: from its earliest
+    topic = "SoTime"
+    mid = two_waves(ns, topic)
+    assert bodies(batch(ns, topic=topic, startingTimestamp=str(mid))) == list(range(40, 80))
+    assert bodies(batch(ns, topic=topic, endingTimestamp=str(mid))) == list(range(40))
+    by_queue = json.dumps({topic: {"broker-a:0": mid}})
+    rows = batch(ns, topic=topic, startingOffsetsByTimestamp=by_queue)  # queue 1 unnamed: from its earliest
     assert {r["queue_id"] for r in rows if int(r["body"]) < 40} == {1}
     assert len([r for r in rows if int(r["body"]) >= 40]) == 40
-    rows = batch(ns, topic=T, endingOffsetsByTimestamp=by_queue)  # queue 1 unnamed: to its latest
+    rows = batch(ns, topic=topic, endingOffsetsByTimestamp=by_queue)  # queue 1 unnamed: to its latest
     assert {r["queue_id"] for r in rows if int(r["body"]) >= 40} == {1}
-    both = batch(
-        ns, topic=T, startingTimestamp=str(mid), endingOffsetsByTimestamp=json.dumps({T: {"broker-a:1": mid}})
-    )
+    queue_1_end = json.dumps({topic: {"broker-a:1": mid}})
+    both = batch(ns, topic=topic, startingTimestamp=str(mid), endingOffsetsByTimestamp=queue_1_end)
     assert {r["queue_id"] for r in both} == {0} and all(int(r["body"]) >= 40 for r in both)
 
 
@@ -117,9 +125,9 @@ def test_time_range_errors(ns: str, opts: dict[str, str], match: str) -> None:
 
 
 def test_latest_strategy_starts_late_queues_at_their_end(ns: str) -> None:
-    send(ns, T, range(10))
-    opts = {"startingOffsetsByTimestamp": json.dumps({T: {"broker-a:0": 99999999999999}})}
-    rows = batch(ns, topic=T, startingOffsetsByTimestampStrategy="latest", **opts)
+    send(ns, "SoLatest", range(10))
+    opts = {"startingOffsetsByTimestamp": json.dumps({"SoLatest": {"broker-a:0": 99999999999999}})}
+    rows = batch(ns, topic="SoLatest", startingOffsetsByTimestampStrategy="latest", **opts)
     assert {r["queue_id"] for r in rows} == {1} and len(rows) == 5
 
 
@@ -129,7 +137,7 @@ def test_topic_pattern_batch_and_stream(ns: str) -> None:
     send(ns, "OtherPat", range(500, 505))
     assert bodies(batch(ns, topicPattern="Pat.*")) == [*range(10), *range(100, 110)]
     assert batch(ns, topicPattern="Nothing.*") == []
-    everything = {r["topic"] for r in batch(ns, topicPattern=".*")}
+    everything = {r["topic"] for r in batch(ns, topicPattern=".*")} - SHARED_TOPICS
     assert everything == {"PatA", "PatB", "OtherPat"}  # no system, cluster or broker-name topics
 
     reader = source(ns, topicPattern="Pat.*", startingOffsets="earliest").streamReader(spark_schema())
@@ -154,17 +162,18 @@ def test_topic_pattern_batch_and_stream(ns: str) -> None:
 
 
 def test_min_offsets_per_trigger_waits_then_the_delay_fires(ns: str) -> None:
-    send(ns, T, range(10))
+    topic = "SoPace"
+    send(ns, topic, range(10))
     reader = source(
-        ns, topic=T, startingOffsets="earliest", minOffsetsPerTrigger="30", maxTriggerDelay="2s"
+        ns, topic=topic, startingOffsets="earliest", minOffsetsPerTrigger="30", maxTriggerDelay="2s"
     ).streamReader(spark_schema())
     assert reader.getDefaultReadLimit() == ReadMinRows(30)
     start = reader.initialOffset()
     assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # 10 new rows: wait
-    send(ns, T, range(10, 40))
+    send(ns, topic, range(10, 40))
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert sum(end[T].values()) == 40  # 40 >= 30: a micro-batch
-    send(ns, T, range(40, 45))
+    assert sum(end[topic].values()) == 40  # 40 >= 30: a micro-batch
+    send(ns, topic, range(40, 45))
     assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end
     t0 = time.monotonic()
     fired = wait_until(
@@ -176,8 +185,8 @@ def test_min_offsets_per_trigger_waits_then_the_delay_fires(ns: str) -> None:
 
 
 def test_sql_filter_is_pushed_to_the_broker(ns: str) -> None:
-    send(ns, T, range(60))
-    rows = batch(ns, topic=T, sqlFilter="n BETWEEN 10 AND 19 AND TAGS = 'odd'", pullBatchSize="4")
+    send(ns, "SoSql", range(60))
+    rows = batch(ns, topic="SoSql", sqlFilter="n BETWEEN 10 AND 19 AND TAGS = 'odd'", pullBatchSize="4")
     assert bodies(rows) == [11, 13, 15, 17, 19]
 
 
