@@ -35,11 +35,16 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture
-def ns(daemons: DaemonPool) -> str:
-    namesrv = daemons.namesrv()
-    daemons.broker(namesrv.addr, enablePropertyFilter=True)
-    return str(namesrv.addr)
+@pytest.fixture(scope="module")
+def ns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One NameServer and broker for the module's tests (each test has its own topics)."""
+    pool = DaemonPool(tmp_path_factory.mktemp("spark_session_options"))
+    try:
+        namesrv = pool.namesrv()
+        pool.broker(namesrv.addr, enablePropertyFilter=True)
+        yield str(namesrv.addr)
+    finally:
+        pool.stop_all()
 
 
 def send(ns: str, topic: str, bodies: range, queues: int = 2, keys: tuple[str, str] | None = None) -> None:
