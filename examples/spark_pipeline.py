@@ -11,14 +11,23 @@ One command runs the three parts against a running cluster (e.g. the quick start
    product -> one queue, via orderKey): two queries over the same aggregation, each with its
    own checkpoint.
 
-It prints progress each micro-batch, then the parquet result and what arrived in ``Revenue``.
+It prints progress each micro-batch (with how far the stream is behind), then the parquet result
+and what arrived in ``Revenue``.
 
 python examples/spark_pipeline.py -n 127.0.0.1:9876 --orders 600 --seconds 10
+
+Against a cluster with ACL on, give an account in the environment and add ``--acl``. The account
+needs admin rights: the example creates its topics, and the exactly-once stream sink records its
+micro-batches in the NameServers' KV table. Spark's workers inherit the environment and sign with
+it, so the secret is in no Spark option or plan:
+
+ROCKETPY_ACCESS_KEY=rocketmq2 ROCKETPY_SECRET_KEY=12345678 python examples/spark_pipeline.py --acl
 """
 
 import argparse
 import asyncio
 import json
+import os
 import random
 import tempfile
 import threading
@@ -31,8 +40,18 @@ PRODUCTS = {"apple": 1.5, "bread": 3.0, "cheese": 7.25, "dates": 4.0}
 EVENT_SCHEMA = "order_id BIGINT, product STRING, quantity INT, price DOUBLE, ts TIMESTAMP"
 
 
+def account(args: argparse.Namespace) -> dict:
+    """The SDK's account arguments (``--acl``: from the environment), else none."""
+    if not args.acl:
+        return {}
+    keys = (os.environ.get("ROCKETPY_ACCESS_KEY"), os.environ.get("ROCKETPY_SECRET_KEY"))
+    if not all(keys):
+        raise SystemExit("--acl: set ROCKETPY_ACCESS_KEY and ROCKETPY_SECRET_KEY to an admin account")
+    return {"access_key": keys[0], "secret_key": keys[1]}
+
+
 async def create_topics(args: argparse.Namespace) -> None:
-    async with Admin(args.namesrv) as admin:
+    async with Admin(args.namesrv, **account(args)) as admin:
         for topic in (args.topic, args.out_topic):
             await admin.create_topic(topic, "DefaultCluster", read_queue_nums=4, write_queue_nums=4)
 
@@ -41,7 +60,7 @@ async def produce_orders(args: argparse.Namespace) -> None:
     """Send the order events, spread over ``args.seconds``."""
     rng = random.Random(7)
     start_minute = int(time.time()) // 60 * 60 - 60 * (args.orders // args.per_minute + 1)
-    async with Producer("spark_pipeline_orders", namesrv_addr=args.namesrv) as producer:
+    async with Producer("spark_pipeline_orders", namesrv_addr=args.namesrv, **account(args)) as producer:
         for i in range(args.orders):
             product = rng.choice(sorted(PRODUCTS))
             event = {
@@ -88,6 +107,7 @@ def build_queries(spark, args: argparse.Namespace, out_dir: str, checkpoints: st
         .trigger(processingTime="2 seconds")
         .start()
     )
+    _wait_running(to_parquet)  # two queries starting at once compete for a small machine's cores
     to_topic = (
         revenue.select(
             F.to_json(F.struct("minute", "product", "revenue", "orders")).alias("body"),
@@ -114,6 +134,9 @@ def main() -> None:
     ap.add_argument("--per-minute", type=int, default=100, help="orders per simulated minute")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the producer sends")
     ap.add_argument("--out", default=None, help="parquet directory (default: a new temporary one)")
+    ap.add_argument(
+        "--acl", action="store_true", help="sign with ROCKETPY_ACCESS_KEY / ROCKETPY_SECRET_KEY (ACL on)"
+    )
     args = ap.parse_args()
     asyncio.run(create_topics(args))
     work = tempfile.mkdtemp(prefix="rocketpy-pipeline-")
@@ -131,7 +154,9 @@ def main() -> None:
             for name, q in zip(("parquet", "topic"), queries, strict=True):
                 p = q.lastProgress
                 if p:
-                    print(f"pipeline ({name}): batch {p['batchId']}: {p['numInputRows']} orders read")
+                    print(
+                        f"pipeline ({name}): batch {p['batchId']}: {p['numInputRows']} orders read{_lag(p)}"
+                    )
             time.sleep(2)
         producer.join()
         for q in queries:
@@ -148,6 +173,26 @@ def main() -> None:
         print(f"topic {args.out_topic}: {in_topic.count()} revenue messages")
     finally:
         spark.stop()
+
+
+def _wait_running(query, timeout_s: float = 300.0) -> None:
+    """Until ``query`` has started its sources (its first trigger began), or it failed."""
+    deadline = time.monotonic() + timeout_s
+    while query.status["message"] == "Initializing sources" and time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise SystemExit(f"pipeline: query failed: {query.exception()}")
+        time.sleep(0.2)
+
+
+def _lag(progress) -> str:
+    """How far the source is behind (the connector reports it beside the newest offsets)."""
+    latest = progress["sources"][0].get("latestOffset") if progress["sources"] else None
+    if not latest:
+        return ""
+    lag = json.loads(latest)
+    if "maxOffsetsBehindLatest" not in lag:
+        return ""
+    return f", {lag['maxOffsetsBehindLatest']} behind ({lag.get('maxSecondsBehindLatest', '?')} s)"
 
 
 def _behind(query) -> bool:

@@ -20,16 +20,31 @@ from typing import Any
 __all__ = ["RocketpyDataSource", "register"]
 
 
-def register(spark: Any) -> None:
+#: Spark's switch for Python data sources' filter pushdown (Spark 4.1+, batch reads, default off).
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: Any, pushdown: bool = False) -> None:
     """Make ``format("rocketpy")`` available in the SparkSession ``spark``.
 
     Registration is per session (``spark.newSession()`` needs its own call). Spark's Python
     workers import this package, so it must be installed in the interpreter they run
     (``PYSPARK_PYTHON``), e.g. with ``pip install 'rocketpy[spark]'``.
-    """
-    from rocketpy.spark.source import RocketpyDataSource
 
-    spark.dataSource.register(RocketpyDataSource)
+    ``pushdown=True``: batch reads take ``tags = '...'`` / ``tags IN (...)`` filters to the brokers
+    (Spark's ``pushFilters``, 4.1+; the session needs ``spark.sql.python.filterPushdown.enabled=true``,
+    Spark refuses such a source otherwise). Spark 4.3 keeps a Python source's planned read per
+    DataFrame and reuses it for a later query on that DataFrame that pushes no filter, pushed tags
+    included: with pushdown, give such a query its own ``load()``.
+
+    Raises:
+        ValueError: ``pushdown=True`` in a session without Spark's pushdown setting.
+    """
+    from rocketpy.spark.source import PushdownDataSource, RocketpyDataSource
+
+    if pushdown and str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() != "true":
+        raise ValueError(f"register(spark, pushdown=True) needs {PUSHDOWN_CONF}=true in the session")
+    spark.dataSource.register(PushdownDataSource if pushdown else RocketpyDataSource)
 
 
 def __getattr__(name: str) -> Any:

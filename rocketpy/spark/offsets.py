@@ -13,16 +13,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from rocketpy.spark.options import SparkOptionError
+from rocketpy.spark.errors import SparkOptionError
 
 Queue = tuple[str, str, int]
 Offsets = dict[Queue, int]
 Spec = str | dict[Queue, int]
 
 _EXAMPLE = '{"TopicA": {"broker-a:0": 42}}'
+_TIME_EXAMPLE = '{"TopicA": {"broker-a:0": 1700000000000}}'
 EARLIEST = -2
 LATEST = -1
 
@@ -62,42 +63,68 @@ def _queue_from_key(topic: str, key: str, option: str) -> Queue:
     return (topic, broker, int(qid))
 
 
-def parse_offsets_json(text: str, option: str) -> Offsets:
-    """``{"Topic": {"broker-a:0": 42}}`` -> offsets (no range checks beyond ``>= -2``)."""
+def parse_offsets_json(text: str, option: str, minimum: int = EARLIEST) -> Offsets:
+    """``{"Topic": {"broker-a:0": 42}}`` -> per-queue values (no range checks beyond ``>= minimum``).
+
+    Offsets take ``minimum=-2`` (``-2`` earliest, ``-1`` latest); store times (ms) take 0.
+    """
+    example = _EXAMPLE if minimum < 0 else _TIME_EXAMPLE
     try:
         doc = json.loads(text)
     except ValueError as e:
-        raise SparkOptionError(
-            f"option {option}: {text!r} is not earliest, latest or JSON like {_EXAMPLE} ({e})"
-        ) from None
+        what = "earliest, latest or JSON" if minimum < 0 else "JSON"
+        raise SparkOptionError(f"option {option}: {text!r} is not {what} like {example} ({e})") from None
     if not isinstance(doc, dict):
-        raise SparkOptionError(f"option {option}: expected a JSON object like {_EXAMPLE}")
+        raise SparkOptionError(f"option {option}: expected a JSON object like {example}")
     out: Offsets = {}
     for topic, queues in doc.items():
         if not isinstance(queues, dict):
             raise SparkOptionError(f"option {option}: the value of topic {topic!r} must be an object")
         for key, value in queues.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < EARLIEST:
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                meaning = " (-2 earliest, -1 latest)" if minimum < 0 else " (ms since the epoch)"
+                what = "offset" if minimum < 0 else "timestamp"
                 raise SparkOptionError(
-                    f"option {option}: offset {value!r} of {topic}/{key} must be an integer >= -2"
-                    " (-2 earliest, -1 latest)"
+                    f"option {option}: {what} {value!r} of {topic}/{key} must be an integer"
+                    f" >= {minimum}{meaning}"
                 )
             out[_queue_from_key(topic, key, option)] = value
     return out
 
 
-def parse_spec(text: str | None, option: str, topics: Iterable[str], default: str) -> Spec:
-    """An offsets option: "earliest", "latest" or per-queue offsets of the subscribed topics."""
+def parse_spec(
+    text: str | None, option: str, topics: Iterable[str] | Callable[[str], bool], default: str
+) -> Spec:
+    """An offsets option: "earliest", "latest" or per-queue offsets of the subscribed topics.
+
+    ``topics``: the subscribed topic names, or a test of a name (a topic pattern).
+    """
     if text is None or not text.strip():
         return default
     low = text.strip().lower()
     if low in ("earliest", "latest"):
         return low
     offsets = parse_offsets_json(text, option)
-    unknown = sorted({q[0] for q in offsets} - set(topics))
+    reads = topics if callable(topics) else set(topics).__contains__
+    unknown = sorted({q[0] for q in offsets if not reads(q[0])})
     if unknown:
         raise SparkOptionError(f"option {option} names topics that are not read: {', '.join(unknown)}")
     return offsets
+
+
+def check_queues(named: Iterable[Queue], option: str, queues: Iterable[Queue]) -> None:
+    """Raise SparkOptionError when ``named`` holds queues the topics do not have (lists both)."""
+    queues = sorted(queues)
+    present = {q[0] for q in queues}
+    unknown = sorted(set(named) - set(queues))
+    if unknown:
+        topics = ", ".join(sorted({q[0] for q in unknown} - present))
+        gone = f" (topics without queues here: {topics})" if topics else ""
+        raise SparkOptionError(
+            f"option {option} names queues the topic does not have: "
+            f"{', '.join(queue_name(q) for q in unknown)}{gone} (queues: "
+            f"{', '.join(queue_name(q) for q in queues)})"
+        )
 
 
 def resolve_spec(
@@ -106,13 +133,7 @@ def resolve_spec(
     """Concrete offsets of every queue: named ones from ``spec``, the rest ``default`` (-2 or -1)."""
     queues = list(queues)
     if isinstance(spec, dict):
-        unknown = sorted(set(spec) - set(queues))
-        if unknown:
-            raise SparkOptionError(
-                f"option {option} names queues the topic does not have: "
-                f"{', '.join(queue_name(q) for q in unknown)} (queues: "
-                f"{', '.join(queue_name(q) for q in queues)})"
-            )
+        check_queues(spec, option, queues)
         wanted = {q: spec.get(q, default) for q in queues}
     else:
         wanted = dict.fromkeys(queues, EARLIEST if spec == "earliest" else LATEST)

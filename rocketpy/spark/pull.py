@@ -6,7 +6,11 @@ flight on one connection; a window answered short (the broker's per-pull count o
 completed by a pull of its rest before anything later is handed on, and the window shrinks to
 the most the broker answered at once (its per-pull cap). With a tag filter the broker skips
 offsets, so pulls are sequential from each answer's ``nextBeginOffset`` (the exact tag check is
-the caller's, on the decoded columns: the broker filters by hash). Answers stay undecoded: the
+the caller's, on the decoded columns: the broker filters by hash); an ``sqlFilter`` goes as an SQL92
+subscription the same way (the broker tests each record's properties exactly). When the broker does
+not answer (its master died mid-read), the reader moves on to the next member of that broker the
+route lists (its slave), from the first offset not yet handed on: the read goes on, in order, with
+nothing read twice. Answers stay undecoded: the
 records of several pulls are handed on joined, for one columnar decode
 (``rocketpy.spark.convert``). Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a
 larger min offset) fail the read with ``DataLossError`` naming the queue and offsets, or are
@@ -18,21 +22,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from rocketpy.client.api import MQClientAPI, PullResult, PullStatus
-from rocketpy.errors import MQClientError
-from rocketpy.protocol.headers.pull import PullMessageRequestHeader
+from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.record import POS_QUEUE_OFFSET, Q64, U32
+from rocketpy.spark.brokers import BrokerUnavailableError
+from rocketpy.spark.filters import pull_header
 from rocketpy.spark.offsets import QueueRange, queue_name
 from rocketpy.spark.options import ReadOptions
 from rocketpy.subscription import SubscriptionData
-from rocketpy.subscription_group import TOOLS_CONSUMER
-from rocketpy.sysflag import FLAG_SUBSCRIPTION
 
 log = logging.getLogger("rocketpy.spark")
 
 PIPELINE_DEPTH = 8
+#: Moves to another member of the broker within one range (then the task fails, retriable).
+MAX_FAILOVERS = 4
+#: Pause before trying the members again when none answered (doubles up to 2 s).
+FAILOVER_PAUSE_S = 0.25
 #: Rows handed on at once (one Arrow batch), and a bound on their bytes.
 CHUNK_ROWS = 4096
 CHUNK_BYTES = 64 << 20
@@ -40,12 +47,6 @@ CHUNK_BYTES = 64 << 20
 
 class DataLossError(MQClientError):
     """Offsets a read was planned to return are gone from the broker (removed by cleanup)."""
-
-
-class BrokerUnavailableError(MQClientError):
-    """The broker holding a planned range is not in the route any more (a task retry may succeed)."""
-
-    retriable = True
 
 
 class _Window:
@@ -57,29 +58,55 @@ class _Window:
         self.start, self.stop, self.future = start, stop, future
 
 
-class RangeReader:
-    """Reads one ``QueueRange`` from the broker at ``addr`` (use ``chunks()`` once)."""
+#: The members of the range's broker, master first (``fresh``: ask the NameServer again).
+Locate = Callable[[bool], Awaitable[list[str]]]
 
-    def __init__(self, api: MQClientAPI, addr: str, r: QueueRange, opts: ReadOptions) -> None:
-        self.api, self.addr, self.range, self.opts = api, addr, r, opts
-        self.filtered = opts.tags.strip() not in ("", "*")
-        sub = SubscriptionData.of_tags(r.topic, opts.tags, 0) if self.filtered else None
+
+class RangeReader:
+    """Reads one ``QueueRange`` from the members ``locate`` gives (use ``chunks()`` once)."""
+
+    def __init__(self, api: MQClientAPI, locate: Locate, r: QueueRange, opts: ReadOptions) -> None:
+        self.api, self.locate, self.range, self.opts = api, locate, r, opts
+        self.addr = ""  # the member pulled from (set by chunks())
+        self.filtered = opts.filtered
+        tagged = opts.sql_filter is None and self.filtered
+        sub = SubscriptionData.of_tags(r.topic, opts.tags, 0) if tagged else None
         #: The tags a row must have (the broker's filter is by hash); None: every row.
         self.tags: frozenset[str] | None = sub.tags_set if sub is not None and sub.tags_set else None
         self.window = opts.pull_batch_size
         self._largest = 0  # most offsets one answer covered
-        self.group = opts.consumer_group or TOOLS_CONSUMER
         self._pending: deque[_Window] = deque()
+        self._failovers = 0
 
     def _launch(self, start: int, stop: int) -> _Window:
-        header = PullMessageRequestHeader(
-            self.group, self.range.topic, self.range.queue_id, start, stop - start,
-            sys_flag=FLAG_SUBSCRIPTION, subscription=self.opts.tags if self.filtered else "*",
-        )  # fmt: skip
+        header = pull_header(self.opts, self.range.queue, start, stop - start)
         fut = asyncio.ensure_future(
             self.api.pull_message(self.addr, header.to_ext(), self.opts.timeout_s, raw=True)
         )
         return _Window(start, stop, fut)
+
+    async def _drop_pending(self) -> None:
+        for w in self._pending:
+            w.future.cancel()
+        await asyncio.gather(*(w.future for w in self._pending), return_exceptions=True)
+        self._pending.clear()
+
+    async def _failover(self, error: MQClientError) -> None:
+        """The member pulled from did not answer: go on with the next one the route lists."""
+        self._failovers += 1
+        q = queue_name(self.range.queue)
+        if self._failovers > MAX_FAILOVERS:
+            raise BrokerUnavailableError(
+                f"{q}: no member of broker {self.range.broker_name} answers ({error})"
+            )
+        await self._drop_pending()
+        members = await self.locate(True)
+        others = [a for a in members if a != self.addr]
+        if not others:  # the route still names only this one: wait, then try it again
+            await asyncio.sleep(min(2.0, FAILOVER_PAUSE_S * 2 ** (self._failovers - 1)))
+            others = members
+        log.warning("%s: %s did not answer (%s); reading on from %s", q, self.addr, error, others[0])
+        self.addr = others[0]
 
     def _fill(self, next_start: int) -> int:
         depth = 1 if self.filtered else PIPELINE_DEPTH
@@ -112,6 +139,11 @@ class RangeReader:
         if result.status is PullStatus.OFFSET_ILLEGAL:
             return b"", 0, self._lost(w, result)
         if result.status is PullStatus.NO_NEW_MSG:
+            if self._failovers:  # a slave behind its dead master: the master may come back (retry)
+                raise BrokerUnavailableError(
+                    f"{queue_name(self.range.queue)}: {self.addr} holds offsets up to {result.max_offset}"
+                    f" only, below the planned end {self.range.end} (a slave behind its master)"
+                )
             raise DataLossError(
                 f"{queue_name(self.range.queue)}: no message at offset {w.start}, below the planned end"
                 f" {self.range.end} (queue max offset {result.max_offset})"
@@ -132,15 +164,29 @@ class RangeReader:
             self.window = max(1, min(self.window, self._largest))
         return body, count, reached
 
+    async def _answer(self, w: _Window) -> PullResult | None:
+        """``w``'s answer, or None after a failover (the windows are launched again from ``w``)."""
+        try:
+            return await w.future
+        except (RemotingConnectError, RemotingTimeoutError) as e:
+            self._pending.appendleft(w)  # dropped with the rest, relaunched from w.start
+            await self._failover(e)
+            return None
+
     async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The range's records in offset order, back to back, about ``CHUNK_ROWS`` at a time."""
         out: list[bytes] = []
         rows = size = 0
+        self.addr = (await self.locate(False))[0]
         next_start = self._fill(self.range.start)
         try:
             while self._pending:
                 w = self._pending.popleft()
-                body, count, reached = self._accept(w, await w.future)
+                result = await self._answer(w)
+                if result is None:
+                    next_start = self._fill(w.start)
+                    continue
+                body, count, reached = self._accept(w, result)
                 out.append(body)
                 rows, size = rows + count, size + len(body)
                 if reached < w.stop and reached < self.range.end and not self.filtered:
@@ -154,10 +200,7 @@ class RangeReader:
             if rows:
                 yield b"".join(out)
         finally:
-            for w in self._pending:
-                w.future.cancel()
-            await asyncio.gather(*(w.future for w in self._pending), return_exceptions=True)
-            self._pending.clear()
+            await self._drop_pending()
 
 
 def records_before(body: bytes, limit: int) -> tuple[bytes, int]:

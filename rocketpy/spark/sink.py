@@ -40,12 +40,20 @@ from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import select_by_hash
 from rocketpy.client.transaction import LocalTransactionState
 from rocketpy.client.transaction_producer import TransactionProducer
-from rocketpy.errors import MQClientError, RocketpyError
+from rocketpy.errors import AccessDeniedError, MQClientError, RocketpyError
 from rocketpy.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketpy.msgid import decode_offset_msg_id
 from rocketpy.remoting.client import RemotingClient
+from rocketpy.spark.auth import SparkAccessError, refused
 from rocketpy.spark.brokers import BrokerSession, run_on
-from rocketpy.spark.ledger import Decisions, parse_job_key, read_decisions, stream_job_key, write_decisions
+from rocketpy.spark.ledger import (
+    LEDGER_NAMESPACE,
+    Decisions,
+    parse_job_key,
+    read_decisions,
+    stream_job_key,
+    write_decisions,
+)
 from rocketpy.spark.options import WriteOptions, parse_write_options
 from rocketpy.spark.rows import WriteLayout, check_layout, to_message
 
@@ -192,7 +200,9 @@ async def _dispatch_rows(
 
 async def _send_rows(opts: WriteOptions, layout: WriteLayout, rows: Iterator[Any]) -> int:
     """Send every row as plain messages; returns how many (raises on the first failed send)."""
-    async with Producer(opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s) as producer:
+    account = opts.credentials.sdk_kwargs()
+    producer = Producer(opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s, **account)
+    async with producer:
 
         def send(msgs: list[Message], mq: MessageQueue | None) -> Awaitable[Any]:
             return producer.send_batch(msgs, selector=_chosen if mq else None, arg=mq)
@@ -214,10 +224,11 @@ class JobListener:
     else is rolled back. When the ledger cannot be read the answer is UNKNOW (asked again later).
     """
 
-    def __init__(self, job_key: str, namesrv_addr: str, timeout_s: float) -> None:
+    def __init__(self, job_key: str, opts: WriteOptions) -> None:
         self.job_key = job_key
-        self.namesrv_addrs = parse_namesrv_addrs(namesrv_addr)
-        self.timeout_s = timeout_s
+        self.namesrv_addrs = parse_namesrv_addrs(opts.namesrv_addr)
+        self.timeout_s = opts.timeout_s
+        self.credentials = opts.credentials
 
     async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
         return LocalTransactionState.UNKNOW  # not called: halves are sent with send_half
@@ -245,7 +256,9 @@ class JobListener:
         return LocalTransactionState.ROLLBACK_MESSAGE
 
     async def _decisions(self, query_id: str) -> Decisions:
-        remoting = RemotingClient(connect_timeout=self.timeout_s, name="rocketpy-spark-check")
+        remoting = RemotingClient(
+            connect_timeout=self.timeout_s, name="rocketpy-spark-check", signer=self.credentials.signer()
+        )
         try:
             return await read_decisions(MQClientAPI(remoting, self.namesrv_addrs), query_id, self.timeout_s)
         finally:
@@ -253,9 +266,13 @@ class JobListener:
 
 
 def _txn_producer(opts: WriteOptions, job_key: str) -> TransactionProducer:
-    listener = JobListener(job_key, opts.namesrv_addr, opts.timeout_s)
+    listener = JobListener(job_key, opts)
     return TransactionProducer(
-        opts.producer_group, opts.namesrv_addr, send_timeout=opts.timeout_s, listener=listener
+        opts.producer_group,
+        opts.namesrv_addr,
+        send_timeout=opts.timeout_s,
+        listener=listener,
+        **opts.credentials.sdk_kwargs(),
     )
 
 
@@ -319,11 +336,17 @@ async def _decide(producer: TransactionProducer, halves: Halves, state: LocalTra
     return sum(await asyncio.gather(*(broker(addr, flat) for addr, flat in halves.items())))
 
 
-def _run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    """Run a coroutine on a private uvloop event loop (Spark's Python workers have none running)."""
+def _run(coro_fn: Callable[[], Awaitable[Any]], opts: WriteOptions) -> Any:
+    """Run a coroutine on a private uvloop event loop (Spark's Python workers have none running).
+
+    An ACL refusal becomes a ``SparkAccessError`` naming the options to fix.
+    """
 
     async def main() -> Any:
-        return await coro_fn()
+        try:
+            return await coro_fn()
+        except AccessDeniedError as e:
+            raise refused(e, opts.credentials) from None
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return run_on(runner, main())
@@ -338,7 +361,7 @@ def _task_ids() -> tuple[int, int]:
 
 def _ledger(opts: WriteOptions, call: Callable[[MQClientAPI], Coroutine[Any, Any, T]]) -> T:
     """Run one ledger step with a short-lived session (tasks and commits are plain threads)."""
-    with BrokerSession(opts.namesrv_addr, opts.timeout_s) as session:
+    with BrokerSession(opts.namesrv_addr, opts.timeout_s, opts.credentials) as session:
         return session.run(lambda: call(session.api))
 
 
@@ -387,7 +410,13 @@ def _record_or_drop(opts: WriteOptions, messages: list[Any]) -> bool:
         )
         return False
 
-    return _ledger(opts, decide)
+    try:
+        return _ledger(opts, decide)
+    except SparkAccessError as e:
+        raise SparkAccessError(
+            f"{e}; a stream write records each micro-batch in the NameServers' KV table"
+            f" ({LEDGER_NAMESPACE}), which an ACL-enabled NameServer lets admin accounts only write"
+        ) from None
 
 
 def _job_key(job_id: str, messages: list[Any]) -> str:
@@ -417,7 +446,7 @@ class Delivery:
         if replay is not None:
             return replay
         key = stream.key if stream is not None else job_id
-        sent, halves = _run(lambda: self._send(opts, layout, rows, key))
+        sent, halves = _run(lambda: self._send(opts, layout, rows, key), opts)
         return SentPartition(job_id, *_task_ids(), sent, stream, halves)
 
     async def _send(
@@ -522,7 +551,7 @@ class TransactionalDelivery(Delivery):
             async with producer:
                 return await _decide(producer, halves, state)
 
-        return rows, int(_run(go))
+        return rows, int(_run(go, opts))
 
 
 def delivery_for(opts: WriteOptions) -> PlainDelivery | TransactionalDelivery:
@@ -543,12 +572,19 @@ def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
         yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
 
+def check_account(opts: WriteOptions) -> None:
+    """Plan time: the brokers accept the write's ACL account (or its absence), else SparkAccessError."""
+    with BrokerSession(opts.namesrv_addr, opts.timeout_s, opts.credentials) as session:
+        session.run(lambda: session.check_account(opts.topic))
+
+
 class BatchWriter(DataSourceArrowWriter):
     """``df.write.format("rocketpy").mode("append")``: each task sends its rows."""
 
     def __init__(self, schema: StructType, options: Any) -> None:
         self.opts = parse_write_options(options)
         self.layout = _layout(schema, self.opts)
+        check_account(self.opts)
         self.job_id = uuid.uuid4().hex  # pickled with the writer: the same in tasks, commit, abort
         self.delivery = delivery_for(self.opts)
 
@@ -575,6 +611,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, schema: StructType, options: Any) -> None:
         self.opts = parse_write_options(options)
         self.layout = _layout(schema, self.opts)
+        check_account(self.opts)
         self.job_id = uuid.uuid4().hex
         self.delivery = delivery_for(self.opts)
 

@@ -1,30 +1,39 @@
 """The ``rocketpy`` Spark data source: registration, schema, batch reads and task-side reading.
 
 Owns ``RocketpyDataSource`` (Spark's entry point: options in, readers and writers out),
-``BatchReader`` (plans queue ranges on the driver) and ``read_range``, which both batch and
-stream readers run in Spark's Python workers: one ``BrokerSession`` per task, pipelined pulls,
-one ``pyarrow.RecordBatch`` per chunk (decoded column-wise; tags re-checked exactly). Readers
-and partitions hold plain values only: Spark pickles them to other processes; connections are
-made inside ``read``.
+``BatchReader`` (plans queue ranges on the driver; ``PushdownBatchReader`` adds Spark's
+``pushFilters`` for ``tags``) and ``read_range``, which both batch and stream readers run in
+Spark's Python workers: one ``BrokerSession`` per task, pipelined pulls, one ``pyarrow.RecordBatch``
+per chunk (decoded column-wise; tags re-checked exactly). Readers and partitions hold plain values
+only: Spark pickles them to other processes; connections are made inside ``read``.
+
+Spark refuses a reader that implements ``pushFilters`` when ``spark.sql.python.filterPushdown.enabled``
+is false (its default), and a data source cannot see that setting; and Spark 4.3 reuses the read a
+pushdown planned for a later query on the same DataFrame that pushes no filter. So pushdown is
+``PushdownDataSource`` (same name), registered only by ``register(spark, pushdown=True)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import logging
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rocketpy.errors import MQClientError
-from rocketpy.spark.brokers import BrokerSession
+from rocketpy.spark.brokers import BrokerSession, BrokerUnavailableError, TopicNotFoundError
 from rocketpy.spark.convert import keep_tags, to_record_batch
+from rocketpy.spark.filters import push_tag_filters
 from rocketpy.spark.offsets import QueueRange, queue_name
 from rocketpy.spark.options import ReadOptions, SparkOptionError, parse_read_options
-from rocketpy.spark.plan import plan_batch
-from rocketpy.spark.pull import BrokerUnavailableError, RangeReader
+from rocketpy.spark.plan import plan_batch, session_for
+from rocketpy.spark.pull import RangeReader
 from rocketpy.spark.schema import ARROW_SCHEMA, SCHEMA_DDL
+
+log = logging.getLogger("rocketpy.spark")
 
 #: Budget of one chunk of a read (many pulls), in call timeouts.
 CHUNK_BUDGET_CALLS = 6
@@ -61,17 +70,29 @@ def check_schema(schema: StructType) -> None:
         )
 
 
+def _broker_alive(session: BrokerSession, broker_name: str) -> bool:
+    """True when ``broker_name`` is registered now (so its topic's missing route means deleted)."""
+
+    async def go() -> bool:
+        info = await session.api.get_broker_cluster_info(session.timeout_s)
+        return broker_name in (info.get("brokerAddrTable") or {})
+
+    return session.run(go)
+
+
 def read_range(opts: ReadOptions, r: QueueRange) -> Iterator[pa.RecordBatch]:
-    """The messages of ``r`` as RecordBatches (runs in a Spark worker)."""
-    session = BrokerSession(opts.namesrv_addr, opts.timeout_s)
+    """The messages of ``r`` as RecordBatches (runs in a Spark worker).
+
+    A topic of a ``topicPattern`` read deleted since the plan (no route while its broker is
+    registered) yields nothing (logged); any other missing route fails the task, retriable.
+    """
+    session = session_for(opts)
     try:
-        try:
-            addr = session.run(lambda: session.broker_addr(r.topic, r.broker_name))
-        except MQClientError as e:
-            if e.retriable:
-                raise
-            raise BrokerUnavailableError(f"cannot read {queue_name(r.queue)}: {e}") from e
-        reader = RangeReader(session.api, addr, r, opts)
+
+        async def locate(fresh: bool) -> list[str]:
+            return await session.members(r.topic, r.broker_name, fresh)
+
+        reader = RangeReader(session.api, locate, r, opts)
         chunks = reader.chunks()
 
         async def next_chunk() -> bytes | None:
@@ -85,6 +106,11 @@ def read_range(opts: ReadOptions, r: QueueRange) -> Iterator[pa.RecordBatch]:
                     batch = keep_tags(batch, reader.tags)
                 if batch.num_rows:
                     yield batch
+        except TopicNotFoundError as e:
+            if opts.topic_pattern is None or not _broker_alive(session, r.broker_name):
+                raise BrokerUnavailableError(f"cannot read {queue_name(r.queue)}: {e}") from e
+            q = queue_name(r.queue)
+            log.warning("%s: the topic was deleted; offsets [%d, %d) are not read", q, r.start, r.end)
         finally:
             session.run(chunks.aclose)
     finally:
@@ -96,9 +122,12 @@ class BatchReader(DataSourceReader):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
+        self.nothing = False  # pushed filters no row can pass
 
     def partitions(self) -> list[InputPartition]:
         """Plan the read (asks the NameServer and brokers; plan-time errors are raised here)."""
+        if self.nothing:
+            return []
         return [RangePartition(r) for r in plan_batch(self.opts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -106,6 +135,18 @@ class BatchReader(DataSourceReader):
         if not isinstance(partition, RangePartition):
             return iter(())  # nothing to read (empty plan): Spark still runs one placeholder task
         return read_range(self.opts, partition.range)
+
+
+class PushdownBatchReader(BatchReader):
+    """A batch reader that takes Spark's ``tags = ...`` / ``tags IN (...)`` filters to the broker."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        """Narrow the read's tags by the tag filters; return the filters Spark must still apply."""
+        allowed, kept = push_tag_filters(self.opts, filters)
+        if allowed is not None:
+            self.nothing = not allowed
+            self.opts = dataclasses.replace(self.opts, tags="||".join(sorted(allowed)) or "*")
+        return kept
 
 
 class RocketpyDataSource(DataSource):
@@ -126,7 +167,7 @@ class RocketpyDataSource(DataSource):
         return BatchReader(parse_read_options(self.options))
 
     def streamReader(self, schema: StructType) -> Any:
-        """A micro-batch stream reader."""
+        """A micro-batch stream reader (batch-only options are refused here)."""
         from rocketpy.spark.stream import StreamReader
 
         check_schema(schema)
@@ -143,3 +184,12 @@ class RocketpyDataSource(DataSource):
         from rocketpy.spark.sink import StreamWriter
 
         return StreamWriter(schema, self.options)
+
+
+class PushdownDataSource(RocketpyDataSource):
+    """``RocketpyDataSource`` whose batch reader takes tag filters (``register(spark, pushdown=True)``)."""
+
+    def reader(self, schema: StructType) -> BatchReader:
+        """A batch reader with ``pushFilters``."""
+        check_schema(schema)
+        return PushdownBatchReader(parse_read_options(self.options))

@@ -49,6 +49,33 @@ def test_spark_batch_example(addr: str, tmp_path: Path) -> None:
     assert "wrote 60 rows to SparkBatchExUpper, which now holds 60 messages" in out
 
 
+def test_spark_pipeline_example_on_an_acl_cluster(daemons: object, tmp_path: Path) -> None:
+    """``--acl`` with an admin account in the environment: the SDK and Spark's workers sign with it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.integration.test_acl import ADMIN, start_acl_cluster
+    from tests.integration.test_examples import EXAMPLES, _env
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    ns, _ = start_acl_cluster(daemons, tmp_path / "plain_acl.yml")  # type: ignore[arg-type]
+    env = {**_env(tmp_path), "ROCKETPY_ACCESS_KEY": ADMIN[0], "ROCKETPY_SECRET_KEY": ADMIN[1]}
+    args = ["--orders", "300", "--per-minute", "100", "--seconds", "6", "--out", str(tmp_path / "rev")]
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "spark_pipeline.py"), "-n", ns, *args, "--acl"],
+        cwd=os.getcwd(), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    out = finish(proc)
+    assert "producer: sent 300 orders to Orders" in out, out
+    rows = int(out.split("parquet: ")[1].split()[0])  # three simulated minutes: the first closes
+    assert 1 <= rows <= 8 and f"topic Revenue: {rows} revenue messages" in out, out
+    assert "behind (" in out, out  # the lag figures of the progress
+    assert ADMIN[1] not in out
+
+
 def test_spark_pipeline_example(addr: str, tmp_path: Path) -> None:
     args = ["--orders", "300", "--per-minute", "100", "--seconds", "6", "--out", str(tmp_path / "rev")]
     out = finish(start("spark_pipeline", addr, tmp_path, *args))

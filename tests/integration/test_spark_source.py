@@ -86,8 +86,11 @@ def test_json_offsets_tags_and_timestamp(cluster: str) -> None:
     reader = _source(cluster, tags="even").reader(spark_schema())
     rows = _rows(reader, reader.partitions())
     assert len(rows) == 100 and {r["tags"] for r in rows} == {"even"}
-    reader = _source(cluster, startingTimestamp=str(int(time.time() * 1000) + 60_000)).reader(spark_schema())
-    assert _rows(reader, reader.partitions()) == []
+    future = str(int(time.time() * 1000) + 60_000)
+    reader = _source(cluster, startingTimestamp=future, startingOffsetsByTimestampStrategy="latest")
+    assert _rows(reader.reader(spark_schema()), reader.reader(spark_schema()).partitions()) == []
+    with pytest.raises(MQClientError, match="no message stored at or after the given time"):
+        _source(cluster, startingTimestamp=future).reader(spark_schema()).partitions()  # Kafka's "error"
 
 
 @pytest.mark.parametrize(
@@ -126,7 +129,10 @@ def test_stream_offsets_limits_available_now_and_new_queues(cluster: str) -> Non
     assert start == {TOPIC: {"broker-a:0": 0, "broker-a:1": 0}}
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert end == {TOPIC: {"broker-a:0": 15, "broker-a:1": 15}}
-    assert reader.reportLatestOffset() == {TOPIC: {"broker-a:0": 50, "broker-a:1": 50}}
+    reported = reader.reportLatestOffset()
+    assert reported is not None and reported[TOPIC] == {"broker-a:0": 50, "broker-a:1": 50}
+    assert (reported["minOffsetsBehindLatest"], reported["avgOffsetsBehindLatest"]) == ("35", "35.0")
+    assert 0 <= float(reported["maxSecondsBehindLatest"]) < 600  # the oldest unread message's age
     parts = reader.partitions(start, end)
     assert len(_rows(reader, parts)) == 30
     assert reader.latestOffset(start, ReadAllAvailable()) == {TOPIC: {"broker-a:0": 50, "broker-a:1": 50}}

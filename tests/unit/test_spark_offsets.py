@@ -29,8 +29,8 @@ def test_read_options_case_insensitive_and_defaults() -> None:
     o = parse_read_options({"NAMESRVADDR": NS, "Topics": "B, A,A", "maxoffsetspertrigger": "30"})
     assert o.topics == ("A", "B")
     assert o.max_offsets_per_trigger == 30
-    assert (o.pull_batch_size, o.min_partitions, o.fail_on_data_loss, o.tags) == (32, 1, True, "*")
-    assert o.starting_offsets is None and o.ending_offsets == "latest"
+    assert (o.pull_batch_size, o.min_partitions, o.fail_on_data_loss, o.tags) == (256, 1, True, "*")
+    assert o.starting_offsets is None and o.ending_offsets is None and not o.ending_given
 
 
 def test_unknown_option_suggests_the_nearest() -> None:
@@ -60,7 +60,7 @@ def test_write_options_transactional_by_default() -> None:
         ({"topic": "T", "minPartitions": "x"}, "minPartitions='x' must be an integer"),
         ({"topic": "T", "pullBatchSize": "0"}, "between 1 and"),
         ({"topic": "T", "failOnDataLoss": "yes"}, "true or false"),
-        ({"topic": "T", "startingOffsets": "latest", "startingTimestamp": "1"}, "not both"),
+        ({"topic": "T", "startingOffsets": "latest", "startingTimestamp": "1"}, "at most one of"),
     ],
 )
 def test_bad_read_options(opts: dict[str, str], match: str) -> None:
