@@ -110,6 +110,21 @@ class Coalescer:
         self.stats = CoalesceStats()
         self._queues: dict[tuple[str, MessageQueue], _Pending] = {}
         self._room_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+        #: per topic, the accumulator the last send was added to (``filling``)
+        self._filling: dict[str, _Pending] = {}
+
+    def filling(self, topic: str) -> MessageQueue | None:
+        """The queue of ``topic`` whose batch is still filling (members added, not left yet), or None.
+
+        A send with no queue of its own joins it rather than the next queue of the round robin
+        (``SendPath.choose``): the sends of one tick then leave as one full request instead of one
+        thin request per queue, however many queues (and brokers) the topic spreads over. The round
+        robin moves on per batch instead of per message (as Kafka's sticky partitioner).
+        """
+        q = self._filling.get(topic)
+        if q is None or not q.jobs or q.n_bytes >= self.batch_max_bytes:
+            return None
+        return q.mq
 
     # -- back-pressure ---------------------------------------------------------------------------
     def has_room(self, size: int) -> bool:
@@ -182,6 +197,7 @@ class Coalescer:
         q.jobs.append(job)
         q.n_bytes += size
         self.held_bytes += size
+        self._filling[mq.topic] = q
         if q.in_flight == 0 and q.timer is None:
             if self.batch_max_delay > 0:
                 q.timer = loop.call_later(self.batch_max_delay, self._flush, q)
@@ -307,6 +323,8 @@ class Coalescer:
         key = (q.addr, q.mq)
         if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(key) is q:
             del self._queues[key]
+            if self._filling.get(q.mq.topic) is q:
+                del self._filling[q.mq.topic]
 
 
 def _resolve(job: MessageJob, outcome: Any) -> None:
