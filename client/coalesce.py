@@ -24,7 +24,8 @@ the retried members coalesce again.
 Bounds: ``batch_max_bytes`` per request; ``total_batch_max_bytes`` of members accepted and not
 settled yet (held here or in flight); a send beyond it waits for room (``wait_room``, bounded by its
 deadline). The request's timeout is the latest member deadline; a member whose own deadline comes
-earlier gets a timer that fails it then (cancelled when the batch settles).
+earlier is failed then (one timer per request at its earliest such deadline, re-armed for the next;
+cancelled when the batch settles).
 """
 
 from __future__ import annotations
@@ -244,7 +245,8 @@ class Coalescer:
         if len(live) > 1:
             stats.batches += 1
         q.in_flight += 1
-        timers = [loop.call_at(j.deadline, _expire, j) for j in live if j.deadline < deadline - 0.001]
+        timers: list[asyncio.TimerHandle] = []
+        _arm_expiry(loop, live, deadline, timers)
         response.add_done_callback(lambda done: self._settle(q, live, n_bytes, timers, done))
 
     def _request(self, mq: MessageQueue, jobs: list[MessageJob]) -> RemotingCommand:
@@ -347,8 +349,35 @@ def _copy_error(err: BaseException) -> BaseException:
     return out
 
 
-def _expire(job: MessageJob) -> None:
-    _fail(job, RemotingTimeoutError("no response from the broker within the send timeout"))
+def _arm_expiry(
+    loop: asyncio.AbstractEventLoop,
+    jobs: list[MessageJob],
+    deadline: float,
+    timers: list[asyncio.TimerHandle],
+) -> None:
+    """Arm one timer (in ``timers``) at the earliest deadline among ``jobs`` that comes before the
+    request's ``deadline``: one timer per request, not one per member."""
+    earliest = deadline - 0.001
+    for j in jobs:
+        if j.deadline < earliest and not j.future.done():
+            earliest = j.deadline
+    timers.clear()
+    if earliest < deadline - 0.001:
+        timers.append(loop.call_at(earliest, _expire_due, loop, jobs, deadline, earliest, timers))
+
+
+def _expire_due(
+    loop: asyncio.AbstractEventLoop,
+    jobs: list[MessageJob],
+    deadline: float,
+    when: float,
+    timers: list[asyncio.TimerHandle],
+) -> None:
+    """Fail the members whose deadline (at or before ``when``) passed; re-arm for the next one."""
+    for j in jobs:
+        if j.deadline <= when:
+            _fail(j, RemotingTimeoutError("no response from the broker within the send timeout"))
+    _arm_expiry(loop, jobs, deadline, timers)
 
 
 def _chain(job: MessageJob, done: asyncio.Future[RemotingCommand]) -> None:

@@ -266,6 +266,29 @@ async def test_each_member_keeps_its_own_deadline() -> None:
     assert len(remoting.sent) == 1  # one batch for both
 
 
+async def test_earlier_member_deadlines_fail_in_turn() -> None:
+    remoting = BatchRemoting(silent={A, B})
+    p = producer_with(remoting, retry_times=0)
+    loop = asyncio.get_running_loop()
+    timeouts = (0.05, 0.15, 0.15, 1.0)
+    futs = [
+        p.send_async(Message("T", b"m%d" % i), selector=on_queue(0), timeout=t)
+        for i, t in enumerate(timeouts)
+    ]
+    await asyncio.sleep(0)
+    started = loop.time()
+    with pytest.raises(MQClientError, match="no response"):
+        await futs[0]
+    assert not any(f.done() for f in futs[1:])
+    for f in futs[1:3]:
+        with pytest.raises(MQClientError, match="no response"):
+            await f
+    assert loop.time() - started < 0.5 and not futs[3].done()
+    with pytest.raises(MQClientError):
+        await futs[3]
+    assert len(remoting.sent) == 1  # one batch for all
+
+
 async def test_keys_tags_and_unique_keys_travel_per_message() -> None:
     remoting = BatchRemoting()
     p = producer_with(remoting)
