@@ -79,7 +79,7 @@ def main() -> None:
         finally:
             broker.terminate()
             ns.terminate()
-    print(out_a.strip().splitlines()[-1])
+    print(next(line for line in out_a.splitlines() if line.startswith("[Complete]")))
     print(next(line for line in out_w.splitlines() if line.startswith("[Complete]")))
     print(out_b.strip().splitlines()[-1])
     print(
