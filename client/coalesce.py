@@ -24,7 +24,8 @@ the retried members coalesce again.
 Bounds: ``batch_max_bytes`` per request; ``total_batch_max_bytes`` of members accepted and not
 settled yet (held here or in flight); a send beyond it waits for room (``wait_room``, bounded by its
 deadline). The request's timeout is the latest member deadline; a member whose own deadline comes
-earlier gets a timer that fails it then (cancelled when the batch settles).
+earlier is failed then (one timer per request at its earliest such deadline, re-armed for the next;
+cancelled when the batch settles).
 """
 
 from __future__ import annotations
@@ -110,6 +111,21 @@ class Coalescer:
         self.stats = CoalesceStats()
         self._queues: dict[tuple[str, MessageQueue], _Pending] = {}
         self._room_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+        #: per topic, the accumulator the last send was added to (``filling``)
+        self._filling: dict[str, _Pending] = {}
+
+    def filling(self, topic: str) -> MessageQueue | None:
+        """The queue of ``topic`` whose batch is still filling (members added, not left yet), or None.
+
+        A send with no queue of its own joins it rather than the next queue of the round robin
+        (``SendPath.choose``): the sends of one tick then leave as one full request instead of one
+        thin request per queue, however many queues (and brokers) the topic spreads over. The round
+        robin moves on per batch instead of per message (as Kafka's sticky partitioner).
+        """
+        q = self._filling.get(topic)
+        if q is None or not q.jobs or q.n_bytes >= self.batch_max_bytes:
+            return None
+        return q.mq
 
     # -- back-pressure ---------------------------------------------------------------------------
     def has_room(self, size: int) -> bool:
@@ -182,6 +198,7 @@ class Coalescer:
         q.jobs.append(job)
         q.n_bytes += size
         self.held_bytes += size
+        self._filling[mq.topic] = q
         if q.in_flight == 0 and q.timer is None:
             if self.batch_max_delay > 0:
                 q.timer = loop.call_later(self.batch_max_delay, self._flush, q)
@@ -228,7 +245,8 @@ class Coalescer:
         if len(live) > 1:
             stats.batches += 1
         q.in_flight += 1
-        timers = [loop.call_at(j.deadline, _expire, j) for j in live if j.deadline < deadline - 0.001]
+        timers: list[asyncio.TimerHandle] = []
+        _arm_expiry(loop, live, deadline, timers)
         response.add_done_callback(lambda done: self._settle(q, live, n_bytes, timers, done))
 
     def _request(self, mq: MessageQueue, jobs: list[MessageJob]) -> RemotingCommand:
@@ -307,6 +325,8 @@ class Coalescer:
         key = (q.addr, q.mq)
         if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(key) is q:
             del self._queues[key]
+            if self._filling.get(q.mq.topic) is q:
+                del self._filling[q.mq.topic]
 
 
 def _resolve(job: MessageJob, outcome: Any) -> None:
@@ -329,8 +349,35 @@ def _copy_error(err: BaseException) -> BaseException:
     return out
 
 
-def _expire(job: MessageJob) -> None:
-    _fail(job, RemotingTimeoutError("no response from the broker within the send timeout"))
+def _arm_expiry(
+    loop: asyncio.AbstractEventLoop,
+    jobs: list[MessageJob],
+    deadline: float,
+    timers: list[asyncio.TimerHandle],
+) -> None:
+    """Arm one timer (in ``timers``) at the earliest deadline among ``jobs`` that comes before the
+    request's ``deadline``: one timer per request, not one per member."""
+    earliest = deadline - 0.001
+    for j in jobs:
+        if j.deadline < earliest and not j.future.done():
+            earliest = j.deadline
+    timers.clear()
+    if earliest < deadline - 0.001:
+        timers.append(loop.call_at(earliest, _expire_due, loop, jobs, deadline, earliest, timers))
+
+
+def _expire_due(
+    loop: asyncio.AbstractEventLoop,
+    jobs: list[MessageJob],
+    deadline: float,
+    when: float,
+    timers: list[asyncio.TimerHandle],
+) -> None:
+    """Fail the members whose deadline (at or before ``when``) passed; re-arm for the next one."""
+    for j in jobs:
+        if j.deadline <= when:
+            _fail(j, RemotingTimeoutError("no response from the broker within the send timeout"))
+    _arm_expiry(loop, jobs, deadline, timers)
 
 
 def _chain(job: MessageJob, done: asyncio.Future[RemotingCommand]) -> None:

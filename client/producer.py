@@ -20,8 +20,8 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, cast
 
 from rocketpy.client.async_sender import AsyncSender, SendCallback
 from rocketpy.client.coalesce import CoalesceStats
@@ -40,7 +40,7 @@ from rocketpy.client.selector import QueueSelector, user_choice
 from rocketpy.client.send_path import BatchJob, MessageJob, SendPath
 from rocketpy.client.trace import ProducerTracer, TraceDispatcher, TraceStats, msg_type_of, new_dispatcher
 from rocketpy.client.trace_otel import otel_spans
-from rocketpy.errors import MQClientError
+from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import Message, MessageQueue
 
 __all__ = ["Producer", "SendResult", "SendStatus", "check_message"]
@@ -229,17 +229,33 @@ class Producer:
             MQClientError: bad message, no route, timeout or no broker reachable.
             MQBrokerError: the broker refused the message (a code that is not retriable).
         """
-        prepared = self._prepare(msg)
-        deadline = asyncio.get_running_loop().time() + (timeout or self.send_timeout)
-        job = MessageJob(prepared, self.retry_times, deadline, user_choice(selector, msg, arg))
-        self._path.coalesce(job)
         if self._tracer is None:
-            result: SendResult = await self._path.run(job)
-            return result
+            return await self._send_one(msg, selector, arg, timeout)
         begin = time.time()
-        result = await self._path.run(job)
+        result = await self._send_one(msg, selector, arg, timeout)
         self._traced(msg, begin, result)
         return result
+
+    async def _send_one(
+        self, msg: Message, selector: QueueSelector | None, arg: Any, timeout: float | None
+    ) -> SendResult:
+        job = MessageJob(self._prepare(msg), self.retry_times, 0.0, user_choice(selector, msg, arg))
+        path = self._path
+        path.coalesce(job)
+        # the first attempt is written now when the route is cached (no retry-loop coroutine);
+        # after a retriable failure ``finish`` hands back the remaining attempts to await
+        started = path.start(job, timeout or self.send_timeout)
+        if started is not job:
+            return await cast("Coroutine[Any, Any, SendResult]", started)
+        response = job.future
+        try:
+            await response
+        except RocketpyError:
+            pass  # finish reads the outcome from the future: raises it, or says retry
+        out = job.finish(response)
+        if type(out) is SendResult:
+            return out
+        return await cast("Coroutine[Any, Any, SendResult]", out)
 
     def send_async(
         self,

@@ -249,9 +249,15 @@ class SendPath:
         return await resolve_publish_info(self.instance(), topic, self.default_topic_queue_nums)
 
     def choose(self, tp: TopicPublishInfo, job: SendJob) -> MessageQueue:
-        """The queue of ``job``'s next attempt: the user's selector, else round robin avoiding
-        unavailable brokers and the one that failed last."""
+        """The queue of ``job``'s next attempt: the user's selector, else the coalescer's queue still
+        filling (a coalesced first attempt), else round robin avoiding unavailable brokers and the
+        one that failed last."""
         if job.choice is None:
+            co = self.coalescer
+            if co is not None and job.item_size and job.last_broker is None:
+                mq = co.filling(job.topic)  # join the batch still filling (one full request a tick)
+                if mq is not None and (not self.fault.enabled or self.fault.is_available(mq.broker_name)):
+                    return mq
             return select_queue(tp.message_queues, tp.index, self.fault, job.last_broker)
         return job.choice.select(list(tp.message_queues))
 

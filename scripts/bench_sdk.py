@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """SDK producer benchmark: a NameServer, a broker and the bench client as three processes.
 
-Runs ``python -m rocketpy.bench producer`` twice against a fresh cluster (1 KiB bodies), after a 2 s
-warm-up run: async
-single-message sends and batch sends, each for ``--seconds``, and prints both ``[Complete]`` lines and
-the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s). Bounded: every run has a duration and
-the daemons are stopped at the end.
+Runs ``python -m rocketpy.bench producer`` three times against a fresh cluster (1 KiB bodies), after
+a 2 s warm-up run: async single-message sends (``send_async``), awaited sends (``--awaited``
+concurrent ``await producer.send()``, as users write it) and batch sends, each for ``--seconds``, and
+prints the ``[Complete]`` lines and the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s,
+awaited sends <= 12 us of client CPU a message). Client CPU per message is the bench process's
+``time.process_time()`` over the run divided by the messages sent. Bounded: every run has a
+duration and the daemons are stopped at the end.
 
-Usage: scripts/bench_sdk.py [--seconds 5] [--concurrency 256] [--batch 64] [--body 1024] [--no-auto-batch]
+Usage: scripts/bench_sdk.py [--seconds 5] [--concurrency 256] [--awaited 64] [--batch 64] [--body 1024]
+[--no-auto-batch]
 (``scripts/bench_autobatch.py`` compares auto-batch on and off back to back.)
 """
 
@@ -28,6 +31,8 @@ from rocketpy import Admin  # noqa: E402
 from tests.daemons import start_broker, start_namesrv  # noqa: E402
 
 _COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+)")
+_CPU = re.compile(r"Client CPU\(us/msg\): ([\d.]+)")
+_PER_REQUEST = re.compile(r"Msgs/request: ([\d.]+)")
 
 
 def run_bench(ns: str, *args: str) -> tuple[int, int, str]:
@@ -50,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--concurrency", type=int, default=256)
+    ap.add_argument("--awaited", type=int, default=64, help="concurrent awaited producer.send() calls")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--auto-batch", action=argparse.BooleanOptionalAction, default=True,
@@ -68,15 +74,23 @@ def main() -> None:
             total_a, tps_a, out_a = run_bench(
                 ns.addr, *common, "-m", "async", "-w", str(a.concurrency), coalesce
             )
+            total_w, tps_w, out_w = run_bench(ns.addr, *common, "-m", "sync", "-w", str(a.awaited), coalesce)
             total_b, tps_b, out_b = run_bench(ns.addr, *common, "-b", str(a.batch), "-w", "8")
         finally:
             broker.terminate()
             ns.terminate()
-    print(out_a.strip().splitlines()[-1])
+    print(next(line for line in out_a.splitlines() if line.startswith("[Complete]")))
+    print(next(line for line in out_w.splitlines() if line.startswith("[Complete]")))
     print(out_b.strip().splitlines()[-1])
     print(
         f"async sends : {tps_a:>9,} msgs/s ({total_a:,} in {a.seconds}s)  target >= 30,000  "
         f"{'OK' if tps_a >= 30_000 else 'BELOW'}"
+    )
+    cpu_w = float(m.group(1)) if (m := _CPU.search(out_w)) else 0.0
+    per_req = f", {m.group(1)} msgs/request" if (m := _PER_REQUEST.search(out_w)) else ""
+    print(
+        f"awaited sends: {tps_w:>8,} msgs/s ({total_w:,} in {a.seconds}s, {a.awaited} concurrent{per_req})"
+        f"  client CPU {cpu_w:.1f} us/msg  target <= 12  {'OK' if 0 < cpu_w <= 12 else 'ABOVE'}"
     )
     print(
         f"batch sends : {tps_b:>9,} msgs/s ({total_b:,} in {a.seconds}s, batch {a.batch})"

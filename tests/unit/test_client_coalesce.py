@@ -91,24 +91,50 @@ def on_queue(n: int) -> Any:
     return lambda mqs, msg, arg: mqs[n]
 
 
-async def test_sends_of_one_tick_leave_as_one_batch_per_queue() -> None:
+async def test_sends_of_one_tick_leave_as_one_batch() -> None:
+    # sends with no queue of their own join the queue whose batch is still filling: one full
+    # request a tick, however many queues the topic has (the round robin moves on per batch)
     remoting = BatchRemoting(hold=True)
     p = producer_with(remoting)
     futs = [p.send_async(Message("T", b"m%d" % i)) for i in range(20)]
     assert remoting.sent == []  # nothing written before the tick ends
     await asyncio.sleep(0)
-    assert remoting.codes_sent() == [RequestCode.SEND_BATCH_MESSAGE] * 4  # 2 brokers x 2 queues
-    assert sorted(len(remoting.bodies(cmd)) for _, cmd in remoting.sent) == [5, 5, 5, 5]
+    assert remoting.codes_sent() == [RequestCode.SEND_BATCH_MESSAGE]
+    assert [len(remoting.bodies(cmd)) for _, cmd in remoting.sent] == [20]
     remoting.release()
     results = await asyncio.gather(*futs)
     assert len({r.msg_id for r in results}) == 20
     assert len({r.offset_msg_id for r in results}) == 20
+    assert len({r.message_queue for r in results}) == 1
     for r in results:  # each message's own offset id and queue offset
         mq = r.message_queue
         assert r.offset_msg_id == f"{ADDRS[mq.broker_name]}/{mq.queue_id}/{r.queue_offset}"
     stats = p.coalesce_stats
-    assert stats is not None and (stats.requests, stats.messages, stats.batches) == (4, 20, 4)
+    assert stats is not None and (stats.requests, stats.messages, stats.batches) == (1, 20, 1)
     assert p._async.pending == 0
+
+
+async def test_the_next_batch_goes_to_the_next_queue() -> None:
+    remoting = BatchRemoting()
+    p = producer_with(remoting)
+    queues = []
+    for _ in range(4):  # one tick's sends each, every batch settled before the next
+        results = await asyncio.gather(*(p.send(Message("T", b"m%d" % i)) for i in range(5)))
+        assert len({r.message_queue for r in results}) == 1
+        queues.append(results[0].message_queue)
+    assert len(set(queues)) == 4  # round robin per batch: 2 brokers x 2 queues
+
+
+async def test_sends_to_chosen_queues_leave_as_one_batch_per_queue() -> None:
+    remoting = BatchRemoting(hold=True)
+    p = producer_with(remoting)
+    futs = [p.send_async(Message("T", b"m%d" % i), selector=on_queue(i % 4)) for i in range(20)]
+    await asyncio.sleep(0)
+    assert remoting.codes_sent() == [RequestCode.SEND_BATCH_MESSAGE] * 4  # 2 brokers x 2 queues
+    assert sorted(len(remoting.bodies(cmd)) for _, cmd in remoting.sent) == [5, 5, 5, 5]
+    remoting.release()
+    results = await asyncio.gather(*futs)
+    assert sorted(r.message_queue.queue_id for r in results) == sorted((i % 4) % 2 for i in range(20))
 
 
 async def test_a_lone_send_leaves_as_send_message_v2() -> None:
@@ -238,6 +264,29 @@ async def test_each_member_keeps_its_own_deadline() -> None:
     with pytest.raises(MQClientError, match="failed after 1 attempt"):
         await long
     assert len(remoting.sent) == 1  # one batch for both
+
+
+async def test_earlier_member_deadlines_fail_in_turn() -> None:
+    remoting = BatchRemoting(silent={A, B})
+    p = producer_with(remoting, retry_times=0)
+    loop = asyncio.get_running_loop()
+    timeouts = (0.05, 0.15, 0.15, 1.0)
+    futs = [
+        p.send_async(Message("T", b"m%d" % i), selector=on_queue(0), timeout=t)
+        for i, t in enumerate(timeouts)
+    ]
+    await asyncio.sleep(0)
+    started = loop.time()
+    with pytest.raises(MQClientError, match="no response"):
+        await futs[0]
+    assert not any(f.done() for f in futs[1:])
+    for f in futs[1:3]:
+        with pytest.raises(MQClientError, match="no response"):
+            await f
+    assert loop.time() - started < 0.5 and not futs[3].done()
+    with pytest.raises(MQClientError):
+        await futs[3]
+    assert len(remoting.sent) == 1  # one batch for all
 
 
 async def test_keys_tags_and_unique_keys_travel_per_message() -> None:
