@@ -12,6 +12,7 @@ from setuptools import Extension, setup
 MODULES = [
     "rocketpy._speedups",
     "rocketpy.remoting._speedups",
+    "rocketpy.protocol._speedups",
     "rocketpy.protocol.headers._speedups",
     "rocketpy.acl._speedups",
     "rocketpy.broker.store._speedups",

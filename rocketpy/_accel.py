@@ -52,6 +52,7 @@ NO_EXTENSIONS_ENV = "ROCKETPY_NO_EXTENSIONS"
 MODULES = (
     "rocketpy._speedups",  # the record layout, the batch encoding, properties, record columns
     "rocketpy.remoting._speedups",  # the frame codec
+    "rocketpy.protocol._speedups",  # the request header check
     "rocketpy.protocol.headers._speedups",  # the SEND_MESSAGE_V2 header
     "rocketpy.acl._speedups",  # the ACL signature
     "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry

@@ -572,6 +572,8 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
 
 def _per_record(result: PutMessageResult, n: int) -> list[PutMessageResult]:
     """Results for the first ``n`` records of a group put (all ``n`` share a refusal)."""
+    if n == 1 and result.msg_num == 1:  # a lone send: its put's result is its record's
+        return [result]
     if result.status in STORED_STATUSES and result.msg_num >= n:
         return result.per_record()
     return [result] * n

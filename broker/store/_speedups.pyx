@@ -346,6 +346,12 @@ cdef int _index_record(object index, str topic, str props, const unsigned char* 
     return 0
 
 
+cdef object _dispatch_log():
+    from rocketpy.broker.store import dispatch
+
+    return dispatch.log
+
+
 cdef int _dispatch_record(object d, object cq, object mf, int64_t unit_pos, int64_t queue_offset, int64_t phys,
                           int64_t size, str topic, str props, const unsigned char* p, Py_ssize_t k, int64_t store_ts,
                           object index, bint first) except -1:
@@ -367,8 +373,13 @@ cdef int _dispatch_record(object d, object cq, object mf, int64_t unit_pos, int6
     cq.max_phys_end = phys + size
     if first:
         d.dirty_cqs.add(cq)
-    if d.listeners:
-        d.notify(cq, queue_offset, code, store_ts)
+    listeners = d.listeners
+    if listeners:  # Dispatcher.notify's loop, without its frame per record
+        for fn in listeners:
+            try:
+                fn(cq.topic, cq.queue_id, queue_offset, code, store_ts)
+            except Exception:
+                _dispatch_log().exception("dispatch listener %r failed", fn)
     if index is not None:
         _index_record(index, topic, props, p, k, phys, store_ts)
     d.dispatched_to = phys + size

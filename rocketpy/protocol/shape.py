@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rocketpy._accel import twin
 from rocketpy.errors import HeaderError
 
 #: Fields one request header may carry (RocketMQ's largest headers have about 25).
@@ -41,8 +42,12 @@ def _clip(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+@twin
 def check_ext(ext: Mapping[Any, Any] | None) -> None:
     """Check a header's ``ext`` is a flat map of string keys to bounded scalars.
+
+    Runs for every request a daemon reads (``ProcessorTable``); the compiled twin in
+    ``_speedups`` decides the common case in one pass and hands anything else to this function.
 
     Raises:
         HeaderError: naming the first bad field.
@@ -213,3 +218,11 @@ BOOL = Scalar((bool, str))
 REQUIRED_STR = Scalar((str,), required=True)
 REQUIRED_INT = Scalar((int,), required=True)
 ANY_SCALAR = Scalar(_SCALARS[:4])
+
+
+if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.protocol import _speedups
+
+    same_signature(check_ext)(_speedups.check_ext)
+    same_signature(_speedups.check_ext)(check_ext)

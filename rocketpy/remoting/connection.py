@@ -340,9 +340,13 @@ class Channel(CallsMixin, asyncio.Protocol):
             return commands
         self._batching = True  # _process writes the answers with the rest of this read's
         started = perf_counter()
+        respond, answer = self._respond, self._answer
         try:
             for request, result in zip(run, self._processors.handle_run(self, run), strict=True):
-                self._answer(request, result, started)
+                if type(result) is RemotingCommand:  # _answer's common case without its call
+                    respond(request, result, started)
+                else:
+                    answer(request, result, started)
         finally:
             self._batching = False
         return [c for c in commands if c.code not in codes or c.flag & FLAG_RESPONSE]

@@ -51,7 +51,7 @@ TWINNED = (
     "append_records", "pack_record", "decode_records", "_decode_at", "encode_batch", "decode_batch",
     "encode_frame", "split_frames", "assemble_body", "read_typical_v2", "decode_columns", "signed_ext",
     "crc32", "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
-    "batch_messages", "redispatch", "string_to_properties", "properties_to_string",
+    "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -895,6 +895,37 @@ def test_read_typical_v2_same_fields(ext: dict[str, Any], spoil: dict[str, Any])
     plain, spoiled = read_both(ext), read_both({**ext, **spoil})
     assert plain[0] == plain[1] and plain[0][1] is True
     assert spoiled[0] == spoiled[1]  # wrong types or out-of-range ints: both False, nothing set
+
+
+# -- the header check every request passes (rocketpy.protocol.shape.check_ext) ---------------------
+EXT_KEY = st.text(max_size=6) | st.integers(0, 3) | st.binary(max_size=3)
+EXT_VALUE = (
+    ANY_VALUE | st.binary(max_size=4) | st.dictionaries(st.text(max_size=2), st.integers(), max_size=1)
+)
+
+
+@needs_compiled
+@FUZZ
+@given(st.dictionaries(EXT_KEY, EXT_VALUE, max_size=6))
+def test_check_ext_same_outcome(ext: dict[Any, Any]) -> None:
+    assert outcome(speedups.check_ext, ext) == outcome(PURE["check_ext"], ext)
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "ext",
+    [
+        None, {}, {"a": "x" * 65_536}, {"a": "x" * 65_537}, {"a": b"x" * 65_537}, {"k": True, "f": 1.5},
+        {str(i): i for i in range(256)}, {str(i): i for i in range(257)}, {"a": [1]}, {1: "a"},
+        {"a": 1 << 70}, {"a": None},
+    ],
+)  # fmt: skip
+def test_check_ext_same_outcome_at_the_limits(ext: Any) -> None:
+    assert outcome(speedups.check_ext, ext) == outcome(PURE["check_ext"], ext)
+    from collections import OrderedDict  # a mapping that is not a dict: the pure twin decides
+
+    other = OrderedDict(ext) if ext else ext
+    assert outcome(speedups.check_ext, other) == outcome(PURE["check_ext"], other)
 
 
 # -- the put path: body CRC, tag code, unique-key index entry ---------------------------------------
