@@ -10,20 +10,16 @@ user and resource) in a bounded set.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rocketpy.acl.auth_eval import AuthEvaluator
 from rocketpy.acl.auth_model import Acl, User
-from rocketpy.acl.guard import MAX_LOGGED_REFUSALS
-from rocketpy.protocol.codes import ResponseCode
-from rocketpy.remoting.command import RemotingCommand
+from rocketpy.acl.guard import judge
 
 if TYPE_CHECKING:
+    from rocketpy.remoting.command import RemotingCommand
     from rocketpy.remoting.connection import Channel
-
-log = logging.getLogger("rocketpy.acl")
 
 
 class AuthGuard:
@@ -49,15 +45,4 @@ class AuthGuard:
 
     def __call__(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """The pre-dispatch check: None to go on, or the NO_PERMISSION answer."""
-        peer = channel.peer
-        ip = peer[0] if peer is not None else channel.remote_addr.rpartition(":")[0]
-        refusal = self.evaluator.check(ip, request)
-        if refusal is None:
-            return None
-        key = (ip, refusal.log_key)
-        if key not in self._logged:
-            if len(self._logged) >= MAX_LOGGED_REFUSALS:
-                self._logged.clear()
-            self._logged.add(key)
-            log.warning("%s: refused a request from %s: %s", self.owner, channel.remote_addr, refusal.remark)
-        return RemotingCommand.response(request, ResponseCode.NO_PERMISSION, refusal.remark)
+        return judge(self.evaluator.check, channel, request, self.owner, self._logged)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocketpy.acl.rules import AclFileError, AclRules, load_acl_file
-from rocketpy.acl.validator import AccessValidator
+from rocketpy.acl.validator import AccessValidator, Refusal
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 
@@ -31,6 +32,30 @@ log = logging.getLogger("rocketpy.acl")
 MAX_LOGGED_REFUSALS = 10_000
 
 _FileStamp = tuple[int, int, int]
+
+
+def judge(
+    check: Callable[[str, RemotingCommand], Refusal | None],
+    channel: Channel,
+    request: RemotingCommand,
+    owner: str,
+    logged: set[tuple[str, str]],
+) -> RemotingCommand | None:
+    """One guard's verdict on a request from ``channel``: None to go on, or the NO_PERMISSION
+    answer; each refusal is logged once per (client address, ``log_key``) while ``logged`` holds
+    fewer than ``MAX_LOGGED_REFUSALS`` of them (then it is cleared and logs again)."""
+    peer = channel.peer
+    ip = peer[0] if peer is not None else channel.remote_addr.rpartition(":")[0]
+    refusal = check(ip, request)
+    if refusal is None:
+        return None
+    key = (ip, refusal.log_key)
+    if key not in logged:
+        if len(logged) >= MAX_LOGGED_REFUSALS:
+            logged.clear()
+        logged.add(key)
+        log.warning("%s: refused a request from %s: %s", owner, channel.remote_addr, refusal.remark)
+    return RemotingCommand.response(request, ResponseCode.NO_PERMISSION, refusal.remark)
 
 
 def _stamp(path: str) -> _FileStamp:
@@ -142,15 +167,4 @@ class AclGuard:
             return None
         validator = self.validator
         assert validator is not None, "AclGuard used before start()"
-        peer = channel.peer
-        ip = peer[0] if peer is not None else channel.remote_addr.rpartition(":")[0]
-        refusal = validator.check(ip, request)
-        if refusal is None:
-            return None
-        key = (ip, refusal.log_key)
-        if key not in self._logged:
-            if len(self._logged) >= MAX_LOGGED_REFUSALS:
-                self._logged.clear()
-            self._logged.add(key)
-            log.warning("%s: refused a request from %s: %s", self.owner, channel.remote_addr, refusal.remark)
-        return RemotingCommand.response(request, ResponseCode.NO_PERMISSION, refusal.remark)
+        return judge(validator.check, channel, request, self.owner, self._logged)
