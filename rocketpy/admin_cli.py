@@ -110,13 +110,15 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
                        "cloneGroupOffset", "resetOffsetByTime", "skipAccumulatedMessage",
                        "brokerConsumeStats"),
     "Message": ("queryMsgById", "queryMsgByKey", "queryMsgByUniqueKey", "queryMsgByOffset", "printMsg",
-                "printMsgByQueue", "sendMsgStatus", "checkMsgSendRT", "clusterRT", "sendMessage",
-                "consumeMessage", "resendDlq"),
+                "printMsgByQueue", "queryMsgTraceById", "sendMsgStatus", "checkMsgSendRT", "clusterRT",
+                "sendMessage", "consumeMessage", "resendDlq"),
     "Broker and cluster": ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
                            "wipeWritePerm", "addWritePerm", "haStatus", "exportMetadata", "exportConfigs"),
     "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",
                    "updateNamesrvConfig"),
     "Controller mode": ("getSyncStateSet", "getBrokerEpoch", "getControllerMetaData", "electMaster"),
+    "ACL 2.0": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl", "updateAcl",
+                "deleteAcl", "getAcl", "listAcl"),
 }  # fmt: skip
 
 
