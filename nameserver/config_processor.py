@@ -12,8 +12,7 @@ import logging
 
 from pydantic import ValidationError
 
-from rocketpy.config import ConfigError, NamesrvConfig, config_lines, parse_properties
-from rocketpy.errors import HeaderError
+from rocketpy.config import NamesrvConfig, config_lines, config_update_entries
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.server import Channel
@@ -26,7 +25,6 @@ LIVE_NAMESRV_KEYS = {
     "brokerChannelExpiredTime": "broker_channel_expired_time",
 }
 #: An UPDATE_NAMESRV_CONFIG body larger than this is refused.
-MAX_CONFIG_BODY_BYTES = 64 * 1024
 
 
 class NamesrvConfigProcessor:
@@ -42,14 +40,7 @@ class NamesrvConfigProcessor:
 
     def update_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_NAMESRV_CONFIG: change live keys (all or nothing); others get a clear refusal."""
-        if len(request.body) > MAX_CONFIG_BODY_BYTES:
-            raise HeaderError(f"the config body is larger than {MAX_CONFIG_BODY_BYTES} bytes")
-        try:
-            entries = parse_properties(bytes(request.body).decode(), "UPDATE_NAMESRV_CONFIG body")
-        except (UnicodeDecodeError, ConfigError) as e:
-            raise HeaderError(f"the body must be UTF-8 properties text (key=value lines): {e}") from e
-        if not entries:
-            raise HeaderError("the body holds no key=value line; nothing to update")
+        entries = config_update_entries(request.body, "UPDATE_NAMESRV_CONFIG")
         fixed = [e.key for e in entries if e.key not in LIVE_NAMESRV_KEYS]
         if fixed:
             return RemotingCommand.response(

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 from rocketpy.addresses import AddressError, parse_namesrv_addrs
-from rocketpy.errors import ConfigError
+from rocketpy.errors import ConfigError, HeaderError
 from rocketpy.limits import (
     CHANNEL_IDLE_SECONDS,
     DEFAULT_MAX_HEADER_BYTES,
@@ -712,3 +712,24 @@ def advertised_host(bind_address: str) -> str:
     except OSError:
         return "127.0.0.1"
     return ip if ip and not ip.startswith("0.") else "127.0.0.1"
+
+
+#: The largest UPDATE_BROKER_CONFIG / UPDATE_NAMESRV_CONFIG body read.
+MAX_CONFIG_BODY_BYTES = 64 * 1024
+
+
+def config_update_entries(body: bytes | bytearray | memoryview, what: str) -> list[Property]:
+    """The key=value lines of a config-update request's body (``what`` names the request in errors).
+
+    Raises:
+        HeaderError: a body over ``MAX_CONFIG_BODY_BYTES``, not UTF-8 properties text, or empty.
+    """
+    if len(body) > MAX_CONFIG_BODY_BYTES:
+        raise HeaderError(f"the config body is larger than {MAX_CONFIG_BODY_BYTES} bytes")
+    try:
+        entries = parse_properties(bytes(body).decode(), f"{what} body")
+    except (UnicodeDecodeError, ConfigError) as e:
+        raise HeaderError(f"the body must be UTF-8 properties text (key=value lines): {e}") from e
+    if not entries:
+        raise HeaderError("the body holds no key=value line; nothing to update")
+    return entries

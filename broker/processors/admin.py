@@ -19,7 +19,7 @@ from rocketpy.broker.processors.body import decode_map, encode
 from rocketpy.broker.store import Store
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
 from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError, validate_topic_name
-from rocketpy.config import BrokerConfig, ConfigError, StoreConfig, config_lines, parse_properties
+from rocketpy.config import BrokerConfig, StoreConfig, config_lines, config_update_entries
 from rocketpy.errors import HeaderError
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.admin import (
@@ -52,7 +52,6 @@ LIVE_BROKER_KEYS = {
     "waitTimeMillsInSendQueue": "wait_time_mills_in_send_queue",
     "sendThreadPoolQueueCapacity": "send_thread_pool_queue_capacity",
 }
-MAX_CONFIG_BODY_BYTES = 64 * 1024
 
 
 class AdminProcessor:
@@ -182,14 +181,7 @@ class AdminProcessor:
 
     async def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: change live keys (all or nothing); others get a clear refusal."""
-        if len(request.body) > MAX_CONFIG_BODY_BYTES:
-            raise HeaderError(f"the config body is larger than {MAX_CONFIG_BODY_BYTES} bytes")
-        try:
-            entries = parse_properties(bytes(request.body).decode(), "UPDATE_BROKER_CONFIG body")
-        except (UnicodeDecodeError, ConfigError) as e:
-            raise HeaderError(f"the body must be UTF-8 properties text (key=value lines): {e}") from e
-        if not entries:
-            raise HeaderError("the body holds no key=value line; nothing to update")
+        entries = config_update_entries(request.body, "UPDATE_BROKER_CONFIG")
         fixed = [e.key for e in entries if e.key not in LIVE_BROKER_KEYS]
         if fixed:
             return RemotingCommand.response(
