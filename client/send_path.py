@@ -42,7 +42,7 @@ from rocketpy.client.message_check import PreparedMessage, batch_ext, item_bytes
 from rocketpy.client.results import SendResult, SendStatus, batch_results, send_result
 from rocketpy.client.route import NoWritableQueueError, TopicPublishInfo, resolve_publish_info
 from rocketpy.client.selector import UserChoice, select_queue
-from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
+from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError, ServiceNotAvailableError
 from rocketpy.message import MessageQueue
 from rocketpy.message_props import may_be_timed_or_half
 from rocketpy.protocol.codes import RequestCode
@@ -56,6 +56,10 @@ MIN_RETRY_SECONDS = 0.002
 #: A retry that can only go to the broker that just failed waits this long times the attempts so
 #: far (at most a quarter of the time left): a master handing over needs a moment.
 RETRY_BACKOFF_S = 0.1
+#: A refusal with SERVICE_NOT_AVAILABLE (the broker cannot write now: a slave, a master handing over
+#: or not yet taken over, a store not writable) does not use up one of a send's attempts: the send
+#: asks for the route again and retries, paused as above, until its timeout. A switchover or an
+#: election lasts longer than three quick attempts, and nothing of such a send was stored.
 
 log = logging.getLogger("rocketpy.client.producer")
 
@@ -76,7 +80,8 @@ class SendJob(DirectSend):
             1 + ``retry_times``.
         choice: the user's queue choice (selector, message, argument), or None: round robin.
         deadline: loop time after which no attempt starts (set by ``SendPath.start`` for async sends).
-        tried: attempts made so far.
+        tried: attempts made so far that count against ``attempts``.
+        unavailable: attempts refused with SERVICE_NOT_AVAILABLE (not counted in ``tried``).
         last_broker / last_error: the broker and error of the last failed attempt.
         needs_compress: True while the body still has to be compressed (before the first attempt).
     """
@@ -97,6 +102,7 @@ class SendJob(DirectSend):
         "started",
         "topic",
         "tried",
+        "unavailable",
     )
     path: SendPath
     mq: MessageQueue
@@ -109,7 +115,7 @@ class SendJob(DirectSend):
         self.topic, self.deadline = topic, deadline
         self.attempts = 1 if choice is not None else 1 + retry_times
         self.choice = choice
-        self.tried = 0
+        self.tried = self.unavailable = 0
         self.last_broker: str | None = None
         self.last_error: RocketpyError | None = None
         self.last_result: Any = None  # a stored-but-not-OK result retried elsewhere (see SendPath)
@@ -307,14 +313,18 @@ class SendPath:
                         await asyncio.sleep(RETRY_BACKOFF_S)
                         continue
                 mq = self.choose(tp, job)
-                if job.tried and mq.broker_name == job.last_broker:  # nowhere else: give it a moment
-                    await asyncio.sleep(min(RETRY_BACKOFF_S * job.tried, (job.deadline - loop.time()) / 4))
+                made = job.tried + job.unavailable
+                # nowhere else, or past the attempts retry_times allows (refusals by brokers that
+                # cannot write now): give them a moment
+                if made and (mq.broker_name == job.last_broker or made >= job.attempts):
+                    await asyncio.sleep(min(RETRY_BACKOFF_S * made, (job.deadline - loop.time()) / 4))
             addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
             co = self.coalescer
             if job.item_size and co is not None and not co.has_room(job.item_size):
                 await co.wait_room(job.item_size, job.deadline)  # back-pressure (total_batch_max_bytes)
             now = loop.time()
-            if now >= job.deadline or (job.tried and job.deadline - now < MIN_RETRY_SECONDS):
+            retry = job.tried + job.unavailable > 0
+            if now >= job.deadline or (retry and job.deadline - now < MIN_RETRY_SECONDS):
                 break
             response = self._attempt(inst, job, mq, addr, now, job.deadline - now)
             mq = None
@@ -366,6 +376,9 @@ class SendPath:
             job.refresh = self.instance().refresh_route_soon(job.topic)
             if not err.retriable:
                 raise
+            if isinstance(err, ServiceNotAvailableError):  # see RETRY_BACKOFF_S: not an attempt used up
+                job.tried -= 1
+                job.unavailable += 1
             job.last_error, job.last_broker = err, mq.broker_name
             log.info("send to %s failed (attempt %d of %d): %s", mq, job.tried, job.attempts, err)
             return _RETRY
@@ -381,11 +394,12 @@ class SendPath:
     def _exhausted(job: SendJob) -> RocketpyError:
         """The error of a send whose attempts or time ran out."""
         err = job.last_error
-        if isinstance(err, MQBrokerError) and job.tried == 1:
+        made = job.tried + job.unavailable
+        if isinstance(err, MQBrokerError) and made == 1:
             return err
         reason = f"last error: {err}" if err else "no attempt fitted in the time budget"
         out = MQClientError(
-            f"send to topic {job.topic!r} failed after {job.tried} attempt(s) within the send timeout"
+            f"send to topic {job.topic!r} failed after {made} attempt(s) within the send timeout"
             f" ({reason}): check that the brokers are running, or raise send_timeout / retry_times"
         )
         out.__cause__ = err

@@ -672,8 +672,8 @@ class ReplicasManager:
             where = f"; its master is brokerId {m.brokerId} at {m.addr}" if m else "; it has no master now"
             return ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{name}] is not its group's master{where}"
         if self.switching_to is not None:
-            return (
-                ResponseCode.SYSTEM_BUSY,
+            return (  # not SYSTEM_BUSY: producers retry this until their timeout (send_path.py)
+                ResponseCode.SERVICE_NOT_AVAILABLE,
                 f"the broker[{name}] is handing over to brokerId {self.switching_to}; retry",
             )
         if not self.lease.valid():
@@ -850,7 +850,11 @@ class ReplicasManager:
             await asyncio.sleep(0.005)
         start, epoch, k = self.store.max_physical_offset, self.epoch + 1, self.keys
         rec = MasterRecord(epoch, target, addr, ha_addr)
-        sss = SyncStateSet(epoch, sorted(isr.members), self._sss_version + 1)
+        # The set restarts as {target} (RocketMQ's electMaster does the same): the others must first
+        # follow the new master, and a set still naming them would hold its acknowledgements until
+        # haMaxTimeSlaveNotCatchup dropped them. They hold everything acknowledged so far and rejoin
+        # as soon as they replicate from it.
+        sss = SyncStateSet(epoch, [target], self._sss_version + 1)
         self.role = Role.NONE  # no acknowledgement from here on (the new master may start any moment)
         try:
             result = await self.etcd.txn(

@@ -52,10 +52,7 @@ from tests.integration.test_ha import store_of, wait_identical, written_log
 from tests.integration.test_ha_netns import NetLab, netns_unavailable
 from tests.waiting import wait_until_async
 
-# `long`, not `slow` (so not in CI's run) until its flakes are understood: of its last seven runs
-# two failed — electMaster sent before the route showed the last round's master (fixed: `_elect`
-# waits for it) and one AssertionError not yet reproduced. `pytest -m long` runs it.
-pytestmark = [pytest.mark.netns, pytest.mark.long]
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 TOPIC = "JepsenT"
 

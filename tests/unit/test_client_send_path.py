@@ -19,6 +19,7 @@ from rocketpy.errors import (
     MQBrokerError,
     MQClientError,
     RemotingTimeoutError,
+    ServiceNotAvailableError,
     SystemBusyError,
 )
 from rocketpy.message import Message, MessageQueue
@@ -166,6 +167,45 @@ async def test_every_attempt_failing_raises_client_error_with_the_last_cause() -
     assert isinstance(info.value.__cause__, SystemBusyError)
     addrs = remoting.addrs
     assert len(addrs) == 3 and all(x != y for x, y in itertools.pairwise(addrs))
+
+
+class RefusingFirst(FakeRemoting):
+    """Refuses the first ``n`` requests with SERVICE_NOT_AVAILABLE (a switchover in progress)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+
+    def _answer(self, addr: str, cmd: RemotingCommand) -> RemotingCommand:
+        out = super()._answer(addr, cmd)
+        if self.left > 0:
+            self.left -= 1
+            out.code = ResponseCode.SERVICE_NOT_AVAILABLE
+        return out
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async", "selector"])
+async def test_service_not_available_does_not_use_up_attempts(mode: str) -> None:
+    remoting = RefusingFirst(5)  # more refusals than retry_times allows attempts
+    p = producer_with(remoting, retry_times=2)
+    msg = Message("T", b"x")
+    if mode == "selector":
+        result = await p.send(msg, selector=lambda mqs, msg, arg: mqs[0], arg=None)
+    else:
+        result = await (p.send(msg, timeout=5.0) if mode == "send" else p.send_async(msg, timeout=5.0))
+    assert result.msg_id and len(remoting.sent) == 6
+
+
+async def test_service_not_available_is_retried_with_pauses_until_the_timeout() -> None:
+    remoting = FakeRemoting({A: ResponseCode.SERVICE_NOT_AVAILABLE, B: ResponseCode.SERVICE_NOT_AVAILABLE})
+    p = producer_with(remoting, retry_times=2)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(MQClientError, match=r"failed after \d+ attempt\(s\)") as info:
+        await p.send(Message("T", b"x"), timeout=0.6)
+    assert isinstance(info.value.__cause__, ServiceNotAvailableError)
+    # past the 3 attempts that retry_times allows, but paused between them, and within the timeout
+    assert 3 < len(remoting.sent) < 20 and loop.time() - started < 3.0
 
 
 async def test_selector_send_is_not_retried_and_raises_the_broker_error() -> None:
