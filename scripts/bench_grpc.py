@@ -17,10 +17,19 @@ Starts a NameServer and two idle brokers (one with the gRPC endpoint, one with
   remoting (RECEIVE and BATCH_ACK_MESSAGE) and the load generator's ReceiveMessage + AckMessage
   (one entry per message, as the official clients' batch acks), ABBA (target: gRPC >= 50 %);
 * CPU per message of the broker and of each load generator (from /proc), which says where the
-  time goes on a 2-core machine where client and broker share the cores.
+  time goes on a 2-core machine where client and broker share the cores;
+* **floor**: grpcio's own cost, in the same run: the same send load and receive+ack loops against
+  a ``grpc.aio`` server with the broker's server options whose handlers only decode the request
+  and answer (SendMessage: one OK entry per message; ReceiveMessage: the broker's stream shape with
+  a 1 KiB message built once; AckMessage: OK), on uvloop and on asyncio's own loop, ABBA. Its
+  server CPU per message is what any servicer on ``grpc.aio`` pays before doing any work.
+
+``--baseline-tree DIR`` runs the baseline broker from a checkout with its own built modules (as
+``--baseline``, both gRPC send and receive are measured on it between the runs of this tree).
 
 Usage:  .venv/bin/python scripts/bench_grpc.py [--seconds 10] [--inflight 64] [--rounds 2]
-            [--entries 1] [--messages 20000] [--receivers 16] [--baseline REV] [--only send receive]
+            [--entries 1] [--messages 20000] [--receivers 16] [--baseline REV | --baseline-tree DIR]
+            [--only send receive floor]
 """
 
 from __future__ import annotations
@@ -187,6 +196,109 @@ async def drain(addr: str, topic: str, count: int, receivers: int) -> dict[str, 
         return {"received": got, "seconds": took, "cpu": time.process_time() - cpu0}
 
 
+# -- grpcio's floor: a servicer that does nothing --------------------------------------------------
+
+
+async def echo_server(loop_kind: str) -> None:
+    """A ``grpc.aio`` server with the broker's server options whose SendMessage decodes the request
+    and answers one OK entry: grpcio's own cost of a call of this size, with no broker behind it.
+    Prints its port, then serves until stdin closes."""
+    import grpc
+
+    from rocketpy.broker.grpc.server import server_options
+    from rocketpy.config import BrokerConfig
+    from rocketpy.grpc_api.v2 import definition_pb2 as pb
+    from rocketpy.grpc_api.v2 import service_pb2 as spb
+
+    async def send(request: Any, context: Any) -> Any:
+        response = spb.SendMessageResponse()
+        response.status.code = pb.Code.OK
+        for msg in request.messages:
+            entry = response.entries.add(message_id=msg.system_properties.message_id, offset=1)
+            entry.status.code = pb.Code.OK
+        return response
+
+    # ReceiveMessage: the broker's stream shape (status, one entry per message, delivery time)
+    # with 1 KiB messages built once; AckMessage: OK
+    entry = spb.ReceiveMessageResponse()
+    entry.message.topic.name = TOPIC
+    entry.message.body = b"x" * 1024
+    entry.message.system_properties.message_id = uuid.uuid4().hex.upper()
+    entry.message.system_properties.receipt_handle = "h" * 120
+    first = spb.ReceiveMessageResponse()
+    first.status.code = pb.Code.OK
+    last = spb.ReceiveMessageResponse()
+    last.delivery_timestamp.GetCurrentTime()
+
+    async def receive(request: Any, context: Any) -> None:
+        await context.write(first)
+        for _ in range(request.batch_size):
+            await context.write(entry)
+        await context.write(last)
+
+    async def ack(request: Any, context: Any) -> Any:
+        response = spb.AckMessageResponse()
+        response.status.code = pb.Code.OK
+        for e in request.entries:
+            added = response.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle)
+            added.status.code = pb.Code.OK
+        return response
+
+    def unary(fn: Any, req: Any, resp: Any) -> Any:
+        return grpc.unary_unary_rpc_method_handler(
+            fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString
+        )
+
+    table = {
+        "SendMessage": unary(send, spb.SendMessageRequest, spb.SendMessageResponse),
+        "AckMessage": unary(ack, spb.AckMessageRequest, spb.AckMessageResponse),
+        "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
+            receive, request_deserializer=spb.ReceiveMessageRequest.FromString,
+            response_serializer=spb.ReceiveMessageResponse.SerializeToString,
+        ),
+    }  # fmt: skip
+    server = grpc.aio.server(options=server_options(BrokerConfig()))
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("apache.rocketmq.v2.MessagingService", table),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(port, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await server.stop(0)
+
+
+def floor_rounds(a: argparse.Namespace) -> list[dict[str, Any]]:
+    """The send generator and the receive+ack loops against the echo server on uvloop and on
+    asyncio's own loop, ABBA."""
+    servers = {}
+    for kind in ("uvloop", "asyncio"):
+        proc = subprocess.Popen([sys.executable, __file__, "--echo-server", kind], cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        servers[kind] = (proc, int(proc.stdout.readline()))
+    rounds: list[dict[str, Any]] = []
+    try:
+        for _, port in servers.values():
+            run_grpc(f"127.0.0.1:{port}", TOPIC, a, seconds=2.0)  # warm-up
+        for i in range(a.rounds):
+            row: dict[str, Any] = {}
+            for kind in abba(i, "uvloop", "asyncio"):
+                proc, port = servers[kind]
+                result = measured(proc.pid, lambda p=port: run_grpc(f"127.0.0.1:{p}", TOPIC, a), "sent")
+                row.setdefault(kind, []).append(result)
+                args = [f"127.0.0.1:{port}", "--receive", TOPIC, "--messages", str(a.messages),
+                        "--receivers", str(a.receivers)]  # fmt: skip
+                got = measured(proc.pid, lambda x=args: run_generator(x, 900), "received")
+                got["rate"] = got["received"] / got["seconds"]
+                row.setdefault(f"{kind} receive", []).append(got)
+            rounds.append(row)
+    finally:
+        for proc, _ in servers.values():
+            proc.communicate("", timeout=10)
+    return rounds
+
+
 # -- the runs -----------------------------------------------------------------------------------
 
 
@@ -253,24 +365,31 @@ def send_rounds(ns: str, on: Daemon, base: Daemon | None, a: argparse.Namespace)
     return rounds
 
 
-async def receive_rounds(ns: str, on: Daemon, a: argparse.Namespace) -> list[dict[str, list[dict[str, Any]]]]:
+async def receive_rounds(
+    ns: str, on: Daemon, base: Daemon | None, a: argparse.Namespace
+) -> list[dict[str, list[dict[str, Any]]]]:
     rounds: list[dict[str, list[dict[str, Any]]]] = []
     n = 0
     for i in range(a.rounds):
         row: dict[str, list[dict[str, Any]]] = {}
-        for kind in abba(i, "sdk", "grpc"):
+        order = list(abba(i, "sdk", "grpc"))
+        if base is not None:  # before/after: the baseline broker's drains between them
+            order[1:1] = ["grpc-before"]
+            order[-1:-1] = ["grpc-before"]
+        for kind in order:
             n += 1
             topic = f"GrpcPop{n}"
-            await backlog_on(ns, on.addr, topic, a.messages, a.body)
-            cpu0, t0 = cpu_seconds(on.pid), time.perf_counter()
+            target = base if kind == "grpc-before" and base is not None else on
+            await backlog_on(ns, target.addr, topic, a.messages, a.body)
+            cpu0, t0 = cpu_seconds(target.pid), time.perf_counter()
             if kind == "sdk":
                 took = await drain_pop(ns, topic, a.messages, a.receivers)
                 result = {"received": a.messages, "seconds": took}
             else:
-                args = [str(on.grpc_addr), "--receive", topic, "--messages", str(a.messages),
+                args = [str(target.grpc_addr), "--receive", topic, "--messages", str(a.messages),
                         "--receivers", str(a.receivers)]  # fmt: skip
                 result = await asyncio.to_thread(run_generator, args, 900)
-            result["broker_cpu_us"] = (cpu_seconds(on.pid) - cpu0) / a.messages * 1e6
+            result["broker_cpu_us"] = (cpu_seconds(target.pid) - cpu0) / a.messages * 1e6
             result["rate"] = a.messages / result["seconds"]
             took_s, cpu_us = time.perf_counter() - t0, result["broker_cpu_us"]
             print(f"  receive {kind:4s} {result['rate']:9,.0f} msgs/s, "
@@ -325,7 +444,9 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         off = start_broker(tmp_path, ns.addr, brokerName="broker-nogrpc", grpcServerPort=-1)
         base = None
         try:
-            if a.baseline:
+            if a.baseline_tree:
+                base = start_baseline(Path(a.baseline_tree).resolve(), tmp_path, ns.addr)
+            elif a.baseline:
                 base = start_baseline(
                     baseline_tree(a.baseline, Path(tempfile.mkdtemp(dir=tmp))), tmp_path, ns.addr
                 )
@@ -339,7 +460,9 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
                         run_grpc(str(b.grpc_addr), topic, a, seconds=2.0)  # warm-up
                 out["send"] = send_rounds(ns.addr, on, base, a)
             if "receive" in a.only:
-                out["receive"] = asyncio.run(receive_rounds(ns.addr, on, a))
+                out["receive"] = asyncio.run(receive_rounds(ns.addr, on, base, a))
+            if "floor" in a.only:
+                out["floor"] = floor_rounds(a)
         finally:
             for d in (base, on, ns):
                 if d is not None:
@@ -356,6 +479,8 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> None:
         report_send(result["send"], a)
     if "receive" in result:
         report_receive(result["receive"], a)
+    if "floor" in result:
+        report_floor(result["floor"], a)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
 
 
@@ -397,11 +522,30 @@ def report_receive(rounds: list[dict[str, list[dict[str, Any]]]], a: argparse.Na
         ratios.append(g / max(sdk, 1))
         gen = sum(x["cpu"] for x in r["grpc"]) / (a.messages * len(r["grpc"])) * 1e6
         cpu_sdk, cpu_grpc = _mean(r["sdk"], "broker_cpu_us"), _mean(r["grpc"], "broker_cpu_us")
-        print(f"{i + 1:>5} {sdk:>11,.0f} {g:>12,.0f} {ratios[-1]:>6.1%} {cpu_sdk:>18.1f} "
-              f"{cpu_grpc:>6.1f} {gen:>17.1f}")  # fmt: skip
+        line = (f"{i + 1:>5} {sdk:>11,.0f} {g:>12,.0f} {ratios[-1]:>6.1%} {cpu_sdk:>18.1f} "
+                f"{cpu_grpc:>6.1f} {gen:>17.1f}")  # fmt: skip
+        if "grpc-before" in r:
+            b = r["grpc-before"]
+            gen_b = sum(x["cpu"] for x in b) / (a.messages * len(b)) * 1e6
+            line += (f"   before: {_mean(b, 'rate'):>11,.0f} msgs/s, broker {_mean(b, 'broker_cpu_us'):.1f}, "
+                     f"generator {gen_b:.1f} us/msg")  # fmt: skip
+        print(line)
     median = statistics.median(ratios)
     print(f"gRPC / SDK receive+ack rate (median of {len(ratios)} rounds): {median:.1%} "
           f"(target >= {RATIO_TARGET:.0%}) {'OK' if median >= RATIO_TARGET else 'BELOW'}")  # fmt: skip
+
+
+def report_floor(rounds: list[dict[str, Any]], a: argparse.Namespace) -> None:
+    print(f"grpcio's floor: the same SendMessage load ({a.entries} message(s) a request) against a "
+          "grpc.aio servicer that only decodes and answers")  # fmt: skip
+    print(f"{'round':>5} {'loop':>15} {'msgs/s':>9} {'server us/msg':>14} {'generator us/msg':>17}")
+    for i, r in enumerate(rounds):
+        for kind, rows in r.items():
+            n = "received" if kind.endswith("receive") else "sent"
+            gen = sum(g["cpu"] for g in rows) / max(sum(g[n] for g in rows), 1) * 1e6
+            rate = _mean(rows, "rate" if n == "received" else "tps")
+            print(f"{i + 1:>5} {kind:>15} {rate:>9,.0f} {_mean(rows, 'broker_cpu_us'):>14.1f} "
+                  f"{gen:>17.1f}")  # fmt: skip
 
 
 def main() -> None:
@@ -414,12 +558,24 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=20_000, help="backlog of one receive drain")
     ap.add_argument("--receivers", type=int, default=16, help="concurrent receive loops")
     ap.add_argument("--baseline", metavar="REV", help="also run REV's broker under the same gRPC send load")
-    ap.add_argument("--only", nargs="+", default=["send", "receive"], choices=["send", "receive"])
+    ap.add_argument("--baseline-tree", metavar="DIR",
+                    help="as --baseline, from a checkout with its own built modules")  # fmt: skip
+    ap.add_argument("--only", nargs="+", default=["send", "receive", "floor"],
+                    choices=["send", "receive", "floor"])  # fmt: skip
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--generator", metavar="ADDR", help=argparse.SUPPRESS)
     ap.add_argument("--receive", metavar="TOPIC", help=argparse.SUPPRESS)
+    ap.add_argument("--echo-server", choices=["uvloop", "asyncio"], help=argparse.SUPPRESS)
     ap.add_argument("--topic", default=TOPIC, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.echo_server:
+        if a.echo_server == "uvloop":
+            import uvloop
+
+            uvloop.run(echo_server(a.echo_server))
+        else:
+            asyncio.run(echo_server(a.echo_server))
+        return
     if a.generator:
         job = (
             drain(a.generator, a.receive, a.messages, a.receivers)

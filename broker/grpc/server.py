@@ -112,14 +112,7 @@ class GrpcEndpoint:
             OSError: the port cannot be bound, or the TLS files cannot be read.
         """
         c = self.config
-        options = [
-            ("grpc.max_receive_message_length", c.grpc_max_inbound_message_size),
-            ("grpc.max_send_message_length", c.grpc_max_inbound_message_size),
-            ("grpc.max_concurrent_streams", c.grpc_max_concurrent_calls_per_connection),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-            ("grpc.so_reuseport", 0),
-        ]
+        options = server_options(c)
         server = grpc.aio.server(options=options)
         server.add_generic_rpc_handlers((self._handlers(),))
         address = f"{bind_address}:{c.grpc_server_port}"
@@ -286,6 +279,18 @@ async def _refuse_receive(context: grpc.aio.ServicerContext[Any, Any], refusal: 
     done = spb.ReceiveMessageResponse()
     done.delivery_timestamp.GetCurrentTime()
     await context.write(done)
+
+
+def server_options(c: BrokerConfig) -> list[tuple[str, Any]]:
+    """The grpc server's channel arguments: the bounds of the config and the keepalive policy."""
+    return [
+        ("grpc.max_receive_message_length", c.grpc_max_inbound_message_size),
+        ("grpc.max_send_message_length", c.grpc_max_inbound_message_size),
+        ("grpc.max_concurrent_streams", c.grpc_max_concurrent_calls_per_connection),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.so_reuseport", 0),
+    ]
 
 
 def _snake(name: str) -> str:
