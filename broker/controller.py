@@ -43,6 +43,7 @@ from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
+from rocketpy.broker.processors.admin_stats_view import BrokerStatsViewProcessor
 from rocketpy.broker.processors.assignment import AssignmentProcessor
 from rocketpy.broker.processors.auth import AuthProcessor
 from rocketpy.broker.processors.client_calls import ClientCallsProcessor
@@ -438,6 +439,9 @@ class BrokerController:
         stats = AdminStatsProcessor(
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
+        stats_view = BrokerStatsViewProcessor(
+            bc, topics, consumers, offsets, store, self.stats, lambda: self.broker_addr
+        )
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
         stats.runtime_extras.append(_loop_info)
@@ -503,6 +507,8 @@ class BrokerController:
             RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
+            RequestCode.VIEW_BROKER_STATS_DATA: stats_view.view_broker_stats_data,
+            RequestCode.GET_BROKER_CONSUME_STATS: stats_view.get_broker_consume_stats,
             # a group's live clients, called on their own connections
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: calls.invoke_reset_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: calls.invoke_get_consumer_status,
