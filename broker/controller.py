@@ -44,6 +44,7 @@ from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.admin_stats_view import BrokerStatsViewProcessor
+from rocketpy.broker.processors.admin_store import StoreCleanProcessor
 from rocketpy.broker.processors.assignment import AssignmentProcessor
 from rocketpy.broker.processors.auth import AuthProcessor
 from rocketpy.broker.processors.client_calls import ClientCallsProcessor
@@ -439,6 +440,7 @@ class BrokerController:
         stats = AdminStatsProcessor(
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
+        store_clean = StoreCleanProcessor(topics, store)
         stats_view = BrokerStatsViewProcessor(
             bc, topics, consumers, offsets, store, self.stats, lambda: self.broker_addr
         )
@@ -509,6 +511,9 @@ class BrokerController:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
             RequestCode.VIEW_BROKER_STATS_DATA: stats_view.view_broker_stats_data,
             RequestCode.GET_BROKER_CONSUME_STATS: stats_view.get_broker_consume_stats,
+            # the store's housekeeping
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: store_clean.clean_expired_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: store_clean.clean_unused_topic,
             # a group's live clients, called on their own connections
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: calls.invoke_reset_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: calls.invoke_get_consumer_status,

@@ -1,14 +1,15 @@
 """``Admin``'s broker-wide statistics behind mqadmin's statsAll: VIEW_BROKER_STATS_DATA (a named
 stats item's minute, hour and day figures) and GET_BROKER_CONSUME_STATS (every group's progress on
 one broker), and statsAll's per topic and group rows assembled from them as RocketMQ's
-``StatsAllSubCommand`` does.
+``StatsAllSubCommand`` does; and the store housekeeping calls CLEAN_EXPIRED_CONSUMEQUEUE and
+CLEAN_UNUSED_TOPIC.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rocketpy.errors import MQBrokerError
+from rocketpy.errors import MQBrokerError, MQClientError
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.admin import GetConsumeStatsInBrokerHeader, ViewBrokerStatsDataRequestHeader
 from rocketpy.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -133,3 +134,31 @@ def _diffs(body: dict[str, Any]) -> dict[tuple[str, str], int]:
                     diff = int(row.get("brokerOffset", 0)) - max(int(row.get("consumerOffset", 0)), 0)
                     out[key] = out.get(key, 0) + diff
     return out
+
+
+async def clean_targets(admin: Admin, cluster: str | None, broker_addr: str | None) -> list[str]:
+    """Where cleanExpiredCQ and cleanUnusedTopic go: ``broker_addr``, else every broker (masters and
+    slaves) of ``cluster``, else of every cluster (RocketMQ's admin does the same)."""
+    if broker_addr:
+        return [broker_addr]
+    info = await admin.cluster_info()
+    names = info.cluster_addr_table.get(cluster, []) if cluster else list(info.broker_addr_table)
+    if cluster and not names:
+        raise MQClientError(f"cluster {cluster!r} has no broker (mqadmin clusterList lists them)")
+    return sorted(
+        {a for n in names if (bd := info.broker_addr_table.get(n)) for a in bd.broker_addrs.values()}
+    )
+
+
+async def clean_expired_cq(admin: Admin, addr: str) -> int:
+    """CLEAN_EXPIRED_CONSUMEQUEUE on the broker at ``addr``: the consume-queue files it deleted."""
+    return int(
+        (await admin.call_map(addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, None)).get("filesDeleted", 0)
+    )
+
+
+async def clean_unused_topic(admin: Admin, addr: str) -> list[str]:
+    """CLEAN_UNUSED_TOPIC on the broker at ``addr``: the topics whose queues it deleted."""
+    return [
+        str(t) for t in (await admin.call_map(addr, RequestCode.CLEAN_UNUSED_TOPIC, None)).get("topics", [])
+    ]

@@ -114,7 +114,7 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
                 "sendMessage", "consumeMessage", "resendDlq"),
     "Broker and cluster": ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
                            "wipeWritePerm", "addWritePerm", "haStatus", "exportMetadata", "exportConfigs",
-                           "statsAll"),
+                           "statsAll", "cleanExpiredCQ", "cleanUnusedTopic"),
     "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",
                    "updateNamesrvConfig"),
     "Controller mode": ("getSyncStateSet", "getBrokerEpoch", "getControllerMetaData", "electMaster"),

@@ -1,9 +1,11 @@
-"""mqadmin statsAll against real daemons: RocketMQ's per topic and group line (accumulation, in/out
-TPS, the day's in/out messages) from VIEW_BROKER_STATS_DATA and GET_BROKER_CONSUME_STATS, ``-a``
-and ``-t``, table and --json."""
+"""mqadmin statsAll, cleanExpiredCQ and cleanUnusedTopic against real daemons: statsAll's per topic
+and group line (accumulation, in/out TPS, the day's in/out messages) from VIEW_BROKER_STATS_DATA and
+GET_BROKER_CONSUME_STATS, ``-a`` and ``-t``, table and --json; the cleans on a restarted store."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from rocketpy import Admin, ConsumeStatus, Message, Producer, PushConsumer
@@ -79,3 +81,80 @@ async def test_stats_all(daemons: DaemonPool) -> None:
         await producer.shutdown()
         await consumer.shutdown()
         await admin.shutdown()
+
+
+async def test_clean_expired_cq_and_unused_topic(daemons: DaemonPool, tmp_path: Path) -> None:
+    """A broker restarted after its commitlog lost its oldest files (the consume queues kept
+    theirs) and two topics were dropped from its topics.json: cleanExpiredCQ deletes the consume
+    queue files before the commitlog's start and the dropped topic whose data is all gone;
+    cleanUnusedTopic then removes the other dropped topic; reads and offsets stay right."""
+    ns = daemons.namesrv().addr
+    store = tmp_path / "clean-store"
+    props = {
+        "brokerName": "broker-c",
+        "storePathRootDir": store,
+        "mappedFileSizeCommitLog": 64 * 1024,
+        "mappedFileSizeConsumeQueue": 200,  # 10 units a file
+    }
+    broker = daemons.broker(ns, **props)
+    admin = Admin(ns, timeout=3.0)
+    await admin.start()
+    try:
+        for topic in ("CleanT", "DropOld", "DropNew"):
+            await admin.create_topic(topic, broker_addr=broker.addr, read_queue_nums=1, write_queue_nums=1)
+        producer = Producer("clean_pg", ns)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send(Message("DropOld", b"o%d" % i))
+            for i in range(120):
+                await producer.send(Message("CleanT", b"%04d" % i + b"p" * 2000))
+            for i in range(3):
+                await producer.send(Message("DropNew", b"n%d" % i))
+        finally:
+            await producer.shutdown()
+    finally:
+        await admin.shutdown()
+    broker.terminate()  # a clean stop
+    commitlog = sorted((store / "commitlog").iterdir())
+    assert len(commitlog) >= 4
+    for path in commitlog[:-2]:
+        path.unlink()
+    topics_json = store / "config" / "topics.json"
+    doc = json.loads(topics_json.read_text())
+    for topic in ("DropOld", "DropNew"):
+        del doc["topicConfigTable"][topic]
+    topics_json.write_text(json.dumps(doc))
+    broker = daemons.broker(ns, **props)
+    cq = store / "consumequeue"
+
+    def files(topic: str) -> list[str]:
+        d = cq / topic / "0"
+        return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+    before = files("CleanT")
+    assert len(before) == 12
+    status = (await mqadmin_json(ns, "topicStatus", "-t", "CleanT"))["queues"][0]
+    assert status["max_offset"] == 120 and status["min_offset"] > 10
+
+    assert (await mqadmin(ns, "cleanExpiredCQ", "-b", broker.addr)).strip() == "success"
+    after = files("CleanT")
+    assert len(after) < len(before) and after == before[len(before) - len(after) :]
+    assert not (cq / "DropOld").exists() and files("DropNew")  # DropNew's data is still stored
+    again = await mqadmin_json(ns, "cleanExpiredCQ", "-c", "DefaultCluster")
+    assert again == {"success": True, "brokers": {broker.addr: {"filesDeleted": 0}}}
+    assert (await mqadmin_json(ns, "topicStatus", "-t", "CleanT"))["queues"][0] == status
+
+    unused = await mqadmin_json(ns, "cleanUnusedTopic", "-c", "DefaultCluster")
+    assert unused == {"success": True, "brokers": {broker.addr: {"topics": ["DropNew"]}}}
+    assert sorted(
+        p.name for p in cq.iterdir() if not p.name.startswith(("rmq_sys", "RMQ_SYS", "SCHEDULE"))
+    ) == ["CleanT"]
+    assert (await mqadmin(ns, "cleanUnusedTopic", "-b", broker.addr)).strip() == "success"
+
+    broker.terminate()  # and it still recovers
+    broker = daemons.broker(ns, **props)
+    assert (await mqadmin_json(ns, "topicStatus", "-t", "CleanT"))["queues"][0]["max_offset"] == 120
+    printed = await mqadmin_json(ns, "printMsgByQueue", "-t", "CleanT", "-a", "broker-c", "-i", "0")
+    bodies = [m["body"][:4] for m in printed["messages"]]
+    assert bodies == [f"{i:04d}" for i in range(status["min_offset"], 120)]
