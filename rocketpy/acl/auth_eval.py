@@ -10,12 +10,12 @@ The rules, in order:
    Allow entry and no Deny entry among the matching entries of its ACL — matching = resource
    pattern covers the resource, the entry's actions cover the action, and the source address is
    in the entry's ``sourceIps`` (or it has none). The Custom policy's entries are used; the Default
-   policy's only when no Custom entry matches. **Deny wins** among the matching entries; with
-   none matching, the request is refused.
-
-RocketMQ orders matching entries by how specific their resource is before looking at the decision
-(a narrower Allow can override a wider Deny there); here any matching Deny wins, so a Deny can
-never be punched through — write Allow entries narrowly instead (docs/design.md §6.4).
+   policy's only when no Custom entry matches. The **most specific** matching entry decides
+   (RocketMQ's ``AclAuthorizationHandler.comparePolicyEntries``): a typed resource before ``*``;
+   within a type a literal name, then prefixes (the longer first), then ``Type:*``. Among entries
+   of the same specificity **Deny wins** (RocketMQ 5.4's order, apache/rocketmq#9785); with none
+   matching, the request is refused. So ``Allow Topic:orders`` punches through ``Deny Topic:*``,
+   and ``Deny Topic:order*`` through ``Allow *``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from rocketpy.acl.auth_model import (
     DEFAULT,
     DENY,
     LITERAL,
+    PREFIXED,
     SUPER,
     Acl,
     PolicyEntry,
+    Resource,
     User,
 )
 from rocketpy.acl.resources import request_needs_v2
@@ -69,18 +71,37 @@ class AclIndex:
         ]
 
 
+def specificity(resource: Resource) -> tuple[int, int, int]:
+    """Sort key of a matching entry's resource, most specific first (RocketMQ's order): a typed
+    resource before ``*``; a literal name, then a prefix (the longer first), then ``Type:*``."""
+    if resource.type == ANY:
+        return (1, 0, 0)
+    if resource.pattern == LITERAL:
+        return (0, 0, 0)
+    if resource.pattern == PREFIXED:
+        return (0, 1, -len(resource.name or ""))
+    return (0, 2, 0)
+
+
 def _decision(
     entries: Iterable[PolicyEntry], rtype: str, name: str, action: str, ip: str | None
 ) -> str | None:
-    """Deny when a matching entry denies, Allow when one allows, None when none matches."""
-    decisions = set()
+    """The decision of the most specific matching entries (Deny when one of them denies), None
+    when none matches."""
+    best: tuple[int, int, int] | None = None
+    decisions: set[str] = set()
     for entry in entries:
         if not entry.resource.matches(rtype, name) or not entry.covers(action):
             continue
         applies = entry.from_address(ip)
         if applies is None:  # from some address only
             applies = entry.decision == ALLOW
-        if applies:
+        if not applies:
+            continue
+        rank = specificity(entry.resource)
+        if best is None or rank < best:
+            best, decisions = rank, {entry.decision}
+        elif rank == best:
             decisions.add(entry.decision)
     if not decisions:
         return None
