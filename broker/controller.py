@@ -232,6 +232,7 @@ class BrokerController:
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
         self.grpc: GrpcEndpoint | None = None  # grpcServerPort >= 0: RocketMQ 5's gRPC API
+        self.auth_guard: AuthGuard | None = None  # authenticationEnabled: ACL 2.0's check
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -345,7 +346,7 @@ class BrokerController:
                 log.info("%s: created Super user(s) %s", owner, ", ".join(made))
                 await self.auth.file.persist()
         if bc.authentication_enabled:
-            guard = AuthGuard(bc.broker_cluster_name, bc.authorization_enabled, owner)
+            guard = self.auth_guard = AuthGuard(bc.broker_cluster_name, bc.authorization_enabled, owner)
             self.auth.add_listener(guard.use)
             server.set_guard(guard)
             if not self.auth.users and not self.auth.read_only:
@@ -408,7 +409,13 @@ class BrokerController:
         )  # fmt: skip
         receiver = Receiver(service, self.pop, renew, lambda: self.replication.is_slave)
         consumers = ConsumerRpcs(service, self.pop, self.assignment, renew)
-        return GrpcEndpoint(bc, service, streams, clients, consumers, receiver)
+        endpoint = GrpcEndpoint(bc, service, streams, clients, consumers, receiver)
+        if self.auth_guard is not None:  # ACL 2.0 on gRPC calls too
+            from rocketpy.grpc_api.auth import AuthInterceptor
+
+            guard = self.auth_guard
+            endpoint.interceptors.append(AuthInterceptor(lambda: guard.evaluator))
+        return endpoint
 
     def namesrv_addrs(self) -> list[str]:
         """The NameServers of ``namesrvAddr`` (none: a broker alone, registered nowhere)."""

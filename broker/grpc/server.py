@@ -101,6 +101,7 @@ class GrpcEndpoint:
         self.calls: dict[tuple[str, int], int] = {}  # (rpc, status code) -> calls answered
         self._peers: dict[str, tuple[str, int]] = {}  # grpc's peer text -> (ip, port)
         self._server: grpc.aio.Server | None = None
+        self.interceptors: list[grpc.aio.ServerInterceptor] = []  # ACL 2.0: rocketpy.grpc_api.auth
         self._routines: list[asyncio.Task[None]] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -120,7 +121,7 @@ class GrpcEndpoint:
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(options=options, interceptors=self.interceptors)
         server.add_generic_rpc_handlers((self._handlers(),))
         address = f"{bind_address}:{c.grpc_server_port}"
         try:
