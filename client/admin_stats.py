@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rocketpy.errors import MQBrokerError, MQClientError
+from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.admin import GetConsumeStatsInBrokerHeader, ViewBrokerStatsDataRequestHeader
 from rocketpy.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -60,11 +60,12 @@ def minute_tps(data: dict[str, Any] | None) -> float:
 
 async def stats_all(
     admin: Admin, topic: str | None = None, active_only: bool = False
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """statsAll's rows: per topic (retry and DLQ topics left out) and consumer group, its
     accumulation, in and out TPS (last minute) and in and out messages of the day, summed over the
     topic's masters. A topic nobody consumes has one row with ``group`` None. ``active_only``:
-    only rows that moved messages today."""
+    only rows that moved messages today. Also the topics left out because a call failed (topic ->
+    why; RocketMQ's tool leaves them out silently)."""
     topics = [
         t
         for t in await admin.topic_list()
@@ -74,32 +75,42 @@ async def stats_all(
         topics = [t for t in topics if t == topic]
     diffs: dict[str, dict[tuple[str, str], int]] = {}  # master addr -> (topic, group) -> diff
     rows: list[dict[str, Any]] = []
+    failed: dict[str, str] = {}
     for name in topics:
-        route = await admin.topic_route(name)
-        masters = sorted({a for bd in route.broker_datas if (a := bd.broker_addrs.get(MASTER_ID))})
-        in_tps, in_day = 0.0, 0
-        accumulation: dict[str, int] = {}
+        try:
+            rows += await _topic_rows(admin, name, diffs, active_only)
+        except RocketpyError as e:
+            failed[name] = str(e)
+    return rows, failed
+
+
+async def _topic_rows(
+    admin: Admin, name: str, diffs: dict[str, dict[tuple[str, str], int]], active_only: bool
+) -> list[dict[str, Any]]:
+    route = await admin.topic_route(name)
+    masters = sorted({a for bd in route.broker_datas if (a := bd.broker_addrs.get(MASTER_ID))})
+    in_tps, in_day = 0.0, 0
+    accumulation: dict[str, int] = {}
+    for addr in masters:
+        data = await view_broker_stats_data(admin, addr, "TOPIC_PUT_NUMS", name)
+        in_tps += minute_tps(data)
+        in_day += day_sum(data)
+        if addr not in diffs:
+            diffs[addr] = _diffs(await broker_consume_stats(admin, addr))
+        for (t, group), diff in diffs[addr].items():
+            if t == name:
+                accumulation[group] = accumulation.get(group, 0) + diff
+    if not accumulation:
+        return [_row(name, None, 0, in_tps, None, in_day, None)] if not active_only or in_day > 0 else []
+    rows = []
+    for group in sorted(accumulation):
+        out_tps, out_day = 0.0, 0
         for addr in masters:
-            data = await view_broker_stats_data(admin, addr, "TOPIC_PUT_NUMS", name)
-            in_tps += minute_tps(data)
-            in_day += day_sum(data)
-            if addr not in diffs:
-                diffs[addr] = _diffs(await broker_consume_stats(admin, addr))
-            for (t, group), diff in diffs[addr].items():
-                if t == name:
-                    accumulation[group] = accumulation.get(group, 0) + diff
-        if not accumulation:
-            if not active_only or in_day > 0:
-                rows.append(_row(name, None, 0, in_tps, None, in_day, None))
-            continue
-        for group in sorted(accumulation):
-            out_tps, out_day = 0.0, 0
-            for addr in masters:
-                data = await view_broker_stats_data(admin, addr, "GROUP_GET_NUMS", f"{name}@{group}")
-                out_tps += minute_tps(data)
-                out_day += day_sum(data)
-            if not active_only or in_day > 0 or out_day > 0:
-                rows.append(_row(name, group, max(accumulation[group], 0), in_tps, out_tps, in_day, out_day))
+            data = await view_broker_stats_data(admin, addr, "GROUP_GET_NUMS", f"{name}@{group}")
+            out_tps += minute_tps(data)
+            out_day += day_sum(data)
+        if not active_only or in_day > 0 or out_day > 0:
+            rows.append(_row(name, group, max(accumulation[group], 0), in_tps, out_tps, in_day, out_day))
     return rows
 
 

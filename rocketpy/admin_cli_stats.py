@@ -48,12 +48,14 @@ async def stats_all(admin: Any, as_json: bool, active: bool, topic: str | None) 
     """Topic and consumer TPS stats: accumulation, in/out TPS and the day's in/out messages."""
     from rocketpy.client.admin_stats import stats_all as collect
 
-    rows = await collect(admin, topic=topic, active_only=active)
+    rows, failed = await collect(admin, topic=topic, active_only=active)
     if as_json:
-        _emit(True, {"stats": rows})
+        _emit(True, {"stats": rows, "failed": failed})
         return
     for line in stats_all_lines(rows):
         click.echo(line)
+    for name, why in failed.items():
+        click.echo(f"{name}: left out: {why}", err=True)
 
 
 async def _clean(admin: Any, as_json: bool, cluster: str | None, broker_addr: str | None, what: str) -> None:

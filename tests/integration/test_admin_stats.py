@@ -48,7 +48,9 @@ async def test_stats_all(daemons: DaemonPool) -> None:
             return [(r["group"], r["accumulation"], r["outMsg24Hour"]) for r in rows] == [(GROUP, 0, 5)]
 
         await wait_until_async(caught_up, 30, interval=0.5, message="stats_g committed all 5")
-        [row] = (await mqadmin_json(ns, "statsAll", "-t", TOPIC))["stats"]
+        doc = await mqadmin_json(ns, "statsAll", "-t", TOPIC)
+        [row] = doc["stats"]
+        assert doc["failed"] == {}
         assert row["topic"] == TOPIC and row["inMsg24Hour"] == 5
         assert row["inTps"] > 0 and row["outTps"] > 0
 
