@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
 from rocketpy import Admin, ConsumeStatus, Message, Producer, PushConsumer
+from rocketpy.admin_cli import mqadmin as commands
 from rocketpy.client.admin_stats import broker_consume_stats, view_broker_stats_data
 from rocketpy.message import MessageExt
 from tests.conftest import DaemonPool
@@ -65,6 +68,9 @@ async def test_stats_all(daemons: DaemonPool) -> None:
         idle = [line.split() for line in table if line.startswith(IDLE + " ")]
         assert idle == [[IDLE, "0", "0.00", "0", "NO_CONSUMER"]]
         assert not any(line.startswith("%RETRY%") for line in table)
+        usage = CliRunner().invoke(commands, ["--help"]).output
+        helped = usage.split("Broker and cluster commands:")[1].split("commands:")[0]
+        assert all(c in helped for c in ("statsAll", "cleanExpiredCQ", "cleanUnusedTopic"))
         active = await mqadmin(ns, "statsAll", "-a")
         assert TOPIC in active and IDLE not in active
 
