@@ -43,6 +43,8 @@ from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.admin import AdminProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
+from rocketpy.broker.processors.admin_stats_view import BrokerStatsViewProcessor
+from rocketpy.broker.processors.admin_store import StoreCleanProcessor
 from rocketpy.broker.processors.assignment import AssignmentProcessor
 from rocketpy.broker.processors.auth import AuthProcessor
 from rocketpy.broker.processors.client_calls import ClientCallsProcessor
@@ -230,6 +232,7 @@ class BrokerController:
         self.server: RemotingServer | None = None
         self.metrics: MetricsServer | None = None  # metricsPort > 0: the /metrics endpoint
         self.grpc: GrpcEndpoint | None = None  # grpcServerPort >= 0: RocketMQ 5's gRPC API
+        self.auth_guard: AuthGuard | None = None  # authenticationEnabled: ACL 2.0's check
         self.registrar: BrokerRegistrar | None = None
         self.broker_addr = ""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -343,7 +346,7 @@ class BrokerController:
                 log.info("%s: created Super user(s) %s", owner, ", ".join(made))
                 await self.auth.file.persist()
         if bc.authentication_enabled:
-            guard = AuthGuard(bc.broker_cluster_name, bc.authorization_enabled, owner)
+            guard = self.auth_guard = AuthGuard(bc.broker_cluster_name, bc.authorization_enabled, owner)
             self.auth.add_listener(guard.use)
             server.set_guard(guard)
             if not self.auth.users and not self.auth.read_only:
@@ -406,7 +409,13 @@ class BrokerController:
         )  # fmt: skip
         receiver = Receiver(service, self.pop, renew, lambda: self.replication.is_slave)
         consumers = ConsumerRpcs(service, self.pop, self.assignment, renew)
-        return GrpcEndpoint(bc, service, streams, clients, consumers, receiver)
+        endpoint = GrpcEndpoint(bc, service, streams, clients, consumers, receiver)
+        if self.auth_guard is not None:  # ACL 2.0 on gRPC calls too
+            from rocketpy.grpc_api.auth import AuthInterceptor
+
+            guard = self.auth_guard
+            endpoint.interceptors.append(AuthInterceptor(lambda: guard.evaluator))
+        return endpoint
 
     def namesrv_addrs(self) -> list[str]:
         """The NameServers of ``namesrvAddr`` (none: a broker alone, registered nowhere)."""
@@ -437,6 +446,10 @@ class BrokerController:
         calls = ClientCallsProcessor(bc, topics, consumers, offsets, store)
         stats = AdminStatsProcessor(
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
+        )
+        store_clean = StoreCleanProcessor(topics, store)
+        stats_view = BrokerStatsViewProcessor(
+            bc, topics, consumers, offsets, store, self.stats, lambda: self.broker_addr
         )
         stats.runtime_extras.append(self.replication.runtime_info)
         stats.runtime_extras.append(self.send_queue.runtime_info)
@@ -503,6 +516,11 @@ class BrokerController:
             RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: stats.get_topic_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: stats.get_consumer_connections,
+            RequestCode.VIEW_BROKER_STATS_DATA: stats_view.view_broker_stats_data,
+            RequestCode.GET_BROKER_CONSUME_STATS: stats_view.get_broker_consume_stats,
+            # the store's housekeeping
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: store_clean.clean_expired_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: store_clean.clean_unused_topic,
             # a group's live clients, called on their own connections
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: calls.invoke_reset_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: calls.invoke_get_consumer_status,

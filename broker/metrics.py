@@ -135,7 +135,7 @@ class BrokerCollector(Collector):
         put_bytes = CounterMetricFamily(
             PREFIX + "put_bytes", "Bytes of message bodies stored, per topic.", labels=["topic"]
         )
-        for topic, (msgs, size) in list(s.topic_puts.items()):
+        for topic, (msgs, size, _) in list(s.topic_puts.items()):
             put_msgs.add_metric([topic], msgs)
             put_bytes.add_metric([topic], size)
         get_msgs = CounterMetricFamily(
@@ -146,7 +146,7 @@ class BrokerCollector(Collector):
         get_bytes = CounterMetricFamily(
             PREFIX + "get_bytes", "Bytes handed out by pulls, per group and topic.", labels=["group", "topic"]
         )
-        for (group, topic), (msgs, size) in list(s.group_topic_gets.items()):
+        for (group, topic), (msgs, size, _) in list(s.group_topic_gets.items()):
             get_msgs.add_metric([group, topic], msgs)
             get_bytes.add_metric([group, topic], size)
         yield from (put_msgs, put_bytes, get_msgs, get_bytes)

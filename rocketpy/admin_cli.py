@@ -113,7 +113,8 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
                 "printMsgByQueue", "queryMsgTraceById", "sendMsgStatus", "checkMsgSendRT", "clusterRT",
                 "sendMessage", "consumeMessage", "resendDlq"),
     "Broker and cluster": ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
-                           "wipeWritePerm", "addWritePerm", "haStatus", "exportMetadata", "exportConfigs"),
+                           "wipeWritePerm", "addWritePerm", "haStatus", "exportMetadata", "exportConfigs",
+                           "statsAll", "cleanExpiredCQ", "cleanUnusedTopic"),
     "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",
                    "updateNamesrvConfig"),
     "Controller mode": ("getSyncStateSet", "getBrokerEpoch", "getControllerMetaData", "electMaster"),
@@ -651,7 +652,8 @@ def _fmt_ms(ms: int) -> str:
 
 # The other commands live in rocketpy.admin_cli_msg (messages), admin_cli_ctl (controller mode),
 # admin_cli_groups (groups, live clients, topic permissions), admin_cli_ops (reading queues, send RT,
-# exports), admin_cli_cluster (NameServer settings, replication), admin_cli_auth (ACL 2.0's users
+# exports), admin_cli_stats (statsAll, store cleaning), admin_cli_cluster (NameServer settings,
+# replication), admin_cli_auth (ACL 2.0's users
 # and ACLs) and admin_cli_trace (message trace), and register themselves on ``mqadmin`` when
 # imported here.
 import rocketpy.admin_cli_auth  # noqa: E402
@@ -660,6 +662,7 @@ import rocketpy.admin_cli_ctl  # noqa: E402
 import rocketpy.admin_cli_groups  # noqa: E402
 import rocketpy.admin_cli_msg  # noqa: E402
 import rocketpy.admin_cli_ops  # noqa: E402
+import rocketpy.admin_cli_stats  # noqa: E402
 import rocketpy.admin_cli_trace  # noqa: E402, F401
 
 commands: list[click.Command] = list(mqadmin.commands.values())

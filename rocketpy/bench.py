@@ -137,8 +137,10 @@ async def run_producer(
     access_key: str | None = None,
     secret_key: str | None = None,
     auto_batch: bool = True,
+    enable_trace: bool = False,
 ) -> dict[str, float]:
-    """Send until ``duration_s`` passes or ``count`` messages are sent; print interval and summary lines."""
+    """Send until ``duration_s`` passes or ``count`` messages are sent; print interval and summary lines
+    (``enable_trace``: with message trace, and a line of what it wrote and dropped)."""
     from rocketpy.client.producer import Producer
     from rocketpy.message import Message
 
@@ -149,6 +151,7 @@ async def run_producer(
         access_key=access_key,
         secret_key=secret_key,
         auto_batch=auto_batch,
+        enable_trace=enable_trace,
     )
     await producer.start()
     body = b"x" * body_size
@@ -233,7 +236,8 @@ async def run_producer(
     finally:
         reporter.cancel()
         await asyncio.gather(reporter, return_exceptions=True)
-        await producer.shutdown()
+        await producer.shutdown()  # sends what trace still buffers
+    cpu_all_s = time.process_time() - cpu0
     s = stats.summary()
     s["max_rt_ms"] = max(max_rt[0], stats.take_window()["max_rt_ms"])
     s["client_cpu_us_per_msg"] = cpu_s * 1e6 / s["total"] if s["total"] else 0.0
@@ -244,6 +248,8 @@ async def run_producer(
         f" | RT p50(ms): {s['p50_rt_ms']:.3f} | RT p99(ms): {s['p99_rt_ms']:.3f}"
         f" | In flight (mean): {s['in_flight']:.1f}"
     )
+    _print_cpu(cpu_all_s, s["total"])
+    _print_trace(producer.trace_stats)
     if coalesced is not None and coalesced.requests:
         s["msgs_per_request"] = coalesced.messages / coalesced.requests
         click.echo(
@@ -264,8 +270,10 @@ async def run_consumer(
     *,
     access_key: str | None = None,
     secret_key: str | None = None,
+    enable_trace: bool = False,
 ) -> dict[str, float]:
-    """Consume with a PushConsumer until ``duration_s`` passes or ``count`` messages arrived."""
+    """Consume with a PushConsumer until ``duration_s`` passes or ``count`` messages arrived
+    (``enable_trace``: with message trace, and a line of what it wrote and dropped)."""
     from rocketpy.client.push_consumer import PushConsumer
 
     stats = Stats()
@@ -283,10 +291,16 @@ async def run_consumer(
 
     where = "CONSUME_FROM_FIRST_OFFSET" if from_first else "CONSUME_FROM_LAST_OFFSET"
     consumer = PushConsumer(
-        group, namesrv, consume_from_where=where, access_key=access_key, secret_key=secret_key
+        group,
+        namesrv,
+        consume_from_where=where,
+        access_key=access_key,
+        secret_key=secret_key,
+        enable_trace=enable_trace,
     )
     consumer.subscribe(topic, "*")
     consumer.register_listener(listener)
+    cpu0 = time.process_time()
     await consumer.start()
     max_rt = [0.0]
     reporter = asyncio.create_task(_reporter(stats, "consume", count, interval_s, max_rt))
@@ -298,13 +312,30 @@ async def run_consumer(
     finally:
         reporter.cancel()
         await asyncio.gather(reporter, return_exceptions=True)
-        await consumer.shutdown()
+        await consumer.shutdown()  # sends what trace still buffers
+    cpu_all_s = time.process_time() - cpu0
     s = stats.summary()
     click.echo(
         f"\n[Complete] Consume Total: {s['total']:.0f} | Consume TPS: {s['tps']:.0f} |"
         f" AVG(B2C) RT(ms): {s['avg_rt_ms']:.3f}"
     )
+    _print_cpu(cpu_all_s, s["total"])
+    _print_trace(consumer.trace_stats)
     return s
+
+
+def _print_cpu(cpu_s: float, total: float) -> None:
+    """The client's CPU per message over the whole run, start to shutdown included."""
+    click.echo(f"[CPU] Client CPU incl. start and shutdown(us/msg): {cpu_s * 1e6 / max(total, 1):.1f}")
+
+
+def _print_trace(stats: Any) -> None:
+    """What message trace did in the run (after shutdown, which sends what was buffered)."""
+    if stats is not None:
+        click.echo(
+            f"[Trace] Appended: {stats.appended} | Dropped: {stats.dropped} | Sent records:"
+            f" {stats.sent_records} | Sent messages: {stats.sent_messages} | Failed: {stats.failed_records}"
+        )
 
 
 def _run(coro: Any) -> None:
@@ -333,6 +364,12 @@ _COUNT = click.option(
 )
 _ACCESS_KEY = click.option(
     "--access-key", envvar="ROCKETPY_ACCESS_KEY", metavar="KEY", help="ACL account (env ROCKETPY_ACCESS_KEY)."
+)
+_TRACE = click.option(
+    "--trace",
+    "enable_trace",
+    is_flag=True,
+    help="With message trace (enable_trace=True, RMQ_SYS_TRACE_TOPIC).",
 )
 _SECRET_KEY = click.option(
     "--secret-key",
@@ -373,6 +410,7 @@ def _check_credentials(access_key: str | None, secret_key: str | None) -> None:
 @_COUNT
 @_ACCESS_KEY
 @_SECRET_KEY
+@_TRACE
 def producer_cmd(
     namesrv: str,
     topic: str,
@@ -385,6 +423,7 @@ def producer_cmd(
     count: int,
     access_key: str | None,
     secret_key: str | None,
+    enable_trace: bool,
 ) -> None:
     """Send messages as fast as the window allows and report TPS / RT every second."""
     if body_size <= 0 or concurrency <= 0 or batch <= 0:
@@ -395,7 +434,7 @@ def producer_cmd(
     _run(
         run_producer(
             namesrv, topic, body_size, concurrency, batch, duration, count, mode,
-            access_key=access_key, secret_key=secret_key, auto_batch=auto_batch,
+            access_key=access_key, secret_key=secret_key, auto_batch=auto_batch, enable_trace=enable_trace,
         )
     )  # fmt: skip
 
@@ -409,6 +448,7 @@ def producer_cmd(
 @_COUNT
 @_ACCESS_KEY
 @_SECRET_KEY
+@_TRACE
 def consumer_cmd(
     namesrv: str,
     topic: str,
@@ -418,6 +458,7 @@ def consumer_cmd(
     count: int,
     access_key: str | None,
     secret_key: str | None,
+    enable_trace: bool,
 ) -> None:
     """Consume with a push consumer and report TPS and born/store-to-consume latency every second."""
     if not duration and not count:
@@ -425,7 +466,15 @@ def consumer_cmd(
     _check_credentials(access_key, secret_key)
     _run(
         run_consumer(
-            namesrv, topic, group, duration, count, from_first, access_key=access_key, secret_key=secret_key
+            namesrv,
+            topic,
+            group,
+            duration,
+            count,
+            from_first,
+            access_key=access_key,
+            secret_key=secret_key,
+            enable_trace=enable_trace,
         )
     )
 

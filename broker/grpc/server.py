@@ -101,6 +101,7 @@ class GrpcEndpoint:
         self.calls: dict[tuple[str, int], int] = {}  # (rpc, status code) -> calls answered
         self._peers: dict[str, tuple[str, int]] = {}  # grpc's peer text -> (ip, port)
         self._server: grpc.aio.Server | None = None
+        self.interceptors: list[grpc.aio.ServerInterceptor] = []  # ACL 2.0: rocketpy.grpc_api.auth
         self._routines: list[asyncio.Task[None]] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -113,7 +114,7 @@ class GrpcEndpoint:
         """
         c = self.config
         options = server_options(c)
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(options=options, interceptors=self.interceptors)
         server.add_generic_rpc_handlers((self._handlers(),))
         address = f"{bind_address}:{c.grpc_server_port}"
         try:

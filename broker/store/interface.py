@@ -70,6 +70,13 @@ class Store(Protocol):
     def delete_topics(self, topics: set[str]) -> None:
         """Drop the consume queues of ``topics``."""
 
+    async def clean_expired_consume_queues(self, retain: Callable[[str], bool]) -> int:
+        """Delete consume-queue files wholly before the commitlog's start (and the wholly expired
+        queues of topics ``retain`` rejects); returns the files deleted."""
+
+    async def clean_unused_topics(self, retain: Callable[[str], bool]) -> list[str]:
+        """Delete the consume queues of every topic ``retain`` rejects; returns those topics."""
+
     # -- raw commitlog (replication) -----------------------------------------------------------------
     @property
     def max_physical_offset(self) -> int:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from rocketpy.broker.store import reads
+from rocketpy.broker.store import cq_clean, reads
 from rocketpy.broker.store.allocate import AllocateService
 from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.cleanup import CleanupService, delete_queue_files
@@ -414,6 +414,43 @@ class MessageStore:
         if self._cq_allocator is not None:  # after any creation still queued for these queues
             self._cq_allocator.run_in_order(functools.partial(delete_queue_files, removed, dirs))
 
+    async def clean_expired_consume_queues(self, retain: Callable[[str], bool]) -> int:
+        """CLEAN_EXPIRED_CONSUMEQUEUE: delete the consume-queue files wholly before the commitlog's
+        start, and the wholly expired queues of topics ``retain`` rejects (``cq_clean``). Returns the
+        files deleted."""
+        plan = cq_clean.plan_expired(self.dispatcher, self.commitlog.min_offset, retain)
+        return await self._in_cq_thread(functools.partial(cq_clean.delete_plan, plan))
+
+    async def clean_unused_topics(self, retain: Callable[[str], bool]) -> list[str]:
+        """CLEAN_UNUSED_TOPIC: delete the consume queues and directories of every topic ``retain``
+        rejects (``cq_clean``). Returns those topics."""
+        on_disk = await asyncio.to_thread(cq_clean.topic_dirs, self.dispatcher.cq_root)
+        plan = cq_clean.plan_unused(self.dispatcher, on_disk, retain)  # after the await: retain is now
+        topics = sorted(
+            {os.path.basename(d) for d in plan.dirs if os.path.dirname(d) == self.dispatcher.cq_root}
+        )
+        await self._in_cq_thread(functools.partial(cq_clean.delete_plan, plan))
+        return topics
+
+    async def _in_cq_thread(self, fn: Callable[[], int]) -> int:
+        """``fn()`` in the consume-queue allocate thread after the file creations queued so far."""
+        allocator = self._cq_allocator
+        if allocator is None:  # not started
+            return await asyncio.to_thread(fn)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+
+        def run() -> None:
+            try:
+                result = fn()
+            except BaseException as e:
+                loop.call_soon_threadsafe(_settle, done, None, e)
+                raise
+            loop.call_soon_threadsafe(_settle, done, result, None)
+
+        allocator.run_in_order(run)
+        return await done
+
     def topic_queue_table(self) -> dict[tuple[str, int], int]:
         """Next queue offset of every (topic, queue id)."""
         return {k: cq.next_offset for k, cq in self.dispatcher.cqs.items()}
@@ -541,3 +578,14 @@ class MessageStore:
             info["putTps"] = f"{tps[0]:.1f}"
             info["getTransferedTps"] = f"{tps[1]:.1f}"
         return info
+
+
+def _settle(fut: asyncio.Future[int], result: int | None, err: BaseException | None) -> None:
+    """Complete ``fut`` from a worker's outcome (on the loop; a cancelled wait is left alone)."""
+    if fut.done():
+        return
+    if err is not None:
+        fut.set_exception(err)
+    else:
+        assert result is not None
+        fut.set_result(result)

@@ -10,16 +10,18 @@ The rules, in order:
    Allow entry and no Deny entry among the matching entries of its ACL — matching = resource
    pattern covers the resource, the entry's actions cover the action, and the source address is
    in the entry's ``sourceIps`` (or it has none). The Custom policy's entries are used; the Default
-   policy's only when no Custom entry matches. **Deny wins** among the matching entries; with
-   none matching, the request is refused.
-
-RocketMQ orders matching entries by how specific their resource is before looking at the decision
-(a narrower Allow can override a wider Deny there); here any matching Deny wins, so a Deny can
-never be punched through — write Allow entries narrowly instead (docs/design.md §6.4).
+   policy's only when no Custom entry matches. The **most specific** matching entry decides
+   (RocketMQ's ``AclAuthorizationHandler.comparePolicyEntries``): a typed resource before ``*``;
+   within a type a literal name, then prefixes (the longer first), then ``Type:*``. Among entries
+   of the same specificity **Deny wins** (RocketMQ 5.4's order, apache/rocketmq#9785); with none
+   matching, the request is refused. So ``Allow Topic:orders`` punches through ``Deny Topic:*``,
+   and ``Deny Topic:order*`` through ``Allow *``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Iterable, Mapping
 
 from rocketpy.acl.auth_model import (
@@ -30,9 +32,11 @@ from rocketpy.acl.auth_model import (
     DEFAULT,
     DENY,
     LITERAL,
+    PREFIXED,
     SUPER,
     Acl,
     PolicyEntry,
+    Resource,
     User,
 )
 from rocketpy.acl.resources import request_needs_v2
@@ -69,18 +73,40 @@ class AclIndex:
         ]
 
 
+def specificity(resource: Resource) -> tuple[int, int, int]:
+    """Sort key of a matching entry's resource, most specific first (RocketMQ's order): a typed
+    resource before ``*``; a literal name, then a prefix (the longer first), then ``Type:*``."""
+    if resource.type == ANY:
+        return (1, 0, 0)
+    if resource.pattern == LITERAL:
+        return (0, 0, 0)
+    if resource.pattern == PREFIXED:
+        return (0, 1, -len(resource.name or ""))
+    return (0, 2, 0)
+
+
 def _decision(
-    entries: Iterable[PolicyEntry], rtype: str, name: str, action: str, ip: str | None
+    entries: Iterable[PolicyEntry], rtype: str, name: str, actions: tuple[str, ...], ip: str | None
 ) -> str | None:
-    """Deny when a matching entry denies, Allow when one allows, None when none matches."""
-    decisions = set()
+    """The decision of the most specific matching entries (Deny when one of them denies), None
+    when none matches. An entry matches when it covers one of ``actions`` (RocketMQ's
+    ``isMatchAction``: QueryRoute asks for Pub or Sub)."""
+    best: tuple[int, int, int] | None = None
+    decisions: set[str] = set()
     for entry in entries:
-        if not entry.resource.matches(rtype, name) or not entry.covers(action):
+        if not entry.resource.matches(rtype, name):
+            continue
+        if not any(entry.covers(a) for a in actions):
             continue
         applies = entry.from_address(ip)
         if applies is None:  # from some address only
             applies = entry.decision == ALLOW
-        if applies:
+        if not applies:
+            continue
+        rank = specificity(entry.resource)
+        if best is None or rank < best:
+            best, decisions = rank, {entry.decision}
+        elif rank == best:
             decisions.add(entry.decision)
     if not decisions:
         return None
@@ -96,11 +122,24 @@ def decide(
     and not for a Deny (used to tell whether a user can administer at all). ``index`` (``acl``'s)
     only makes it faster.
     """
+    return decide_any(acl, rtype, name, (action,), ip, index)
+
+
+def decide_any(
+    acl: Acl | None,
+    rtype: str,
+    name: str,
+    actions: tuple[str, ...],
+    ip: str | None,
+    index: AclIndex | None = None,
+) -> bool:
+    """``decide`` for a request that needs any one of ``actions`` (RocketMQ's contexts with
+    several actions)."""
     if acl is None:
         return False
     for ptype in (CUSTOM, DEFAULT):
         entries = index.candidates(ptype, rtype, name) if index else acl.policies.get(ptype, ())
-        decision = _decision(entries, rtype, name, action, ip)
+        decision = _decision(entries, rtype, name, actions, ip)
         if decision is not None:
             return decision == ALLOW
     return False
@@ -173,5 +212,48 @@ class AuthEvaluator:
                     f"({code_name(request.code)}); "
                     "no ACL entry allows it, or one denies it (mqadmin getAcl -s User:" + name + ")",
                     f"perm:{name}:{rtype}:{resource}:{action}",
+                )
+        return None
+
+    def check_grpc(
+        self,
+        ip: str,
+        username: str | None,
+        signature: str | None,
+        date_time: str,
+        needs: Iterable[tuple[str, str, tuple[str, ...]]],
+    ) -> Refusal | None:
+        """A gRPC call (``rocketpy.grpc_api.auth``): ``username`` and ``signature`` (hex) from its
+        ``authorization`` metadata must be an enabled user's ``hex(HmacSHA1(password, date_time))``;
+        then every ``(type, name, actions)`` it needs must be allowed for one of the actions."""
+        if not username:
+            return Refusal(
+                "the call carries no authorization credential; give the client the credentials of an "
+                "ACL 2.0 user (access key = username, secret key = password)",
+                "no-account",
+            )
+        user = self.users.get(username)
+        if user is None:
+            return Refusal(f"no user {username!r} (mqadmin createUser)", f"unknown:{username}")
+        if not user.enabled:
+            return Refusal(
+                f"user {username!r} is disabled (mqadmin updateUser -s enable)", f"disabled:{username}"
+            )
+        expected = hmac.new(user.password.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+        if signature is None or not hmac.compare_digest(expected, signature.lower()):
+            what = "carries no Signature" if signature is None else "has a wrong Signature"
+            return Refusal(
+                f"the call of user {username!r} {what} (check the password)", f"signature:{username}"
+            )
+        if not self.authorization or user.user_type == SUPER:
+            return None
+        acl, index = self.acls.get(username), self._indexes.get(username)
+        for rtype, resource, actions in needs:
+            if not decide_any(acl, rtype, resource, actions, ip, index):
+                wanted = " or ".join(actions)
+                return Refusal(
+                    f"user {username!r} may not {wanted} {rtype}:{resource} from {ip}; no ACL entry "
+                    f"allows it, or one denies it (mqadmin getAcl -s User:{username})",
+                    f"perm:{username}:{rtype}:{resource}:{wanted}",
                 )
         return None

@@ -267,6 +267,10 @@ _ALL: tuple[RequestSpec, ...] = (
     _spec(C.GET_CONSUME_STATS, "broker", admin.GetConsumeStatsRequestHeader, access=GET),
     _spec(C.GET_TOPIC_STATS_INFO, "broker", admin.TopicRequestHeader, access=GET),
     _spec(C.GET_CONSUMER_CONNECTION_LIST, "broker", client.ConsumerGroupRequestHeader, access=GET),
+    _spec(C.VIEW_BROKER_STATS_DATA, "broker", admin.ViewBrokerStatsDataRequestHeader, access=GET),
+    _spec(C.GET_BROKER_CONSUME_STATS, "broker", admin.GetConsumeStatsInBrokerHeader, access=GET),
+    _spec(C.CLEAN_EXPIRED_CONSUMEQUEUE, "broker", access=ADMIN),
+    _spec(C.CLEAN_UNUSED_TOPIC, "broker", access=ADMIN),
     # what a slave copies from its master (with GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     _spec(C.GET_ALL_CONSUMER_OFFSET, "broker", access=GET),
     _spec(C.GET_ALL_DELAY_OFFSET, "broker", access=GET),

@@ -56,11 +56,26 @@ def model_from(ips: set[str], ip: str) -> bool:
     return not ips or ip in ips or ("10.0.0.0/24" in ips and ip.startswith("10.0.0."))
 
 
+def model_order(resource: str, decision: str) -> tuple[int, int, int]:
+    """RocketMQ's sort of matching entries: ``*`` after typed resources; a literal name, then a
+    prefix (longer first), then ``Type:*``; at a tie Deny first."""
+    deny_first = 0 if decision == "Deny" else 1
+    if resource == "*":
+        return (9, 0, deny_first)
+    pattern = resource.partition(":")[2]
+    if pattern == "*":
+        return (3, 0, deny_first)
+    if pattern.endswith("*"):
+        return (2, -len(pattern), deny_first)
+    return (1, 0, deny_first)
+
+
 def model_allows(entries: list[dict[str, Any]], rtype: str, name: str, action: str, ip: str) -> bool:
-    """Custom entries first (Default only when none matches); any matching Deny wins; none: deny."""
+    """Custom entries first (Default only when none matches); the first of the matching entries in
+    RocketMQ's order decides; none: deny."""
     for ptype in ("Custom", "Default"):
         hits = [
-            e["decision"]
+            e
             for e in entries
             if e["ptype"] == ptype
             and model_matches(e["resource"], rtype, name)
@@ -68,7 +83,8 @@ def model_allows(entries: list[dict[str, Any]], rtype: str, name: str, action: s
             and model_from(e["ips"], ip)
         ]
         if hits:
-            return "Deny" not in hits
+            first = min(hits, key=lambda e: model_order(e["resource"], e["decision"]))
+            return bool(first["decision"] == "Allow")
     return False
 
 
@@ -246,8 +262,10 @@ async def test_lockout_is_refused_and_nothing_changes(tmp_path: Path) -> None:
     assert admins(m.users, m.acls, "DefaultCluster") == ["ops", "root"]
     await m.delete_user("root")  # ops can still administer
     before = (dict(m.users), dict(m.acls))
-    deny_all = {"ptype": "Custom", "resource": "*", "actions": {"All"}, "ips": set(), "decision": "Deny"}
-    deny = acl_doc([deny_all], "User:ops")
+    # a Deny as specific as the Allow (a literal name is more specific than Cluster:*)
+    deny_cluster = {"ptype": "Custom", "resource": "Cluster:DefaultCluster", "actions": {"All"}, "ips": set(),
+                    "decision": "Deny"}  # fmt: skip
+    deny = acl_doc([deny_cluster], "User:ops")
     for change in (
         m.delete_user("ops"),
         m.update_user({"username": "ops", "userStatus": "disable"}),
@@ -257,6 +275,10 @@ async def test_lockout_is_refused_and_nothing_changes(tmp_path: Path) -> None:
         with pytest.raises(AuthLockoutError, match="no enabled user could administer"):
             await change
     assert (m.users, m.acls) == before
+    # a wider Deny leaves the more specific Allow deciding (RocketMQ's order): allowed
+    deny_all = {"ptype": "Custom", "resource": "*", "actions": {"All"}, "ips": set(), "decision": "Deny"}
+    await m.create_acl(acl_doc([deny_all], "User:ops"))
+    assert admins(m.users, m.acls, "DefaultCluster") == ["ops"]
     # a Deny limited to some addresses leaves ops able from the others: allowed
     await m.create_acl(acl_doc([{"ptype": "Custom", "resource": "*", "actions": {"All"}, "ips": {"10.0.1.1"},
                                  "decision": "Deny"}], "User:ops"))  # fmt: skip

@@ -66,8 +66,8 @@ def test_traffic_counters_per_topic_and_group(monkeypatch: pytest.MonkeyPatch) -
     s.on_put("A", 2, 200)
     s.on_put("A", 1, 50)
     s.on_get("g", "A", 3, 300)
-    assert s.topic_puts == {"A": [3, 250]} and s.put_msgs_total == 3 and s.put_bytes_total == 250
-    assert s.group_topic_gets == {("g", "A"): [3, 300]} and s.group_get_msgs == {"g": 3}
+    assert s.topic_puts == {"A": [3, 250, 2]} and s.put_msgs_total == 3 and s.put_bytes_total == 250
+    assert s.group_topic_gets == {("g", "A"): [3, 300, 1]} and s.group_get_msgs == {"g": 3}
     monkeypatch.setattr(broker_stats, "MAX_KEYED_COUNTERS", 1)
     s.on_put("B", 1, 10)  # past the bound: only the totals count it
     assert "B" not in s.topic_puts and s.put_msgs_total == 4

@@ -54,3 +54,18 @@ class GetConsumeStatsRequestHeader(Header):
 
     group: str = wire("consumerGroup")
     topic: str | None = wire("topic", default=None)
+
+
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA: one of the broker's named stats (``TOPIC_PUT_NUMS`` keyed by topic,
+    ``GROUP_GET_NUMS`` by ``topic@group``, ...; RocketMQ's ViewBrokerStatsDataRequestHeader)."""
+
+    stats_name: str = wire("statsName")
+    stats_key: str = wire("statsKey")
+
+
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS: every group's progress on this broker (ordered topics only with
+    ``is_order``; RocketMQ's GetConsumeStatsInBrokerHeader)."""
+
+    is_order: bool = wire("isOrder", default=False)
