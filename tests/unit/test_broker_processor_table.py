@@ -51,6 +51,9 @@ ADDED_SINCE = {
     # ClientCallsProcessor (broker -> client calls on a group's own connections)
     C.INVOKE_BROKER_TO_RESET_OFFSET, C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
     C.GET_CONSUMER_RUNNING_INFO, C.CONSUME_MESSAGE_DIRECTLY, C.GET_PRODUCER_CONNECTION_LIST,
+    # BrokerStatsViewProcessor (statsAll), StoreCleanProcessor (cleanExpiredCQ, cleanUnusedTopic)
+    C.VIEW_BROKER_STATS_DATA, C.GET_BROKER_CONSUME_STATS,
+    C.CLEAN_EXPIRED_CONSUMEQUEUE, C.CLEAN_UNUSED_TOPIC,
 }  # fmt: skip
 
 
@@ -76,8 +79,9 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     table = controller.processor_table()
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
     # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment,
-    # the controller codes, ACL 2.0's users and ACLs, the broker -> client calls
-    assert len(processors) == 16
+    # the controller codes, ACL 2.0's users and ACLs, the broker -> client calls, statsAll's view,
+    # the store's clean commands
+    assert len(processors) == 18
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__
