@@ -1,6 +1,8 @@
 """examples/spark_batch.py and examples/spark_pipeline.py run end to end against real daemons.
 
-Each example starts its own SparkSession (a JVM), so these are marked slow as well as spark.
+Each example starts its own SparkSession (a JVM), so these are marked slow as well as spark; so is
+the task-retry test, whose driver needs ``local[2,2]`` (the shared session's ``local[2]`` never
+tries a failed task again).
 """
 
 from __future__ import annotations
