@@ -352,21 +352,21 @@ def default_run(args: argparse.Namespace, stack: ExitStack, tmp: str, topic: str
     from rocketpy.spark.local import local_session
     from tests.daemons import start_broker, start_namesrv
 
-    ns, brokers = args.namesrv, []
+    ns, broker_pids = args.namesrv, []
     if ns is None:
         namesrv = stack.enter_context(start_namesrv(Path(tmp)))
         for _ in range(args.brokers):
             broker = stack.enter_context(start_broker(Path(tmp), namesrv.addr, **args.broker_props))
-            brokers.append(broker.process.pid)
+            broker_pids.append(broker.process.pid)
         ns = namesrv.addr
     brokers = "the cluster's brokers" if args.namesrv else f"{args.brokers} broker(s)"
     print(f"{args.count:,} x {args.body_size} B, {args.queues} queues a broker, {brokers}, namesrv {ns}")
     asyncio.run(fill(ns, topic, args.count, args.body_size, args.queues))
     asyncio.run(sdk_drain(ns, topic, args.count))
-    connector_drain(ns, topic, args.count, args.extra, brokers)
+    connector_drain(ns, topic, args.count, args.extra, broker_pids)
     spark = local_session("rocketpy-bench", args.driver_memory)
     try:
-        reads = Reads(spark, ns, topic, args.count, tmp, args.extra, brokers)
+        reads = Reads(spark, ns, topic, args.count, tmp, args.extra, broker_pids)
         reads.warm_up()
         best = min(reads.count_s() for _ in range(2))
         print(f"Spark    : batch read count() (best of 2): {_rate(args.count, best)}")
