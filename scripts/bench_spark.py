@@ -24,8 +24,12 @@ with an account that has SUB, not an admin). Each round runs the reads (SDK drai
 end gives per measure the median and range of rows/s on each side and the median and range of the
 rounds' on/off ratios.
 
-Session start and worker warm-up are excluded (one small read first). Figures are wall time on a
-shared machine: read them as ranges. ``--broker-set key=value`` passes broker settings (e.g.
+Session start and worker warm-up are excluded (one small read first). Rows/s are wall time on a
+shared machine: read them as ranges. Beside them each read prints its CPU time per row, which a
+busy machine disturbs less (not nothing): the connector's own read by stage (pull RPCs, decode, Arrow
+build; ``time.process_time`` of this process), Spark's reads by process (the JVM, its Python
+workers), and the brokers' (``/proc`` utime + stime, when the bench started them).
+``--broker-set key=value`` passes broker settings (e.g.
 ``maxTransferCountOnMessageInMemory``, which caps a pull's messages: RocketMQ's default is 32) and
 ``--pull-batch-size`` the connector's ``pullBatchSize``.
 """
@@ -112,24 +116,120 @@ async def sdk_drain(ns: str, topic: str, count: int, keys: tuple[str, str] | Non
     return took
 
 
-def connector_drain(ns: str, topic: str, count: int, extra: dict[str, str]) -> None:
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> tuple[str, int, float]:
+    """``(name, parent pid, CPU seconds of it and its reaped children)`` of process ``pid``."""
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    fields = text.rsplit(")", 1)[1].split()
+    cpu = sum(int(x) for x in fields[11:15]) / _TICK  # utime stime cutime cstime
+    return text[text.index("(") + 1 : text.rindex(")")], int(fields[1]), cpu
+
+
+def _cpu_of(pids: list[int]) -> float:
+    return sum(_proc_cpu(p)[2] for p in pids)
+
+
+def _descendants_cpu() -> dict[str, float]:
+    """CPU seconds of this process's descendants (Spark's JVM and its Python workers), by kind."""
+    procs: dict[int, tuple[str, int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                procs[int(entry)] = _proc_cpu(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    kinds = {"JVM": 0.0, "Python workers": 0.0}
+    todo, seen = [os.getpid()], set()
+    while todo:
+        parent = todo.pop()
+        for pid, (name, ppid, cpu) in procs.items():
+            if ppid == parent and pid not in seen:
+                seen.add(pid)
+                todo.append(pid)
+                kinds["JVM" if name == "java" else "Python workers"] += cpu
+    return kinds
+
+
+class CpuMeter:
+    """CPU per row of a Spark read: Spark's processes (this one's descendants) and the brokers."""
+
+    def __init__(self, brokers: list[int]) -> None:
+        self.brokers = brokers
+
+    def __enter__(self) -> CpuMeter:
+        self.spark0, self.broker0 = _descendants_cpu(), _cpu_of(self.brokers)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spark1, self.broker1 = _descendants_cpu(), _cpu_of(self.brokers)
+
+    def line(self, rows: int) -> str:
+        parts = {k: (self.spark1[k] - self.spark0[k]) * 1e6 / rows for k in self.spark0}
+        if self.brokers:
+            parts["broker"] = (self.broker1 - self.broker0) * 1e6 / rows
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+        return f"CPU per row: {shown} (total {sum(parts.values()):.2f} us)"
+
+
+def connector_drain(ns: str, topic: str, count: int, extra: dict[str, str], brokers: list[int]) -> None:
+    """The connector's read outside Spark, in this process: rows/s, CPU per row by stage."""
     from pyspark.sql.datasource import CaseInsensitiveDict
 
+    import rocketpy.spark.convert as convert
+    import rocketpy.spark.source as source
     from rocketpy.spark.options import parse_read_options
     from rocketpy.spark.plan import plan_batch
-    from rocketpy.spark.source import read_range
+
+    spent = {"decode": 0.0, "decode + Arrow": 0.0}
+
+    def timed(fn: Any, stage: str) -> Any:
+        def call(*args: Any) -> Any:
+            t = time.process_time()
+            try:
+                return fn(*args)
+            finally:
+                spent[stage] += time.process_time() - t
+
+        return call
 
     opts = parse_read_options(CaseInsensitiveDict({"namesrvAddr": ns, "topic": topic, **extra}))
-    t0 = time.perf_counter()
-    n = sum(b.num_rows for r in plan_batch(opts) for b in read_range(opts, r))
+    ranges = plan_batch(opts)
+    decode, to_batch = convert.decode_columns, source.to_record_batch
+    convert.decode_columns = timed(decode, "decode")  # type: ignore[assignment]
+    source.to_record_batch = timed(to_batch, "decode + Arrow")  # type: ignore[assignment]
+    try:
+        t0, cpu0, broker0 = time.perf_counter(), time.process_time(), _cpu_of(brokers)
+        n = sum(b.num_rows for r in ranges for b in source.read_range(opts, r))
+        took, cpu, broker = time.perf_counter() - t0, time.process_time() - cpu0, _cpu_of(brokers) - broker0
+    finally:
+        convert.decode_columns, source.to_record_batch = decode, to_batch  # type: ignore[assignment]
     assert n == count, n
-    print(f"SDK      : connector pull + Arrow, one process, no Spark: {_rate(n, time.perf_counter() - t0)}")
+    print(f"SDK      : connector pull + Arrow, one process, no Spark: {_rate(n, took)}")
+    us = {k: v * 1e6 / n for k, v in spent.items()}
+    pull = cpu * 1e6 / n - us["decode + Arrow"]
+    broker_us = f"; broker {broker * 1e6 / n:.2f}" if brokers else ""
+    print(
+        f"CPU      : connector read {cpu * 1e6 / n:.2f} us/row: pulls (RPC, joining) {pull:.2f},"
+        f" decode {us['decode']:.2f}, Arrow build {us['decode + Arrow'] - us['decode']:.2f}{broker_us}"
+    )
 
 
 class Reads:
     """The Spark reads of one cluster's backlog (options: address, topic, account, pull size)."""
 
-    def __init__(self, spark: Any, ns: str, topic: str, count: int, tmp: str, extra: dict[str, str]) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        ns: str,
+        topic: str,
+        count: int,
+        tmp: str,
+        extra: dict[str, str],
+        brokers: list[int] | None = None,
+    ) -> None:
         self.spark, self.ns, self.topic, self.count, self.tmp, self.extra = (
             spark,
             ns,
@@ -138,6 +238,7 @@ class Reads:
             tmp,
             extra,
         )
+        self.brokers = brokers or []
 
     def _options(self, builder: Any) -> Any:
         builder = builder.format("rocketpy").option("namesrvAddr", self.ns).option("topic", self.topic)
@@ -151,11 +252,12 @@ class Reads:
         self._options(self.spark.read).option("endingOffsets", end).load().count()
 
     def count_s(self) -> float:
-        t0 = time.perf_counter()
-        n = self._options(self.spark.read).load().count()
-        took = time.perf_counter() - t0
+        with CpuMeter(self.brokers) as cpu:
+            t0 = time.perf_counter()
+            n = self._options(self.spark.read).load().count()
+            took = time.perf_counter() - t0
         assert n == self.count, n
-        print(f"Spark    : batch read count(): {_rate(n, took)}")
+        print(f"Spark    : batch read count(): {_rate(n, took)}; {cpu.line(n)}")
         return took
 
     def stream_s(self, limit: int | None = None) -> float:
@@ -163,18 +265,20 @@ class Reads:
         stream = self._options(self.spark.readStream).option("startingOffsets", "earliest")
         if limit:
             stream = stream.option("maxOffsetsPerTrigger", limit)
-        t0 = time.perf_counter()
-        checkpoint = tempfile.mkdtemp(prefix="cp-", dir=self.tmp)  # a new query each run
-        q = (
-            stream.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True).start()
-        )  # fmt: skip
-        q.awaitTermination(1800)
-        took = time.perf_counter() - t0
+        with CpuMeter(self.brokers) as cpu:
+            t0 = time.perf_counter()
+            checkpoint = tempfile.mkdtemp(prefix="cp-", dir=self.tmp)  # a new query each run
+            q = (
+                stream.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start()
+            )  # fmt: skip
+            q.awaitTermination(1800)
+            took = time.perf_counter() - t0
         rows = sum(p["numInputRows"] for p in q.recentProgress)
         batches = sum(1 for p in q.recentProgress if p["numInputRows"])
         assert rows == self.count, rows
-        print(f"Spark    : stream availableNow, {batches} micro-batch(es): {_rate(rows, took)}")
+        rate = _rate(rows, took)
+        print(f"Spark    : stream availableNow, {batches} micro-batch(es): {rate}; {cpu.line(rows)}")
         return took
 
 
@@ -248,20 +352,21 @@ def default_run(args: argparse.Namespace, stack: ExitStack, tmp: str, topic: str
     from rocketpy.spark.local import local_session
     from tests.daemons import start_broker, start_namesrv
 
-    ns = args.namesrv
+    ns, broker_pids = args.namesrv, []
     if ns is None:
         namesrv = stack.enter_context(start_namesrv(Path(tmp)))
         for _ in range(args.brokers):
-            stack.enter_context(start_broker(Path(tmp), namesrv.addr, **args.broker_props))
+            broker = stack.enter_context(start_broker(Path(tmp), namesrv.addr, **args.broker_props))
+            broker_pids.append(broker.process.pid)
         ns = namesrv.addr
     brokers = "the cluster's brokers" if args.namesrv else f"{args.brokers} broker(s)"
     print(f"{args.count:,} x {args.body_size} B, {args.queues} queues a broker, {brokers}, namesrv {ns}")
     asyncio.run(fill(ns, topic, args.count, args.body_size, args.queues))
     asyncio.run(sdk_drain(ns, topic, args.count))
-    connector_drain(ns, topic, args.count, args.extra)
+    connector_drain(ns, topic, args.count, args.extra, broker_pids)
     spark = local_session("rocketpy-bench", args.driver_memory)
     try:
-        reads = Reads(spark, ns, topic, args.count, tmp, args.extra)
+        reads = Reads(spark, ns, topic, args.count, tmp, args.extra, broker_pids)
         reads.warm_up()
         best = min(reads.count_s() for _ in range(2))
         print(f"Spark    : batch read count() (best of 2): {_rate(args.count, best)}")
@@ -280,12 +385,14 @@ def acl_run(args: argparse.Namespace, stack: ExitStack, tmp: str, topic: str) ->
     acl_file = Path(tmp) / "plain_acl.yml"
     acl_file.write_text(ACL_YML)
     sides: dict[str, tuple[str, dict[str, str], tuple[str, str] | None]] = {}
+    pids: dict[str, list[int]] = {}
     for side, props in (("off", {}), ("on", {"aclEnable": True, "aclFile": acl_file})):
         namesrv = stack.enter_context(start_namesrv(Path(tmp), **props))
         broker_props = {"brokerName": "broker-a", **args.broker_props, **props}  # two clusters
         if props:
             broker_props.update(aclAccessKey=ADMIN[0], aclSecretKey=ADMIN[1])
-        stack.enter_context(start_broker(Path(tmp), namesrv.addr, **broker_props))
+        broker = stack.enter_context(start_broker(Path(tmp), namesrv.addr, **broker_props))
+        pids[side] = [broker.process.pid]
         account = {"accessKey": READER[0], "secretKey": READER[1]} if props else {}
         sides[side] = (namesrv.addr, {**args.extra, **account}, READER if props else None)
         print(f"ACL {side}: namesrv {namesrv.addr}")
@@ -296,7 +403,8 @@ def acl_run(args: argparse.Namespace, stack: ExitStack, tmp: str, topic: str) ->
     runs: dict[tuple[str, str], list[float]] = {}
     try:
         reads = {
-            side: Reads(spark, ns, topic, args.count, tmp, extra) for side, (ns, extra, _) in sides.items()
+            side: Reads(spark, ns, topic, args.count, tmp, extra, pids[side])
+            for side, (ns, extra, _) in sides.items()
         }
         for r in reads.values():
             r.warm_up()

@@ -4,7 +4,8 @@ Owns the read loop of a Spark task. Without a tag filter, offsets of a queue are
 range is cut into windows of ``pullBatchSize`` offsets and up to ``PIPELINE_DEPTH`` pulls are in
 flight on one connection; a window answered short (the broker's per-pull count or byte cap) is
 completed by a pull of its rest before anything later is handed on, and the window shrinks to
-the most the broker answered at once (its per-pull cap). With a tag filter the broker skips
+the most the broker answered at once (its per-pull cap); the rest of a window answered short is
+pulled in windows of that size, pipelined too. With a tag filter the broker skips
 offsets, so pulls are sequential from each answer's ``nextBeginOffset`` (the exact tag check is
 the caller's, on the decoded columns: the broker filters by hash); an ``sqlFilter`` goes as an SQL92
 subscription the same way (the broker tests each record's properties exactly). When the broker does
@@ -117,6 +118,18 @@ class RangeReader:
             next_start = stop
         return next_start
 
+    def _relaunch(self, start: int, stop: int) -> None:
+        """Pull the rest ``[start, stop)`` of a window answered short again, ahead of the later
+        windows: in windows of the current size, pipelined (at most ``PIPELINE_DEPTH`` of them, the
+        last taking what is left), not one pull after the other when the first windows were larger
+        than the broker's cap."""
+        rest: list[_Window] = []
+        while start < stop:
+            end = stop if len(rest) == PIPELINE_DEPTH - 1 else min(start + self.window, stop)
+            rest.append(self._launch(start, end))
+            start = end
+        self._pending.extendleft(reversed(rest))
+
     def _lost(self, w: _Window, result: PullResult) -> int:
         """Where to go on after an OFFSET_ILLEGAL answer to ``w`` (or raise DataLossError)."""
         q = queue_name(self.range.queue)
@@ -190,7 +203,7 @@ class RangeReader:
                 out.append(body)
                 rows, size = rows + count, size + len(body)
                 if reached < w.stop and reached < self.range.end and not self.filtered:
-                    self._pending.appendleft(self._launch(reached, w.stop))
+                    self._relaunch(reached, w.stop)
                 elif self.filtered:
                     next_start = reached
                 next_start = self._fill(next_start)
