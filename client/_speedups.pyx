@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twin of the awaited send's hot path: ``start_usual``, ``batch_body`` and ``settle_stored`` of
-``rocketpy/client/send_core.py``.
+"""C twin of the awaited send's hot path: ``start_usual``, ``batch_body``, ``settle_stored``,
+``live_members`` and ``earliest_deadline`` of ``rocketpy/client/send_core.py``.
 
 ``rocketpy._accel`` chooses it or its pure twin. The classes, limits and helpers it uses are read
 from ``rocketpy.client``, ``rocketpy.message``, ``rocketpy.msgid`` and ``rocketpy.record`` the first
@@ -22,7 +22,7 @@ from rocketpy._cshared cimport PyUnicode_IS_ASCII, _crc32, _latin1, _put_u32
 import asyncio
 import time
 
-__all__ = ["batch_body", "settle_stored", "start_usual"]
+__all__ = ["batch_body", "earliest_deadline", "live_members", "settle_stored", "start_usual"]
 
 
 # -- what the functions use, bound on first use ---------------------------------------------------
@@ -256,3 +256,31 @@ def settle_stored(list jobs, first, bint quiet):
         if not fut.done():
             j.settled = settled
             fut.set_result(result)
+
+
+def live_members(list jobs):
+    """The members of a leaving batch not done yet, the others' bytes and the latest live deadline
+    (twin of ``rocketpy.client.send_core.live_members``)."""
+    cdef list live = []
+    dropped = 0
+    deadline = 0.0
+    for j in jobs:
+        if j.future.done():
+            dropped += j.item_size
+        else:
+            d = j.deadline
+            if not live or d > deadline:
+                deadline = d
+            live.append(j)
+    return live, dropped, deadline
+
+
+def earliest_deadline(list jobs, before):
+    """The earliest deadline before ``before`` among members not done yet (twin of
+    ``rocketpy.client.send_core.earliest_deadline``)."""
+    earliest = before
+    for j in jobs:
+        d = j.deadline
+        if d < earliest and not j.future.done():
+            earliest = d
+    return earliest

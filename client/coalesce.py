@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.message_check import batch_ext
 from rocketpy.client.results import SEND_STATUS_BY_CODE, SendStatus, send_result
-from rocketpy.client.send_core import batch_body, settle_stored
+from rocketpy.client.send_core import batch_body, earliest_deadline, live_members, settle_stored
 from rocketpy.errors import MQClientError, RemotingTimeoutError, RocketpyError, broker_error
 from rocketpy.message import MessageQueue
 from rocketpy.protocol.codes import RequestCode, ResponseCode
@@ -219,16 +219,15 @@ class Coalescer:
             q.timer = None
         jobs, n_bytes = q.jobs, q.n_bytes
         q.jobs, q.n_bytes = [], 0
-        live = [j for j in jobs if not j.future.done()]  # a cancelled send leaves nothing to send
-        if len(live) != len(jobs):
-            self._release(sum(j.item_size for j in jobs if j.future.done()))
-            n_bytes = sum(j.item_size for j in live)
+        live, dropped, deadline = live_members(jobs)  # a cancelled send leaves nothing to send
+        if dropped:
+            self._release(dropped)
+            n_bytes -= dropped
         if not live:
             self._maybe_forget(q)
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        deadline = max(j.deadline for j in live)
         if deadline <= now:
             self._release(n_bytes)
             for j in live:
@@ -365,10 +364,7 @@ def _arm_expiry(
 ) -> None:
     """Arm one timer (in ``timers``) at the earliest deadline among ``jobs`` that comes before the
     request's ``deadline``: one timer per request, not one per member."""
-    earliest = deadline - 0.001
-    for j in jobs:
-        if j.deadline < earliest and not j.future.done():
-            earliest = j.deadline
+    earliest = earliest_deadline(jobs, deadline - 0.001)
     timers.clear()
     if earliest < deadline - 0.001:
         timers.append(loop.call_at(earliest, _expire_due, loop, jobs, deadline, earliest, timers))

@@ -13,6 +13,8 @@ topic already checked, with auto-batch on — and the two per-member loops of a 
   is answered as before: None (the caller takes the general path) or the coroutine of
   ``SendPath.run``.
 * ``batch_body``: RocketMQ's batch encoding of the members' prepared messages (``batch_item`` each).
+* ``live_members`` / ``earliest_deadline``: which members of a leaving batch still wait, their
+  latest deadline (the request's timeout), and the earliest one before it (its expiry timer).
 * ``settle_stored``: one ``SendResult`` per member of a stored batch (its UNIQ_KEY, its offset id,
   the batch's base queue offset + its index), each member's future resolved with its own;
   ``quiet`` marks the members ``settled`` (nothing left for ``SendPath._settle`` to do: status
@@ -182,6 +184,35 @@ def settle_stored(jobs: list[MessageJob], first: SendResult, quiet: bool) -> Non
             fut.set_result(result)
 
 
+@twin
+def live_members(jobs: list[MessageJob]) -> tuple[list[MessageJob], int, float]:
+    """The members of a leaving batch whose future is not done yet (a cancelled send leaves
+    nothing to send), in order; the bytes of the others; the latest deadline among the live
+    (0.0 when none is)."""
+    live: list[MessageJob] = []
+    dropped = 0
+    deadline = 0.0
+    for j in jobs:
+        if j.future.done():
+            dropped += j.item_size
+        else:
+            if not live or j.deadline > deadline:
+                deadline = j.deadline
+            live.append(j)
+    return live, dropped, deadline
+
+
+@twin
+def earliest_deadline(jobs: list[MessageJob], before: float) -> float:
+    """The earliest deadline among ``jobs`` not done yet that comes before ``before``, else
+    ``before`` (when the request's one expiry timer fires)."""
+    earliest = before
+    for j in jobs:
+        if j.deadline < earliest and not j.future.done():
+            earliest = j.deadline
+    return earliest
+
+
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
     from rocketpy._accel import same_signature
     from rocketpy.client import _speedups
@@ -192,3 +223,7 @@ if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same si
     same_signature(_speedups.batch_body)(batch_body)
     same_signature(settle_stored)(_speedups.settle_stored)
     same_signature(_speedups.settle_stored)(settle_stored)
+    same_signature(live_members)(_speedups.live_members)
+    same_signature(_speedups.live_members)(live_members)
+    same_signature(earliest_deadline)(_speedups.earliest_deadline)
+    same_signature(_speedups.earliest_deadline)(earliest_deadline)

@@ -91,6 +91,25 @@ async def test_settle_stored_gives_each_member_its_result(twins: dict[str, Any],
     assert jobs[2].settled is False
 
 
+@pytest.mark.parametrize("twins", TWINS)
+async def test_live_members_and_earliest_deadline(twins: dict[str, Any]) -> None:
+    loop = asyncio.get_running_loop()
+    jobs = [job_of(b"x", 0, "", uniq=f"U{i}") for i in range(5)]
+    for j, (deadline, size) in zip(
+        jobs, [(5.0, 10), (9.0, 20), (2.0, 30), (7.0, 40), (1.0, 50)], strict=True
+    ):
+        j.future, j.deadline, j.item_size = loop.create_future(), deadline, size
+    jobs[1].future.cancel()
+    jobs[4].future.set_result(None)
+    live, dropped, latest = twins["live_members"](jobs)
+    assert (live, dropped, latest) == ([jobs[0], jobs[2], jobs[3]], 70, 7.0)
+    assert twins["earliest_deadline"](jobs, 6.0) == 2.0  # the done member's 1.0 does not count
+    assert twins["earliest_deadline"](jobs, 1.5) == 1.5
+    for j in jobs:
+        j.future.cancel()
+    assert twins["live_members"](jobs) == ([], 150, 0.0)
+
+
 MESSAGES = [
     Message("T", b"plain"),
     Message("T", b"tagged", tags="TagA"),
