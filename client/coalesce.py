@@ -35,8 +35,10 @@ import collections
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rocketpy.client.message_check import batch_ext, batch_item
-from rocketpy.client.results import SEND_STATUS_BY_CODE, batch_results, send_result
+from rocketpy.client.fault import LatencyFaultTolerance
+from rocketpy.client.message_check import batch_ext
+from rocketpy.client.results import SEND_STATUS_BY_CODE, SendStatus, send_result
+from rocketpy.client.send_core import batch_body, earliest_deadline, live_members, settle_stored
 from rocketpy.errors import MQClientError, RemotingTimeoutError, RocketpyError, broker_error
 from rocketpy.message import MessageQueue
 from rocketpy.protocol.codes import RequestCode, ResponseCode
@@ -107,6 +109,9 @@ class Coalescer:
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_delay = batch_max_delay
         self.total_batch_max_bytes = total_batch_max_bytes
+        #: the producer's fault tolerance, when its sends record latencies (``SendPath`` sets it):
+        #: a stored batch whose latency it would not record settles its members at once
+        self.fault: LatencyFaultTolerance | None = None
         self.held_bytes = 0
         self.stats = CoalesceStats()
         self._queues: dict[tuple[str, MessageQueue], _Pending] = {}
@@ -214,16 +219,15 @@ class Coalescer:
             q.timer = None
         jobs, n_bytes = q.jobs, q.n_bytes
         q.jobs, q.n_bytes = [], 0
-        live = [j for j in jobs if not j.future.done()]  # a cancelled send leaves nothing to send
-        if len(live) != len(jobs):
-            self._release(sum(j.item_size for j in jobs if j.future.done()))
-            n_bytes = sum(j.item_size for j in live)
+        live, dropped, deadline = live_members(jobs)  # a cancelled send leaves nothing to send
+        if dropped:
+            self._release(dropped)
+            n_bytes -= dropped
         if not live:
             self._maybe_forget(q)
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        deadline = max(j.deadline for j in live)
         if deadline <= now:
             self._release(n_bytes)
             for j in live:
@@ -252,12 +256,8 @@ class Coalescer:
     def _request(self, mq: MessageQueue, jobs: list[MessageJob]) -> RemotingCommand:
         if len(jobs) == 1:
             return jobs[0].request(self.group, mq)
-        parts: list[bytes] = []
-        for j in jobs:
-            p = j.prepared
-            parts += batch_item(p.body, p.flag, p.properties.encode())
         ext = batch_ext(self.group, mq.topic, jobs[0].prepared.queue_nums, mq)
-        return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, b"".join(parts))
+        return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, batch_body(jobs))
 
     def _settle(
         self,
@@ -291,9 +291,16 @@ class Coalescer:
         """Each member's outcome from a batch response (stored, refused per message, or refused)."""
         if resp.code in SEND_STATUS_BY_CODE:
             first = send_result(resp, q.addr, q.mq, "")
-            results = batch_results(first, [j.prepared.uniq_key for j in jobs])
-            for j, result in zip(jobs, results, strict=True):
-                _resolve(j, result)
+            # members whose ``SendPath._settle`` would only return the result (SEND_OK, a latency
+            # fault tolerance does not record: that of the earliest member, jobs[0]) are settled
+            fault = self.fault
+            latency_ms = (asyncio.get_running_loop().time() - jobs[0].started) * 1000.0
+            quiet = (
+                first.status is SendStatus.SEND_OK
+                and fault is not None
+                and fault.quiet(q.mq.broker_name, latency_ms)
+            )
+            settle_stored(jobs, first, quiet)
             return
         if resp.code == ResponseCode.MESSAGE_ILLEGAL:  # one message's fault: each goes alone
             self.stats.splits += 1
@@ -357,10 +364,7 @@ def _arm_expiry(
 ) -> None:
     """Arm one timer (in ``timers``) at the earliest deadline among ``jobs`` that comes before the
     request's ``deadline``: one timer per request, not one per member."""
-    earliest = deadline - 0.001
-    for j in jobs:
-        if j.deadline < earliest and not j.future.done():
-            earliest = j.deadline
+    earliest = earliest_deadline(jobs, deadline - 0.001)
     timers.clear()
     if earliest < deadline - 0.001:
         timers.append(loop.call_at(earliest, _expire_due, loop, jobs, deadline, earliest, timers))

@@ -80,6 +80,11 @@ class LatencyFaultTolerance:
             item.latency_ms = latency_ms
             item.available_at = available_at
 
+    def quiet(self, broker_name: str, latency_ms: float) -> bool:
+        """True when ``update(broker_name, latency_ms)`` would record nothing (disabled, or a fast
+        send to a broker with no fault history)."""
+        return not self.enabled or (latency_ms < LATENCY_MAX_MS[2] and broker_name not in self._items)
+
     def is_available(self, broker_name: str) -> bool:
         """True unless the broker is inside its not-available window."""
         item = self._items.get(broker_name)

@@ -37,6 +37,7 @@ from rocketpy.client.message_check import (
 )
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import QueueSelector, user_choice
+from rocketpy.client.send_core import start_usual
 from rocketpy.client.send_path import BatchJob, MessageJob, SendPath
 from rocketpy.client.trace import ProducerTracer, TraceDispatcher, TraceStats, msg_type_of, new_dispatcher
 from rocketpy.client.trace_otel import otel_spans
@@ -230,7 +231,28 @@ class Producer:
             MQBrokerError: the broker refused the message (a code that is not retriable).
         """
         if self._tracer is None:
-            return await self._send_one(msg, selector, arg, timeout)
+            if selector is not None:
+                return await self._send_one(msg, selector, arg, timeout)
+            # the usual message: checked, prepared and written (joined to its batch) in one step
+            started = start_usual(
+                self._path, MessageJob, msg, self.max_message_bytes, self.compress_over_bytes,
+                self.default_topic_queue_nums, self.retry_times, timeout or self.send_timeout,
+            )  # fmt: skip
+            if started is None:
+                return await self._send_one(msg, selector, arg, timeout)
+            if type(started) is not MessageJob:
+                return await cast("Coroutine[Any, Any, SendResult]", started)
+            response = started.future
+            try:
+                await response
+            except RocketpyError:
+                pass  # finish reads the outcome from the future: raises it, or says retry
+            if started.settled:  # SEND_OK from a coalesced batch, nothing left to record
+                return response.result()  # type: ignore[no-any-return]
+            out = started.finish(response)
+            if type(out) is SendResult:
+                return out
+            return await cast("Coroutine[Any, Any, SendResult]", out)
         begin = time.time()
         result = await self._send_one(msg, selector, arg, timeout)
         self._traced(msg, begin, result)

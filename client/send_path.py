@@ -99,6 +99,7 @@ class SendJob(DirectSend):
         "needs_compress",
         "path",
         "refresh",
+        "settled",
         "started",
         "topic",
         "tried",
@@ -122,6 +123,9 @@ class SendJob(DirectSend):
         self.needs_compress = False
         self.refresh: asyncio.Future[Any] | None = None  # the route refresh a failed attempt asked for
         self.item_size = 0  # > 0: coalesced with sends to the same queue (its bytes in a batch)
+        #: True once ``future`` holds the send's final result and ``SendPath._settle`` would only
+        #: return it (set by the coalescer, ``send_core.settle_stored``): ``finish`` may be skipped
+        self.settled = False
 
     async def compress(self, level: int) -> None:
         """Compress the body once, when ``needs_compress``."""
@@ -231,6 +235,7 @@ class SendPath:
         self.coalescer: Coalescer | None = None
         if coalesce is not None:
             self.coalescer = Coalescer(self._invoke, group, *coalesce)
+            self.coalescer.fault = fault
 
     def _invoke(self, addr: str, request: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
         return self.instance().remoting.invoke_future(addr, request, timeout)

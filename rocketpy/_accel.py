@@ -57,6 +57,7 @@ MODULES = (
     "rocketpy.acl._speedups",  # the ACL signature
     "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry
     "rocketpy.broker.processors._speedups",  # the send processor's batch helper
+    "rocketpy.client._speedups",  # the producer's awaited send: first attempt, batch body, results
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -34,6 +34,7 @@ from rocketpy import _accel, record, record_columns
 from rocketpy.acl import signing
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.client import send_core  # noqa: F401  (its twins join PURE)
 from rocketpy.message import Message, properties_to_string
 from rocketpy.protocol.headers.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.remoting import codec
@@ -52,6 +53,7 @@ TWINNED = (
     "encode_frame", "split_frames", "assemble_body", "read_typical_v2", "decode_columns", "signed_ext",
     "crc32", "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
+    "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)

@@ -1,0 +1,286 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""C twin of the awaited send's hot path: ``start_usual``, ``batch_body``, ``settle_stored``,
+``live_members`` and ``earliest_deadline`` of ``rocketpy/client/send_core.py``.
+
+``rocketpy._accel`` chooses it or its pure twin. The classes, limits and helpers it uses are read
+from ``rocketpy.client``, ``rocketpy.message``, ``rocketpy.msgid`` and ``rocketpy.record`` the first
+time one of its functions runs (``_bind``), not copied: ``rocketpy._accel`` loads this module before
+those exist. Each function reads and writes the same attributes as its pure twin; input the twin
+would refuse (a body that is not ``bytes``, properties past 65,535 bytes, a flag past 32 bits) is
+handed to the pure twin, so errors are the same.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.string cimport memcpy
+
+from rocketpy._cshared cimport PyUnicode_IS_ASCII, _crc32, _latin1, _put_u32
+
+import asyncio
+import time
+
+__all__ = ["batch_body", "earliest_deadline", "live_members", "settle_stored", "start_usual"]
+
+
+# -- what the functions use, bound on first use ---------------------------------------------------
+cdef bint _bound = False
+cdef object _Message = None
+cdef object _PreparedMessage = None
+cdef object _SendResult = None
+cdef set _valid_topics = None
+cdef object _msgid = None
+cdef object _select_queue = None
+cdef object _may_be_timed_or_half = None
+cdef object _pure_batch_body = None
+cdef Py_ssize_t MAX_PROPERTIES_BYTES = 0
+cdef Py_ssize_t BATCH_HEAD_SIZE = 0
+cdef Py_ssize_t ITEM_OVERHEAD = 0
+cdef uint32_t MESSAGE_MAGIC = 0
+cdef object _get_running_loop = asyncio.get_running_loop
+cdef object _time = time.time
+
+
+cdef int _bind() except -1:
+    global _bound, _Message, _PreparedMessage, _SendResult, _valid_topics, _msgid, _select_queue
+    global _may_be_timed_or_half, _pure_batch_body, MAX_PROPERTIES_BYTES, BATCH_HEAD_SIZE, ITEM_OVERHEAD
+    global MESSAGE_MAGIC
+    from rocketpy import message, message_props, msgid, record
+    from rocketpy._accel import PURE
+    from rocketpy.client import message_check, results, selector
+
+    _Message = message.Message
+    _PreparedMessage = message_check.PreparedMessage
+    _SendResult = results.SendResult
+    _valid_topics = message_check._valid_topics
+    _msgid = msgid
+    _select_queue = selector.select_queue
+    _may_be_timed_or_half = message_props.may_be_timed_or_half
+    _pure_batch_body = PURE["batch_body"]
+    MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
+    BATCH_HEAD_SIZE = record.BATCH_HEAD.size
+    ITEM_OVERHEAD = BATCH_HEAD_SIZE + 2
+    MESSAGE_MAGIC = record.MESSAGE_MAGIC
+    _bound = True
+    return 0
+
+
+cdef str _HEX = "0123456789ABCDEF"
+
+
+cdef str _unique_id(int64_t now_ms):
+    """``msgid.new_unique_id()``: the generator's head of this millisecond + the counter's 4 hex
+    digits when its head is of ``now_ms``, else the generator's own ``next``."""
+    gen = _msgid._GEN
+    stamp = gen._stamp
+    cdef str head = <str>stamp[1]
+    cdef unsigned int c
+    if <int64_t>stamp[0] != now_ms:
+        return gen.next()
+    c = <unsigned int>(next(gen._counter) & 0xFFFF)
+    return head + _HEX[(c >> 12) & 15] + _HEX[(c >> 8) & 15] + _HEX[(c >> 4) & 15] + _HEX[c & 15]
+
+
+def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_over_bytes, queue_nums,
+                retry_times, double remaining):
+    """The first attempt of ``msg`` when it is the usual message (twin of
+    ``rocketpy.client.send_core.start_usual``)."""
+    if not _bound:
+        _bind()
+    inst = path.instance()
+    co = path.coalescer
+    if co is None or type(msg) is not _Message:
+        return None
+    body = msg.body
+    topic = msg.topic
+    tags = msg.tags
+    flag = msg.flag
+    delay = msg.delay_level
+    if type(body) is not bytes:
+        return None
+    cdef Py_ssize_t n_body = PyBytes_GET_SIZE(body)
+    if (n_body <= 0 or n_body > max_bytes or n_body > compress_over_bytes or msg.keys or msg.properties
+            or type(delay) is not int or delay != 0 or type(flag) is not int
+            or not -2147483648 <= flag <= 2147483647
+            or (tags is not None and (type(tags) is not str or tags == "" or "||" in tags))
+            or topic not in _valid_topics):
+        return None
+    cdef int64_t now_ms = <int64_t>(<double>_time() * 1000)
+    cdef str uniq = _unique_id(now_ms)
+    cdef str props
+    cdef Py_ssize_t n_props
+    if tags is None:
+        props = "UNIQ_KEY\x01" + uniq + "\x02"
+        n_props = len(props)
+    else:
+        props = "TAGS\x01" + <str>tags + "\x02UNIQ_KEY\x01" + uniq + "\x02"
+        n_props = len(props) if PyUnicode_IS_ASCII(props) else len(props.encode())
+        if n_props > MAX_PROPERTIES_BYTES or _may_be_timed_or_half(props):
+            return None
+    cdef Py_ssize_t size = ITEM_OVERHEAD + n_body + n_props
+    cdef Py_ssize_t batch_max = co.batch_max_bytes
+    if size > batch_max:
+        return None
+    p = _PreparedMessage.__new__(_PreparedMessage)
+    p.body = body
+    p.born_ms = now_ms
+    p.flag = flag
+    p.needs_compress = False
+    p.properties = props
+    p.queue_nums = queue_nums
+    p.sys_flag = 0
+    p.topic = topic
+    p.uniq_key = uniq
+    job = job_cls.__new__(job_cls)
+    job.prepared = p
+    job.topic = topic
+    job.attempts = 1 + retry_times
+    job.choice = None
+    job.tried = 0
+    job.last_broker = None
+    job.last_error = None
+    job.last_result = None
+    job.refresh = None
+    job.needs_compress = False
+    job.settled = False
+    job.item_size = size
+    loop = _get_running_loop()
+    now = loop.time()
+    job.path = path
+    job.deadline = now + remaining
+    tp = inst.publish_info(topic)
+    if tp is None or not tp.message_queues:
+        return path.run(job)
+    fault = path.fault
+    q = co._filling.get(topic)
+    if (q is not None and q.jobs and <Py_ssize_t>q.n_bytes < batch_max
+            and (not fault.enabled or fault.is_available(q.mq.broker_name))):
+        mq = q.mq  # join the batch still filling (``Coalescer.filling``)
+    else:
+        q = None
+        mq = _select_queue(tp.message_queues, tp.index, fault, None)
+    addr = inst.find_broker_addr(mq.broker_name)
+    if addr is None or co._room_waiters or co.held_bytes + size > co.total_batch_max_bytes:
+        return path.run(job, mq)
+    job.tried = 1
+    job.mq = mq
+    job.addr = addr
+    job.started = now
+    if q is not None and q.addr == addr and <Py_ssize_t>q.n_bytes + size <= batch_max:
+        fut = loop.create_future()  # ``Coalescer.add`` to a batch still filling
+        job.future = fut
+        (<list>q.jobs).append(job)
+        q.n_bytes += size
+        co.held_bytes += size
+        if q.in_flight == 0 and q.timer is None:
+            if co.batch_max_delay > 0:
+                q.timer = loop.call_later(co.batch_max_delay, co._flush, q)
+            else:
+                q.timer = loop.call_soon(co._flush, q)
+    else:
+        job.future = co.add(job, mq, addr)
+    return job
+
+
+def batch_body(list jobs):
+    """The SEND_BATCH_MESSAGE body of ``jobs``' prepared messages (twin of
+    ``rocketpy.client.send_core.batch_body``)."""
+    if not _bound:
+        _bind()
+    cdef Py_ssize_t n = len(jobs), i, size = 0, k
+    cdef list bodies = [None] * n
+    cdef list props = [None] * n
+    cdef list flags = [None] * n
+    cdef unsigned char* out_p
+    cdef const unsigned char* src
+    for i in range(n):
+        prepared = jobs[i].prepared
+        body = prepared.body
+        flag = prepared.flag
+        s = prepared.properties
+        if type(body) is not bytes or type(flag) is not int or not -2147483648 <= flag <= 2147483647 \
+                or type(s) is not str:
+            return _pure_batch_body(jobs)
+        props_b = (<str>s).encode("ascii") if PyUnicode_IS_ASCII(s) else (<str>s).encode()
+        if PyBytes_GET_SIZE(props_b) > 0xFFFF:
+            return _pure_batch_body(jobs)
+        bodies[i] = body
+        props[i] = props_b
+        flags[i] = flag
+        size += ITEM_OVERHEAD + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(props_b)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    out_p = <unsigned char*>PyBytes_AS_STRING(out)
+    for i in range(n):
+        body = bodies[i]
+        props_b = props[i]
+        k = PyBytes_GET_SIZE(body)
+        src = <const unsigned char*>PyBytes_AS_STRING(body)
+        _put_u32(out_p, <uint32_t>(ITEM_OVERHEAD + k + PyBytes_GET_SIZE(props_b)))
+        _put_u32(out_p + 4, MESSAGE_MAGIC)
+        _put_u32(out_p + 8, _crc32(src, k))
+        _put_u32(out_p + 12, <uint32_t><int32_t><int64_t>flags[i])
+        _put_u32(out_p + 16, <uint32_t>k)
+        out_p += BATCH_HEAD_SIZE
+        memcpy(out_p, src, k)
+        out_p += k
+        k = PyBytes_GET_SIZE(props_b)
+        out_p[0] = <unsigned char>(k >> 8)
+        out_p[1] = <unsigned char>k
+        memcpy(out_p + 2, PyBytes_AS_STRING(props_b), k)
+        out_p += 2 + k
+    return out
+
+
+def settle_stored(list jobs, first, bint quiet):
+    """Resolve each member's future with its ``SendResult`` of a stored batch (twin of
+    ``rocketpy.client.send_core.settle_stored``)."""
+    if not _bound:
+        _bind()
+    cdef list offset_ids = first.offset_msg_id.split(",")
+    cdef Py_ssize_t n_ids = len(offset_ids), i, n = len(jobs)
+    status = first.status
+    mq = first.message_queue
+    base = first.queue_offset
+    settled = True if quiet else False
+    for i in range(n):
+        j = jobs[i]
+        result = _SendResult.__new__(_SendResult)
+        result.status = status
+        result.msg_id = j.prepared.uniq_key
+        result.offset_msg_id = offset_ids[i] if i < n_ids else ""
+        result.message_queue = mq
+        result.queue_offset = base + i
+        fut = j.future
+        if not fut.done():
+            j.settled = settled
+            fut.set_result(result)
+
+
+def live_members(list jobs):
+    """The members of a leaving batch not done yet, the others' bytes and the latest live deadline
+    (twin of ``rocketpy.client.send_core.live_members``)."""
+    cdef list live = []
+    dropped = 0
+    deadline = 0.0
+    for j in jobs:
+        if j.future.done():
+            dropped += j.item_size
+        else:
+            d = j.deadline
+            if not live or d > deadline:
+                deadline = d
+            live.append(j)
+    return live, dropped, deadline
+
+
+def earliest_deadline(list jobs, before):
+    """The earliest deadline before ``before`` among members not done yet (twin of
+    ``rocketpy.client.send_core.earliest_deadline``)."""
+    earliest = before
+    for j in jobs:
+        d = j.deadline
+        if d < earliest and not j.future.done():
+            earliest = d
+    return earliest

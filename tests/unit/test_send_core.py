@@ -1,0 +1,198 @@
+"""The awaited send's hot path (client/send_core.py) and its compiled twin (client/_speedups.pyx):
+the same first attempt for the same message (or the same refusal to take it), the same batch body
+as ``batch_item`` builds, the same results and ``settled`` marks; and what ``Producer.send`` returns
+through it (a coalesced batch's member results, the general path for anything unusual)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketpy import _accel
+from rocketpy.client import send_core
+from rocketpy.client.message_check import PreparedMessage, batch_item
+from rocketpy.client.results import SendResult, SendStatus
+from rocketpy.client.send_path import MessageJob
+from rocketpy.message import Message, MessageQueue
+from rocketpy.record import decode_batch
+from tests.unit.test_client_coalesce import BatchRemoting, producer_with
+
+try:
+    compiled: Any = SimpleNamespace(**_accel.load_compiled())
+except ImportError:  # pragma: no cover - a tree where pip install did not build it
+    compiled = None
+
+PURE = _accel.PURE
+TWINS = [pytest.param(PURE, id="pure")] + (
+    [pytest.param(compiled.__dict__, id="compiled")] if compiled is not None else []
+)
+
+
+def job_of(body: bytes, flag: int, props: str, uniq: str = "U") -> MessageJob:
+    p = PreparedMessage.__new__(PreparedMessage)
+    p.body, p.flag, p.properties, p.uniq_key = body, flag, props, uniq
+    job = MessageJob.__new__(MessageJob)
+    job.prepared = p
+    job.settled = False
+    return job
+
+
+ITEMS = st.lists(
+    st.tuples(
+        st.binary(min_size=1, max_size=64),
+        st.integers(-(1 << 31), (1 << 31) - 1),
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@pytest.mark.parametrize("twins", TWINS)
+@settings(max_examples=60, deadline=None)
+@given(items=ITEMS)
+def test_batch_body_is_batch_item_of_each_member(twins: dict[str, Any], items: list[Any]) -> None:
+    jobs = [job_of(b, f, s) for b, f, s in items]
+    want = b"".join(b"".join(batch_item(b, f, s.encode())) for b, f, s in items)
+    assert twins["batch_body"](jobs) == want
+    assert [(b, f, s) for b, f, s in decode_batch(want)] == items
+
+
+@pytest.mark.parametrize("twins", TWINS)
+def test_batch_body_refuses_what_batch_item_refuses(twins: dict[str, Any]) -> None:
+    with pytest.raises(Exception) as want:
+        PURE["batch_body"]([job_of(b"x", 1 << 31, "")])
+    with pytest.raises(want.type, match=str(want.value)):
+        twins["batch_body"]([job_of(b"x", 1 << 31, "")])
+
+
+@pytest.mark.parametrize("twins", TWINS)
+@pytest.mark.parametrize("quiet", [True, False])
+async def test_settle_stored_gives_each_member_its_result(twins: dict[str, Any], quiet: bool) -> None:
+    loop = asyncio.get_running_loop()
+    jobs = [job_of(b"x", 0, "", uniq=f"U{i}") for i in range(4)]
+    for j in jobs:
+        j.future = loop.create_future()
+    jobs[2].future.cancel()  # a member cancelled meanwhile keeps its outcome
+    mq = MessageQueue("T", "b", 3)
+    first = SendResult(SendStatus.SEND_OK, "", "o0,o1", mq, 10)  # fewer ids than members: ""
+    twins["settle_stored"](jobs, first, quiet)
+    got = [(j.future.result().__repr__(), j.settled) for j in jobs if not j.future.cancelled()]
+    want = [
+        (repr(SendResult(SendStatus.SEND_OK, f"U{i}", oid, mq, 10 + i)), quiet)
+        for i, oid in ((0, "o0"), (1, "o1"), (3, ""))
+    ]
+    assert got == want
+    assert jobs[2].settled is False
+
+
+@pytest.mark.parametrize("twins", TWINS)
+async def test_live_members_and_earliest_deadline(twins: dict[str, Any]) -> None:
+    loop = asyncio.get_running_loop()
+    jobs = [job_of(b"x", 0, "", uniq=f"U{i}") for i in range(5)]
+    for j, (deadline, size) in zip(
+        jobs, [(5.0, 10), (9.0, 20), (2.0, 30), (7.0, 40), (1.0, 50)], strict=True
+    ):
+        j.future, j.deadline, j.item_size = loop.create_future(), deadline, size
+    jobs[1].future.cancel()
+    jobs[4].future.set_result(None)
+    live, dropped, latest = twins["live_members"](jobs)
+    assert (live, dropped, latest) == ([jobs[0], jobs[2], jobs[3]], 70, 7.0)
+    assert twins["earliest_deadline"](jobs, 6.0) == 2.0  # the done member's 1.0 does not count
+    assert twins["earliest_deadline"](jobs, 1.5) == 1.5
+    for j in jobs:
+        j.future.cancel()
+    assert twins["live_members"](jobs) == ([], 150, 0.0)
+
+
+MESSAGES = [
+    Message("T", b"plain"),
+    Message("T", b"tagged", tags="TagA"),
+    Message("T", b"unicode tag", tags="标签"),
+    Message("T", b"timed tag", tags="DELAY"),  # its properties may ask for a delay: not coalesced
+    Message("T", b"keys", keys="k1"),
+    Message("T", b"props", properties={"a": "b"}),
+    Message("T", b"delayed", delay_level=2),
+    Message("T", b"x" * 5000),  # compressed: general path
+    Message("T", b"flag", flag=7),
+    Message("T", b"bad flag", flag=1 << 31),
+    Message("T", b"bad tags", tags="a||b"),
+    Message("Unchecked", b"topic not checked yet"),
+    Message("T", bytearray(b"not bytes")),
+    "not a message",
+]
+
+
+def outcome(started: Any) -> Any:
+    """What a ``start_usual`` answer says, without its unique key and times."""
+    if started is None:
+        return None
+    if asyncio.iscoroutine(started):
+        started.close()
+        return "coroutine"
+    p = started.prepared
+    props = p.properties.replace(p.uniq_key, "<uniq>")
+    return (
+        type(started).__name__, p.body, p.flag, props, p.queue_nums, p.sys_flag, p.topic, p.needs_compress,
+        len(p.uniq_key), started.topic, started.attempts, started.tried, started.item_size, started.mq,
+        started.addr, started.settled, started.choice, started.last_broker,
+    )  # fmt: skip
+
+
+async def test_start_usual_twins_take_the_same_messages_the_same_way() -> None:
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    results = {}
+    for name, fn in (("pure", PURE["start_usual"]), ("compiled", compiled.start_usual)):
+        remoting = BatchRemoting(hold=True)
+        p = producer_with(remoting)
+        send_core._valid_topics.add("T")  # as a first send of the topic leaves it
+        p._instance.tp.index._value = 0  # type: ignore[union-attr]  # the same round robin for both
+        got = []
+        for msg in MESSAGES:
+            started = fn(p._path, MessageJob, msg, p.max_message_bytes, p.compress_over_bytes,
+                         p.default_topic_queue_nums, p.retry_times, 3.0)  # fmt: skip
+            got.append(outcome(started))
+        results[name] = got
+        for fut, _ in remoting.held:
+            fut.cancel()
+        await asyncio.sleep(0)
+        remoting.release()
+    assert results["pure"] == results["compiled"]
+    taken = [m for m, o in zip(MESSAGES, results["pure"], strict=True) if o is not None]
+    assert [m.body for m in taken] == [b"plain", b"tagged", b"unicode tag", b"flag"]  # type: ignore[union-attr]
+
+
+async def test_start_usual_before_start_raises_as_send_does() -> None:
+    p = producer_with(BatchRemoting())
+    p._instance = None
+    for fn in [PURE["start_usual"]] + ([compiled.start_usual] if compiled is not None else []):
+        with pytest.raises(Exception, match="is not started"):
+            fn(p._path, MessageJob, Message("T", b"x"), 1 << 20, 4096, 4, 2, 3.0)
+
+
+async def test_awaited_sends_get_their_own_results_through_the_shortcut() -> None:
+    remoting = BatchRemoting()
+    p = producer_with(remoting)
+    await p.send(Message("T", b"first"))  # checks the topic, then the usual message takes the shortcut
+    results = await asyncio.gather(*(p.send(Message("T", b"m%d" % i, tags="t")) for i in range(30)))
+    assert len({r.msg_id for r in results}) == 30
+    for r in results:
+        mq = r.message_queue
+        assert r.status is SendStatus.SEND_OK
+        assert r.offset_msg_id == f"{_addr(mq)}/{mq.queue_id}/{r.queue_offset}"
+    stats = p.coalesce_stats
+    assert stats is not None and stats.messages == 31 and stats.requests < 31
+    bodies = [b for _, cmd in remoting.sent for b in remoting.bodies(cmd)]
+    assert sorted(bodies) == sorted([b"first"] + [b"m%d" % i for i in range(30)])
+
+
+def _addr(mq: MessageQueue) -> str:
+    from tests.unit.test_client_send_path import ADDRS
+
+    return ADDRS[mq.broker_name]
