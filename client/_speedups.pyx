@@ -139,6 +139,7 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     job.attempts = 1 + retry_times
     job.choice = None
     job.tried = 0
+    job.unavailable = 0
     job.last_broker = None
     job.last_error = None
     job.last_result = None

@@ -112,7 +112,7 @@ def start_usual(
     p.queue_nums, p.sys_flag, p.topic, p.uniq_key = queue_nums, 0, topic, uniq
     job = job_cls.__new__(job_cls)
     job.prepared = p
-    job.topic, job.attempts, job.choice, job.tried = topic, 1 + retry_times, None, 0
+    job.topic, job.attempts, job.choice, job.tried, job.unavailable = topic, 1 + retry_times, None, 0, 0
     job.last_broker = job.last_error = job.last_result = job.refresh = None
     job.needs_compress, job.settled, job.item_size = False, False, size
     loop = asyncio.get_running_loop()

@@ -320,9 +320,12 @@ class SendPath:
                 mq = self.choose(tp, job)
                 made = job.tried + job.unavailable
                 # nowhere else, or past the attempts retry_times allows (refusals by brokers that
-                # cannot write now): give them a moment
+                # cannot write now: at least RETRY_BACKOFF_S apart, never a burst near the deadline)
                 if made and (mq.broker_name == job.last_broker or made >= job.attempts):
-                    await asyncio.sleep(min(RETRY_BACKOFF_S * made, (job.deadline - loop.time()) / 4))
+                    cap = (job.deadline - loop.time()) / 4
+                    if made >= job.attempts:
+                        cap = max(cap, RETRY_BACKOFF_S)
+                    await asyncio.sleep(min(RETRY_BACKOFF_S * made, cap))
             addr = inst.find_broker_addr(mq.broker_name) or await inst.queue_broker_addr(mq)
             co = self.coalescer
             if job.item_size and co is not None and not co.has_room(job.item_size):
