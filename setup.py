@@ -17,6 +17,7 @@ MODULES = [
     "rocketpy.acl._speedups",
     "rocketpy.broker.store._speedups",
     "rocketpy.broker.processors._speedups",
+    "rocketpy.broker.pop._speedups",
 ]
 
 setup(

@@ -57,6 +57,7 @@ MODULES = (
     "rocketpy.acl._speedups",  # the ACL signature
     "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry
     "rocketpy.broker.processors._speedups",  # the send processor's batch helper
+    "rocketpy.broker.pop._speedups",  # POP's batch-ack reading, ledger runs and ACKS entries
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -52,6 +52,7 @@ TWINNED = (
     "encode_frame", "split_frames", "assemble_body", "read_typical_v2", "decode_columns", "signed_ext",
     "crc32", "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
+    "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
