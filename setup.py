@@ -18,6 +18,7 @@ MODULES = [
     "rocketpy.broker.store._speedups",
     "rocketpy.broker.processors._speedups",
     "rocketpy.client._speedups",
+    "rocketpy.broker.pop._speedups",
 ]
 
 setup(

@@ -58,6 +58,7 @@ MODULES = (
     "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry
     "rocketpy.broker.processors._speedups",  # the send processor's batch helper
     "rocketpy.client._speedups",  # the producer's awaited send: first attempt, batch body, results
+    "rocketpy.broker.pop._speedups",  # POP's batch-ack reading, ledger runs and ACKS entries
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -31,6 +31,9 @@ import heapq
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from rocketpy._accel import twin
 
 #: Most (group, topic, queue) combinations under POP on one broker.
 MAX_POP_QUEUES = 200_000
@@ -150,9 +153,8 @@ class PopQueue:
 
     def low_water(self) -> int:
         """The smallest offset still in flight, else ``next_offset``: everything below is done."""
-        order, inflight = self._order, self.inflight
-        while order and order[0] not in inflight:
-            order.popleft()
+        order = self._order
+        drop_done(order, self.inflight)
         low = order[0] if order else self.next_offset
         ahead = self.acked_ahead
         if ahead and min(ahead) < low:  # acked offsets below the mark are never read again
@@ -329,17 +331,8 @@ class PopLedger:
         acknowledged offsets by ck seq."""
         inflight = q.inflight
         offs = list(offsets)
-        cks = list(map(inflight.get, offs))
-        first = cks[0] if cks else None
-        if (
-            first is not None
-            and cks.count(first) == len(cks)
-            and first.pop_time == pop_time
-            and not first.reviving
-            and len(set(offs)) == len(offs)
-        ):  # the common case: every offset in flight under one pop, each named once
-            for o in offs:
-                del inflight[o]
+        first = take_run(inflight, offs, pop_time)
+        if first is not None:  # the common case: every offset in flight under one pop, increasing
             first.open -= len(offs)
             if not first.open:
                 self._open.pop(first.seq, None)
@@ -443,3 +436,42 @@ class PopLedger:
         if len(self._heap) > 2 * len(self._open) + HEAP_SLACK:
             self._heap = [e for e in self._heap if e[2].open and e[0] == e[2].deadline]
             heapq.heapify(self._heap)
+
+
+@twin
+def take_run(inflight: dict[int, Any], offsets: list[int], pop_time: int) -> Any:
+    """A batch ack's common case: when ``offsets`` are strictly increasing and every one is in
+    flight (``inflight``: offset -> ck) under one ck popped at ``pop_time`` that is not being
+    revived, remove them from ``inflight`` and return that ck; otherwise change nothing and return
+    None (the caller acks them one by one). Its ``open`` count is the caller's to lower."""
+    if not offsets:
+        return None
+    first = inflight.get(offsets[0])
+    if first is None or first.pop_time != pop_time or first.reviving:
+        return None
+    previous = offsets[0] - 1
+    for o in offsets:
+        if o <= previous or inflight.get(o) is not first:
+            return None
+        previous = o
+    for o in offsets:
+        del inflight[o]
+    return first
+
+
+@twin
+def drop_done(order: deque[int], inflight: dict[int, Any]) -> None:
+    """Drop the offsets no longer in flight from the front of ``order`` (a queue's offsets in the
+    order they were handed out): its first offset is then the queue's low-water mark."""
+    while order and order[0] not in inflight:
+        order.popleft()
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.pop import _speedups
+
+    same_signature(take_run)(_speedups.take_run)
+    same_signature(_speedups.take_run)(take_run)
+    same_signature(drop_done)(_speedups.drop_done)
+    same_signature(_speedups.drop_done)(drop_done)

@@ -167,12 +167,14 @@ class PopReader:
 
     def _rest(self, group: str, topic: str, qids: list[int]) -> int:
         """Messages left in ``topic``'s queues ``qids`` past where ``group`` pops them next."""
-        queues, max_offset = self.ledger.queues, self.store.get_max_offset_in_queue
+        queues, cqs = self.ledger.queues, self.store.dispatcher.cqs  # the store's max offsets, read directly
         rest = 0
         for qid in qids:
             q = queues.get((group, topic, qid))
             if q is not None:
-                rest += max(0, max_offset(topic, qid) - q.next_offset)
+                cq = cqs.get((topic, qid))
+                if cq is not None and cq.next_offset > q.next_offset:
+                    rest += cq.next_offset - q.next_offset
         return rest
 
     def queue_state(

@@ -50,7 +50,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
 from rocketpy.message import MessageConst
 
@@ -146,21 +148,34 @@ def encode_acks(group: str, topic: str, entries: list[AckEntry], reason: int = R
             if not room:
                 out.append(_acks_body(reason, g, t, parts))
                 parts, room = [], MAX_RECORD_OFFSETS
-            chunk = offsets[at : at + room]
+            chunk = offsets[at : at + room] if at or len(offsets) > room else offsets
             at += len(chunk)
             room -= len(chunk)
-            base = min(chunk)
-            deltas = [o - base for o in chunk]
-            assert max(deltas) <= _U32_MAX, (base, chunk)
-            parts.append(ACKS_ENTRY.pack(queue_id, seq, committed, base, len(chunk)))
-            parts.append(struct.pack(f">{len(deltas)}I", *deltas))
+            parts.append(acks_entry(queue_id, seq, committed, chunk))
     if parts:
         out.append(_acks_body(reason, g, t, parts))
     return out
 
 
+@twin
+def acks_entry(queue_id: int, seq: int, committed: int, offsets: list[int]) -> bytes:
+    """One entry of an ACKS record: its head (``ACKS_ENTRY``) and each offset less the smallest.
+
+    Raises:
+        struct.error: a field out of its range.
+        AssertionError: no offsets, or offsets further than ``2**32 - 1`` apart.
+    """
+    assert offsets
+    base = min(offsets)
+    deltas = [o - base for o in offsets]
+    assert max(deltas) <= _U32_MAX, (base, offsets)
+    return ACKS_ENTRY.pack(queue_id, seq, committed, base, len(offsets)) + struct.pack(
+        f">{len(deltas)}I", *deltas
+    )
+
+
 def _acks_body(reason: int, g: bytes, t: bytes, parts: list[bytes]) -> bytes:
-    return b"".join((ACKS_HEAD.pack(KIND_ACKS, reason, len(g), len(t), len(parts) // 2), g, t, *parts))
+    return b"".join((ACKS_HEAD.pack(KIND_ACKS, reason, len(g), len(t), len(parts)), g, t, *parts))
 
 
 @dataclass(slots=True)
@@ -321,3 +336,11 @@ class Replay:
             if alive:
                 out.append((ck, alive))
         return out
+
+
+if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.pop import _speedups
+
+    same_signature(acks_entry)(_speedups.acks_entry)
+    same_signature(_speedups.acks_entry)(acks_entry)

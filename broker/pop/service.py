@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
+from rocketpy.broker.pop.acks import offsets_of
 from rocketpy.broker.pop.checks import PopChecks
 from rocketpy.broker.pop.ck_buffer import CkBuffer, ck_records
 from rocketpy.broker.pop.durable import PopStateFile, ReviveLog
@@ -270,14 +271,16 @@ class PopService:
             )
         done: list[tuple[PopQueue, int, list[int]]] = []
         acked = asked = 0
+        ledger = self.ledger
+        queues = ledger.queues
         for a in acks:
             topic = pop_retry_topic(a.group, a.topic) if a.retry else a.topic
-            q = self.ledger.queue((a.group, topic, a.queue_id))
-            offsets = a.offsets()
+            q = queues.get((a.group, topic, a.queue_id))
+            offsets = offsets_of(a.start_offset, a.bits)
             asked += len(offsets)
             if q is None:
                 continue
-            by_seq = self.ledger.ack_many(q, offsets, a.pop_time)
+            by_seq = ledger.ack_many(q, offsets, a.pop_time)
             if not by_seq:
                 continue
             n = 0

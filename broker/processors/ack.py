@@ -12,6 +12,7 @@ waits for the store (SYNC_FLUSH).
 
 from __future__ import annotations
 
+from rocketpy.broker.pop.acks import read_acks
 from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.pop.types import PopError
 from rocketpy.broker.processors.body import decode_map
@@ -26,9 +27,12 @@ from rocketpy.protocol.headers.pop import (
     ChangeInvisibleTimeResponseHeader,
     read_batch_acks,
 )
+from rocketpy.protocol.shape import check_shape
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import HandlerResult
+
+_BATCH_ACK_NAME = "BatchAckMessageRequestBody"
 
 
 class AckMessageProcessor:
@@ -55,11 +59,14 @@ class AckMessageProcessor:
 
     def batch_ack(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
         """BATCH_ACK_MESSAGE."""
-        doc = decode_map(request, "BatchAckMessageRequestBody", BATCH_ACK_BODY)
-        try:
-            acks = read_batch_acks(doc)
-        except ValueError as e:
-            raise HeaderError(f"BatchAckMessageRequestBody.{e}") from None
+        doc = decode_map(request, _BATCH_ACK_NAME)
+        acks = read_acks(doc)  # the usual form in one pass; None: any other, checked and read below
+        if acks is None:
+            check_shape(doc, BATCH_ACK_BODY, _BATCH_ACK_NAME)
+            try:
+                acks = read_batch_acks(doc)
+            except ValueError as e:
+                raise HeaderError(f"{_BATCH_ACK_NAME}.{e}") from None
         if not acks:
             return RemotingCommand.response(request, ResponseCode.NO_MESSAGE, "the body names no ack")
         broker = doc.get("brokerName")

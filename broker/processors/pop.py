@@ -57,15 +57,18 @@ def pop_request(h: PopMessageRequestHeader) -> PopRequest:
 
 
 def _answer_header(result: PopResult) -> dict[str, object]:
-    return PopMessageResponseHeader(
-        result.pop_time,
-        result.invisible_ms,
-        result.revive_qid,
-        result.rest_num,
-        result.start_offset_info(),
-        result.msg_offset_info(),
-        result.order_count_info(),
-    ).to_ext()
+    """``PopMessageResponseHeader(...).to_ext()`` of ``result``, built as a map directly (one per pop)."""
+    ext: dict[str, object] = {
+        "popTime": result.pop_time,
+        "invisibleTime": result.invisible_ms,
+        "reviveQid": result.revive_qid,
+        "restNum": result.rest_num,
+        "startOffsetInfo": result.start_offset_info(),
+        "msgOffsetInfo": result.msg_offset_info(),
+    }
+    if result.order:
+        ext["orderCountInfo"] = result.order_count_info()
+    return ext
 
 
 def pop_response(request: RemotingCommand, req: PopRequest, result: PopResult) -> RemotingCommand:

@@ -1,0 +1,206 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""C twins of POP's per-message loops: ``take_run`` and ``drop_done`` (``ledger.py``), ``acks_entry``
+(``revive_log.py``), ``read_acks`` and ``offsets_of`` (``acks.py``).
+
+``rocketpy._accel`` chooses them or their pure twins. Each handles the common case in C and calls
+its pure twin (``rocketpy._accel.PURE``) for anything else (values out of a C integer's range),
+so both raise alike. ``BatchAck`` and ``decode_bitset`` are read from ``rocketpy.broker.pop.acks``
+the first time ``read_acks`` runs (``_bind``): ``rocketpy._accel`` loads this module before it exists.
+
+The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
+against this module: see ``rocketpy/_accel.py``).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Contains, PyDict_DelItem, PyDict_GetItem
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+from rocketpy._cshared cimport _put_u32, _put_u64
+
+__all__ = ["acks_entry", "drop_done", "offsets_of", "read_acks", "take_run"]
+
+cdef enum:
+    MAX_FIELD_CHARS = 4096  # acks.MAX_FIELD_CHARS
+    MAX_BATCH_ACKS = 1024  # rocketpy.protocol.headers.pop's
+    MAX_BATCH_ACK_BITS = 4096
+    ACKS_ENTRY_SIZE = 30  # revive_log.ACKS_ENTRY.size
+
+
+# -- what is bound on first use ------------------------------------------------------------------
+cdef bint _bound = False
+cdef object _make_ack = None
+cdef object _decode_bitset = None
+cdef object _pure = None
+
+
+cdef int _bind() except -1:
+    global _bound, _make_ack, _decode_bitset, _pure
+    from rocketpy._accel import PURE
+    from rocketpy.broker.pop import acks
+
+    _make_ack = acks.BatchAck._make
+    _decode_bitset = acks.decode_bitset
+    _pure = PURE
+    _bound = True
+    return 0
+
+
+cdef inline bint _as_i64(object v, long long* out):
+    """``v`` as a C long long; False when it is not an int or does not fit."""
+    cdef int overflow = 0
+    if type(v) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return overflow == 0
+
+
+cdef object _pure_acks_entry(queue_id, seq, committed, offsets):
+    if not _bound:
+        _bind()
+    return _pure["acks_entry"](queue_id, seq, committed, offsets)
+
+
+# -- ledger.py -------------------------------------------------------------------------------------
+def take_run(dict inflight, list offsets, pop_time):
+    """Remove ``offsets`` from ``inflight`` and return their one ck when all are in flight under it
+    (twin of ``rocketpy.broker.pop.ledger.take_run``)."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(offsets), i
+    cdef long long o, previous
+    cdef PyObject* ck
+    if n == 0:
+        return None
+    key = <object>PyList_GET_ITEM(offsets, 0)
+    ck = PyDict_GetItem(inflight, key)
+    if ck == NULL:
+        return None
+    first = <object>ck
+    if first.pop_time != pop_time or first.reviving:
+        return None
+    if not _as_i64(key, &previous):
+        if not _bound:
+            _bind()
+        return _pure["take_run"](inflight, offsets, pop_time)
+    previous -= 1
+    for i in range(n):
+        key = <object>PyList_GET_ITEM(offsets, i)
+        if not _as_i64(key, &o):
+            if not _bound:
+                _bind()
+            return _pure["take_run"](inflight, offsets, pop_time)
+        if o <= previous or PyDict_GetItem(inflight, key) != <PyObject*>first:
+            return None
+        previous = o
+    for i in range(n):
+        PyDict_DelItem(inflight, <object>PyList_GET_ITEM(offsets, i))
+    return first
+
+
+def drop_done(order, dict inflight):
+    """Drop the offsets no longer in flight from the front of ``order`` (twin of
+    ``rocketpy.broker.pop.ledger.drop_done``)."""
+    popleft = None
+    while order:
+        if PyDict_Contains(inflight, order[0]):
+            return
+        if popleft is None:
+            popleft = order.popleft
+        popleft()
+
+
+# -- revive_log.py ---------------------------------------------------------------------------------
+def acks_entry(queue_id, seq, committed, list offsets):
+    """One ACKS record entry (twin of ``rocketpy.broker.pop.revive_log.acks_entry``)."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(offsets), i
+    cdef long long qid, s, c, base, o, delta
+    cdef bytes out
+    cdef unsigned char* p
+    if (n == 0 or n > 0xFFFF or not _as_i64(queue_id, &qid) or not _as_i64(seq, &s)
+            or not _as_i64(committed, &c) or qid < -2147483648 or qid > 2147483647):
+        return _pure_acks_entry(queue_id, seq, committed, offsets)
+    base = 0
+    for i in range(n):
+        if not _as_i64(<object>PyList_GET_ITEM(offsets, i), &o):
+            return _pure_acks_entry(queue_id, seq, committed, offsets)
+        if i == 0 or o < base:
+            base = o
+    if base < 0:
+        return _pure_acks_entry(queue_id, seq, committed, offsets)
+    out = PyBytes_FromStringAndSize(NULL, ACKS_ENTRY_SIZE + 4 * n)
+    p = <unsigned char*>PyBytes_AS_STRING(out)
+    _put_u32(p, <unsigned int>qid)
+    _put_u64(p + 4, <unsigned long long>s)
+    _put_u64(p + 12, <unsigned long long>c)
+    _put_u64(p + 20, <unsigned long long>base)
+    p[28] = <unsigned char>(n >> 8)
+    p[29] = <unsigned char>n
+    p += ACKS_ENTRY_SIZE
+    for i in range(n):
+        _as_i64(<object>PyList_GET_ITEM(offsets, i), &o)
+        if o - base > 0xFFFFFFFF:
+            return _pure_acks_entry(queue_id, seq, committed, offsets)
+        _put_u32(p, <unsigned int>(o - base))
+        p += 4
+    return out
+
+
+# -- acks.py ---------------------------------------------------------------------------------------
+def offsets_of(start, tuple bits):
+    """``start + i`` for each ``i`` of ``bits`` (twin of ``rocketpy.broker.pop.acks.offsets_of``)."""
+    return [start + i for i in bits]
+
+
+cdef inline bint _short_str(object v, Py_ssize_t most):
+    return type(v) is str and len(<str>v) <= most
+
+
+def read_acks(dict doc):
+    """The acks of a decoded BatchAckMessageRequestBody in its usual form, or None (twin of
+    ``rocketpy.broker.pop.acks.read_acks``)."""
+    if not _bound:
+        _bind()
+    broker = doc.get("brokerName")
+    if broker is not None and not _short_str(broker, MAX_FIELD_CHARS):
+        return None
+    acks = doc.get("acks")
+    if type(acks) is not list:
+        return None
+    cdef list items = <list>acks
+    cdef Py_ssize_t n = PyList_GET_SIZE(items), i
+    if n == 0 or n > MAX_BATCH_ACKS:
+        return None
+    cdef list out = []
+    cdef dict e
+    cdef PyObject* fields[9]
+    cdef int k
+    for i in range(n):
+        entry = <object>PyList_GET_ITEM(items, i)
+        if type(entry) is not dict:
+            return None
+        e = <dict>entry
+        for k in range(9):
+            fields[k] = PyDict_GetItem(e, _KEYS[k])
+            if fields[k] == NULL:
+                return None
+        c = <object>fields[0]
+        t = <object>fields[1]
+        r = <object>fields[2]
+        b = <object>fields[8]
+        if not (_short_str(c, MAX_FIELD_CHARS) and _short_str(t, MAX_FIELD_CHARS)
+                and _short_str(r, MAX_FIELD_CHARS) and _short_str(b, MAX_BATCH_ACK_BITS)):
+            return None
+        for k in range(3, 8):
+            if type(<object>fields[k]) is not int:
+                return None
+        try:
+            bits = _decode_bitset(b)
+        except ValueError:
+            return None
+        out.append(_make_ack((c, t, r == "1", <object>fields[3], <object>fields[4], <object>fields[5],
+                              <object>fields[6], <object>fields[7], bits)))
+    return out
+
+
+cdef tuple _KEYS = ("c", "t", "r", "so", "q", "rq", "pt", "it", "b")

@@ -1,0 +1,76 @@
+"""The batch ack's hot steps: reading a BATCH_ACK_MESSAGE body's acks and their offsets.
+
+Owns ``read_acks``, the reader of a decoded ``BatchAckMessageRequestBody`` in the one form
+rocketpy's SDK and RocketMQ's clients write it (short field names, strings and integers of their
+exact types, a base64 bit set): one pass, no shape walk. Anything else (long field names, numbers
+as text, a field missing or malformed) gives None, and the caller checks the body against
+``BATCH_ACK_BODY`` and reads it with ``read_batch_acks``, which accept every form and name what is
+wrong. ``offsets_of`` turns an ack's bit set into offsets. Both have compiled twins
+(``_speedups.pyx``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rocketpy._accel import twin
+from rocketpy.protocol.headers.pop import MAX_BATCH_ACK_BITS, MAX_BATCH_ACKS, BatchAck, decode_bitset
+
+#: Longest string field the body's shape admits (``rocketpy.protocol.shape.Scalar``'s default).
+MAX_FIELD_CHARS = 4096
+
+
+@twin
+def read_acks(doc: dict[str, Any]) -> list[BatchAck] | None:
+    """The acks of a decoded BatchAckMessageRequestBody in its usual form, each as ``BatchAck``;
+    None when the body is in any other form or has no acks (see the module docstring)."""
+    broker = doc.get("brokerName")
+    if broker is not None and (type(broker) is not str or len(broker) > MAX_FIELD_CHARS):
+        return None
+    acks = doc.get("acks")
+    if type(acks) is not list or not acks or len(acks) > MAX_BATCH_ACKS:
+        return None
+    out = []
+    for entry in acks:
+        if type(entry) is not dict:
+            return None
+        try:
+            c, t, r, so, q, rq, pt, it, b = (entry["c"], entry["t"], entry["r"], entry["so"], entry["q"],
+                                             entry["rq"], entry["pt"], entry["it"], entry["b"])  # fmt: skip
+        except KeyError:
+            return None
+        if type(c) is not str or type(t) is not str or type(r) is not str or type(b) is not str:
+            return None
+        if type(so) is not int or type(q) is not int or type(rq) is not int or type(pt) is not int:
+            return None
+        if type(it) is not int:
+            return None
+        if (
+            len(c) > MAX_FIELD_CHARS
+            or len(t) > MAX_FIELD_CHARS
+            or len(r) > MAX_FIELD_CHARS
+            or len(b) > MAX_BATCH_ACK_BITS
+        ):
+            return None
+        try:
+            bits = decode_bitset(b)
+        except ValueError:
+            return None
+        out.append(BatchAck(c, t, r == "1", so, q, rq, pt, it, bits))
+    return out
+
+
+@twin
+def offsets_of(start: int, bits: tuple[int, ...]) -> list[int]:
+    """The offsets a batch ack names: ``start + i`` for each set bit ``i`` (``BatchAck.offsets``)."""
+    return [start + i for i in bits]
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.pop import _speedups
+
+    same_signature(read_acks)(_speedups.read_acks)
+    same_signature(_speedups.read_acks)(read_acks)
+    same_signature(offsets_of)(_speedups.offsets_of)
+    same_signature(_speedups.offsets_of)(offsets_of)

@@ -1,0 +1,204 @@
+"""POP's compiled twins (``rocketpy/broker/pop/_speedups.pyx``) against their pure twins: the same
+results, the same changes to their arguments, the same errors (see ``test_speedups.py``)."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections import deque
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketpy import _accel
+from rocketpy.broker.pop import acks, ledger, revive_log
+from rocketpy.protocol.headers.pop import BatchAck, encode_bitset, read_batch_acks
+
+try:
+    speedups: Any = SimpleNamespace(**_accel.load_compiled())
+except ImportError:  # pragma: no cover - a tree where pip install did not build it
+    speedups = None
+
+needs_compiled = pytest.mark.skipif(speedups is None, reason="the compiled core is not built")
+PURE = _accel.PURE
+I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+def outcome(fn: Any, *args: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn(*args)
+    except Exception as e:
+        return type(e).__name__, str(e)
+
+
+class FakeCk:
+    def __init__(self, pop_time: int, reviving: bool = False) -> None:
+        self.pop_time = pop_time
+        self.reviving = reviving
+
+
+CKS = [FakeCk(1), FakeCk(2), FakeCk(1, reviving=True)]
+
+
+@needs_compiled
+@settings(max_examples=300)
+@given(
+    st.dictionaries(st.integers(0, 40), st.integers(0, 2), max_size=30),
+    st.lists(st.integers(-2, 42), max_size=12),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_take_run_same_result_and_inflight(
+    held: dict[int, int], offsets: list[int], pop_time: int, run: bool
+) -> None:
+    if run and held:  # often the common case: a run of one ck's offsets
+        ck = min(held.values())
+        offsets = sorted(o for o, c in held.items() if c == ck)
+    inflight = {o: CKS[c] for o, c in held.items()}
+    a, b = dict(inflight), dict(inflight)
+    assert outcome(speedups.take_run, a, list(offsets), pop_time) == outcome(
+        PURE["take_run"], b, list(offsets), pop_time
+    )
+    assert a == b
+
+
+@needs_compiled
+def test_take_run_huge_offsets_fall_back_alike() -> None:
+    ck = FakeCk(1)
+    for offsets in ([1 << 70, (1 << 70) + 1], [5, 1 << 70], [(1 << 63) - 1]):
+        a = dict.fromkeys(offsets, ck)
+        b = dict(a)
+        assert speedups.take_run(a, list(offsets), 1) is PURE["take_run"](b, list(offsets), 1) is ck
+        assert a == b == {}
+
+
+@needs_compiled
+@given(st.lists(st.integers(0, 30), max_size=20), st.sets(st.integers(0, 30)))
+def test_drop_done_same_order(order: list[int], inflight: set[int]) -> None:
+    a, b = deque(order), deque(order)
+    held = dict.fromkeys(inflight, 0)
+    speedups.drop_done(a, held)
+    PURE["drop_done"](b, held)
+    assert a == b
+
+
+@needs_compiled
+@settings(max_examples=300)
+@given(
+    st.one_of(st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 40), 1 << 40)),
+    I64,
+    I64,
+    st.one_of(
+        st.lists(st.integers(0, 1 << 40), max_size=40),
+        st.lists(st.integers(-(1 << 64), 1 << 64), max_size=4),
+        st.integers(0, (1 << 62)).map(lambda b: list(range(b, b + 32))),
+    ),
+)
+def test_acks_entry_same_bytes_and_errors(
+    queue_id: int, seq: int, committed: int, offsets: list[int]
+) -> None:
+    assert outcome(speedups.acks_entry, queue_id, seq, committed, offsets) == outcome(
+        PURE["acks_entry"], queue_id, seq, committed, offsets
+    )
+
+
+def test_acks_entry_decodes_back() -> None:
+    body = revive_log.encode_acks("g", "t", [(3, 9, 100, [100, 101, 131]), (4, 10, -1, [7])])
+    entries = revive_log.decode(body[0])
+    assert isinstance(entries, list)
+    assert [(r.key, r.seq, r.committed, r.offsets) for r in entries] == [
+        (("g", "t", 3), 9, 100, [100, 101, 131]),
+        (("g", "t", 4), 10, -1, [7]),
+    ]
+    assert struct.unpack_from(">iqqqH", revive_log.acks_entry(3, 9, 100, [101, 100]))[3] == 100
+
+
+@needs_compiled
+@given(I64, st.lists(st.integers(0, 4095), max_size=40).map(tuple))
+def test_offsets_of_same_list(start: int, bits: tuple[int, ...]) -> None:
+    assert speedups.offsets_of(start, bits) == PURE["offsets_of"](start, bits)
+
+
+def _entry() -> st.SearchStrategy[dict[str, Any]]:
+    value = st.one_of(
+        st.text(max_size=6),
+        st.integers(-5, 1 << 40),
+        st.none(),
+        st.booleans(),
+        st.just("1"),
+        st.just("12"),
+        st.just("x" * 4097),
+    )
+    bits = st.one_of(
+        st.lists(st.integers(0, 64), max_size=8).map(encode_bitset),
+        st.just("!!"),
+        st.just(base64.b64encode(b"\xff" * 513).decode()),
+    )
+    usual = st.fixed_dictionaries(
+        {
+            "c": st.text(min_size=1, max_size=5),
+            "t": st.text(min_size=1, max_size=5),
+            "r": st.sampled_from(["0", "1"]),
+            "so": st.integers(0, 1 << 40),
+            "q": st.integers(0, 16),
+            "rq": st.integers(0, 8),
+            "pt": st.integers(0, 1 << 41),
+            "it": st.integers(1, 1 << 20),
+            "b": bits,
+        }
+    )
+    names = st.sampled_from(["c", "t", "r", "so", "q", "rq", "pt", "it", "b", "consumerGroup", "x"])
+    return st.one_of(
+        usual,
+        st.tuples(usual, names, value).map(lambda e: {**e[0], e[1]: e[2]}),
+        st.tuples(usual, names).map(lambda e: {k: v for k, v in e[0].items() if k != e[1]}),
+    )
+
+
+@needs_compiled
+@settings(max_examples=400)
+@given(
+    st.one_of(st.lists(_entry(), max_size=4), st.none(), st.just("x"), st.lists(st.integers(), max_size=2)),
+    st.one_of(st.none(), st.just("broker-a"), st.integers(), st.just("b" * 4097)),
+)
+def test_read_acks_same_acks_and_the_same_as_the_full_reader(entries: Any, broker: Any) -> None:
+    doc: dict[str, Any] = {"acks": entries}
+    if broker is not None:
+        doc["brokerName"] = broker
+    fast = outcome(speedups.read_acks, doc)
+    assert fast == outcome(PURE["read_acks"], doc)
+    if fast[0] == "ok" and fast[1] is not None:  # what it reads, the full reader reads alike
+        assert fast[1] == read_batch_acks(doc)
+        assert all(type(a) is BatchAck for a in fast[1])
+
+
+def test_read_acks_reads_the_sdks_body() -> None:
+    a = BatchAck("g", "T", False, 100, 3, 0, 1234, 60000, tuple(range(32)))
+    b = BatchAck("g", "T", True, 7, 1, 0, 1234, 60000, (0, 2, 5))
+    doc = {"brokerName": "broker-a", "acks": [a.to_wire(), b.to_wire()]}
+    assert acks.read_acks(doc) == [a, b]
+    assert acks.offsets_of(b.start_offset, b.bits) == b.offsets() == [7, 9, 12]
+    assert acks.read_acks({"acks": []}) is None
+    assert (
+        acks.read_acks({"acks": [{**a.to_wire(), "so": "100"}]}) is None
+    )  # numbers as text: the full reader
+
+
+def test_ledger_acks_a_run_and_one_by_one_alike() -> None:
+    for offsets, acked in (
+        ([10, 11, 12], [10, 11, 12]),
+        ([12, 10, 11], [10, 11, 12]),
+        ([10, 10, 11], [10, 11]),
+    ):
+        led = ledger.PopLedger()
+        q = led.add_queue(("g", "t", 0), 10)
+        assert q is not None
+        ck = led.pop(q, [10, 11, 12], 13, 1000, 60_000, 0)
+        done = led.ack_many(q, offsets, 1000)
+        assert sorted(o for offs in done.values() for o in offs) == acked
+        left = 3 - len(acked)
+        assert len(q.inflight) == ck.open == led.inflight_total == left and led.open_count == min(left, 1)
+        assert q.low_water() == (12 if left else 13)
