@@ -16,7 +16,9 @@ MODULES = [
     "rocketpy.protocol.headers._speedups",
     "rocketpy.acl._speedups",
     "rocketpy.broker.store._speedups",
+    "rocketpy.broker.store._putnow",
     "rocketpy.broker.processors._speedups",
+    "rocketpy.broker.processors._sendrun",
 ]
 
 setup(

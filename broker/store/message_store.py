@@ -33,7 +33,7 @@ from rocketpy.broker.store.index import IndexService, index_file_size
 from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.message import BrokerMessage
-from rocketpy.broker.store.put import PutService
+from rocketpy.broker.store.put import PutService, put_now
 from rocketpy.broker.store.recovery import (
     base_pages_at_write_ends,
     load_consume_queues,
@@ -333,6 +333,10 @@ class MessageStore:
     def put_messages(self, msgs: list[BrokerMessage]) -> Coroutine[Any, Any, PutMessageResult]:
         """Append a batch of one topic and queue, all or nothing, contiguously in one file (await it)."""
         return self._put.put(msgs)
+
+    def put_now(self, msgs: list[BrokerMessage]) -> PutMessageResult | None:
+        """``put_messages`` at once when it would not suspend; None (nothing written) when it would."""
+        return put_now(self._put, msgs)
 
     # -- raw commitlog bytes (replication; see replica.py) ------------------------------------------
     async def append_replica(self, offset: int, data: bytes | memoryview) -> int:
