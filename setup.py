@@ -16,7 +16,7 @@ MODULES = [
     "rocketpy.protocol.headers._speedups",
     "rocketpy.acl._speedups",
     "rocketpy.broker.store._speedups",
-    "rocketpy.broker.store._putnow",
+    "rocketpy.broker.store._storepath",
     "rocketpy.broker.processors._speedups",
     "rocketpy.broker.processors._sendrun",
 ]

@@ -56,7 +56,7 @@ MODULES = (
     "rocketpy.protocol.headers._speedups",  # the SEND_MESSAGE_V2 header
     "rocketpy.acl._speedups",  # the ACL signature
     "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry
-    "rocketpy.broker.store._putnow",  # the store's coroutine-free put (the broker's send runs)
+    "rocketpy.broker.store._storepath",  # the store's coroutine-free put, its one-view read
     "rocketpy.broker.processors._speedups",  # the send processor's batch helper
     "rocketpy.broker.processors._sendrun",  # the send run's fast path: plain messages, answers
 )

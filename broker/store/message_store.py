@@ -447,7 +447,11 @@ class MessageStore:
         if max_bytes is None:
             max_bytes = self.config.max_transfer_bytes_on_message_in_memory
         cq = self.dispatcher.cqs.get((topic, queue_id))
-        r = reads.get_message(self.commitlog, cq, offset, max_msgs, max_bytes, message_filter)
+        r = None
+        if message_filter is None or getattr(message_filter, "matches_all", False):
+            r = reads.get_now(self.commitlog, cq, offset, max_msgs, max_bytes)  # one view, or None
+        if r is None:
+            r = reads.get_message(self.commitlog, cq, offset, max_msgs, max_bytes, message_filter)
         self.stats.get_total += r.message_count
         return r
 

@@ -221,7 +221,7 @@ def put_now(service: PutService, msgs: list[BrokerMessage]) -> PutMessageResult 
     None, with nothing written, for anything else: ``put`` then does it (a refusal, a SYNC_FLUSH
     wait, the next commitlog file not ready, a topic or queue not seen yet, this put's turn to
     yield to the loop while files are being created). Otherwise ``put``'s checks, append, dispatch
-    and counts (compiled twin in ``_putnow``).
+    and counts (compiled twin in ``_storepath``).
     """
     n = len(msgs)
     if not n or not service.running or service.disk_full_remark or service.read_only_remark:
@@ -271,7 +271,7 @@ def put_now(service: PutService, msgs: list[BrokerMessage]) -> PutMessageResult 
 
 if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
     from rocketpy._accel import same_signature
-    from rocketpy.broker.store import _putnow
+    from rocketpy.broker.store import _storepath
 
-    same_signature(put_now)(_putnow.put_now)
-    same_signature(_putnow.put_now)(put_now)
+    same_signature(put_now)(_storepath.put_now)
+    same_signature(_storepath.put_now)(put_now)

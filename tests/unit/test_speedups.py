@@ -52,7 +52,7 @@ TWINNED = (
     "encode_frame", "split_frames", "assemble_body", "read_typical_v2", "decode_columns", "signed_ext",
     "crc32", "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
-    "plain_messages", "stored_answers", "put_now",
+    "plain_messages", "stored_answers", "put_now", "get_now",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -1216,3 +1216,57 @@ def test_put_now_same_answers_and_store(groups: list[list[BrokerMessage]]) -> No
         with tempfile.TemporaryDirectory() as root:
             states.append(_put_now_state(fn, root, groups))
     assert states[0] == states[1]
+
+
+# -- the store's one-view read (rocketpy/broker/store/reads.py) -------------------------------------
+def _get_now_states(layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]]) -> list[Any]:
+    """Both ``get_now`` twins' answers to ``asks`` ((queue, offset, max msgs, max bytes)) on one
+    store holding ``layout`` ((queue, batch size) puts, in order: batches are back to back, queues
+    interleave), each answer's fields and bytes, and the queue's state after it."""
+    import asyncio
+
+    from rocketpy.broker.store import MessageStore
+    from tests.unit.test_store_helpers import tiny_config
+
+    async def run(root: str) -> Any:
+        store = MessageStore(
+            tiny_config(root, mapped_file_size_commit_log=1 << 16), clock=lambda: 1_700_000_000.5
+        )
+        await store.start()
+        try:
+            for q, size in layout:
+                await store.put_messages([BrokerMessage("T", q, b"x" * (10 + k)) for k in range(size)])
+            out = []
+            for q, offset, max_msgs, max_bytes in asks:
+                cq = store.dispatcher.cqs.get(("T", q))
+                answers = []
+                for fn in (PURE["get_now"], speedups.get_now):
+                    r = fn(store.commitlog, cq, offset, max_msgs, max_bytes)
+                    answers.append(
+                        None if r is None
+                        else (r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.queue_offsets,
+                              r.buffer_total_size, r.message_count, r.join())
+                    )  # fmt: skip
+                    answers.append(None if cq is None else (cq.min_offset, cq.next_offset))
+                out.append(answers)
+            return out
+        finally:
+            await store.shutdown()
+
+    with tempfile.TemporaryDirectory() as root:
+        return asyncio.run(run(root))
+
+
+@needs_compiled
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=10),
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(-1, 30), st.integers(-1, 8), st.integers(0, 400)),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_get_now_same_answers(layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]]) -> None:
+    for answers in _get_now_states(layout, asks):
+        assert answers[0] == answers[2] and answers[1] == answers[3]
