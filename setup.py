@@ -16,9 +16,11 @@ MODULES = [
     "rocketpy.protocol.headers._speedups",
     "rocketpy.acl._speedups",
     "rocketpy.broker.store._speedups",
+    "rocketpy.broker.store._storepath",
     "rocketpy.broker.processors._speedups",
     "rocketpy.client._speedups",
     "rocketpy.broker.pop._speedups",
+    "rocketpy.broker.processors._sendrun",
 ]
 
 setup(

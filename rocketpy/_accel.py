@@ -56,9 +56,11 @@ MODULES = (
     "rocketpy.protocol.headers._speedups",  # the SEND_MESSAGE_V2 header
     "rocketpy.acl._speedups",  # the ACL signature
     "rocketpy.broker.store._speedups",  # commitlog append, recovery read and dispatch, index entry
+    "rocketpy.broker.store._storepath",  # the store's coroutine-free put, its one-view read
     "rocketpy.broker.processors._speedups",  # the send processor's batch helper
     "rocketpy.client._speedups",  # the producer's awaited send: first attempt, batch body, results
     "rocketpy.broker.pop._speedups",  # POP's batch-ack reading, ledger runs and ACKS entries
+    "rocketpy.broker.processors._sendrun",  # the send run's fast path: plain messages, answers
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

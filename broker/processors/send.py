@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.guard import SEND, Guard
+from rocketpy.broker.processors.sendrun import plain_messages, stored_answers
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -64,6 +65,7 @@ _TOPIC_CHECK_CACHE_MAX = 65_536
 #: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
 MAX_RUN_GROUP = 256
 _UNSEEN = ("unseen", "")  # _topic_problems' answer for a topic not checked yet
+_WAIT_FALSE = "WAIT\x01false"  # BrokerMessage.wait_store_msg_ok's mark
 _TIMED_BATCH = (
     "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
     "as in RocketMQ; send them one by one"
@@ -210,13 +212,44 @@ class SendMessageProcessor:
         """
         out: list[Any] = []
         groups: dict[tuple[str, int, bool], list[int]] = {}  # open groups: indexes into ``out``
-        for request in requests:
-            try:
-                self._run_one(channel, request, out, groups)
-            except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
-                out.append(_failed(exc))
+        plain = self._plain(channel, requests)
+        for i, request in enumerate(requests):
+            msg = plain[i] if plain is not None else None
+            if msg is None:
+                try:
+                    self._run_one(channel, request, out, groups)
+                except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
+                    out.append(_failed(exc))
+                continue
+            # _run_one's grouping of a plain message, its checks already made by plain_messages
+            key = (msg.topic, msg.queue_id, _WAIT_FALSE not in msg.properties)
+            members = groups.get(key)
+            if members is None:
+                members = groups[key] = []
+            members.append(len(out))
+            out.append((request, msg, msg.queue_id, msg.properties))
+            if len(members) >= MAX_RUN_GROUP:
+                self._put_group(out, groups.pop(key))
         self._put_groups(out, groups)
         return out
+
+    def _plain(self, channel: Channel, requests: list[RemotingCommand]) -> list[BrokerMessage | None] | None:
+        """``plain_messages`` of the run when the fast path may take its plain sends: the broker
+        writable, no write or acknowledgement gate, no slave wait, the send queue not refusing, the
+        producer's born host known. None: every request goes the general way."""
+        born = channel.attrs.get("born_host")
+        if (
+            born is None
+            or self.write_gate is not None
+            or self.ack_gate is not None
+            or self.replica_wait is not None
+            or not self.broker_config.broker_permission & PERM_WRITE
+            or self.send_queue.refusal() is not None
+        ):
+            return None
+        return plain_messages(
+            requests, self.topic_config.get, self._topic_problems, born, self.store_config.max_message_size
+        )
 
     def _run_one(
         self,
@@ -269,7 +302,18 @@ class SendMessageProcessor:
     def _put_group(self, out: list[Any], members: list[int]) -> None:
         """Store the messages at ``members`` of ``out`` with one append; put each one's result there."""
         msgs = [out[i][1] for i in members]
-        put = run_eager(self.store.put_messages(msgs))
+        put: Any = self.store.put_now(msgs)
+        if put is None:  # it suspends (SYNC_FLUSH, next file): the coroutine
+            put = run_eager(self.store.put_messages(msgs))
+        elif (
+            put.status is PutMessageStatus.PUT_OK
+            and self.ack_gate is None
+            and put.sizes is not None
+            and len(put.sizes) == len(members)
+        ):
+            topic = msgs[0].topic
+            self.stats.on_put(topic, len(members), stored_answers(out, members, put, put.host_hex))
+            return
         if isinstance(put, PutMessageResult):
             for i, result in zip(members, _per_record(put, len(members)), strict=True):
                 request, msg, queue_id, props = out[i]

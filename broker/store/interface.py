@@ -64,6 +64,9 @@ class Store(Protocol):
     def put_messages(self, msgs: list[BrokerMessage]) -> Coroutine[Any, Any, PutMessageResult]:
         """Append a batch of one topic and queue, all or nothing (await it)."""
 
+    def put_now(self, msgs: list[BrokerMessage]) -> PutMessageResult | None:
+        """``put_messages`` at once when it would not suspend; None (nothing written) when it would."""
+
     def add_dispatch_listener(self, fn: Listener) -> None:
         """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch."""
 

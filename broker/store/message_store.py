@@ -33,7 +33,7 @@ from rocketpy.broker.store.index import IndexService, index_file_size
 from rocketpy.broker.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
 from rocketpy.broker.store.mapped_file import MappedFile
 from rocketpy.broker.store.message import BrokerMessage
-from rocketpy.broker.store.put import PutService
+from rocketpy.broker.store.put import PutService, put_now
 from rocketpy.broker.store.recovery import (
     base_pages_at_write_ends,
     load_consume_queues,
@@ -334,6 +334,10 @@ class MessageStore:
         """Append a batch of one topic and queue, all or nothing, contiguously in one file (await it)."""
         return self._put.put(msgs)
 
+    def put_now(self, msgs: list[BrokerMessage]) -> PutMessageResult | None:
+        """``put_messages`` at once when it would not suspend; None (nothing written) when it would."""
+        return put_now(self._put, msgs)
+
     # -- raw commitlog bytes (replication; see replica.py) ------------------------------------------
     async def append_replica(self, offset: int, data: bytes | memoryview) -> int:
         """Append a master's raw commitlog bytes at ``offset``; returns the new max offset.
@@ -480,7 +484,11 @@ class MessageStore:
         if max_bytes is None:
             max_bytes = self.config.max_transfer_bytes_on_message_in_memory
         cq = self.dispatcher.cqs.get((topic, queue_id))
-        r = reads.get_message(self.commitlog, cq, offset, max_msgs, max_bytes, message_filter)
+        r = None
+        if message_filter is None or getattr(message_filter, "matches_all", False):
+            r = reads.get_now(self.commitlog, cq, offset, max_msgs, max_bytes)  # one view, or None
+        if r is None:
+            r = reads.get_message(self.commitlog, cq, offset, max_msgs, max_bytes, message_filter)
         self.stats.get_total += r.message_count
         return r
 

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog, RecordBatch
 from rocketpy.broker.store.dispatch import Dispatcher, dispatch_run
 from rocketpy.broker.store.message import BrokerMessage
@@ -27,6 +28,7 @@ NEXT_FILE_WAIT_S = 5.0
 YIELD_EVERY_PUTS = 16  # while files are being created, puts yield to the loop this often
 MAX_CACHED_TOPICS = 100_000
 _BAD = PutMessageStatus
+_WAIT_FALSE = "WAIT\x01false"  # BrokerMessage.wait_store_msg_ok's mark
 
 
 class PutService:
@@ -210,3 +212,66 @@ class PutService:
         if not await self.flush.wait_flushed(end_offset, self._sync_flush_timeout_ms / 1000):
             result.status = _BAD.FLUSH_DISK_TIMEOUT
             result.remark = f"not flushed to disk within syncFlushTimeout {self._sync_flush_timeout_ms} ms"
+
+
+@twin
+def put_now(service: PutService, msgs: list[BrokerMessage]) -> PutMessageResult | None:
+    """``service.put(msgs)`` without its coroutine, in the common case (the broker's send runs).
+
+    None, with nothing written, for anything else: ``put`` then does it (a refusal, a SYNC_FLUSH
+    wait, the next commitlog file not ready, a topic or queue not seen yet, this put's turn to
+    yield to the loop while files are being created). Otherwise ``put``'s checks, append, dispatch
+    and counts (compiled twin in ``_storepath``).
+    """
+    n = len(msgs)
+    if not n or not service.running or service.disk_full_remark or service.read_only_remark:
+        return None
+    first = msgs[0]
+    if service.flush is not None and _WAIT_FALSE not in first.properties:
+        return None
+    since = service._puts_since_yield + n
+    if since >= YIELD_EVERY_PUTS:  # put's count, and its yield when due
+        if service._allocating():
+            return None
+        since = 0
+    topic, queue_id, max_body = first.topic, first.queue_id, service._max_body_bytes
+    topic_b = service._topic_parts.get(topic)
+    if topic_b is None:
+        return None
+    fixed = HEAD_SIZE + len(topic_b) + 2
+    props: list[bytes] = []
+    total = 0
+    for m in msgs:
+        props_b = m.properties.encode()
+        body_len = len(m.body)
+        if (body_len > max_body or len(props_b) > MAX_PROPERTIES_BYTES
+                or m.queue_id != queue_id or m.topic != topic):  # fmt: skip
+            return None
+        props.append(props_b)
+        total += fixed + body_len + len(props_b)
+    commitlog = service._commitlog
+    if total + END_FILE_MIN_BLANK_BYTES > commitlog.file_size:
+        return None
+    d = service._dispatcher
+    cq = d.cqs.get((topic, queue_id))
+    if cq is None:
+        return None
+    store_ts = int(service._clock() * 1000)
+    r = commitlog.append((msgs, topic_b, props, total, cq, store_ts, service.store_host8))
+    if r is None:
+        return None
+    assert r.sizes is not None
+    dispatch_run(d, cq, r.queue_offset, r.wrote_offset, r.sizes, msgs, store_ts)
+    stats = service._stats
+    stats.last_store_ts = store_ts
+    stats.put_total += n
+    service._puts_since_yield = since
+    return r
+
+
+if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _storepath
+
+    same_signature(put_now)(_storepath.put_now)
+    same_signature(_storepath.put_now)(put_now)

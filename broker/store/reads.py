@@ -8,6 +8,9 @@ Each read gets the commitlog and the consume queue (or index) it reads, nothing 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import ConsumeQueue, units_struct
 from rocketpy.broker.store.index import IndexService
@@ -86,6 +89,29 @@ def get_message(
                 return result
     _collect_each(cl, cq, result, offset, max_msgs, max_bytes, scan_limit, flt, codes, first)
     return result
+
+
+@twin
+def get_now(
+    cl: CommitLog, cq: ConsumeQueue | None, offset: int, max_msgs: int, max_bytes: int
+) -> GetMessageResult | None:
+    """``get_message``'s common case without a filter (or with a match-all one): ``offset`` inside
+    the queue, the queue's first unit still in the commitlog, and the next ``max_msgs`` units'
+    records back to back in one file within ``max_bytes``: FOUND with one view. None for anything
+    else, with nothing changed: ``get_message`` answers it (compiled twin in ``_storepath``)."""
+    if cq is None or max_msgs <= 0:
+        return None
+    lo, hi = cq.min_offset, cq.next_offset
+    if not lo <= offset < hi:
+        return None
+    u = cq.unit(lo)  # min_offset's first test: the queue's first unit is still stored
+    if u is None or u[0] < cl.min_offset:
+        return None
+    raw, n = cq.read_units(offset, max_msgs)
+    if not n or not (n == max_msgs or offset + n == hi):
+        return None
+    result = GetMessageResult(_S.NO_MATCHED_MESSAGE, offset, lo, hi)
+    return result if _take_run(cl, result, offset, units_struct(n).unpack_from(raw), max_bytes) else None
 
 
 def _take_run(cl: CommitLog, r: GetMessageResult, offset: int, t: tuple[int, ...], max_bytes: int) -> bool:
@@ -285,3 +311,11 @@ def query_message(
             if len(res.buffers) >= max_num:
                 break
     return res
+
+
+if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _storepath
+
+    same_signature(get_now)(_storepath.get_now)
+    same_signature(_storepath.get_now)(get_now)

@@ -137,6 +137,11 @@ class PutMessageResult:
         ]
 
     @property
+    def host_hex(self) -> str:
+        """The store host part of this put's offset msg ids (16 hex digits)."""
+        return _host_hex.get(self._host8) or _cache_host_hex(self._host8)
+
+    @property
     def offset_msg_id(self) -> str:
         """The offset msg id (comma-joined for a batch); "" when nothing was stored."""
         if self.msg_num <= 1:  # a single message: the cached host hex + the offset's 16 hex digits

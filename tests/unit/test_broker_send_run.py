@@ -42,6 +42,12 @@ class CountingStore:
         self.appends.append(len(msgs))
         return self.store.put_messages(msgs)
 
+    def put_now(self, msgs: list[Any]) -> Any:
+        put = self.store.put_now(msgs)
+        if put is not None:
+            self.appends.append(len(msgs))
+        return put
+
     @property
     def read_only_remark(self) -> str:
         return self.store.read_only_remark

@@ -55,6 +55,7 @@ TWINNED = (
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
     "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
     "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
+    "plain_messages", "stored_answers", "put_now", "get_now",
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -150,10 +151,12 @@ def test_compiled_signatures_are_the_pure_ones() -> None:
 
 @needs_compiled
 def test_each_compiled_twin_lives_beside_its_pure_twin() -> None:
-    """In the ``_speedups`` of the package that owns the pure function (crc32's is rocketpy.record's)."""
+    """In a compiled module (``_speedups`` or another ``_`` name) of the package that owns the pure
+    function (crc32's is rocketpy.record's)."""
     for name, pure in PURE.items():
         owner = "rocketpy.record" if pure is zlib.crc32 else pure.__module__
-        assert getattr(speedups, name).__module__ == owner.rpartition(".")[0] + "._speedups", name
+        package, _, module = getattr(speedups, name).__module__.rpartition(".")
+        assert package == owner.rpartition(".")[0] and module.startswith("_"), name
 
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -165,12 +168,13 @@ READS_BELOW = {
 
 
 def _pyx_modules() -> dict[str, Path]:
-    """Every ``_speedups.pyx`` of the source tree by module name (rocketpy/broker etc. are links)."""
+    """Every ``.pyx`` of the source tree by module name (rocketpy/broker etc. are links)."""
     out = {}
     for directory, _dirs, files in os.walk(SOURCE / "rocketpy", followlinks=True):
-        if "_speedups.pyx" in files:
-            package = Path(directory).relative_to(SOURCE).parts
-            out[".".join((*package, "_speedups"))] = Path(directory, "_speedups.pyx")
+        package = Path(directory).relative_to(SOURCE).parts
+        for name in files:
+            if name.endswith(".pyx"):
+                out[".".join((*package, name[: -len(".pyx")]))] = Path(directory, name)
     return out
 
 
@@ -1081,3 +1085,191 @@ def test_signature_uses_the_active_twin() -> None:
     for name in ("signed_ext", "hmac_signature"):
         active = getattr(speedups, name) if _accel.ACTIVE == "compiled" else PURE[name]
         assert getattr(signing, name) is active, name
+
+
+# -- the broker's send-run fast path (rocketpy/broker/processors/sendrun.py) ------------------------
+RUN_PROPS = st.lists(
+    st.sampled_from(
+        [
+            "UNIQ_KEY\x01",
+            "AB12",
+            "\x02",
+            "\x01",
+            "DELAY",
+            "TIMER_",
+            "TRAN_MSG\x01true",
+            "XUNIQ_KEY\x01",
+            "é",
+            "中",
+        ]
+    ),
+    max_size=8,
+).map("".join)
+RUN_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-(1 << 40), 1 << 40), st.sampled_from(["T", "U", "", "x" * 3])
+)
+RUN_EXT = st.fixed_dictionaries(
+    {
+        "b": st.sampled_from(["T", "U", "W", "V", "P"]) | RUN_VALUE,
+        "e": st.integers(-2, 6) | RUN_VALUE,
+        "i": RUN_PROPS | RUN_VALUE,
+    },
+    optional={k: RUN_VALUE for k in "acdfghjkmn"},
+)
+RUN_REQUEST = st.builds(
+    lambda code, ext, body: RemotingCommand(code, 7, 0, None, ext, body),
+    st.sampled_from([310, 310, 310, 10, 320]),
+    RUN_EXT | st.none(),
+    st.binary(max_size=40),
+)
+
+
+def _run_topic(topic: str) -> Any:
+    """Topic T writable with 4 queues, U read-only, W and V 2 write / 5 read queues, P unknown."""
+    return {
+        "T": SimpleNamespace(perm=6, write_queue_nums=4, read_queue_nums=4),
+        "U": SimpleNamespace(perm=4, write_queue_nums=4, read_queue_nums=4),
+        "W": SimpleNamespace(perm=6, write_queue_nums=2, read_queue_nums=5),
+        "V": SimpleNamespace(perm=6, write_queue_nums=2, read_queue_nums=5),
+    }.get(topic)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(RUN_REQUEST, max_size=6), st.integers(0, 50))
+def test_plain_messages_same_messages(requests: list[RemotingCommand], max_body: int) -> None:
+    problems: dict[str, Any] = {"T": None, "U": None, "W": None, "P": None, "V": (1, "no")}
+    got = []
+    for fn in (PURE["plain_messages"], speedups.plain_messages):
+        msgs = fn(requests, _run_topic, problems, ("10.0.0.7", 9876), max_body)
+        got.append([None if m is None else tuple(getattr(m, f) for f in BROKER_MESSAGE_FIELDS) for m in msgs])
+    assert got[0] == got[1]
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(st.tuples(st.binary(max_size=20), RUN_PROPS, st.integers(1, 300)), min_size=1, max_size=5))
+def test_stored_answers_same_answers(items: list[tuple[bytes, str, int]]) -> None:
+    from rocketpy.broker.store import PutMessageResult, PutMessageStatus
+
+    result = PutMessageResult(
+        PutMessageStatus.PUT_OK, "", 4096, sum(s for *_, s in items), 17, 1, len(items), b"\x00" * 8,
+        [s for *_, s in items],
+    )  # fmt: skip
+    answers = []
+    for fn in (PURE["stored_answers"], speedups.stored_answers):
+        out: list[Any] = ["before"]
+        out += [(RemotingCommand(310, 5 + k, 0, None, {}, body), None, 3, props) for k, (body, props, _) in
+                enumerate(items)]  # fmt: skip
+        total = fn(out, list(range(1, len(out))), result, "7F00000100002A9F")
+        answers.append(
+            (total, out[0], [(c.code, c.opaque, c.flag, c.remark, c.ext, c.body) for c in out[1:]])
+        )
+    assert answers[0] == answers[1]
+
+
+# -- the store's coroutine-free put (rocketpy/broker/store/put.py) ----------------------------------
+def _put_now_state(fn: Any, root: str, groups: list[list[Any]]) -> Any:
+    """What ``fn`` (a ``put_now`` twin) answers and leaves for ``groups`` of messages on a fresh
+    store (fixed clock): each answer's fields, the commitlog's bytes, the queues' ends, the counts."""
+    import asyncio
+
+    from rocketpy.broker.store import MessageStore
+    from tests.unit.test_store_helpers import tiny_config
+
+    async def run() -> Any:
+        store = MessageStore(
+            tiny_config(root, mapped_file_size_commit_log=1 << 16), clock=lambda: 1_700_000_000.5
+        )
+        await store.start()
+        try:
+            store.store_host = ("127.0.0.1", 10911)
+            await store.put_message(BrokerMessage("T", 0, b"seed"))  # topic "T" and queue 0 known
+            answers = []
+            for msgs in groups:
+                r = fn(store._put, msgs)
+                answers.append(
+                    None if r is None
+                    else (r.status, r.wrote_offset, r.wrote_bytes, r.queue_offset, r.msg_num, r.sizes)
+                )  # fmt: skip
+            cl = bytes(store.commitlog.files[-1].view[: store.commitlog.files[-1].wrote])
+            ends = sorted((k, cq.next_offset) for k, cq in store.dispatcher.cqs.items())
+            return answers, cl, ends, store._put._puts_since_yield, store.stats.put_total
+        finally:
+            await store.shutdown()
+
+    return asyncio.run(run())
+
+
+PUT_NOW_MESSAGE = st.builds(
+    lambda topic, queue, body, props: BrokerMessage(topic, queue, body, props),
+    st.sampled_from(["T", "T", "T", "U"]),
+    st.sampled_from([0, 0, 0, 1]),
+    st.binary(max_size=60),
+    st.sampled_from(["", "TAGS\x01a", "WAIT\x01false", "UNIQ_KEY\x01K\x02KEYS\x01x y", "é\x01中"]),
+)
+
+
+@needs_compiled
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(PUT_NOW_MESSAGE, min_size=0, max_size=4), max_size=25))
+def test_put_now_same_answers_and_store(groups: list[list[BrokerMessage]]) -> None:
+    states = []
+    for fn in (PURE["put_now"], speedups.put_now):
+        with tempfile.TemporaryDirectory() as root:
+            states.append(_put_now_state(fn, root, groups))
+    assert states[0] == states[1]
+
+
+# -- the store's one-view read (rocketpy/broker/store/reads.py) -------------------------------------
+def _get_now_states(layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]]) -> list[Any]:
+    """Both ``get_now`` twins' answers to ``asks`` ((queue, offset, max msgs, max bytes)) on one
+    store holding ``layout`` ((queue, batch size) puts, in order: batches are back to back, queues
+    interleave), each answer's fields and bytes, and the queue's state after it."""
+    import asyncio
+
+    from rocketpy.broker.store import MessageStore
+    from tests.unit.test_store_helpers import tiny_config
+
+    async def run(root: str) -> Any:
+        store = MessageStore(
+            tiny_config(root, mapped_file_size_commit_log=1 << 16), clock=lambda: 1_700_000_000.5
+        )
+        await store.start()
+        try:
+            for q, size in layout:
+                await store.put_messages([BrokerMessage("T", q, b"x" * (10 + k)) for k in range(size)])
+            out = []
+            for q, offset, max_msgs, max_bytes in asks:
+                cq = store.dispatcher.cqs.get(("T", q))
+                answers = []
+                for fn in (PURE["get_now"], speedups.get_now):
+                    r = fn(store.commitlog, cq, offset, max_msgs, max_bytes)
+                    answers.append(
+                        None if r is None
+                        else (r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.queue_offsets,
+                              r.buffer_total_size, r.message_count, r.join())
+                    )  # fmt: skip
+                    answers.append(None if cq is None else (cq.min_offset, cq.next_offset))
+                out.append(answers)
+            return out
+        finally:
+            await store.shutdown()
+
+    with tempfile.TemporaryDirectory() as root:
+        return asyncio.run(run(root))
+
+
+@needs_compiled
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=10),
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(-1, 30), st.integers(-1, 8), st.integers(0, 400)),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_get_now_same_answers(layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]]) -> None:
+    for answers in _get_now_states(layout, asks):
+        assert answers[0] == answers[2] and answers[1] == answers[3]

@@ -1,0 +1,24 @@
+"""The send-run fast path's compiled twins (``_sendrun.pyx``), as mypy sees them.
+
+Their signatures are their pure twins' in ``sendrun.py``, checked both ways by mypy
+(``rocketpy._accel.same_signature``, at the end of ``sendrun.py``) and against the built module by
+``stubtest`` (``scripts/check``).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from rocketpy.broker.store import BrokerMessage, PutMessageResult
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.route import TopicConfig
+
+__all__ = ["plain_messages", "stored_answers"]
+
+def plain_messages(
+    requests: list[RemotingCommand],
+    topic_config: Callable[[str], TopicConfig | None],
+    problems: dict[str, tuple[int, str] | None],
+    born: tuple[str, int],
+    max_body: int,
+) -> list[BrokerMessage | None]: ...
+def stored_answers(out: list[Any], members: list[int], result: PutMessageResult, host_hex: str) -> int: ...
