@@ -16,6 +16,11 @@ sequential phase, as many 1 KiB appends to a file in the store's directory, each
 speed from one second to the next, so a probe taken before or after would not compare. Prints each
 phase's p50 / p99 beside its disk probe's, and the after-load p50 over its probe's p50 (target <= 2).
 
+``--floor DIR`` (a tmpfs, e.g. /dev/shm) also measures, in each run, the sequential sends of a fresh
+broker whose store is in DIR, where a sync costs nothing: the software part of a durable send (the
+round trip, the send path, the hand-off to the flush thread and back). The after-load p50 is about
+that floor plus the disk's sync, so the ratio target needs floor <= the disk's p50.
+
 ``--base DIR`` runs the daemons from another checkout too (e.g. a clone of main), in ABBA order;
 ``--rounds N`` repeats (ABBA rounds with ``--base``) and prints the medians.
 
@@ -174,10 +179,47 @@ async def broker_phases(addr: str, probe: DiskProbe, args: argparse.Namespace) -
     }
 
 
-def one_run(base: Path | None, args: argparse.Namespace) -> dict[str, Any]:
-    """Start the daemons (from ``base`` when given) and run the phases with the disk probe."""
+async def floor_phase(addr: str, probe: DiskProbe, args: argparse.Namespace) -> list[float]:
+    """Create the topic, then the sequential sends of the fresh broker (``--floor``)."""
+    client = RemotingClient()
+    try:
+        ext = {"topic": TOPIC, "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
+        create = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext=ext)
+        r = await client.invoke(addr, create, 10)
+        assert r.code == 0, r.remark
+        sends, _ = await sequential(client, addr, args.sequential, probe, args.sequential)
+    finally:
+        await client.close()
+    return sends
+
+
+def floor_run(base: Path | None, args: argparse.Namespace) -> list[float]:
+    """Sequential SYNC_FLUSH sends of a fresh broker with its store in ``args.floor`` (a tmpfs)."""
     test_daemons.REPO_ROOT = base or ROOT
-    props = {} if args.small else dict(PRODUCTION_STORE)
+    with tempfile.TemporaryDirectory(prefix="bench-durable-floor-", dir=args.floor) as tmp:
+        tmp_path = Path(tmp)
+        ns = test_daemons.start_namesrv(tmp_path)
+        props = _store_props(args)
+        broker = test_daemons.start_broker(tmp_path, ns.addr, flushDiskType="SYNC_FLUSH", **props)
+        probe = DiskProbe(tmp_path)
+        try:
+            runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+            return runner.run(floor_phase(broker.addr, probe, args))
+        finally:
+            probe.close()
+            broker.terminate()
+            ns.terminate()
+
+
+def _store_props(args: argparse.Namespace) -> dict[str, Any]:
+    return {} if args.small else dict(PRODUCTION_STORE)
+
+
+def one_run(base: Path | None, args: argparse.Namespace) -> dict[str, Any]:
+    """Start the daemons (from ``base`` when given) and run the phases with the disk probe (and the
+    floor's sends after them, with ``--floor``)."""
+    test_daemons.REPO_ROOT = base or ROOT
+    props = _store_props(args)
     with tempfile.TemporaryDirectory(prefix="bench-durable-", dir=args.dir) as tmp:
         tmp_path = Path(tmp)
         ns = test_daemons.start_namesrv(tmp_path)
@@ -190,6 +232,8 @@ def one_run(base: Path | None, args: argparse.Namespace) -> dict[str, Any]:
             probe.close()
             broker.terminate()
             ns.terminate()
+    if args.floor:
+        out["floor"] = floor_run(base, args)
     out["daemons_from"] = str(base or ROOT)
     return out
 
@@ -206,7 +250,16 @@ def summary(run: dict[str, Any]) -> dict[str, float]:
         out[f"{phase}_p50_ms"] = _ms(run[phase], 0.5)
         out[f"{phase}_p99_ms"] = _ms(run[phase], 0.99)
     out["after_over_disk"] = out["after_p50_ms"] / out["after_disk_p50_ms"]
+    if "floor" in run:
+        out["floor_p50_ms"] = _ms(run["floor"], 0.5)
+        out["floor_p99_ms"] = _ms(run["floor"], 0.99)
     return out
+
+
+def _floor_text(s: dict[str, float]) -> str:
+    if "floor_p50_ms" not in s:
+        return ""
+    return f" | floor (store on tmpfs) {s['floor_p50_ms']:.3f}/{s['floor_p99_ms']:.3f} ms"
 
 
 def print_run(label: str, s: dict[str, float]) -> None:
@@ -217,7 +270,7 @@ def print_run(label: str, s: dict[str, float]) -> None:
         f" | load {s['load_msgs_per_s']:,.0f} msgs/s ({s['load_busy']:,.0f} busy)"
         f" | after load {s['after_p50_ms']:.3f}/{s['after_p99_ms']:.3f} ms"
         f" (disk {s['after_disk_p50_ms']:.3f}/{s['after_disk_p99_ms']:.3f})"
-        f" = {s['after_over_disk']:.2f}x disk p50",
+        f" = {s['after_over_disk']:.2f}x disk p50" + _floor_text(s),
         flush=True,
     )
 
@@ -237,6 +290,9 @@ def main() -> int:
     )
     parser.add_argument("--small", action="store_true", help="the test launcher's small store files")
     parser.add_argument("--dir", default=None, help="parent of the store directory (default: the temp dir)")
+    parser.add_argument(
+        "--floor", default=None, help="a tmpfs: also time a fresh broker's sequential sends, its store there"
+    )
     parser.add_argument("--base", type=Path, help="also run the daemons from this checkout, ABBA")
     parser.add_argument("--rounds", type=int, default=1, help="runs (ABBA rounds with --base)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
