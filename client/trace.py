@@ -73,10 +73,15 @@ _request_ids = itertools.count(1)
 _REQUEST_PREFIX = f"{os.getpid():08X}{int(time.time()):08X}"
 
 
-def _request_id(seq: int, chunk: int) -> str:
-    """The process-unique id linking one listener call's SubBefore and SubAfter records: ``seq``
-    numbers the runner's call (``ConsumeTracer.before``), ``chunk`` the listener call in it."""
-    return f"{_REQUEST_PREFIX}{seq:012X}{chunk:04X}"
+#: The chunk part of request ids (most runner calls have fewer chunks).
+_CHUNK_HEX = tuple(f"{i:04X}" for i in range(1024))
+
+
+def _request_ids_of(seq: int, chunks: int) -> list[str]:
+    """The process-unique ids linking each listener call's SubBefore and SubAfter records: ``seq``
+    numbers the runner's call (``ConsumeTracer.before``), the chunk index the listener call in it."""
+    base = f"{_REQUEST_PREFIX}{seq:012X}"
+    return [base + (_CHUNK_HEX[i] if i < 1024 else f"{i:04X}") for i in range(chunks)]
 
 
 class _Encoded:
@@ -456,48 +461,64 @@ def context_code(result: Any, ok: bool) -> int:
     return CTX_FAILED
 
 
-#: What ``ConsumeTracer.before`` hands to ``after``: the call's number and its traced messages per chunk.
-BeforeToken = tuple[int, list[list[MessageExt]]]
+#: What ``ConsumeTracer.before`` hands to ``after``: the call's number, its traced messages per
+#: chunk and how many.
+BeforeToken = tuple[int, list[list[MessageExt]], int]
 
 
 def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
     now, group, seq, traced, retries = what
     texts, ids, keyed = out.texts, out.ids, out.keyed
+    head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01"
     j = 0
-    for i, chunk in enumerate(traced):
+    for request_id, chunk in zip(_request_ids_of(seq, len(traced)), traced, strict=True):
         for m in chunk:
             msg_id, keys = m.msg_id, m.keys
             if keys:
                 keyed.append((len(texts), keys))
             texts.append(
-                f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{_REQUEST_PREFIX}{seq:012X}{i:04X}"
-                f"\x01{msg_id}\x01{retries[j]}\x01{' '.join(keys) if keys else NULL}\x02"
+                f"{head}{request_id}\x01{msg_id}\x01{retries[j]}\x01{' '.join(keys) if keys else NULL}\x02"
             )
             ids.append(msg_id)
             j += 1
 
 
 def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
-    group, seq, traced, calls = what
+    group, seq, chunks, traced, results, times, ok_statuses = what
     texts, ids, keyed = out.texts, out.ids, out.keyed
-    for i, cost, ok, code, end_ms in calls:
-        flag = "true" if ok else "false"
-        for m in traced[i]:
+    request_ids = _request_ids_of(seq, len(traced))
+    for i, result in enumerate(results):
+        chunk = traced[i]
+        if result is SKIPPED or not chunk:
+            continue
+        begin, end = times[2 * i], times[2 * i + 1]
+        ok = _is_ok(result, ok_statuses)
+        cost = int((end - begin) * 1000 / max(1, len(chunks[i])))
+        head = f"SubAfter\x01{request_ids[i]}\x01"
+        tail = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
+        end_text = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
+        for m in chunk:
             msg_id, keys = m.msg_id, m.keys
             if keys:
                 keyed.append((len(texts), keys))
-            texts.append(
-                f"SubAfter\x01{_REQUEST_PREFIX}{seq:012X}{i:04X}\x01{msg_id}\x01{cost}\x01{flag}\x01"
-                f"{' '.join(keys) if keys else NULL}\x01{code}\x01{end_ms}\x01{group}\x02"
-            )
+            texts.append(f"{head}{msg_id}{tail}{' '.join(keys) if keys else NULL}{end_text}")
             ids.append(msg_id)
+
+
+def _is_ok(result: Any, ok_statuses: tuple[Any, ...]) -> bool:
+    """The listener's result is a success status (compared by identity)."""
+    for s in ok_statuses:
+        if result is s:
+            return True
+    return False
 
 
 class ConsumeTracer:
     """The listener runner's hook: SubBefore and SubAfter per message of each listener call.
 
     Each runner call (all its chunks) is buffered as one SubBefore and one SubAfter entry, encoded
-    when sent; the retry counts are read at ``before`` (a failed call raises them afterwards).
+    when sent; the retry counts are read at ``before`` (a failed call raises them afterwards), the
+    results and times at ``after`` are kept as they are (the runner's own lists, not changed after).
 
     Args:
         dispatcher: where records go.
@@ -521,38 +542,40 @@ class ConsumeTracer:
         switch = MessageConst.TRACE_SWITCH
         traced = chunks
         for chunk in chunks:
-            if any(m.properties.get(switch) == "false" for m in chunk if m.properties):
-                traced = [[m for m in c if not _skip(m)] for c in chunks]
-                break
+            for m in chunk:
+                props = m.properties
+                if props and props.get(switch) == "false":
+                    traced = [[m for m in c if not _skip(m)] for c in chunks]
+                    break
+            else:
+                continue
+            break
         retries = [m.reconsume_times for c in traced for m in c]
         seq = next(_request_ids)
         if retries:
             self.dispatcher.add(_encode_before, (now, self.group, seq, traced, retries), len(retries))
-        return seq, traced
+        return seq, traced, len(retries)
 
     def after(
         self, chunks: list[list[MessageExt]], token: BeforeToken, results: list[Any], times: list[float]
     ) -> None:
-        """SubAfter records: each chunk's result and its cost per message.
+        """SubAfter records: each chunk's result and its cost per message (encoded when sent).
 
         ``times`` holds a (start, end) ``time.time()`` pair per chunk, in order; a chunk that was
         not handed to the listener (its queue was released meanwhile) has no record.
         """
-        seq, traced = token
-        ok_statuses, spans, group = self.ok, self.spans, self.group
-        calls = []
-        n = 0
-        for i, (chunk, result) in enumerate(zip(traced, results, strict=True)):
-            if result is SKIPPED or not chunk:
-                continue
-            begin, end = times[2 * i], times[2 * i + 1]
-            ok = any(result is s for s in ok_statuses)
-            size = len(chunk)
-            cost = int((end - begin) * 1000 / max(1, len(chunks[i])))
-            calls.append((i, cost, ok, context_code(result, ok), int(end * 1000)))
-            n += size
-            if spans is not None:
-                for m in chunk:
-                    spans.process(group, m, begin, end, ok)
+        seq, traced, n = token
+        if len(results) != len(traced):
+            raise ValueError(f"{len(results)} results for {len(traced)} chunks")
+        if SKIPPED in results:  # rare: count the chunks that were consumed
+            n = sum(len(c) for c, r in zip(traced, results, strict=True) if r is not SKIPPED)
         if n:
-            self.dispatcher.add(_encode_after, (group, seq, traced, calls), n)
+            what = (self.group, seq, chunks, traced, results, times, self.ok)
+            self.dispatcher.add(_encode_after, what, n)
+        spans = self.spans
+        if spans is not None:
+            for i, (chunk, result) in enumerate(zip(traced, results, strict=True)):
+                if result is not SKIPPED:
+                    ok = _is_ok(result, self.ok)
+                    for m in chunk:
+                        spans.process(self.group, m, times[2 * i], times[2 * i + 1], ok)
