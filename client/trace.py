@@ -66,6 +66,9 @@ BATCH_RECORDS = 512
 BATCH_BODY_BYTES = 120_000
 #: Trace messages being sent at once by one dispatcher.
 MAX_SENDS_IN_FLIGHT = 4
+#: zlib level of trace message bodies: level 1 is a third of the default 5's CPU on trace records
+#: (0.16 against 0.56 µs a record) for a body ~13 % larger; any level decodes the same.
+TRACE_COMPRESS_LEVEL = 1
 #: How long a shutdown waits for buffered records to be sent.
 SHUTDOWN_FLUSH_S = 3.0
 
@@ -216,6 +219,7 @@ class TraceDispatcher:
             send_timeout=5.0,
             retry_times=1,
             auto_batch=False,
+            compress_level=TRACE_COMPRESS_LEVEL,
             access_key=opts.get("access_key"),
             secret_key=opts.get("secret_key"),
             serialize_type=opts.get("serialize_type"),
