@@ -120,10 +120,10 @@ class ListenerRunner:
         tracer = self.tracer
         if tracer is None:
             return await self._run(chunks, contexts, pq, None)
-        request_ids = tracer.before(chunks)
+        token = tracer.before(chunks)
         times: list[float] = []
         results = await self._run(chunks, contexts, pq, times)
-        tracer.after(chunks, request_ids, results, times)
+        tracer.after(chunks, token, results, times)
         return results
 
     async def _run(

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketpy.client.results import SendResult, SendStatus
-from rocketpy.client.trace import ConsumeTracer, ProducerTracer, TraceDispatcher, context_code
+from rocketpy.client.trace import BATCH_RECORDS, ConsumeTracer, ProducerTracer, TraceDispatcher, context_code
 from rocketpy.message import Message, MessageExt, MessageQueue
 from rocketpy.msgid import create_offset_msg_id
 from rocketpy.trace import (
@@ -138,10 +138,11 @@ def test_fast_encoders_equal_the_generic_encoder() -> None:
     m = MessageExt("TopicA", b"x", keys="k1")
     m.msg_id, m.reconsume_times = "ID1", 2
     tracer = ConsumeTracer(d, "CG", ("OK",))
-    ids = tracer.before([[m]])
-    tracer.after([[m]], ids, ["OK"], [1.0, 1.004])
-    (pub, pub_keys), (before, _), (after, after_keys) = list(d._buffer)
-    assert pub_keys == "ID1 k1 k2" and after_keys == "ID1 k1"
+    token = tracer.before([[m]])
+    tracer.after([[m]], token, ["OK"], [1.0, 1.004])
+    assert d.pending == 3
+    (pub, before, after), keys = d._take_batch()  # encoded when taken for sending
+    assert keys == {"ID1", "k1", "k2"} and d.pending == 0
     for text in (pub, before, after):
         r = decode_record(text.rstrip("\x02"))
         assert r is not None and encode_record(r) == text
@@ -152,9 +153,10 @@ def test_fast_encoders_equal_the_generic_encoder() -> None:
         omid,
         True,
     )
-    a = decode_record(after.rstrip("\x02"))
+    b, a = decode_record(before.rstrip("\x02")), decode_record(after.rstrip("\x02"))
+    assert b is not None and (len(b.request_id or ""), b.retry_times, b.keys) == (32, 2, "k1")
     assert a is not None and (a.request_id, a.cost_ms, a.success, a.context_code, a.group) == (
-        ids[0],
+        b.request_id,
         4,
         True,
         CTX_SUCCESS,
@@ -166,7 +168,7 @@ def test_full_buffer_drops_and_counts() -> None:
     d = _dispatcher(size=3)
     for i in range(5):
         d.append(f"r{i}", "k")
-    assert (d.stats.appended, d.stats.dropped, len(d._buffer)) == (3, 2, 3)
+    assert (d.stats.appended, d.stats.dropped, d.pending) == (3, 2, 3)
     d._open = False  # stopped: later records are dropped too
     d.append("late", "k")
     assert d.stats.dropped == 3
@@ -177,7 +179,37 @@ def test_trace_switch_off_skips_the_message() -> None:
     m = MessageExt("TopicA", b"x", properties={"TRACE_ON": "false"})
     m.msg_id = "ID"
     ConsumeTracer(d, "CG", ("OK",)).before([[m]])
-    assert not d._buffer
+    assert not d.pending
+
+
+def test_batches_are_bounded_and_lose_nothing() -> None:
+    """Entries of many records (one per listener call) are cut to BATCH_RECORDS per trace message;
+    a skipped message leaves no record, and retry counts are those seen before the call."""
+    d = _dispatcher(size=10_000)
+    tracer = ConsumeTracer(d, "CG", ("OK",))
+    chunks = []
+    for c in range(300):
+        m = MessageExt("TopicA", b"x", keys=f"k{c}")
+        m.msg_id = f"ID{c}"
+        chunks.append([m])
+    chunks[5][0].properties["TRACE_ON"] = "false"
+    token = tracer.before(chunks)
+    for [m] in chunks:
+        m.reconsume_times = 9  # a failed call raises it afterwards: SubBefore keeps the old count
+    tracer.after(chunks, token, ["OK"] * 299 + [None], [1.0, 1.002] * 300)
+    assert d.pending == 2 * 299
+    sent: list[str] = []
+    while d.pending:
+        records, keys = d._take_batch()
+        assert 0 < len(records) <= BATCH_RECORDS
+        assert keys == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
+        sent += records
+    decoded = [decode_record(r.rstrip("\x02")) for r in sent]
+    assert [r.kind for r in decoded] == ["SubBefore"] * 299 + ["SubAfter"] * 299
+    assert "ID5" not in {r.msg_id for r in decoded} and {r.retry_times for r in decoded[:299]} == {0}
+    by_id = {r.request_id for r in decoded[:299]}
+    assert len(by_id) == 299 and {r.request_id for r in decoded[299:]} == by_id
+    assert decoded[-1].context_code == CTX_RETURNNULL and decoded[-1].success is False
 
 
 def test_context_codes() -> None:
