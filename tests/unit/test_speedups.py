@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from rocketpy import _accel, record, record_columns
 from rocketpy.acl import signing
+from rocketpy.broker.pop import acks, ledger, revive_log  # noqa: F401  (their twins join PURE)
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.client import send_core  # noqa: F401  (its twins join PURE)
