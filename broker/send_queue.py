@@ -76,6 +76,14 @@ class SendQueue:
         self.busy_total += 1
         return remark
 
+    def would_refuse(self) -> bool:
+        """Whether ``refusal`` would refuse a send now, without counting or logging a refusal (for a
+        caller that only picks a path; the path it picks asks ``refusal`` per send)."""
+        flush_started = self._flush_started()
+        if not self._entries and not flush_started:
+            return False
+        return self._check(self._clock(), flush_started) is not None
+
     def _check(self, now: float, flush_started: float) -> str | None:
         bc = self._bc
         n = self.in_flight

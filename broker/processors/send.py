@@ -244,7 +244,7 @@ class SendMessageProcessor:
             or self.ack_gate is not None
             or self.replica_wait is not None
             or not self.broker_config.broker_permission & PERM_WRITE
-            or self.send_queue.refusal() is not None
+            or self.send_queue.would_refuse()  # refusal() would count a SYSTEM_BUSY not answered
         ):
             return None
         return plain_messages(
