@@ -81,21 +81,43 @@ async def test_the_sdk_sends_busy_answers_again_on_another_broker(
         await wait_until_async(lambda: _any(_brokers_in_route(admin, "BusyT", 2)), 10.0)
         acked: set[str] = set()
 
-        async def sender(n: int, until: float) -> None:
+        async def sender(n: int, until: list[float]) -> None:
             i = 0
-            while time.monotonic() < until:
+            while time.monotonic() < until[0]:
                 r = await p.send(Message("BusyT", b"w%d-%d" % (n, i)))
                 assert r.status is SendStatus.SEND_OK
                 acked.add(r.msg_id)
                 i += 1
 
+        async def slow_broker_busy() -> int:
+            return int((await admin.broker_runtime_info(slow.addr))["sendSystemBusyTotal"])
+
         # senders that keep sending while puts wait for the slow flush (not rounds that all arrive
-        # at once): a send reaches the slow broker when its oldest put has waited > 50 ms
-        async with Producer("pg", ns.addr, send_timeout=10.0, auto_batch=auto_batch) as p:
-            until = time.monotonic() + 2.0
+        # at once): a send reaches the slow broker when its oldest put has waited > 50 ms. They send
+        # for 2 s and on until the slow broker has refused one (a loaded machine may take longer).
+        # Latency fault tolerance is off: one put slower than 550 ms (two flushes on a loaded
+        # machine) would keep every send from the slow broker for 30 s. Small coalesced requests,
+        # so one tick's sends spread over the queues of both brokers instead of leaving as one.
+        async with Producer(
+            "pg",
+            ns.addr,
+            send_timeout=10.0,
+            auto_batch=auto_batch,
+            batch_max_bytes=512,
+            send_latency_fault_enable=False,
+        ) as p:
+            started = time.monotonic()
+            until = [started + 20.0]
+
+            async def stop_when_refused() -> None:
+                await wait_until_async(slow_broker_busy, 20.0, interval=0.2)
+                until[0] = max(started + 2.0, time.monotonic())
+
+            watcher = asyncio.create_task(stop_when_refused())
             await asyncio.gather(*(sender(n, until) for n in range(16)))
+            await asyncio.gather(watcher, return_exceptions=True)
             msgs = await all_messages(p, "BusyT")
-        busy = int((await admin.broker_runtime_info(slow.addr))["sendSystemBusyTotal"])
+        busy = await slow_broker_busy()
     assert busy > 0, "the slow broker never answered SYSTEM_BUSY"
     missing = acked - {m.msg_id for m in msgs}
     assert not missing, f"{len(missing)} acknowledged messages lost"
