@@ -127,6 +127,12 @@ class SendJob(DirectSend):
         #: return it (set by the coalescer, ``send_core.settle_stored``): ``finish`` may be skipped
         self.settled = False
 
+    @property
+    def made(self) -> int:
+        """Attempts made: those counted against ``attempts`` plus refusals by brokers that could not
+        write then (SERVICE_NOT_AVAILABLE, which do not use up a retry)."""
+        return self.tried + self.unavailable
+
     async def compress(self, level: int) -> None:
         """Compress the body once, when ``needs_compress``."""
 
@@ -318,7 +324,7 @@ class SendPath:
                         await asyncio.sleep(RETRY_BACKOFF_S)
                         continue
                 mq = self.choose(tp, job)
-                made = job.tried + job.unavailable
+                made = job.made
                 # nowhere else, or past the attempts retry_times allows (refusals by brokers that
                 # cannot write now: at least RETRY_BACKOFF_S apart, never a burst near the deadline)
                 if made and (mq.broker_name == job.last_broker or made >= job.attempts):
@@ -331,7 +337,7 @@ class SendPath:
             if job.item_size and co is not None and not co.has_room(job.item_size):
                 await co.wait_room(job.item_size, job.deadline)  # back-pressure (total_batch_max_bytes)
             now = loop.time()
-            retry = job.tried + job.unavailable > 0
+            retry = job.made > 0
             if now >= job.deadline or (retry and job.deadline - now < MIN_RETRY_SECONDS):
                 break
             response = self._attempt(inst, job, mq, addr, now, job.deadline - now)
@@ -402,7 +408,7 @@ class SendPath:
     def _exhausted(job: SendJob) -> RocketpyError:
         """The error of a send whose attempts or time ran out."""
         err = job.last_error
-        made = job.tried + job.unavailable
+        made = job.made
         if isinstance(err, MQBrokerError) and made == 1:
             return err
         reason = f"last error: {err}" if err else "no attempt fitted in the time budget"
