@@ -30,7 +30,7 @@ setup(
                 name,
                 [name.replace(".", "/") + ".pyx"],
                 include_dirs=["rocketpy"],
-                depends=["rocketpy/crc32_fold.h", "rocketpy/_cshared.pxd"],
+                depends=["rocketpy/crc32_fold.h", "rocketpy/_cshared.pxd", "broker/processors/_brokermsg.pxd"],
                 libraries=["z"],
             )
             for name in MODULES

@@ -16,6 +16,7 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_Substring
 
 from rocketpy._cshared cimport _contains, _latin1, memmem
+from rocketpy.broker.processors._brokermsg cimport new_broker_message
 
 __all__ = ["plain_messages", "stored_answers"]
 
@@ -119,18 +120,8 @@ def plain_messages(list requests, topic_config, dict problems, born, Py_ssize_t 
                 or not (queue_id < tc.write_queue_nums or queue_id < tc.read_queue_nums)):
             out.append(None)
             continue
-        m = _BrokerMessage.__new__(_BrokerMessage)  # the fields BrokerMessage.__init__ sets, without its call
-        m.topic = topic
-        m.queue_id = q
-        m.body = body
-        m.properties = props
-        m.flag = flag
-        m.sys_flag = sys_flag
-        m.born_timestamp = born_ts
-        m.born_host8 = host8
-        m.reconsume_times = reconsume
-        m.prepared_transaction_offset = 0
-        m.tags_code = None
+        m = new_broker_message(_BrokerMessage, topic, q, body, props, flag, sys_flag, born_ts, host8,
+                               reconsume)
         out.append(m)
     return out
 

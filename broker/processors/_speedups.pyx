@@ -12,6 +12,7 @@ against this module: see ``rocketpy/_accel.py``).
 from cpython.unicode cimport PyUnicode_Substring
 
 from rocketpy._cshared cimport _contains, _latin1, memmem
+from rocketpy.broker.processors._brokermsg cimport new_broker_message
 
 __all__ = ["batch_messages"]
 
@@ -73,18 +74,8 @@ def batch_messages(list items, str topic, queue_id, sys_flag, born_ts, born, rec
         if (len(body) > max_body or n > short_props or _contains(p, n, b"DELAY", 5) or _contains(p, n, b"TIMER_", 6)
                 or _contains(p, n, <const char*>_TRAN_MARK, len(_TRAN_MARK))):
             screened.append(i)
-        m = _BrokerMessage.__new__(_BrokerMessage)  # the fields BrokerMessage.__init__ sets, without its call
-        m.topic = topic
-        m.queue_id = queue_id
-        m.body = body
-        m.properties = props
-        m.flag = flag
-        m.sys_flag = sys_flag
-        m.born_timestamp = born_ts
-        m.born_host8 = host8
-        m.reconsume_times = reconsume
-        m.prepared_transaction_offset = 0
-        m.tags_code = None
+        m = new_broker_message(_BrokerMessage, topic, queue_id, body, props, flag, sys_flag, born_ts, host8,
+                               reconsume)
         msgs.append(m)
         uniqs.append(_unique_key_of(props, p, n))
         i += 1
