@@ -48,6 +48,7 @@ class SendRuns:
         self._queues: dict[str, int] = {}  # topic -> this tick's queue for its plain messages
         self._scheduled = False
         self._ticks = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def queue(self, topic: str, queue_count: int) -> int:
         """The queue of ``topic``'s plain messages in this tick (one of ``queue_count``, at random)."""
@@ -75,12 +76,14 @@ class SendRuns:
     def _schedule(self) -> None:
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._loop = loop = asyncio.get_running_loop()
+            loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._ticks += 1
         if self._ticks < WINDOW_TICKS and self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)  # the run stays open one more tick
             return
         self._ticks = 0
         self._scheduled = False
