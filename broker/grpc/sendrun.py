@@ -21,6 +21,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from rocketpy.broker.grpc.channel import GrpcChannel
+from rocketpy.errors import RemotingConnectError
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.processor import RunHandler
 
@@ -96,23 +97,25 @@ class SendRuns:
         requests = [request for request, _ in items]
         try:
             results = channel.run(self._run, requests)
-        except Exception as exc:  # the run as a whole failed: each call fails as ``channel.call`` would
+            for (_, fut), result in zip(items, results, strict=True):
+                if type(result) is RemotingCommand:
+                    if not fut.done():
+                        fut.set_result(result)
+                else:
+                    _chain(result, fut)
+        except Exception as exc:  # the run failed as a whole: each call still waiting fails with it
+            if not isinstance(exc, RemotingConnectError):  # not the client gone: a fault
+                log.exception("a run of %d gRPC sends failed", len(items))
             for _, fut in items:
                 if not fut.done():
                     fut.set_exception(exc)
-            return
-        for (_, fut), result in zip(items, results, strict=True):
-            if type(result) is RemotingCommand:
-                if not fut.done():
-                    fut.set_result(result)
-            else:
-                _chain(result, fut)
 
 
 def _chain(result: Any, fut: asyncio.Future[Any]) -> None:
     """Settle ``fut`` with the outcome of ``result`` (an awaitable answer: a put that suspended)."""
     if result is None:
-        fut.set_exception(RuntimeError("the send processor held a send (it answers every send)"))
+        if not fut.done():
+            fut.set_exception(RuntimeError("the send processor held a send (it answers every send)"))
         return
     task = asyncio.ensure_future(_answer(result))
 
