@@ -155,3 +155,32 @@ async def test_one_request_of_many_messages_is_one_append(broker: Broker) -> Non
         assert found is not None and found[1] == m.body
         queues.add(found[0])
     assert len(queues) == 1
+
+
+async def test_sync_master_sends_each_wait_for_a_slave(tmp_path: Path) -> None:
+    bc = BrokerConfig(
+        brokerName="runs-sm",
+        bindAddress="127.0.0.1",
+        listenPort=0,
+        grpcServerPort=0,
+    )
+    controller = BrokerController(bc, StoreConfig(storePathRootDir=str(tmp_path), brokerRole="SYNC_MASTER"))
+    await controller.start()
+    try:
+        controller.topic_config.update(
+            TopicConfig(topicName=TOPIC, readQueueNums=QUEUES, writeQueueNums=QUEUES)
+        )
+        broker = Broker(controller)
+        client = Client(broker.grpc_addr, client_id="runs-sync-master")
+        try:
+            answers = await asyncio.gather(
+                *(_send(client, message(TOPIC, f"s{i}".encode())) for i in range(8))
+            )
+        finally:
+            await client.close()
+        # no slave: each send is stored, then answered after its own wait for one
+        assert [a.status.code for a in answers] == [Code.HA_NOT_AVAILABLE] * 8, answers[0].status
+        assert broker.appends == [1] * 8
+        await broker.dispatched(8)
+    finally:
+        await controller.shutdown()
