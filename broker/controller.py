@@ -385,6 +385,7 @@ class BrokerController:
         from rocketpy.broker.grpc.streams import Streams
 
         bc = self.broker_config
+        send = self.send_processor
         streams: Streams | None = None
 
         def to_telemetry(channel: GrpcChannel, command: RemotingCommand) -> None:
@@ -401,6 +402,7 @@ class BrokerController:
             self.store, self.subscription_groups, routes, clients,
             lambda: self.acl.validator if self.acl is not None else None,
             lambda: self.delivery.timer if self.master_services.running else None,
+            send.handle_run if table[RequestCode.SEND_MESSAGE_V2] == send.handle else None,
         )  # fmt: skip
         streams = Streams(service, clients)
         renew = RenewTable(

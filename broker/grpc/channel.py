@@ -24,7 +24,7 @@ from rocketpy.errors import RemotingConnectError
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
-from rocketpy.remoting.processor import Handler, ProcessorTable
+from rocketpy.remoting.processor import Handler, HandlerResult, ProcessorTable, RunHandler
 
 #: A held request (long polling) of one client waits at most this many in total.
 MAX_WAITING_PER_CLIENT = 4096
@@ -88,6 +88,17 @@ class GrpcChannel(Channel):
             return await waiter
         finally:
             self._waiting.pop(request.opaque, None)
+
+    def run(self, handler: RunHandler, requests: list[RemotingCommand]) -> list[HandlerResult]:
+        """``handler``'s results for ``requests``, handled together (the sends of one tick).
+
+        Raises:
+            RemotingConnectError: the client went away.
+        """
+        for request in requests:
+            self._check_open(request)
+            request.opaque = self._new_opaque()
+        return handler(self, requests)
 
     def send(self, cmd: RemotingCommand) -> None:
         """A held request's answer (the processor's later ``send``)."""

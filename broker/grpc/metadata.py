@@ -62,25 +62,25 @@ def parse_authorization(value: str) -> tuple[str | None, str | None]:
     return fields.get("Credential", ""), fields.get("Signature")
 
 
+#: The keys ``CallMeta`` keeps, by field index (``authorization`` apart: it is cut longer).
+_FIELDS = {"x-mq-client-id": 0, "x-mq-language": 1, "x-mq-protocol": 2, "x-mq-client-version": 3,
+           "x-mq-date-time": 4}  # fmt: skip
+
+
 def read_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> CallMeta:
-    """The ``CallMeta`` of a call's invocation metadata (binary values are ignored; a key given twice
-    counts once)."""
-    values: dict[str, str | bytes] = dict(metadata) if metadata else {}
-    get = values.get
-
-    def text(key: str) -> str:
-        value = get(key, "")
-        return value[:MAX_VALUE_CHARS] if isinstance(value, str) else ""
-
-    auth = get("authorization")
-    return CallMeta(
-        text("x-mq-client-id"),
-        text("x-mq-language"),
-        text("x-mq-protocol"),
-        text("x-mq-client-version"),
-        text("x-mq-date-time"),
-        auth[: 4 * MAX_VALUE_CHARS] if isinstance(auth, str) else None,
-    )
+    """The ``CallMeta`` of a call's invocation metadata (binary values are ignored; of a key given
+    twice the last counts). One pass over the pairs, no dict built (every call reads it)."""
+    fields = ["", "", "", "", ""]
+    auth: str | None = None
+    if metadata:
+        index = _FIELDS.get
+        for key, value in metadata:
+            i = index(key)
+            if i is not None:
+                fields[i] = value[:MAX_VALUE_CHARS] if isinstance(value, str) else ""
+            elif key == "authorization":
+                auth = value[: 4 * MAX_VALUE_CHARS] if isinstance(value, str) else None
+    return CallMeta(fields[0], fields[1], fields[2], fields[3], fields[4], auth)
 
 
 def peer_host_port(peer: str) -> tuple[str, int] | None:

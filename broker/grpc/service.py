@@ -9,10 +9,11 @@ polling, the offset table, statistics and the ACL's permission rules are the one
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from rocketpy.broker.grpc.clients import GrpcClient, GrpcClients
 from rocketpy.broker.grpc.convert import TOPIC_TYPES, MessageType, SendPlan
 from rocketpy.broker.grpc.metadata import CallMeta
 from rocketpy.broker.grpc.routes import RouteSource, message_queues
+from rocketpy.broker.grpc.sendrun import SendRuns
 from rocketpy.broker.grpc.status import Code, RpcError, code_of_response, set_ok, status
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
@@ -43,7 +45,7 @@ from rocketpy.protocol.headers.send import SendMessageRequestHeader
 from rocketpy.protocol.headers.transaction import EndTransactionRequestHeader, TransactionDecision
 from rocketpy.record import decode_record
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.processor import Handler
+from rocketpy.remoting.processor import Handler, RunHandler
 
 log = logging.getLogger("rocketpy.broker.grpc")
 
@@ -52,6 +54,7 @@ MAX_SEND_ENTRIES = 1024
 _OK = int(Code.OK)
 _TRANSACTION = int(MessageType.TRANSACTION)
 _DELAY = int(MessageType.DELAY)
+_NORMAL = int(MessageType.NORMAL)
 _EVERY_TYPE = TOPIC_TYPES["MIXED"]
 _DECISIONS = {
     pb.TransactionResolution.COMMIT: TransactionDecision.COMMIT,
@@ -93,6 +96,8 @@ class MessagingService:
         clients: the gRPC client sessions.
         acl: the ACL rules in force (None: ACL off).
         timer: the broker's timer (delayed messages; None until it runs or when it is off).
+        send_run: the send processor's run handler (``SendMessageProcessor.handle_run``), when
+            ``handlers`` sends with that processor (not on a slave).
     """
 
     def __init__(
@@ -107,6 +112,7 @@ class MessagingService:
         clients: GrpcClients,
         acl: Callable[[], AccessValidator | None],
         timer: Callable[[], TimerMessageService | None] = lambda: None,
+        send_run: RunHandler | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -118,6 +124,8 @@ class MessagingService:
         self.clients = clients
         self.acl = acl
         self.timer = timer
+        #: plain sends of one tick stored together (None: each alone, through ``handlers``)
+        self._runs = SendRuns(send_run) if send_run is not None else None
 
     # -- access control -----------------------------------------------------------------------
 
@@ -186,7 +194,11 @@ class MessagingService:
     # -- sending ------------------------------------------------------------------------------
 
     async def send_message(self, request: spb.SendMessageRequest, call: Call) -> spb.SendMessageResponse:
-        """Store each message (normal, FIFO, delay or transactional); one entry per message."""
+        """Store each message (normal, FIFO, delay or transactional); one entry per message.
+
+        The plain messages (``_plain``) go to ``SendRuns``: with the other calls' of this tick
+        they are stored by one append per queue. The others are sent one after another, in order.
+        """
         messages = request.messages
         if not messages:
             raise RpcError(Code.BAD_REQUEST, "SendMessage carries no message")
@@ -194,34 +206,81 @@ class MessagingService:
             raise RpcError(Code.BAD_REQUEST, f"SendMessage carries more than {MAX_SEND_ENTRIES} messages")
         response = spb.SendMessageResponse()
         entries = response.entries
+        if len(messages) == 1:
+            started = self._start_send(messages[0], call, entries.add())
+            if started is not None:
+                await self._finish_send(*started)
+        else:
+            await self._send_all(messages, call, entries)
         failed: pb.Status | None = None
-        for msg in messages:
-            entry = entries.add()  # filled in place: no entry built and then copied in
-            await self._send_one(msg, call, entry)
-            if failed is None and entry.status.code != _OK:
+        for entry in entries:
+            if entry.status.code != _OK:
                 failed = entry.status
+                break
         if failed is not None:
             response.status.CopyFrom(failed)
         else:
             set_ok(response.status)
         return response
 
-    async def _send_one(self, msg: pb.Message, call: Call, entry: spb.SendResultEntry) -> None:
+    async def _send_all(self, messages: Any, call: Call, entries: Any) -> None:
+        # entries are filled in place: no entry built and then copied in
+        rest = iter([self._start_send(msg, call, entries.add()) for msg in messages])
+        try:
+            for item in rest:
+                if item is not None:
+                    await self._finish_send(*item)
+        finally:
+            for item in rest:  # a failure left these unawaited: no warning, no leak
+                if item is not None:
+                    pending = item[2]
+                    if isinstance(pending, asyncio.Future):
+                        pending.cancel()
+                    else:
+                        pending.close()
+
+    def _start_send(
+        self, msg: pb.Message, call: Call, entry: spb.SendResultEntry
+    ) -> tuple[spb.SendResultEntry, SendPlan, Any] | None:
+        """Check ``msg`` and start its send: (entry, plan, the answer to await), or None when it is
+        refused already (``entry`` says why). A plain message is submitted to this tick's run now;
+        another's send is a coroutine that starts when awaited."""
         try:
             plan = SendPlan.from_proto(msg, self.broker_config, self.store_config.max_message_size)
             self._check_type(plan)
         except RpcError as e:
             entry.message_id = msg.system_properties.message_id
             entry.status.CopyFrom(e.status())
-            return
+            return None
         entry.message_id = plan.message_id
+        runs = self._runs
+        # a normal message (no message group, delivery time or transaction) joins this tick's run
+        plain = runs is not None and plan.sys_flag == 0 and plan.message_type == _NORMAL
+        if plain and runs is not None:
+            tc = self.topics.get(plan.topic)
+            count = tc.write_queue_nums if tc is not None else 0
+            queue_id = runs.queue(plan.topic, count) if count > 0 else -1  # unknown: the processor's
+        else:
+            queue_id = self._queue_for(plan)
         header = SendMessageRequestHeader(
-            plan.topic, plan.topic, self._queue_for(plan), plan.properties,
+            plan.topic, plan.topic, queue_id, plan.properties,
             sys_flag=plan.sys_flag, born_timestamp=plan.born_timestamp,
         )  # fmt: skip
         request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext(), plan.body)
+        if not plain or runs is None:
+            return entry, plan, self.call(call, request)
         try:
-            answer = await self.call(call, request)
+            self.check_access(call, request)
+        except RpcError as e:
+            entry.status.CopyFrom(e.status())
+            return None
+        return entry, plan, runs.submit(call.client.channel, request)
+
+    async def _finish_send(
+        self, entry: spb.SendResultEntry, plan: SendPlan, pending: Awaitable[RemotingCommand]
+    ) -> None:
+        try:
+            answer = await pending
         except RpcError as e:
             entry.status.CopyFrom(e.status())
             return

@@ -30,6 +30,7 @@ from rocketpy.broker.grpc.convert import to_proto
 from rocketpy.broker.grpc.service import Call, MessagingService
 from rocketpy.broker.grpc.status import Code, RpcError, code_of_response, status
 from rocketpy.config import parse_delay_levels
+from rocketpy.grpc_api.auth import SettingsRefused
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.grpc_api.v2 import service_pb2 as spb
 from rocketpy.protocol.codes import RequestCode, ResponseCode
@@ -108,6 +109,8 @@ class Streams:
             outbox.put_nowait(refusal)
         except RpcError as e:
             outbox.put_nowait(spb.TelemetryCommand(status=e.status()))
+        except SettingsRefused as e:  # ACL 2.0 (rocketpy.grpc_api.auth): the stream ends FORBIDDEN
+            outbox.put_nowait(spb.TelemetryCommand(status=e.status))
         finally:
             while outbox.full():
                 outbox.get_nowait()

@@ -15,8 +15,11 @@ ChangeInvisibleDuration and NotifyClientTermination Sub on the group; Heartbeat 
 on its group. The RPCs RocketMQ's builder leaves out are given their remoting twins' needs
 (PullMessage and GetOffset: Sub on group and topic, UpdateOffset: Sub or Update on both,
 QueryOffset: Sub or Get on the topic, RecallMessage: Pub on the topic). A refusal is FORBIDDEN
-(40300). Telemetry is authenticated only: its settings are read by the endpoint through the
-stream, past this interceptor; what the client then does goes through the RPCs above.
+(40300). Telemetry is authenticated when it opens, and each ``Settings`` the client sends on it
+is authorized before the endpoint reads it (RocketMQ's ``newContext(TelemetryCommand)``): Pub on
+each topic of ``publishing``, Sub on the group and each topic of ``subscription``; settings with
+neither, or with a blank group or topic, are refused. A refused ``Settings`` ends the stream with
+a FORBIDDEN status command (``SettingsRefused``, which the endpoint's reader answers).
 
 Every refusal is the RPC's own response with that status (the proxy's rule, which the clients
 read), never a raw gRPC error. The decision itself is the broker's (``checker``: its current ACL
@@ -121,7 +124,43 @@ def needs_of(method: str, request: Any) -> list[Need]:
         return [Need("Group", r.group.name, ("Sub",))]
     if method == "Heartbeat" and r.client_type in _CONSUMER_TYPES:
         return [Need("Group", r.group.name, ("Sub",))]
+    if method == "Telemetry" and r.HasField("settings"):
+        return settings_needs(r.settings)
     return []
+
+
+def settings_needs(settings: pb.Settings) -> list[Need]:
+    """What a Telemetry ``Settings`` needs: Pub on each published topic; Sub on the subscription's
+    group and each of its topics.
+
+    Raises:
+        ValueError: the settings carry neither publishing nor subscription, or a blank name
+            (RocketMQ refuses these too).
+    """
+    if not settings.HasField("publishing") and not settings.HasField("subscription"):
+        raise ValueError("the settings carry neither publishing nor subscription")
+    needs: list[Need] = []
+    if settings.HasField("publishing"):
+        needs.extend(Need("Topic", _named(t, "topic"), ("Pub",)) for t in settings.publishing.topics)
+    if settings.HasField("subscription"):
+        sub = settings.subscription
+        needs.append(Need("Group", _named(sub.group, "group"), ("Sub",)))
+        needs.extend(Need("Topic", _named(e.topic, "topic"), ("Sub",)) for e in sub.subscriptions)
+    return needs
+
+
+def _named(resource: pb.Resource, what: str) -> str:
+    if not resource.name.strip():
+        raise ValueError(f"the settings name a blank {what}")
+    return resource.name
+
+
+class SettingsRefused(Exception):
+    """A Telemetry ``Settings`` the caller may not send; ``status`` is the stream's answer."""
+
+    def __init__(self, status: pb.Status) -> None:
+        super().__init__(status.message)
+        self.status = status
 
 
 def _peer_ip(peer: str) -> str:
@@ -191,13 +230,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 if refused is not None:
                     await context.write(answer(status=refused))
                     return
-                await _relay(inner_ss(requests, context), context)
+
+                def settings_refusal(command: Any) -> Any:
+                    return self._refusal(method, command, metadata, context)
+
+                await _relay(inner_ss(requests, _SettingsGate(context, settings_refusal)), context)
 
             return grpc.stream_stream_rpc_method_handler(stream_stream, **codec)
         return handler  # no client-streaming-only RPC in the service
 
     def _refusal(self, method: str, request: Any, metadata: Any, context: Any) -> Any:
-        """The refusal status of a call, None when it may go on."""
+        """The refusal status of a call (or of a Telemetry command), None when it may go on."""
+        try:
+            needs = needs_of(method, request)
+        except ValueError as e:
+            return _status(pb.Code.FORBIDDEN, f"access denied: {e}")
         values = dict(metadata or ())
         auth = values.get("authorization")
         date_time = values.get("x-mq-date-time", "")
@@ -207,7 +254,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if not isinstance(date_time, str):
             date_time = ""
         ip = _peer_ip(context.peer())
-        refusal = self.checker().check_grpc(ip, user, signature, date_time, needs_of(method, request))
+        refusal = self.checker().check_grpc(ip, user, signature, date_time, needs)
         if refusal is None:
             return None
         forbidden = refusal.log_key.startswith("perm:")
@@ -219,6 +266,27 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             log.warning("gRPC %s from %s refused: %s", method, ip, refusal.remark)
         code = pb.Code.FORBIDDEN if forbidden else pb.Code.UNAUTHORIZED
         return _status(code, f"access denied: {refusal.remark}")
+
+
+class _SettingsGate:
+    """A Telemetry call's context whose ``read`` authorizes each ``Settings`` command before the
+    endpoint sees it (everything else is the call's own context)."""
+
+    def __init__(self, context: Any, refusal: Callable[[Any], Any]) -> None:
+        self._context = context
+        self._refusal = refusal
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    async def read(self) -> Any:
+        """The next command; raises ``SettingsRefused`` for settings the caller may not send."""
+        command = await self._context.read()
+        if isinstance(command, spb.TelemetryCommand) and command.HasField("settings"):
+            refused = self._refusal(command)
+            if refused is not None:
+                raise SettingsRefused(refused)
+        return command
 
 
 async def _relay(result: Any, context: Any) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import grpc
+
 from rocketpy.client.admin import Admin
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.grpc_api.v2 import service_pb2 as spb
@@ -88,3 +90,67 @@ async def test_grpc_calls_are_authenticated_and_authorized(daemons: DaemonPool) 
     finally:
         for c in clients.values():
             await c.close()
+
+
+async def _settings_answer(client: Client, settings: pb.Settings) -> Any:
+    call = client.telemetry(timeout=10)
+    await call.write(spb.TelemetryCommand(settings=settings))
+    answer = await call.read()
+    await call.done_writing()
+    return answer
+
+
+def _publishing(*topics: str) -> pb.Settings:
+    return pb.Settings(
+        client_type=pb.ClientType.PRODUCER,
+        publishing=pb.Publishing(topics=[pb.Resource(name=t) for t in topics]),
+    )
+
+
+def _subscription(group: str, *topics: str) -> pb.Settings:
+    entries = [pb.SubscriptionEntry(topic=pb.Resource(name=t)) for t in topics]
+    return pb.Settings(
+        client_type=pb.ClientType.SIMPLE_CONSUMER,
+        subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=entries),
+    )
+
+
+async def test_telemetry_settings_are_authorized(daemons: DaemonPool) -> None:
+    ns = daemons.namesrv().addr
+    broker = daemons.broker(ns, **PROPS)
+    await _setup(ns, broker.addr)
+    async with Admin(ns, access_key=ROOT[0], secret_key=ROOT[1]) as admin:
+        await admin.auth.create_acl(
+            f"User:{ALICE[0]}", "Group:gAlice", ["Sub"], "Allow", broker_addr=broker.addr
+        )
+    addr = str(broker.grpc_addr)
+    alice, root = Client(addr, ak=ALICE[0], sk=ALICE[1]), Client(addr, ak=ROOT[0], sk=ROOT[1])
+    try:
+        ok = await _settings_answer(alice, _publishing("GrpcOrders"))
+        assert ok.status.code == Code.OK and ok.HasField("settings")
+        refused = await _settings_answer(alice, _publishing("GrpcOrders", "GrpcSecret"))
+        assert refused.status.code == Code.FORBIDDEN, refused
+        assert "may not Pub Topic:GrpcSecret" in refused.status.message
+        assert not refused.HasField("settings")
+        ok = await _settings_answer(alice, _subscription("gAlice", "GrpcOrders", "GrpcSecret"))
+        assert ok.status.code == Code.OK  # Sub on GrpcSecret is allowed (only its Pub is denied)
+        refused = await _settings_answer(alice, _subscription("gOther", "GrpcOrders"))
+        assert refused.status.code == Code.FORBIDDEN and "Group:gOther" in refused.status.message
+        refused = await _settings_answer(alice, _subscription("gAlice", "Unlisted"))
+        assert refused.status.code == Code.FORBIDDEN and "Topic:Unlisted" in refused.status.message
+        blank = await _settings_answer(alice, _subscription(" ", "GrpcOrders"))
+        assert blank.status.code == Code.FORBIDDEN and "blank group" in blank.status.message
+        neither = await _settings_answer(root, pb.Settings(client_type=pb.ClientType.PRODUCER))
+        assert neither.status.code == Code.FORBIDDEN  # RocketMQ refuses these even to a Super user
+        ok = await _settings_answer(root, _subscription("gOther", "GrpcSecret"))
+        assert ok.status.code == Code.OK
+        # a stream whose later settings are refused ends there, FORBIDDEN
+        call = alice.telemetry(timeout=10)
+        await call.write(spb.TelemetryCommand(settings=_publishing("GrpcOrders")))
+        assert (await call.read()).status.code == Code.OK
+        await call.write(spb.TelemetryCommand(settings=_publishing("GrpcSecret")))
+        assert (await call.read()).status.code == Code.FORBIDDEN
+        assert await call.read() is grpc.aio.EOF
+    finally:
+        await alice.close()
+        await root.close()
