@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from mmap import mmap
 from typing import TYPE_CHECKING
@@ -132,11 +133,17 @@ class CommitLog:
         self._rolling_prefault = True  # turned off by the thread if the kernel cannot
         #: told of a failed flush (flush thread): the store turns read-only
         self.on_flush_error: Callable[[OSError], None] | None = None
-        #: when the running flush began (``time.monotonic()``; 0.0: none runs); read by the broker's
-        #: send queue as RocketMQ reads the commitlog lock time (osPageCacheBusyTimeOutMills)
-        self.flush_started = 0.0
+        #: ``[when the running flush began]`` (``time.monotonic()``; 0.0: none runs), written by the
+        #: flush thread, also from C with the GIL released (``flush.group_commit_sync``)
+        self.sync_started = array("d", [0.0])
 
     # -- positions ---------------------------------------------------------------------------
+    @property
+    def flush_started(self) -> float:
+        """When the running flush began (``time.monotonic()``; 0.0: none runs); read by the broker's
+        send queue as RocketMQ reads the commitlog lock time (osPageCacheBusyTimeOutMills)."""
+        return self.sync_started[0]
+
     @property
     def min_offset(self) -> int:
         """Offset of the first byte still stored."""
@@ -309,7 +316,7 @@ class CommitLog:
             # After a failed msync/fdatasync the kernel may have dropped the dirty pages and a retry
             # would "succeed" without them: nothing past the flushed offset is reported durable again.
             return self.flushed_offset
-        self.flush_started = time.monotonic()
+        self.sync_started[0] = time.monotonic()
         try:
             flushed = self.flushed_offset
             for mf in list(self.files):
@@ -317,14 +324,34 @@ class CommitLog:
                     self.faults.on_flush(mf.path, min(target, mf.end_offset) - max(flushed, mf.base_offset))
                     mf.flush()
         except OSError as e:
-            self.flush_error = e
-            if self.on_flush_error is not None:
-                self.on_flush_error(e)
+            self.flush_failed(e)
             raise
         finally:
-            self.flush_started = 0.0
+            self.sync_started[0] = 0.0
         self.flushed_offset = target
         return target
+
+    def group_commit_file(self) -> MappedFile | None:
+        """The file a group commit may make durable alone (flush thread): the last one, when every
+        byte before it is flushed, it has a descriptor, and no flush failed or is to fail (faults)."""
+        files = self.files
+        mf = files[-1] if files else None
+        if (mf is None or mf.fd < 0 or self.flushed_offset < mf.base_offset or self.flush_error is not None
+                or self.faults.flush_armed):  # fmt: skip
+            return None
+        return mf
+
+    def synced(self, target: int) -> None:
+        """A group commit made the log durable up to ``target`` (flush thread, or the loop when it
+        hears of it first). A race of the two may leave the offset lower than it could be: never higher."""
+        if target > self.flushed_offset:
+            self.flushed_offset = target
+
+    def flush_failed(self, e: OSError) -> None:
+        """A flush failed: no later one reports anything durable (flush thread)."""
+        self.flush_error = e
+        if self.on_flush_error is not None:
+            self.on_flush_error(e)
 
     def close(self) -> None:
         """Unmap every file and delete a pre-created next file never written to (blocking)."""

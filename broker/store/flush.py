@@ -27,10 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import select
+import struct
 import threading
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from rocketpy._accel import twin
 
 from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.commitlog import CommitLog
@@ -45,6 +52,14 @@ PAGE_SIZE = 4096
 #: SYNC_FLUSH: how often the flush thread looks for puts that did not wait (``WAIT=false``); a
 #: waiting put wakes it at once.
 GROUP_COMMIT_IDLE_S = 0.01
+#: ``group_commit_sync`` results: nothing synced (the caller flushes, the general way), synced and
+#: the loop told through the done pipe, synced but the done pipe full (the caller tells the loop).
+SYNC_NONE, SYNC_TOLD, SYNC_UNTOLD = 0, 1, 2
+#: A kick or a done value in a pipe: a commitlog offset (native order, 8 bytes: one atomic pipe
+#: write). A kick of ``KICK_GENERAL`` asks for the general flush (a fault is set); 0 only wakes.
+OFFSET = struct.Struct("=q")
+KICK_GENERAL = -1
+PIPE_READ_BYTES = 8 * 1024
 MAX_GROUP_COMMIT_WAITERS = 100_000
 CHECKPOINT_MIN_INTERVAL_S = 0.2
 EXPIRE_CHECK_S = 0.05
@@ -54,6 +69,62 @@ EXPIRE_CHECK_S = 0.05
 WRITE_BACK_SLICE_BYTES = 256 * 1024
 YIELD_MAX_S = 0.002
 YIELD_POLL_S = 0.0002
+
+
+@twin
+def group_commit_sync(
+    wake_fd: int, sync_fd: int, done_fd: int, flushed: int, limit: int, timeout_s: float, started: array[float]
+) -> tuple[int, int, float]:
+    """One SYNC_FLUSH group commit of the flush thread: wait up to ``timeout_s`` for kicks on
+    ``wake_fd`` (a non-blocking pipe of ``OFFSET`` values, each written by the loop after the appends
+    it covers), then, when the highest one is past ``flushed`` and at most ``limit`` (the end of
+    ``sync_fd``'s file, every byte before that file being durable), ``fdatasync(sync_fd)`` and write
+    that offset to ``done_fd`` (non-blocking; the loop reads it and completes the waiters).
+
+    The compiled twin does all of it with the GIL released: the flush starts while the loop still runs
+    the rest of its tick, and the loop hears of it without waiting for this thread's Python. While the
+    sync runs, ``started[0]`` is its start (``time.monotonic()``), else 0.0.
+
+    Returns:
+        ``(highest kick, SYNC_NONE / SYNC_TOLD / SYNC_UNTOLD, seconds the sync took)``. SYNC_NONE:
+        nothing was synced (no kick within ``timeout_s``, nothing past ``flushed``, a kick past
+        ``limit``, ``sync_fd`` < 0, or a ``KICK_GENERAL``): the caller flushes the general way.
+
+    Raises:
+        OSError: the sync failed (nothing was told).
+    """
+    if len(started) < 1:
+        raise ValueError("started needs one slot")
+    poller = select.poll()
+    poller.register(wake_fd, select.POLLIN)
+    if not poller.poll(timeout_s * 1000):
+        return 0, SYNC_NONE, 0.0
+    target, general = 0, False
+    while True:
+        try:
+            data = os.read(wake_fd, PIPE_READ_BYTES)
+        except BlockingIOError:
+            break
+        for (value,) in OFFSET.iter_unpack(data):
+            if value < 0:
+                general = True
+            elif value > target:
+                target = value
+        if len(data) < PIPE_READ_BYTES:
+            break
+    if general or target <= flushed or target > limit or sync_fd < 0:
+        return target, SYNC_NONE, 0.0
+    started[0] = t0 = time.monotonic()
+    try:
+        os.fdatasync(sync_fd)
+    finally:
+        took = time.monotonic() - t0
+        started[0] = 0.0
+    try:
+        os.write(done_fd, OFFSET.pack(target))
+    except OSError:  # full (the loop is far behind): the caller tells it
+        return target, SYNC_UNTOLD, took
+    return target, SYNC_TOLD, took
 
 
 class FlushService:
@@ -102,12 +173,15 @@ class FlushService:
         self._undurable: set[ConsumeQueue] = set()
         self._pacer = WriteBackPacer(WRITE_BACK_SLICE_BYTES, self._yield_to_group_commit)
         self._last_store_ts = last_store_ts
-        #: The group-commit signal, a binary semaphore: released = a flush is asked for. A plain lock,
-        #: not a ``threading.Event``: the flush thread blocks in C with the GIL released and takes
-        #: the signal atomically, so both hand-offs of a sequential SYNC_FLUSH put (loop -> flush
-        #: thread, and back while the thread returns to its wait) are shorter.
-        self._wake = threading.Lock()
-        self._wake.acquire()
+        #: SYNC_FLUSH: the kick pipe (loop -> flush thread: the offset to make durable) and the done
+        #: pipe (flush thread -> loop: the offset made durable), both non-blocking (``group_commit_sync``)
+        self._wake_r = self._wake_w = self._done_r = self._done_w = -1
+        if sync_flush:
+            self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            self._done_r, self._done_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        #: the highest offset kicked, and how many waiters the last flush answered (loop)
+        self._kicked = 0
+        self._last_group = 0
         self._stop = threading.Event()
         self._waiters: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -123,7 +197,9 @@ class FlushService:
         ]
 
     def start(self) -> None:
-        """Start both threads."""
+        """Start both threads (on the loop)."""
+        if self._done_r >= 0:
+            self._loop.add_reader(self._done_r, self._on_done)
         for t in self._threads:
             t.start()
 
@@ -139,31 +215,64 @@ class FlushService:
         if len(self._waiters) >= MAX_GROUP_COMMIT_WAITERS:
             return False
         fut: asyncio.Future[bool] = self._loop.create_future()
-        self._waiters.append((end_offset, self._loop.time() + timeout_s, fut))
+        waiters = self._waiters
+        waiters.append((end_offset, self._loop.time() + timeout_s, fut))
         if not self._kick_scheduled:
             self._kick_scheduled = True
+            if len(waiters) == 1 and self._last_group <= 1 and not self._commitlog.flush_started:
+                # one put at a time (the last flush answered one): its flush runs beside the rest
+                # of the tick; under concurrent puts the kick waits for the tick's end, one for all
+                self._kick_at(end_offset)
             self._loop.call_soon(self._kick)
         if self._timer is None:
             self._timer = self._loop.call_later(EXPIRE_CHECK_S, self._expire)
         return await fut
 
     def _kick(self) -> None:
-        """End of the tick that brought waiters: start a flush for all of them."""
+        """End of the tick that brought waiters: one flush for all of them not kicked yet."""
         self._kick_scheduled = False
-        self._signal()
+        if self._waiters and self._waiters[-1][0] > self._kicked:
+            self._kick_at(self._commitlog.max_offset)
+
+    def _kick_at(self, offset: int) -> None:
+        """Ask the flush thread to make the log durable up to ``offset``, appended already (loop)."""
+        if self._wake_w < 0:
+            return  # stopped
+        self._kicked = offset
+        value = KICK_GENERAL if self._commitlog.faults.flush_armed else offset
+        try:
+            os.write(self._wake_w, OFFSET.pack(value))
+        except BlockingIOError:
+            pass  # thousands of kicks unread: a later kick, or the idle flush, covers this one
 
     def _signal(self) -> None:
+        """Wake the flush thread (any thread)."""
+        if self._wake_w >= 0:
+            try:
+                os.write(self._wake_w, OFFSET.pack(0))
+            except BlockingIOError:
+                pass  # it has kicks to read
+
+    def _on_done(self) -> None:
+        """The flush thread made the log durable up to the offsets in the done pipe (loop)."""
         try:
-            self._wake.release()
-        except RuntimeError:
-            pass  # already signalled, not yet taken by the flush thread
+            data = os.read(self._done_r, PIPE_READ_BYTES)
+        except OSError:
+            return
+        if len(data) >= OFFSET.size:  # whole values, increasing: the last is the highest
+            flushed = OFFSET.unpack_from(data, len(data) - OFFSET.size)[0]
+            self._commitlog.synced(flushed)  # acknowledged puts are within the flushed offset
+            self._complete(flushed)
 
     def _complete(self, flushed: int) -> None:
         waiters = self._waiters
+        n = len(waiters)
         while waiters and waiters[0][0] <= flushed:
             fut = waiters.popleft()[2]
             if not fut.done():
                 fut.set_result(True)
+        if n != len(waiters):
+            self._last_group = n - len(waiters)
 
     def _expire(self) -> None:
         self._timer = None
@@ -178,18 +287,46 @@ class FlushService:
 
     # -- threads ----------------------------------------------------------------------------
     def _commitlog_routine(self) -> None:
+        if self.sync_flush:
+            self._group_commit_routine()
+            return
         last_thorough = time.monotonic()
         while not self._stop.is_set():
-            if self.sync_flush:
-                self._wake.acquire(timeout=GROUP_COMMIT_IDLE_S)  # a kick during the flush signals again
-                self._flush_commitlog()
-                continue
             self._stop.wait(self._interval_s)
             now = time.monotonic()
             dirty = self._commitlog.max_offset - self._commitlog.flushed_offset
             if dirty > 0 and (dirty >= self._least_bytes or now - last_thorough >= self._thorough_s):
                 self._flush_commitlog()
                 last_thorough = now
+
+    def _group_commit_routine(self) -> None:
+        """SYNC_FLUSH: each kick's flush by ``group_commit_sync`` when the last file alone holds
+        what is not durable yet (the common case), else (a roll, a fault, ``WAIT=false`` puts only)
+        the general flush."""
+        commitlog = self._commitlog
+        while not self._stop.is_set():
+            mf = commitlog.group_commit_file()
+            fd, limit = (mf.fd, mf.end_offset) if mf is not None else (-1, 0)
+            flushed = commitlog.flushed_offset
+            # taken before the flush, as _flush_commitlog does: the checkpoint never runs ahead
+            ts, dispatched = self._last_store_ts(), self._dispatcher.watermark()
+            try:
+                target, state, took = group_commit_sync(
+                    self._wake_r, fd, self._done_w, flushed, limit, GROUP_COMMIT_IDLE_S, commitlog.sync_started
+                )
+            except OSError as e:
+                commitlog.flush_failed(e)
+                log.error("commitlog flush failed: %s", e)
+                continue
+            if state == SYNC_NONE:
+                if not self._stop.is_set():
+                    self._flush_commitlog()
+                continue
+            commitlog.synced(target)
+            self.flush_latency.observe(took)
+            self._flushed_point = (ts, target, dispatched)
+            if state == SYNC_UNTOLD:
+                self._tell_loop(target)
 
     def _flush_commitlog(self) -> None:
         try:
@@ -205,10 +342,13 @@ class FlushService:
             log.error("commitlog flush failed: %s", e)
             return
         if self._waiters:
-            try:
-                self._loop.call_soon_threadsafe(self._complete, flushed)
-            except RuntimeError:
-                pass  # loop closed: nobody waits any more
+            self._tell_loop(flushed)
+
+    def _tell_loop(self, flushed: int) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._complete, flushed)
+        except RuntimeError:
+            pass  # loop closed: nobody waits any more
 
     def _cq_routine(self) -> None:
         while not self._stop.wait(min(self._cq_interval_s, CHECKPOINT_MIN_INTERVAL_S)):
@@ -283,6 +423,21 @@ class FlushService:
         for t in self._threads:
             if t.is_alive():
                 t.join(10)
+        if self._wake_r >= 0 and not self._threads[0].is_alive():  # else leaked: a stuck sync may still tell
+            try:
+                self._loop.call_soon_threadsafe(self._close_pipes)
+            except RuntimeError:  # loop closed: its reader went with it
+                self._close_pipes(on_loop=False)
+
+    def _close_pipes(self, on_loop: bool = True) -> None:
+        fds = (self._wake_r, self._wake_w, self._done_r, self._done_w)
+        if fds[0] < 0:
+            return
+        if on_loop:
+            self._loop.remove_reader(self._done_r)
+        self._wake_r = self._wake_w = self._done_r = self._done_w = -1
+        for fd in fds:
+            os.close(fd)
 
     def shutdown(self) -> None:
         """Stop the threads and flush everything (blocking: call in a thread)."""
@@ -290,3 +445,11 @@ class FlushService:
         self._flush_commitlog()
         self._write_physic()
         self.flush_consume_queues()  # syncs the checkpoint too
+
+
+if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.broker.store import _speedups
+
+    same_signature(group_commit_sync)(_speedups.group_commit_sync)
+    same_signature(_speedups.group_commit_sync)(group_commit_sync)
