@@ -1,8 +1,8 @@
 """The store's compiled twins (``_speedups.pyx``), as mypy sees them.
 
 Each signature is its pure twin's (``commitlog.py``, ``props.py``, ``index.py``, ``recovery.py``,
-``dispatch.py``, ``flush.py``), checked both ways by mypy (``rocketpy._accel.same_signature``, at the end of each
-of those modules) and against the built module by ``stubtest`` (``scripts/check``).
+``dispatch.py``, ``flush.py``), checked both ways by mypy (``rocketpy._accel.same_signature``, at the
+end of each of those modules) and against the built module by ``stubtest`` (``scripts/check``).
 """
 
 from array import array
@@ -53,5 +53,11 @@ def dispatch_run(
 ) -> int: ...
 def redispatch(d: Dispatcher, record: StoredRecord, phys: int) -> None: ...
 def group_commit_sync(
-    wake_fd: int, sync_fd: int, done_fd: int, flushed: int, limit: int, timeout_s: float, started: array[float]
+    wake_fd: int,
+    sync_fd: int,
+    done_fd: int,
+    flushed: int,
+    limit: int,
+    timeout_s: float,
+    started: array[float],
 ) -> tuple[int, int, float]: ...

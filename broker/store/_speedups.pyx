@@ -22,6 +22,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.math cimport ceil, fmin
 from libc.string cimport memcmp, strerror
 
 from rocketpy._cshared cimport (
@@ -509,7 +510,8 @@ def group_commit_sync(int wake_fd, int sync_fd, int done_fd, int64_t flushed, in
     cdef ssize_t n, i
     cdef int rc, err = 0, state = 0
     cdef double t0 = 0.0, took = 0.0
-    cdef int timeout_ms = <int>(timeout_s * 1000) if timeout_s > 0 else 0
+    # whole milliseconds, rounded up; none when not positive (NaN too), at most INT_MAX (MAX_WAIT_MS)
+    cdef int timeout_ms = <int>ceil(fmin(timeout_s * 1000, 2147483647.0)) if timeout_s > 0 else 0
     with nogil:
         pfd.fd = wake_fd
         pfd.events = POLLIN

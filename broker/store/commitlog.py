@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import queue
+import threading
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -136,6 +137,8 @@ class CommitLog:
         #: ``[when the running flush began]`` (``time.monotonic()``; 0.0: none runs), written by the
         #: flush thread, also from C with the GIL released (``flush.group_commit_sync``)
         self.sync_started = array("d", [0.0])
+        #: makes ``synced``'s compare-and-raise of ``flushed_offset`` atomic (flush thread and loop)
+        self._synced_lock = threading.Lock()
 
     # -- positions ---------------------------------------------------------------------------
     @property
@@ -328,7 +331,7 @@ class CommitLog:
             raise
         finally:
             self.sync_started[0] = 0.0
-        self.flushed_offset = target
+        self.synced(target)
         return target
 
     def group_commit_file(self) -> MappedFile | None:
@@ -342,10 +345,12 @@ class CommitLog:
         return mf
 
     def synced(self, target: int) -> None:
-        """A group commit made the log durable up to ``target`` (flush thread, or the loop when it
-        hears of it first). A race of the two may leave the offset lower than it could be: never higher."""
-        if target > self.flushed_offset:
-            self.flushed_offset = target
+        """A flush made the log durable up to ``target`` (flush thread, or the loop when it hears of
+        a group commit before the thread has said so): ``flushed_offset`` only ever rises, whichever
+        of the two comes first (the lock is held for one compare and one store)."""
+        with self._synced_lock:
+            if target > self.flushed_offset:
+                self.flushed_offset = target
 
     def flush_failed(self, e: OSError) -> None:
         """A flush failed: no later one reports anything durable (flush thread)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import select
 import struct
@@ -38,7 +39,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
-
 from rocketpy.broker.store.checkpoint import Checkpoint
 from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import ConsumeQueue
@@ -60,6 +60,8 @@ SYNC_NONE, SYNC_TOLD, SYNC_UNTOLD = 0, 1, 2
 OFFSET = struct.Struct("=q")
 KICK_GENERAL = -1
 PIPE_READ_BYTES = 8 * 1024
+#: ``group_commit_sync`` waits at most this many milliseconds (poll's int), however long it is asked
+MAX_WAIT_MS = 2**31 - 1
 MAX_GROUP_COMMIT_WAITERS = 100_000
 CHECKPOINT_MIN_INTERVAL_S = 0.2
 EXPIRE_CHECK_S = 0.05
@@ -73,7 +75,13 @@ YIELD_POLL_S = 0.0002
 
 @twin
 def group_commit_sync(
-    wake_fd: int, sync_fd: int, done_fd: int, flushed: int, limit: int, timeout_s: float, started: array[float]
+    wake_fd: int,
+    sync_fd: int,
+    done_fd: int,
+    flushed: int,
+    limit: int,
+    timeout_s: float,
+    started: array[float],
 ) -> tuple[int, int, float]:
     """One SYNC_FLUSH group commit of the flush thread: wait up to ``timeout_s`` for kicks on
     ``wake_fd`` (a non-blocking pipe of ``OFFSET`` values, each written by the loop after the appends
@@ -91,13 +99,16 @@ def group_commit_sync(
         ``limit``, ``sync_fd`` < 0, or a ``KICK_GENERAL``): the caller flushes the general way.
 
     Raises:
-        OSError: the sync failed (nothing was told).
+        OSError: the sync failed (nothing was told), or the wait or the read of ``wake_fd`` did
+            (the caller treats both alike: nothing past ``flushed`` is reported durable again).
     """
     if len(started) < 1:
         raise ValueError("started needs one slot")
+    # whole milliseconds, rounded up; none when not positive (NaN too), at most MAX_WAIT_MS
+    timeout_ms = math.ceil(min(timeout_s * 1000, MAX_WAIT_MS)) if timeout_s > 0 else 0
     poller = select.poll()
     poller.register(wake_fd, select.POLLIN)
-    if not poller.poll(timeout_s * 1000):
+    if not poller.poll(timeout_ms):
         return 0, SYNC_NONE, 0.0
     target, general = 0, False
     while True:
@@ -105,7 +116,7 @@ def group_commit_sync(
             data = os.read(wake_fd, PIPE_READ_BYTES)
         except BlockingIOError:
             break
-        for (value,) in OFFSET.iter_unpack(data):
+        for (value,) in OFFSET.iter_unpack(data[: len(data) - len(data) % OFFSET.size]):  # whole values
             if value < 0:
                 general = True
             elif value > target:
@@ -312,7 +323,13 @@ class FlushService:
             ts, dispatched = self._last_store_ts(), self._dispatcher.watermark()
             try:
                 target, state, took = group_commit_sync(
-                    self._wake_r, fd, self._done_w, flushed, limit, GROUP_COMMIT_IDLE_S, commitlog.sync_started
+                    self._wake_r,
+                    fd,
+                    self._done_w,
+                    flushed,
+                    limit,
+                    GROUP_COMMIT_IDLE_S,
+                    commitlog.sync_started,
                 )
             except OSError as e:
                 commitlog.flush_failed(e)
@@ -430,11 +447,14 @@ class FlushService:
                 self._close_pipes(on_loop=False)
 
     def _close_pipes(self, on_loop: bool = True) -> None:
+        """Close the kick and done pipes once the flush thread is gone (on the loop, which first
+        completes the waiters of what the thread told and the loop had not read yet)."""
         fds = (self._wake_r, self._wake_w, self._done_r, self._done_w)
         if fds[0] < 0:
             return
         if on_loop:
             self._loop.remove_reader(self._done_r)
+            self._complete(self._commitlog.flushed_offset)  # the thread said so before it ended
         self._wake_r = self._wake_w = self._done_r = self._done_w = -1
         for fd in fds:
             os.close(fd)
