@@ -2,16 +2,31 @@
 the consume-queue/index flush, both updating the checkpoint.
 
 Owns the two flush threads and the group-commit waiters. Waiters are asyncio futures completed on
-the loop through ``call_soon_threadsafe`` once the flushed offset passes their end offset; the
-flush itself (fdatasync) never runs on the loop.
+the loop once the flushed offset passes their end offset; the flush itself (fdatasync) never runs
+on the loop.
 
-SYNC_FLUSH group commit has no fixed wait: the first waiter of a loop tick schedules a kick at the
-end of that tick (``call_soon``), so every put of the tick (one ``data_received``'s requests) joins
-one flush, and the kick wakes the flush thread when the loop is about to go idle: the thread then
-gets the GIL at once instead of after a forced switch interval (5 ms) behind a busy loop. A flush
-takes everything appended before it starts; waiters that come during a flush signal the flush thread
-again, so the next flush starts right after it and takes them all. The physic checkpoint is written
-by the consume-queue thread, off the group-commit path.
+SYNC_FLUSH group commit has no fixed wait. The loop asks for a flush by writing an offset it has
+appended up to (a kick, 8 bytes) to a non-blocking pipe: a put with no other waiter (the last flush
+answered one put) kicks at once, so its sync overlaps the rest of the tick; otherwise the first
+waiter of a tick schedules a kick at the end of that tick (``call_soon``), so every put of the tick
+(one ``data_received``'s requests) joins one flush. The flush thread spends its wait, the sync and
+the answer in one call, ``group_commit_sync`` (compiled with the GIL released, or its pure twin):
+it drains the kicks, ``fdatasync``s the last commitlog file up to the highest one, and writes that
+offset to a done pipe the loop reads (``add_reader``), raising ``flushed_offset`` and completing the
+waiters within it. A flush takes every kick written before it starts; kicks written during a flush
+start the next one right after it.
+
+Anything the one-file sync cannot cover takes the general flush (``CommitLog.flush``, its result
+told through ``call_soon_threadsafe``): bytes past the last file's start not yet durable (a roll),
+an injected flush fault (``DiskFaults``: the loop kicks ``KICK_GENERAL`` and the thread offers no
+descriptor, so every flush goes through ``on_flush``), an earlier failed flush (nothing is reported
+durable again), and puts that did not wait (``WAIT=false``: the thread looks every
+``GROUP_COMMIT_IDLE_S``). A failed sync marks the commitlog failed as the general flush does (the
+store turns read-only) and nothing past the flushed offset is acknowledged: its waiters answer
+FLUSH_DISK_TIMEOUT. ``stop`` joins the thread, then closes both pipes on the loop after completing
+the waiters of what the thread made durable (left open only when the thread is stuck past the join's
+10 s, since it may still write). The physic checkpoint is written by the consume-queue thread, off
+the group-commit path.
 
 The consume-queue thread never syncs a file in the common case, so the group commit's
 ``fdatasync`` does not queue behind a device cache flush or a journal commit of its: consume queues
