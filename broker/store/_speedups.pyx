@@ -4,7 +4,9 @@
 ``append_records`` (``commitlog.py``: the append callback, each record packed by the record layer's
 C encoder, cimported from ``rocketpy._speedups``), ``tags_hash`` (``props.py``),
 ``put_unique_key_entry`` (``index.py``), ``read_record`` and ``redispatch`` (``recovery.py``) and
-``dispatch_run`` (``dispatch.py``). ``rocketpy._accel`` chooses them or their pure twins.
+``dispatch_run`` (``dispatch.py``), and ``group_commit_sync`` (``flush.py``: the SYNC_FLUSH flush
+thread's wait, sync and answer with the GIL released). ``rocketpy._accel`` chooses them or their pure
+twins.
 
 Layout constants, result types and the pure twins a function hands its uncommon cases to
 (``rocketpy._accel.PURE``) are read from ``rocketpy.broker.store`` and the layer below it
@@ -20,14 +22,18 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memcmp
+from libc.math cimport ceil, fmin
+from libc.string cimport memcmp, strerror
 
 from rocketpy._cshared cimport (
     _contains, _crc32, _get_u32, _get_u64, _int, _latin1, _put_u32, _put_u64, _struct_error, _writable,
 )
 from rocketpy._speedups cimport _bind_record, _pack_record
 
-__all__ = ["append_records", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "redispatch"]
+__all__ = [
+    "append_records", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run", "redispatch",
+    "group_commit_sync",
+]
 
 
 # -- the commitlog's append callback --------------------------------------------------------------
@@ -447,3 +453,108 @@ def redispatch(d, tuple record, int64_t phys):
         return _pure_redispatch(d, record, phys)
     _dispatch_record(d, cq, mf, rel, queue_offset, phys, <int32_t>_int(total, -2147483648, 2147483647, "i"),
                      topic, props, p, k, store_ts, d.index, True)
+
+
+# -- the SYNC_FLUSH group commit ------------------------------------------------------------------
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd* fds, unsigned long nfds, int timeout)
+    enum: POLLIN
+
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t read(int fd, void* buf, size_t count)
+    ssize_t write(int fd, const void* buf, size_t count)
+    int fdatasync(int fd)
+
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    enum: CLOCK_MONOTONIC
+
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+    enum: EINTR
+    enum: EAGAIN
+
+
+cdef inline double _monotonic() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef enum:
+    _KICKS = 1024  # 8 KiB of kicks per read (the pure twin's PIPE_READ_BYTES)
+
+
+def group_commit_sync(int wake_fd, int sync_fd, int done_fd, int64_t flushed, int64_t limit, double timeout_s,
+                      double[::1] started):
+    """One SYNC_FLUSH group commit of the flush thread, all of it with the GIL released (twin of
+    ``rocketpy.broker.store.flush.group_commit_sync``): waits for kicks, syncs, tells the loop."""
+    if started.shape[0] < 1:
+        raise ValueError("started needs one slot")
+    cdef int64_t kicks[_KICKS]
+    cdef int64_t target = 0
+    cdef int64_t value
+    cdef bint general = False
+    cdef pollfd pfd
+    cdef ssize_t n, i
+    cdef int rc, err = 0, state = 0
+    cdef double t0 = 0.0, took = 0.0
+    # whole milliseconds, rounded up; none when not positive (NaN too), at most INT_MAX (MAX_WAIT_MS)
+    cdef int timeout_ms = <int>ceil(fmin(timeout_s * 1000, 2147483647.0)) if timeout_s > 0 else 0
+    with nogil:
+        pfd.fd = wake_fd
+        pfd.events = POLLIN
+        pfd.revents = 0
+        rc = poll(&pfd, 1, timeout_ms)
+        if rc < 0 and errno != EINTR:
+            err = errno
+        elif rc > 0:
+            while True:
+                n = read(wake_fd, kicks, sizeof(kicks))
+                if n < 0:
+                    if errno == EINTR:
+                        continue
+                    if errno != EAGAIN:  # else drained
+                        err = errno
+                    break
+                for i in range(n // 8):
+                    value = kicks[i]
+                    if value < 0:
+                        general = True
+                    elif value > target:
+                        target = value
+                if n < <ssize_t>sizeof(kicks):
+                    break
+            if err == 0 and not general and target > flushed and target <= limit and sync_fd >= 0:
+                t0 = _monotonic()
+                started[0] = t0
+                rc = fdatasync(sync_fd)
+                if rc != 0:
+                    err = errno
+                took = _monotonic() - t0
+                started[0] = 0.0
+                if err == 0:
+                    state = 2
+                    while True:
+                        n = write(done_fd, &target, 8)
+                        if n < 0 and errno == EINTR:
+                            continue
+                        if n == 8:
+                            state = 1
+                        break
+    if err:
+        raise OSError(err, strerror(err).decode())
+    if state == 0:
+        return target, 0, 0.0
+    return target, state, took

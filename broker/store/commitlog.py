@@ -16,7 +16,9 @@ import functools
 import logging
 import os
 import queue
+import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from mmap import mmap
 from typing import TYPE_CHECKING
@@ -132,11 +134,19 @@ class CommitLog:
         self._rolling_prefault = True  # turned off by the thread if the kernel cannot
         #: told of a failed flush (flush thread): the store turns read-only
         self.on_flush_error: Callable[[OSError], None] | None = None
-        #: when the running flush began (``time.monotonic()``; 0.0: none runs); read by the broker's
-        #: send queue as RocketMQ reads the commitlog lock time (osPageCacheBusyTimeOutMills)
-        self.flush_started = 0.0
+        #: ``[when the running flush began]`` (``time.monotonic()``; 0.0: none runs), written by the
+        #: flush thread, also from C with the GIL released (``flush.group_commit_sync``)
+        self.sync_started = array("d", [0.0])
+        #: makes ``synced``'s compare-and-raise of ``flushed_offset`` atomic (flush thread and loop)
+        self._synced_lock = threading.Lock()
 
     # -- positions ---------------------------------------------------------------------------
+    @property
+    def flush_started(self) -> float:
+        """When the running flush began (``time.monotonic()``; 0.0: none runs); read by the broker's
+        send queue as RocketMQ reads the commitlog lock time (osPageCacheBusyTimeOutMills)."""
+        return self.sync_started[0]
+
     @property
     def min_offset(self) -> int:
         """Offset of the first byte still stored."""
@@ -309,7 +319,7 @@ class CommitLog:
             # After a failed msync/fdatasync the kernel may have dropped the dirty pages and a retry
             # would "succeed" without them: nothing past the flushed offset is reported durable again.
             return self.flushed_offset
-        self.flush_started = time.monotonic()
+        self.sync_started[0] = time.monotonic()
         try:
             flushed = self.flushed_offset
             for mf in list(self.files):
@@ -317,14 +327,36 @@ class CommitLog:
                     self.faults.on_flush(mf.path, min(target, mf.end_offset) - max(flushed, mf.base_offset))
                     mf.flush()
         except OSError as e:
-            self.flush_error = e
-            if self.on_flush_error is not None:
-                self.on_flush_error(e)
+            self.flush_failed(e)
             raise
         finally:
-            self.flush_started = 0.0
-        self.flushed_offset = target
+            self.sync_started[0] = 0.0
+        self.synced(target)
         return target
+
+    def group_commit_file(self) -> MappedFile | None:
+        """The file a group commit may make durable alone (flush thread): the last one, when every
+        byte before it is flushed, it has a descriptor, and no flush failed or is to fail (faults)."""
+        files = self.files
+        mf = files[-1] if files else None
+        if (mf is None or mf.fd < 0 or self.flushed_offset < mf.base_offset or self.flush_error is not None
+                or self.faults.flush_armed):  # fmt: skip
+            return None
+        return mf
+
+    def synced(self, target: int) -> None:
+        """A flush made the log durable up to ``target`` (flush thread, or the loop when it hears of
+        a group commit before the thread has said so): ``flushed_offset`` only ever rises, whichever
+        of the two comes first (the lock is held for one compare and one store)."""
+        with self._synced_lock:
+            if target > self.flushed_offset:
+                self.flushed_offset = target
+
+    def flush_failed(self, e: OSError) -> None:
+        """A flush failed: no later one reports anything durable (flush thread)."""
+        self.flush_error = e
+        if self.on_flush_error is not None:
+            self.on_flush_error(e)
 
     def close(self) -> None:
         """Unmap every file and delete a pre-created next file never written to (blocking)."""

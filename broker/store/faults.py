@@ -81,6 +81,11 @@ class DiskFaults:
         """The faults named by ``ROCKETPY_STORE_FAULTS`` (none when unset)."""
         return cls.parse(os.environ.get(ENV_VAR))
 
+    @property
+    def flush_armed(self) -> bool:
+        """A flush fault is set: commitlog flushes must go through ``on_flush``."""
+        return bool(self.flush_delay_s or self.flush_bytes_per_s or self.flush_errno)
+
     def on_flush(self, path: str, nbytes: int) -> None:
         """Before ``nbytes`` of a commitlog file are flushed (flush thread): delay, then maybe fail.
 

@@ -57,6 +57,7 @@ TWINNED = (
     "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
     "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
     "plain_messages", "stored_answers", "put_now", "get_now",
+    "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
