@@ -34,16 +34,15 @@ cdef object check_ext = None
 cdef object encode_frame = None
 cdef long FLAG_RESPONSE = 1
 cdef long FLAG_ONEWAY = 2
-cdef double TURN_BUDGET_SECONDS = 0.001
+cdef object _connection = None  # rocketpy.remoting.connection: its TURN_BUDGET_SECONDS, read per turn
 cdef double _bounds[64]
 cdef Py_ssize_t _nbounds = 0
 
 
 cdef int _bind_turn() except -1:
     global _bound, FrameError, RemotingCommand, DecodeInSlices, SLICES, check_ext, encode_frame
-    global FLAG_RESPONSE, FLAG_ONEWAY, TURN_BUDGET_SECONDS, _nbounds
-    from rocketpy import limits
-    from rocketpy.remoting import body, codec, command, processor, request_stats
+    global FLAG_RESPONSE, FLAG_ONEWAY, _connection, _nbounds
+    from rocketpy.remoting import body, codec, command, connection, processor, request_stats
 
     FrameError = codec.FrameError
     RemotingCommand = command.RemotingCommand
@@ -53,7 +52,7 @@ cdef int _bind_turn() except -1:
     encode_frame = codec.encode_frame
     FLAG_RESPONSE = command.FLAG_RESPONSE
     FLAG_ONEWAY = command.FLAG_ONEWAY
-    TURN_BUDGET_SECONDS = limits.TURN_BUDGET_SECONDS
+    _connection = connection
     bounds = request_stats.LATENCY_BOUNDS_S
     if len(bounds) > 64:
         raise ImportError("rocketpy.remoting._turn holds at most 64 latency bounds; rebuild it")
@@ -262,7 +261,7 @@ def serve_turn(channel, data):
     if not _bound:
         _bind_turn()
     cdef Py_ssize_t limit = channel._turn_frames, frames, max_frames
-    cdef double started, elapsed
+    cdef double started, elapsed, budget
     decoder = channel._decoder
     try:
         commands = decoder.feed(data, limit)
@@ -286,10 +285,11 @@ def serve_turn(channel, data):
         # Channel._adapt_turn
         frames = channel._turn_frames
         max_frames = channel._max_frames_per_turn
-        if elapsed > TURN_BUDGET_SECONDS:
+        budget = _connection.TURN_BUDGET_SECONDS
+        if elapsed > budget:
             if frames > 1:
                 channel._turn_frames = frames // 2
-        elif frames < max_frames and elapsed * 2 < TURN_BUDGET_SECONDS:
+        elif frames < max_frames and elapsed * 2 < budget:
             channel._turn_frames = min(frames * 2, max_frames)
     if more or channel._more_frames:
         channel._more_frames = more
