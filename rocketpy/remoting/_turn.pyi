@@ -2,6 +2,7 @@
 
 from rocketpy.remoting.connection import Channel
 
-__all__ = ["serve_turn"]
+__all__ = ["receive", "serve_turn"]
 
 def serve_turn(channel: Channel, data: bytes | bytearray | memoryview) -> None: ...
+def receive(channel: Channel, data: bytes | bytearray | memoryview) -> None: ...

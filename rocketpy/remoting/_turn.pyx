@@ -23,7 +23,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-__all__ = ["serve_turn"]
+__all__ = ["receive", "serve_turn"]
 
 cdef bint _bound = False
 cdef object FrameError = None
@@ -32,6 +32,8 @@ cdef object DecodeInSlices = None
 cdef object SLICES = None
 cdef object check_ext = None
 cdef object encode_frame = None
+cdef object split_frames = None
+cdef Py_ssize_t PREFIX_BYTES = 8
 cdef long FLAG_RESPONSE = 1
 cdef long FLAG_ONEWAY = 2
 cdef object _connection = None  # rocketpy.remoting.connection: its TURN_BUDGET_SECONDS, read per turn
@@ -41,6 +43,7 @@ cdef Py_ssize_t _nbounds = 0
 
 cdef int _bind_turn() except -1:
     global _bound, FrameError, RemotingCommand, DecodeInSlices, SLICES, check_ext, encode_frame
+    global split_frames, PREFIX_BYTES
     global FLAG_RESPONSE, FLAG_ONEWAY, _connection, _nbounds
     from rocketpy.remoting import body, codec, command, connection, processor, request_stats
 
@@ -50,6 +53,8 @@ cdef int _bind_turn() except -1:
     SLICES = body.SLICES
     check_ext = processor.check_ext
     encode_frame = codec.encode_frame
+    split_frames = codec.split_frames
+    PREFIX_BYTES = codec.PREFIX_BYTES
     FLAG_RESPONSE = command.FLAG_RESPONSE
     FLAG_ONEWAY = command.FLAG_ONEWAY
     _connection = connection
@@ -256,25 +261,40 @@ cdef int _process(object channel, list commands) except -1:
     return 0
 
 
-def serve_turn(channel, data):
-    """One read turn of ``channel`` (twin of ``rocketpy.remoting.turn.serve_turn``)."""
-    if not _bound:
-        _bind_turn()
+cdef object _feed(object decoder, object data, Py_ssize_t limit):
+    """``FrameDecoder.feed(data, limit)``; its common case (nothing buffered) without its frame."""
+    if decoder._failed or decoder._body_len or decoder._buf:
+        return decoder.feed(data, limit)
+    try:
+        out, used = split_frames(decoder, data, limit)
+    except FrameError:
+        decoder._failed = True
+        raise
+    if used < len(data):
+        buf = decoder._buf
+        buf += memoryview(data)[used:]
+        if decoder._head is not None and len(buf) >= PREFIX_BYTES:
+            decoder._maybe_assemble(buf)
+    return out
+
+
+cdef int _turn(object channel, object data) except -1:
+    """``turn.serve_turn``."""
     cdef Py_ssize_t limit = channel._turn_frames, frames, max_frames
     cdef double started, elapsed, budget
     decoder = channel._decoder
     try:
-        commands = decoder.feed(data, limit)
+        commands = _feed(decoder, data, limit) if limit > 0 else decoder.feed(data, limit)
     except FrameError as exc:
         channel._protocol_error(exc.reason)
-        return
+        return 0
     except Exception as exc:
         channel._protocol_error(f"undecodable frame: {type(exc).__name__}: {exc}")
-        return
+        return 0
     cdef Py_ssize_t count = len(commands)
     cdef bint more = count >= limit
     # Channel._track_partial
-    if more or not decoder.buffered_bytes:
+    if more or not (len(decoder._buf) + decoder._body_pos):
         channel.partial_since = None
     elif count or channel.partial_since is None:
         channel.partial_since = channel.last_read_time
@@ -294,3 +314,19 @@ def serve_turn(channel, data):
     if more or channel._more_frames:
         channel._more_frames = more
         channel._update_reading()
+    return 0
+
+
+def serve_turn(channel, data):
+    """One read turn of ``channel`` (twin of ``rocketpy.remoting.turn.serve_turn``)."""
+    if not _bound:
+        _bind_turn()
+    _turn(channel, data)
+
+
+def receive(channel, data):
+    """``Channel.data_received`` (twin of ``rocketpy.remoting.turn.receive``)."""
+    if not _bound:
+        _bind_turn()
+    channel.last_read_time = channel._loop.time()
+    _turn(channel, data)

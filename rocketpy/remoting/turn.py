@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 
 
 @twin
+def receive(channel: Channel, data: bytes | bytearray | memoryview) -> None:
+    """``Channel.data_received``: note the read's time (the idle deadline's clock), serve the turn."""
+    channel.last_read_time = channel._loop.time()
+    serve_turn(channel, data)
+
+
+@twin
 def serve_turn(channel: Channel, data: bytes | bytearray | memoryview) -> None:
     """Decode and process at most the channel's frames per turn from ``data`` (may be empty: the
     frames already buffered) and write the answers that are ready; leave the rest for the next turn.
@@ -116,3 +123,5 @@ if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signatu
 
     same_signature(serve_turn)(_turn.serve_turn)
     same_signature(_turn.serve_turn)(serve_turn)
+    same_signature(receive)(_turn.receive)
+    same_signature(_turn.receive)(receive)

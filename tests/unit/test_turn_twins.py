@@ -26,13 +26,14 @@ from rocketpy.remoting.codec import encode_frame_bytes
 from rocketpy.remoting.command import SERIALIZE_JSON, SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import ProcessorTable
-from rocketpy.remoting.turn import serve_turn  # noqa: F401  (joins _accel.PURE)
+from rocketpy.remoting.turn import serve_turn  # noqa: F401  (its twins join _accel.PURE)
 
 try:
-    COMPILED: Any = _accel.load_compiled()["serve_turn"]
+    _compiled = _accel.load_compiled()
+    COMPILED: Any = (_compiled["receive"], _compiled["serve_turn"])
 except ImportError:  # pragma: no cover - a tree where pip install did not build it
     COMPILED = None
-PURE = _accel.PURE["serve_turn"]
+PURE = (_accel.PURE["receive"], _accel.PURE["serve_turn"])
 pytestmark = pytest.mark.skipif(COMPILED is None, reason="the compiled core is not built")
 
 ECHO, NONE, FAIL, BAD_HEADER, LATER, WRITES, RUN_A, RUN_B, GUARDED, UNKNOWN = 1, 2, 3, 4, 5, 6, 10, 11, 12, 99
@@ -139,7 +140,7 @@ FRAME = st.builds(
 
 
 async def _drive(
-    fn: Any, stream: bytes, cuts: list[int], guard: bool, frames_per_turn: int, inflight: int
+    twins: Any, stream: bytes, cuts: list[int], guard: bool, frames_per_turn: int, inflight: int
 ) -> dict[str, Any]:
     table = _table(guard)
     channel = Channel(table, max_frames_per_turn=frames_per_turn, max_inflight_handlers=inflight)
@@ -151,9 +152,10 @@ async def _drive(
     for opaque in PENDING:
         futures[opaque] = loop.create_future()
         channel._pending.add(opaque, futures[opaque], ECHO, 60.0)
+    receive, fn = twins  # a read, then the turns of what it left buffered
     start = 0
     for cut in [*cuts, len(stream)]:
-        fn(channel, stream[start:cut])
+        receive(channel, stream[start:cut])
         start = cut
         while channel._more_frames and not channel.closed and not channel._handlers_blocked():
             fn(channel, b"")
@@ -167,6 +169,7 @@ async def _drive(
         "tasks": len(channel._tasks),
         "turn_frames": channel._turn_frames,
         "partial": channel.partial_since is not None,
+        "buffered": channel._decoder.buffered_bytes,
         "reading_paused": channel.reading_paused,
         "completed": {o: f.result().code for o, f in futures.items() if f.done() and not f.exception()},
         "out": channel._out,
@@ -177,8 +180,8 @@ async def _drive(
     return state
 
 
-def _run(fn: Any, *args: Any) -> dict[str, Any]:
-    return asyncio.run(_drive(fn, *args))
+def _run(twins: Any, *args: Any) -> dict[str, Any]:
+    return asyncio.run(_drive(twins, *args))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -229,8 +232,8 @@ def test_the_stream_reaches_every_path() -> None:
         RemotingCommand(ECHO, 12, 0, serialize_type=SERIALIZE_JSON),
     ]
     stream = b"".join(encode_frame_bytes(f) for f in frames)
-    for fn in (PURE, COMPILED):
-        state = _run(fn, stream, [], False, 32, 4096)
+    for twins in (PURE, COMPILED):
+        state = _run(twins, stream, [], False, 32, 4096)
         codes = state["responses"]
         assert codes[(ECHO, 0)] == 3 and codes[(FAIL, 1)] == 1 and codes[(BAD_HEADER, 29)] == 1, codes
         assert codes[(ECHO, 29)] == 1 and codes[(-1, 3)] == 1 and codes[(RUN_A, 0)] == 1, codes
