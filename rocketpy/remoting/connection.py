@@ -4,7 +4,8 @@ A channel owns the connection's frame decoder, its table of pending requests (op
 with a deadline, see ``pending.py``), the tasks of its asynchronous handlers,
 and its flow-control state. Requests it receives go to a ``ProcessorTable``; a handler's inline
 response is written before the next read (all responses of one read leave in one write), an
-awaitable result runs as a task tracked here and cancelled when the connection closes.
+awaitable result runs as a task tracked here and cancelled when the connection closes. One read's
+turn (decode, dispatch, answer, write) is ``turn.serve_turn``, compiled in ``_turn.pyx``.
 
 Invariants: every pending request ends exactly once (response, timeout, or connection close — the
 close fails all of them at once); the close listener runs once; a malformed stream aborts only this
