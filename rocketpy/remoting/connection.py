@@ -4,7 +4,8 @@ A channel owns the connection's frame decoder, its table of pending requests (op
 with a deadline, see ``pending.py``), the tasks of its asynchronous handlers,
 and its flow-control state. Requests it receives go to a ``ProcessorTable``; a handler's inline
 response is written before the next read (all responses of one read leave in one write), an
-awaitable result runs as a task tracked here and cancelled when the connection closes.
+awaitable result runs as a task tracked here and cancelled when the connection closes. One read's
+turn (decode, dispatch, answer, write) is ``turn.serve_turn``, compiled in ``_turn.pyx``.
 
 Invariants: every pending request ends exactly once (response, timeout, or connection close — the
 close fails all of them at once); the close listener runs once; a malformed stream aborts only this
@@ -16,9 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from time import perf_counter
 from typing import Any, cast
@@ -34,11 +34,12 @@ from rocketpy.limits import (
 )
 from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.calls import CallsMixin
-from rocketpy.remoting.codec import FrameDecoder, FrameError, encode_frame
+from rocketpy.remoting.codec import FrameDecoder, encode_frame
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_MSGPACK, RemotingCommand
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.pending import PendingRequests
 from rocketpy.remoting.processor import ProcessorTable
+from rocketpy.remoting.turn import receive, serve_turn
 
 log = logging.getLogger("rocketpy.remoting")
 
@@ -127,31 +128,9 @@ class Channel(CallsMixin, asyncio.Protocol):
         if self._on_open is not None:
             self._on_open(self)  # may close the connection at once (connection limits)
 
-    def data_received(self, data: bytes) -> None:
-        """Decode frames; complete pending calls and dispatch requests; write responses at once."""
-        self.last_read_time = self._loop.time()
-        self._decode_turn(data)
-
-    def _decode_turn(self, data: bytes) -> None:
-        """Decode and process at most ``max_frames_per_turn`` frames; leave the rest for next turn."""
-        limit = self._turn_frames
-        try:
-            commands = self._decoder.feed(data, limit)
-        except FrameError as exc:
-            self._protocol_error(exc.reason)
-            return
-        except Exception as exc:  # a header codec's bug must still close only this connection
-            self._protocol_error(f"undecodable frame: {type(exc).__name__}: {exc}")
-            return
-        more = len(commands) >= limit
-        self._track_partial(more, bool(commands))
-        if commands:
-            started = time.perf_counter()
-            self._process(commands)
-            self._adapt_turn(time.perf_counter() - started)
-        if more or self._more_frames:  # schedule the next turn, or resume reading after the last
-            self._more_frames = more
-            self._update_reading()
+    #: Decode frames; complete pending calls and dispatch requests; write responses at once
+    #: (``turn.receive``: compiled, no Python frame per read).
+    data_received = receive
 
     def _adapt_turn(self, elapsed: float) -> None:
         """Halve the frames per turn while a turn costs over the budget; double them while twice
@@ -185,39 +164,10 @@ class Channel(CallsMixin, asyncio.Protocol):
     def _next_turn(self) -> None:
         self._turn_scheduled = False
         if not self.closed and not self._handlers_blocked():
-            self._decode_turn(b"")
+            serve_turn(self, b"")
 
     def _protocol_error(self, reason: str) -> None:
         self._teardown(f"protocol error from {self.remote_addr}: {reason}", abort=True)
-
-    def _process(self, commands: Iterable[RemotingCommand]) -> None:
-        """Handle ``commands`` in order; requests past the handler bound wait in the backlog."""
-        backlog = self._backlog
-        if self._run_codes and not backlog:
-            commands = self._dispatch_runs(commands)
-        responses = False
-        self._batching = True
-        try:
-            for cmd in commands:
-                if self.closed:
-                    break
-                if cmd.flag & FLAG_RESPONSE:
-                    self._complete(cmd)
-                    responses = True
-                elif backlog or len(self._tasks) >= self._max_inflight or self.decoding:
-                    backlog.append(cmd)
-                else:
-                    self._dispatch(cmd)
-        finally:
-            self._batching = False
-            self._flush()
-        if responses and not self._flush_scheduled:
-            # The callers just woken will send their next requests in the coming loop iteration;
-            # hold those writes and send them together after all of them ran.
-            self._flush_scheduled = True
-            self._loop.call_soon(self._scheduled_flush)
-        if backlog:
-            self._update_reading()
 
     def eof_received(self) -> bool | None:
         """The peer closed its side: close ours too."""
@@ -327,29 +277,6 @@ class Channel(CallsMixin, asyncio.Protocol):
     def _complete(self, response: RemotingCommand) -> None:
         if not self._pending.complete(response):
             log.debug("late or unknown response opaque=%d from %s", response.opaque, self.remote_addr)
-
-    def _dispatch_runs(self, commands: Iterable[RemotingCommand]) -> Iterable[RemotingCommand]:
-        """Hand this read's requests of ``run_codes`` (the broker's sends) to the run handler at once,
-        in their order, and return the other commands (handled after them, as RocketMQ handles
-        each request code in its own executor). Answers join this read's one write; the run is
-        left to the normal path when it would take the handler tasks past their bound."""
-        codes = self._run_codes
-        commands = list(commands)
-        run = [c for c in commands if c.code in codes and not c.flag & FLAG_RESPONSE]
-        if len(run) < 2 or len(self._tasks) + len(run) > self._max_inflight:
-            return commands
-        self._batching = True  # _process writes the answers with the rest of this read's
-        started = perf_counter()
-        respond, answer = self._respond, self._answer
-        try:
-            for request, result in zip(run, self._processors.handle_run(self, run), strict=True):
-                if type(result) is RemotingCommand:  # _answer's common case without its call
-                    respond(request, result, started)
-                else:
-                    answer(request, result, started)
-        finally:
-            self._batching = False
-        return [c for c in commands if c.code not in codes or c.flag & FLAG_RESPONSE]
 
     def _dispatch(self, request: RemotingCommand) -> None:
         started = perf_counter()
