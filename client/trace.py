@@ -253,19 +253,34 @@ class TraceDispatcher:
             await producer.shutdown()
 
     async def _routine(self) -> None:
+        """Send full trace messages as soon as a message's worth is buffered, and everything
+        buffered once every ``flush_interval_s``; at most ``MAX_SENDS_IN_FLIGHT`` at once. Each
+        batch is taken here, before its send starts, so no send starts with nothing to send and a
+        partial batch waits for company until the interval is up."""
+        loop = asyncio.get_running_loop()
+        in_flight = self._in_flight
+        due = loop.time() + self.flush_interval_s
         while True:
-            try:
-                async with asyncio.timeout(self.flush_interval_s):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            wait_s = due - loop.time()
+            if wait_s > 0:
+                try:
+                    async with asyncio.timeout(wait_s):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
             self._wake.clear()
-            while self._count and len(self._in_flight) < MAX_SENDS_IN_FLIGHT:
-                task = asyncio.get_running_loop().create_task(self._send_one_batch())
-                self._in_flight.add(task)
-                task.add_done_callback(self._in_flight.discard)
-            if self._in_flight and len(self._in_flight) >= MAX_SENDS_IN_FLIGHT:
-                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            flush_all = loop.time() >= due
+            while self._count >= (1 if flush_all else BATCH_RECORDS) and len(in_flight) < MAX_SENDS_IN_FLIGHT:
+                records, keys = self._take_batch()
+                if not records:
+                    break
+                task = loop.create_task(self._send_batch(records, keys))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+            if len(in_flight) >= MAX_SENDS_IN_FLIGHT:
+                await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            elif flush_all or not self._count:  # all sent (or none to send): the next interval starts
+                due = loop.time() + self.flush_interval_s
 
     def _take_batch(self) -> tuple[list[str], set[str]]:
         """The records and index keys of the next trace message (at most ``BATCH_RECORDS`` records;
@@ -312,7 +327,14 @@ class TraceDispatcher:
 
     async def _send_one_batch(self) -> None:
         records, keys = self._take_batch()
-        if not records or self._producer is None:
+        await self._send_batch(records, keys)
+
+    async def _send_batch(self, records: list[str], keys: set[str]) -> None:
+        """Send one trace message of ``records`` indexed by ``keys`` (counted either way)."""
+        if not records:
+            return
+        if self._producer is None:
+            self.stats.failed_records += len(records)
             return
         msg = Message(self.trace_topic, "".join(records).encode(), keys=sorted(keys))
         try:
@@ -466,47 +488,99 @@ def context_code(result: Any, ok: bool) -> int:
 
 
 #: What ``ConsumeTracer.before`` hands to ``after``: the call's number, its traced messages per
-#: chunk and how many.
-BeforeToken = tuple[int, list[list[MessageExt]], int]
+#: chunk, how many, and their ids and keys in order (read once, for both records).
+BeforeToken = tuple[int, list[list[MessageExt]], int, list[str], list[list[str]]]
+
+
+def _chunk_hexes(n: int) -> Sequence[str]:
+    """The chunk parts of the request ids of a call of ``n`` chunks (``_request_ids_of``)."""
+    return _CHUNK_HEX if n <= len(_CHUNK_HEX) else [f"{i:04X}" for i in range(n)]
+
+
+def _add_keyed(out: _Encoded, first: int, keys: list[list[str]]) -> None:
+    """Note the traced messages' own keys of the records from ``first`` on (one per message)."""
+    keyed = out.keyed
+    for j, k in enumerate(keys):
+        if k:
+            keyed.append((first + j, k))
 
 
 def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
-    now, group, seq, traced, retries = what
-    texts, ids, keyed = out.texts, out.ids, out.keyed
-    head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01"
-    j = 0
-    for request_id, chunk in zip(_request_ids_of(seq, len(traced)), traced, strict=True):
-        for m in chunk:
-            msg_id, keys = m.msg_id, m.keys
-            if keys:
-                keyed.append((len(texts), keys))
-            texts.append(
-                f"{head}{request_id}\x01{msg_id}\x01{retries[j]}\x01{' '.join(keys) if keys else NULL}\x02"
-            )
-            ids.append(msg_id)
-            j += 1
+    now, group, seq, traced, ids, retries, keys = what
+    texts = out.texts
+    first = len(texts)
+    head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{_REQUEST_PREFIX}{seq:012X}"
+    hexes = _chunk_hexes(len(traced))
+    if len(traced) == len(ids):  # a message per chunk (the default batch size of one)
+        chunk_of: Sequence[int] = range(len(ids))
+    else:
+        chunk_of = [i for i, chunk in enumerate(traced) for _ in chunk]
+    has_keys = any(keys)
+    texts.extend([
+        f"{head}{hexes[c]}\x01{msg_id}\x01{r}\x01{' '.join(k) if has_keys and k else NULL}\x02"
+        for c, msg_id, r, k in zip(chunk_of, ids, retries, keys, strict=True)
+    ])  # fmt: skip
+    out.ids.extend(ids)
+    if has_keys:
+        _add_keyed(out, first, keys)
 
 
 def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
-    group, seq, chunks, traced, results, times, ok_statuses = what
-    texts, ids, keyed = out.texts, out.ids, out.keyed
-    request_ids = _request_ids_of(seq, len(traced))
+    group, seq, chunks, traced, ids, keys, results, times, ok_statuses = what
+    texts, out_ids = out.texts, out.ids
+    base = f"SubAfter\x01{_REQUEST_PREFIX}{seq:012X}"
+    hexes = _chunk_hexes(len(traced))
+    has_keys = any(keys)
+    r0 = results[0] if results else None
+    if (
+        traced is chunks
+        and len(ids) == len(chunks)
+        and results.count(r0) == len(results)
+        and r0 is not SKIPPED
+    ):
+        # the usual call: a message per chunk, none filtered, one result for all
+        ok = _is_ok(r0, ok_statuses)
+        mid = f"\x01{'true' if ok else 'false'}\x01"
+        code = f"\x01{context_code(r0, ok)}\x01"
+        first = len(texts)
+        texts.extend([
+            f"{base}{hexes[i]}\x01{ids[i]}\x01{int((times[2 * i + 1] - times[2 * i]) * 1000)}{mid}"
+            f"{' '.join(keys[i]) if has_keys and keys[i] else NULL}{code}{int(times[2 * i + 1] * 1000)}"
+            f"\x01{group}\x02"
+            for i in range(len(ids))
+        ])  # fmt: skip
+        out_ids.extend(ids)
+        if has_keys:
+            _add_keyed(out, first, keys)
+        return
+    j = 0  # the first message of chunk i in ids and keys
     for i, result in enumerate(results):
         chunk = traced[i]
-        if result is SKIPPED or not chunk:
+        n = len(chunk)
+        if result is SKIPPED or not n:
+            j += n
             continue
         begin, end = times[2 * i], times[2 * i + 1]
         ok = _is_ok(result, ok_statuses)
         cost = int((end - begin) * 1000 / max(1, len(chunks[i])))
-        head = f"SubAfter\x01{request_ids[i]}\x01"
-        tail = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
-        end_text = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
-        for m in chunk:
-            msg_id, keys = m.msg_id, m.keys
-            if keys:
-                keyed.append((len(texts), keys))
-            texts.append(f"{head}{msg_id}{tail}{' '.join(keys) if keys else NULL}{end_text}")
-            ids.append(msg_id)
+        tail = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
+        mid = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
+        if n == 1:
+            k = keys[j]
+            if k:
+                out.keyed.append((len(texts), k))
+            texts.append(f"{base}{hexes[i]}\x01{ids[j]}{mid}{' '.join(k) if k else NULL}{tail}")
+            out_ids.append(ids[j])
+        else:
+            first = len(texts)
+            texts.extend([
+                f"{base}{hexes[i]}\x01{msg_id}{mid}{' '.join(k) if has_keys and k else NULL}{tail}"
+                for msg_id, k in zip(ids[j : j + n], keys[j : j + n], strict=True)
+            ])  # fmt: skip
+            out_ids.extend(ids[j : j + n])
+            if has_keys:
+                _add_keyed(out, first, keys[j : j + n])
+        j += n
 
 
 def _is_ok(result: Any, ok_statuses: tuple[Any, ...]) -> bool:
@@ -554,11 +628,14 @@ class ConsumeTracer:
             else:
                 continue
             break
-        retries = [m.reconsume_times for c in traced for m in c]
+        msgs = [m for c in traced for m in c]
+        ids = [m.msg_id for m in msgs]
+        keys = [m.keys for m in msgs]
         seq = next(_request_ids)
-        if retries:
-            self.dispatcher.add(_encode_before, (now, self.group, seq, traced, retries), len(retries))
-        return seq, traced, len(retries)
+        if msgs:
+            retries = [m.reconsume_times for m in msgs]
+            self.dispatcher.add(_encode_before, (now, self.group, seq, traced, ids, retries, keys), len(msgs))
+        return seq, traced, len(msgs), ids, keys
 
     def after(
         self, chunks: list[list[MessageExt]], token: BeforeToken, results: list[Any], times: list[float]
@@ -568,13 +645,13 @@ class ConsumeTracer:
         ``times`` holds a (start, end) ``time.time()`` pair per chunk, in order; a chunk that was
         not handed to the listener (its queue was released meanwhile) has no record.
         """
-        seq, traced, n = token
+        seq, traced, n, ids, keys = token
         if len(results) != len(traced):
             raise ValueError(f"{len(results)} results for {len(traced)} chunks")
         if SKIPPED in results:  # rare: count the chunks that were consumed
             n = sum(len(c) for c, r in zip(traced, results, strict=True) if r is not SKIPPED)
         if n:
-            what = (self.group, seq, chunks, traced, results, times, self.ok)
+            what = (self.group, seq, chunks, traced, ids, keys, results, times, self.ok)
             self.dispatcher.add(_encode_after, what, n)
         spans = self.spans
         if spans is not None:
