@@ -61,6 +61,7 @@ MODULES = (
     "rocketpy.client._speedups",  # the producer's awaited send: first attempt, batch body, results
     "rocketpy.broker.pop._speedups",  # POP's batch-ack reading, ledger runs and ACKS entries
     "rocketpy.broker.processors._sendrun",  # the send run's fast path: plain messages, answers
+    "rocketpy.broker.store._indexkeys",  # the index entries of a message with keys, in one call
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
