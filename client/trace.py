@@ -488,8 +488,9 @@ def context_code(result: Any, ok: bool) -> int:
 
 
 #: What ``ConsumeTracer.before`` hands to ``after``: the call's number, its traced messages per
-#: chunk, how many, and their ids and keys in order (read once, for both records).
-BeforeToken = tuple[int, list[list[MessageExt]], int, list[str], list[list[str]]]
+#: chunk, how many, their ids in order and their keys (``' '``-joined, None for a message without;
+#: None when none has keys), read once for both records.
+BeforeToken = tuple[int, list[list[MessageExt]], int, list[str], list[str | None] | None]
 
 
 def _chunk_hexes(n: int) -> Sequence[str]:
@@ -497,44 +498,59 @@ def _chunk_hexes(n: int) -> Sequence[str]:
     return _CHUNK_HEX if n <= len(_CHUNK_HEX) else [f"{i:04X}" for i in range(n)]
 
 
-def _add_keyed(out: _Encoded, first: int, keys: list[list[str]]) -> None:
+def _key_texts(msgs: list[MessageExt]) -> list[str | None] | None:
+    """Each message's keys as its records write them (None: it has none); None when none has any."""
+    if not any(m.keys for m in msgs):
+        return None
+    return [" ".join(m.keys) if m.keys else None for m in msgs]
+
+
+def _add_keyed(out: _Encoded, first: int, texts: Sequence[str | None]) -> None:
     """Note the traced messages' own keys of the records from ``first`` on (one per message)."""
     keyed = out.keyed
-    for j, k in enumerate(keys):
-        if k:
-            keyed.append((first + j, k))
+    for j, text in enumerate(texts):
+        if text:
+            keyed.append((first + j, text.split(" ")))
+
+
+# The buffered entries hold plain values (ids, counts, texts), never the consumed messages: a message
+# kept alive until its records are encoded would be traversed by every young-generation collection
+# meanwhile (the collector runs more often while a buffer grows), which cost more than the encoding.
 
 
 def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
-    now, group, seq, traced, ids, retries, keys = what
+    now, group, seq, sizes, ids, retries, key_texts = what
     texts = out.texts
     first = len(texts)
     head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{_REQUEST_PREFIX}{seq:012X}"
-    hexes = _chunk_hexes(len(traced))
-    if len(traced) == len(ids):  # a message per chunk (the default batch size of one)
+    hexes = _chunk_hexes(len(sizes))
+    if len(sizes) == len(ids):  # a message per chunk (the default batch size of one)
         chunk_of: Sequence[int] = range(len(ids))
     else:
-        chunk_of = [i for i, chunk in enumerate(traced) for _ in chunk]
-    has_keys = any(keys)
-    texts.extend([
-        f"{head}{hexes[c]}\x01{msg_id}\x01{r}\x01{' '.join(k) if has_keys and k else NULL}\x02"
-        for c, msg_id, r, k in zip(chunk_of, ids, retries, keys, strict=True)
-    ])  # fmt: skip
+        chunk_of = [i for i, size in enumerate(sizes) for _ in range(size)]
+    if key_texts is None:
+        texts.extend([
+            f"{head}{hexes[c]}\x01{msg_id}\x01{r}\x01{NULL}\x02"
+            for c, msg_id, r in zip(chunk_of, ids, retries, strict=True)
+        ])  # fmt: skip
+    else:
+        texts.extend([
+            f"{head}{hexes[c]}\x01{msg_id}\x01{r}\x01{NULL if k is None else k}\x02"
+            for c, msg_id, r, k in zip(chunk_of, ids, retries, key_texts, strict=True)
+        ])  # fmt: skip
+        _add_keyed(out, first, key_texts)
     out.ids.extend(ids)
-    if has_keys:
-        _add_keyed(out, first, keys)
 
 
 def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
-    group, seq, chunks, traced, ids, keys, results, times, ok_statuses = what
+    group, seq, sizes, divisors, ids, key_texts, results, times, ok_statuses = what
     texts, out_ids = out.texts, out.ids
     base = f"SubAfter\x01{_REQUEST_PREFIX}{seq:012X}"
-    hexes = _chunk_hexes(len(traced))
-    has_keys = any(keys)
+    hexes = _chunk_hexes(len(sizes))
     r0 = results[0] if results else None
     if (
-        traced is chunks
-        and len(ids) == len(chunks)
+        divisors is None
+        and len(ids) == len(sizes)
         and results.count(r0) == len(results)
         and r0 is not SKIPPED
     ):
@@ -545,41 +561,32 @@ def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
         first = len(texts)
         texts.extend([
             f"{base}{hexes[i]}\x01{ids[i]}\x01{int((times[2 * i + 1] - times[2 * i]) * 1000)}{mid}"
-            f"{' '.join(keys[i]) if has_keys and keys[i] else NULL}{code}{int(times[2 * i + 1] * 1000)}"
-            f"\x01{group}\x02"
+            f"{NULL if key_texts is None or key_texts[i] is None else key_texts[i]}{code}"
+            f"{int(times[2 * i + 1] * 1000)}\x01{group}\x02"
             for i in range(len(ids))
         ])  # fmt: skip
         out_ids.extend(ids)
-        if has_keys:
-            _add_keyed(out, first, keys)
+        if key_texts is not None:
+            _add_keyed(out, first, key_texts)
         return
-    j = 0  # the first message of chunk i in ids and keys
+    j = 0  # the first message of chunk i in ids and key_texts
     for i, result in enumerate(results):
-        chunk = traced[i]
-        n = len(chunk)
+        n = sizes[i]
         if result is SKIPPED or not n:
             j += n
             continue
         begin, end = times[2 * i], times[2 * i + 1]
         ok = _is_ok(result, ok_statuses)
-        cost = int((end - begin) * 1000 / max(1, len(chunks[i])))
+        cost = int((end - begin) * 1000 / max(1, n if divisors is None else divisors[i]))
         tail = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
         mid = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
-        if n == 1:
-            k = keys[j]
-            if k:
-                out.keyed.append((len(texts), k))
-            texts.append(f"{base}{hexes[i]}\x01{ids[j]}{mid}{' '.join(k) if k else NULL}{tail}")
-            out_ids.append(ids[j])
-        else:
-            first = len(texts)
-            texts.extend([
-                f"{base}{hexes[i]}\x01{msg_id}{mid}{' '.join(k) if has_keys and k else NULL}{tail}"
-                for msg_id, k in zip(ids[j : j + n], keys[j : j + n], strict=True)
-            ])  # fmt: skip
-            out_ids.extend(ids[j : j + n])
-            if has_keys:
-                _add_keyed(out, first, keys[j : j + n])
+        first = len(texts)
+        for jj in range(j, j + n):
+            k = None if key_texts is None else key_texts[jj]
+            texts.append(f"{base}{hexes[i]}\x01{ids[jj]}{mid}{NULL if k is None else k}{tail}")
+        out_ids.extend(ids[j : j + n])
+        if key_texts is not None:
+            _add_keyed(out, first, key_texts[j : j + n])
         j += n
 
 
@@ -630,12 +637,14 @@ class ConsumeTracer:
             break
         msgs = [m for c in traced for m in c]
         ids = [m.msg_id for m in msgs]
-        keys = [m.keys for m in msgs]
+        key_texts = _key_texts(msgs)
         seq = next(_request_ids)
         if msgs:
             retries = [m.reconsume_times for m in msgs]
-            self.dispatcher.add(_encode_before, (now, self.group, seq, traced, ids, retries, keys), len(msgs))
-        return seq, traced, len(msgs), ids, keys
+            sizes = [len(c) for c in traced]
+            what = (now, self.group, seq, sizes, ids, retries, key_texts)
+            self.dispatcher.add(_encode_before, what, len(msgs))
+        return seq, traced, len(msgs), ids, key_texts
 
     def after(
         self, chunks: list[list[MessageExt]], token: BeforeToken, results: list[Any], times: list[float]
@@ -645,13 +654,15 @@ class ConsumeTracer:
         ``times`` holds a (start, end) ``time.time()`` pair per chunk, in order; a chunk that was
         not handed to the listener (its queue was released meanwhile) has no record.
         """
-        seq, traced, n, ids, keys = token
+        seq, traced, n, ids, key_texts = token
         if len(results) != len(traced):
             raise ValueError(f"{len(results)} results for {len(traced)} chunks")
         if SKIPPED in results:  # rare: count the chunks that were consumed
             n = sum(len(c) for c, r in zip(traced, results, strict=True) if r is not SKIPPED)
         if n:
-            what = (self.group, seq, chunks, traced, ids, keys, results, times, self.ok)
+            sizes = [len(c) for c in traced]
+            divisors = None if traced is chunks else [len(c) for c in chunks]  # cost: per message given
+            what = (self.group, seq, sizes, divisors, ids, key_texts, results, times, self.ok)
             self.dispatcher.add(_encode_after, what, n)
         spans = self.spans
         if spans is not None:
