@@ -364,6 +364,8 @@ def msg_type_of(msg: Message, sys_flag: int) -> int:
     """RocketMQ's ``MessageType`` ordinal of a send: half (transaction), delay, or normal."""
     if sys_flag & TRANSACTION_PREPARED_TYPE:
         return TRANS_MSG_HALF
+    if not msg.properties and not msg.delay_level:  # no timer properties either: the usual message
+        return NORMAL_MSG
     if msg.delay_level or msg.deliver_time_ms or msg.delay_seconds:
         return DELAY_MSG
     return NORMAL_MSG
@@ -417,10 +419,14 @@ def _encode_pub(what: tuple[Any, ...], out: _Encoded) -> None:
     begin_ms, group, topic, msg_id, tags, keys, omid, body_len, cost_ms, msg_type, ok = what
     if keys:
         out.keyed.append((len(out.texts), keys))
+    host = _STORE_HOSTS.get(omid[:16]) if omid else None
+    if host is None:
+        host = _store_host(omid)
     out.texts.append(
-        f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{group}\x01{topic}\x01{msg_id}\x01{_t(tags)}\x01"
-        f"{' '.join(keys) if keys else NULL}\x01{_t(_store_host(omid))}\x01{body_len}\x01{cost_ms}\x01"
-        f"{msg_type}\x01{_t(omid)}\x01{'true' if ok else 'false'}\x02"
+        f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{group}\x01{topic}\x01{msg_id}\x01"
+        f"{NULL if tags is None else tags}\x01{' '.join(keys) if keys else NULL}\x01"
+        f"{NULL if host is None else host}\x01{body_len}\x01{cost_ms}\x01{msg_type}\x01"
+        f"{NULL if omid is None else omid}\x01{'true' if ok else 'false'}\x02"
     )
     out.ids.append(msg_id)
 
@@ -441,17 +447,23 @@ class ProducerTracer:
 
     def pub(self, msg: Message, result: SendResult, begin_ms: int, cost_ms: int, msg_type: int) -> None:
         """Record one stored message (``begin_ms``: when the send started)."""
-        if msg.topic == self.dispatcher.trace_topic or _skip(msg):
+        d = self.dispatcher
+        topic, props = msg.topic, msg.properties
+        if topic == d.trace_topic or (props and props.get(MessageConst.TRACE_SWITCH) == "false"):
             return
         keys = msg.keys
-        self.dispatcher.add(
-            _encode_pub,
-            (
-                begin_ms, self.group, msg.topic, result.msg_id, msg.tags, tuple(keys) if keys else None,
-                result.offset_msg_id, len(msg.body), cost_ms, msg_type, result.status is _SEND_OK,
-            ),
-            1,
+        what = (
+            begin_ms, self.group, topic, result.msg_id, msg.tags, tuple(keys) if keys else None,
+            result.offset_msg_id, len(msg.body), cost_ms, msg_type, result.status is _SEND_OK,
         )  # fmt: skip
+        if d._open and d._count < d.buffer_size:  # ``add`` of one record, without its call
+            d._buffer.append((_encode_pub, what, 1))
+            d._count += 1
+            d.stats.appended += 1
+            if d._count >= BATCH_RECORDS:
+                d._wake.set()
+        else:
+            d.add(_encode_pub, what, 1)  # dropped and counted there
         if self.spans is not None:
             self.spans.send(self.group, msg, result, begin_ms, cost_ms)
 
