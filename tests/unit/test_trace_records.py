@@ -287,7 +287,7 @@ def test_calls_of_many_chunks_with_one_result_encode_each_message() -> None:
 async def test_full_trace_messages_go_at_once_and_the_rest_on_the_interval() -> None:
     """A message's worth of records is sent as soon as it is buffered, in one trace message; what
     is left waits for the flush interval, then goes too; no send goes out empty."""
-    d = TraceDispatcher("G", None, flush_interval_s=2.0)
+    d = TraceDispatcher("G", None, flush_interval_s=4.0)
     sent: list[Message] = []
 
     class Inner:
@@ -302,10 +302,10 @@ async def test_full_trace_messages_go_at_once_and_the_rest_on_the_interval() -> 
     d._task = asyncio.get_running_loop().create_task(d._routine())
     for i in range(BATCH_RECORDS + 10):
         d.append(f"Pub\x01{i}\x02", f"K{i}")
-    await wait_until_async(lambda: len(sent) == 1, timeout=1.5, message="the full trace message was not sent")
+    await wait_until_async(lambda: len(sent) == 1, timeout=3, message="the full trace message was not sent")
     assert sent[0].body.count(b"\x02") == BATCH_RECORDS and len(sent[0].keys) == BATCH_RECORDS
     assert d.pending == 10
-    await wait_until_async(lambda: len(sent) == 2, timeout=10, message="the rest was not sent")
+    await wait_until_async(lambda: len(sent) == 2, timeout=15, message="the rest was not sent")
     assert sent[1].body.count(b"\x02") == 10 and d.pending == 0
     await d.shutdown()
     assert (d.stats.sent_records, d.stats.sent_messages, d.stats.dropped) == (BATCH_RECORDS + 10, 2, 0)
