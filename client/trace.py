@@ -537,18 +537,18 @@ def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
     head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{_REQUEST_PREFIX}{seq:012X}"
     hexes = _chunk_hexes(len(sizes))
     if len(sizes) == len(ids):  # a message per chunk (the default batch size of one)
-        chunk_of: Sequence[int] = range(len(ids))
+        chunk_hex: Sequence[str] = hexes
     else:
-        chunk_of = [i for i, size in enumerate(sizes) for _ in range(size)]
+        chunk_hex = [hexes[i] for i, size in enumerate(sizes) for _ in range(size)]
     if key_texts is None:
         texts.extend([
-            f"{head}{hexes[c]}\x01{msg_id}\x01{r}\x01{NULL}\x02"
-            for c, msg_id, r in zip(chunk_of, ids, retries, strict=True)
+            f"{head}{h}\x01{msg_id}\x01{r}\x01{NULL}\x02"
+            for h, msg_id, r in zip(chunk_hex, ids, retries, strict=False)  # (hexes may be longer)
         ])  # fmt: skip
     else:
         texts.extend([
-            f"{head}{hexes[c]}\x01{msg_id}\x01{r}\x01{NULL if k is None else k}\x02"
-            for c, msg_id, r, k in zip(chunk_of, ids, retries, key_texts, strict=True)
+            f"{head}{h}\x01{msg_id}\x01{r}\x01{NULL if k is None else k}\x02"
+            for h, msg_id, r, k in zip(chunk_hex, ids, retries, key_texts, strict=False)
         ])  # fmt: skip
         _add_keyed(out, first, key_texts)
     out.ids.extend(ids)
@@ -571,12 +571,19 @@ def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
         mid = f"\x01{'true' if ok else 'false'}\x01"
         code = f"\x01{context_code(r0, ok)}\x01"
         first = len(texts)
-        texts.extend([
-            f"{base}{hexes[i]}\x01{ids[i]}\x01{int((times[2 * i + 1] - times[2 * i]) * 1000)}{mid}"
-            f"{NULL if key_texts is None or key_texts[i] is None else key_texts[i]}{code}"
-            f"{int(times[2 * i + 1] * 1000)}\x01{group}\x02"
-            for i in range(len(ids))
-        ])  # fmt: skip
+        tail = f"\x01{group}\x02"
+        if key_texts is None:
+            null = f"{mid}{NULL}{code}"
+            texts.extend([
+                f"{base}{h}\x01{msg_id}\x01{int((e - b) * 1000)}{null}{int(e * 1000)}{tail}"
+                for h, msg_id, b, e in zip(hexes, ids, times[::2], times[1::2], strict=False)
+            ])  # fmt: skip
+        else:
+            texts.extend([
+                f"{base}{h}\x01{msg_id}\x01{int((e - b) * 1000)}{mid}{NULL if k is None else k}{code}"
+                f"{int(e * 1000)}{tail}"
+                for h, msg_id, b, e, k in zip(hexes, ids, times[::2], times[1::2], key_texts, strict=False)
+            ])  # fmt: skip
         out_ids.extend(ids)
         if key_texts is not None:
             _add_keyed(out, first, key_texts)
