@@ -22,6 +22,7 @@ MODULES = [
     "rocketpy.broker.pop._speedups",
     "rocketpy.broker.processors._sendrun",
     "rocketpy.remoting._turn",
+    "rocketpy.broker.store._indexkeys",
 ]
 
 setup(

@@ -43,6 +43,7 @@ from rocketpy.client.trace import ProducerTracer, TraceDispatcher, TraceStats, m
 from rocketpy.client.trace_otel import otel_spans
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import Message, MessageQueue
+from rocketpy.trace import NORMAL_MSG
 
 __all__ = ["Producer", "SendResult", "SendStatus", "check_message"]
 
@@ -230,29 +231,37 @@ class Producer:
             MQClientError: bad message, no route, timeout or no broker reachable.
             MQBrokerError: the broker refused the message (a code that is not retriable).
         """
-        if self._tracer is None:
-            if selector is not None:
-                return await self._send_one(msg, selector, arg, timeout)
+        tracer = self._tracer
+        if selector is None:
             # the usual message: checked, prepared and written (joined to its batch) in one step
+            begin = time.time() if tracer is not None else 0.0
             started = start_usual(
                 self._path, MessageJob, msg, self.max_message_bytes, self.compress_over_bytes,
                 self.default_topic_queue_nums, self.retry_times, timeout or self.send_timeout,
             )  # fmt: skip
-            if started is None:
-                return await self._send_one(msg, selector, arg, timeout)
-            if type(started) is not MessageJob:
-                return await cast("Coroutine[Any, Any, SendResult]", started)
-            response = started.future
-            try:
-                await response
-            except RocketpyError:
-                pass  # finish reads the outcome from the future: raises it, or says retry
-            if started.settled:  # SEND_OK from a coalesced batch, nothing left to record
-                return response.result()  # type: ignore[no-any-return]
-            out = started.finish(response)
-            if type(out) is SendResult:
-                return out
-            return await cast("Coroutine[Any, Any, SendResult]", out)
+            if started is not None:
+                if type(started) is not MessageJob:
+                    result = await cast("Coroutine[Any, Any, SendResult]", started)
+                else:
+                    response = started.future
+                    try:
+                        await response
+                    except RocketpyError:
+                        pass  # finish reads the outcome from the future: raises it, or says retry
+                    if started.settled:  # SEND_OK from a coalesced batch, nothing left to record
+                        result = response.result()
+                    else:
+                        out = started.finish(response)
+                        if type(out) is SendResult:
+                            result = out
+                        else:
+                            result = await cast("Coroutine[Any, Any, SendResult]", out)
+                if tracer is not None:  # a traced send takes the same path, then buffers its record
+                    now = time.time()  # (the usual message: no delay, so a normal one)
+                    tracer.pub(msg, result, int(begin * 1000), int((now - begin) * 1000), NORMAL_MSG)
+                return result
+        if tracer is None:
+            return await self._send_one(msg, selector, arg, timeout)
         begin = time.time()
         result = await self._send_one(msg, selector, arg, timeout)
         self._traced(msg, begin, result)

@@ -253,19 +253,34 @@ class TraceDispatcher:
             await producer.shutdown()
 
     async def _routine(self) -> None:
+        """Send full trace messages as soon as a message's worth is buffered, and everything
+        buffered once every ``flush_interval_s``; at most ``MAX_SENDS_IN_FLIGHT`` at once. Each
+        batch is taken here, before its send starts, so no send starts with nothing to send and a
+        partial batch waits for company until the interval is up."""
+        loop = asyncio.get_running_loop()
+        in_flight = self._in_flight
+        due = loop.time() + self.flush_interval_s
         while True:
-            try:
-                async with asyncio.timeout(self.flush_interval_s):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            wait_s = due - loop.time()
+            if wait_s > 0:
+                try:
+                    async with asyncio.timeout(wait_s):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
             self._wake.clear()
-            while self._count and len(self._in_flight) < MAX_SENDS_IN_FLIGHT:
-                task = asyncio.get_running_loop().create_task(self._send_one_batch())
-                self._in_flight.add(task)
-                task.add_done_callback(self._in_flight.discard)
-            if self._in_flight and len(self._in_flight) >= MAX_SENDS_IN_FLIGHT:
-                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            flush_all = loop.time() >= due
+            while self._count >= (1 if flush_all else BATCH_RECORDS) and len(in_flight) < MAX_SENDS_IN_FLIGHT:
+                records, keys = self._take_batch()
+                if not records:
+                    break
+                task = loop.create_task(self._send_batch(records, keys))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+            if len(in_flight) >= MAX_SENDS_IN_FLIGHT:
+                await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            elif flush_all or not self._count:  # all sent (or none to send): the next interval starts
+                due = loop.time() + self.flush_interval_s
 
     def _take_batch(self) -> tuple[list[str], set[str]]:
         """The records and index keys of the next trace message (at most ``BATCH_RECORDS`` records;
@@ -312,7 +327,14 @@ class TraceDispatcher:
 
     async def _send_one_batch(self) -> None:
         records, keys = self._take_batch()
-        if not records or self._producer is None:
+        await self._send_batch(records, keys)
+
+    async def _send_batch(self, records: list[str], keys: set[str]) -> None:
+        """Send one trace message of ``records`` indexed by ``keys`` (counted either way)."""
+        if not records:
+            return
+        if self._producer is None:
+            self.stats.failed_records += len(records)
             return
         msg = Message(self.trace_topic, "".join(records).encode(), keys=sorted(keys))
         try:
@@ -342,6 +364,8 @@ def msg_type_of(msg: Message, sys_flag: int) -> int:
     """RocketMQ's ``MessageType`` ordinal of a send: half (transaction), delay, or normal."""
     if sys_flag & TRANSACTION_PREPARED_TYPE:
         return TRANS_MSG_HALF
+    if not msg.properties and not msg.delay_level:  # no timer properties either: the usual message
+        return NORMAL_MSG
     if msg.delay_level or msg.deliver_time_ms or msg.delay_seconds:
         return DELAY_MSG
     return NORMAL_MSG
@@ -395,10 +419,14 @@ def _encode_pub(what: tuple[Any, ...], out: _Encoded) -> None:
     begin_ms, group, topic, msg_id, tags, keys, omid, body_len, cost_ms, msg_type, ok = what
     if keys:
         out.keyed.append((len(out.texts), keys))
+    host = _STORE_HOSTS.get(omid[:16]) if omid else None
+    if host is None:
+        host = _store_host(omid)
     out.texts.append(
-        f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{group}\x01{topic}\x01{msg_id}\x01{_t(tags)}\x01"
-        f"{' '.join(keys) if keys else NULL}\x01{_t(_store_host(omid))}\x01{body_len}\x01{cost_ms}\x01"
-        f"{msg_type}\x01{_t(omid)}\x01{'true' if ok else 'false'}\x02"
+        f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{group}\x01{topic}\x01{msg_id}\x01"
+        f"{NULL if tags is None else tags}\x01{' '.join(keys) if keys else NULL}\x01"
+        f"{NULL if host is None else host}\x01{body_len}\x01{cost_ms}\x01{msg_type}\x01"
+        f"{NULL if omid is None else omid}\x01{'true' if ok else 'false'}\x02"
     )
     out.ids.append(msg_id)
 
@@ -419,17 +447,23 @@ class ProducerTracer:
 
     def pub(self, msg: Message, result: SendResult, begin_ms: int, cost_ms: int, msg_type: int) -> None:
         """Record one stored message (``begin_ms``: when the send started)."""
-        if msg.topic == self.dispatcher.trace_topic or _skip(msg):
+        d = self.dispatcher
+        topic, props = msg.topic, msg.properties
+        if topic == d.trace_topic or (props and props.get(MessageConst.TRACE_SWITCH) == "false"):
             return
         keys = msg.keys
-        self.dispatcher.add(
-            _encode_pub,
-            (
-                begin_ms, self.group, msg.topic, result.msg_id, msg.tags, tuple(keys) if keys else None,
-                result.offset_msg_id, len(msg.body), cost_ms, msg_type, result.status is _SEND_OK,
-            ),
-            1,
+        what = (
+            begin_ms, self.group, topic, result.msg_id, msg.tags, tuple(keys) if keys else None,
+            result.offset_msg_id, len(msg.body), cost_ms, msg_type, result.status is _SEND_OK,
         )  # fmt: skip
+        if d._open and d._count < d.buffer_size:  # ``add`` of one record, without its call
+            d._buffer.append((_encode_pub, what, 1))
+            d._count += 1
+            d.stats.appended += 1
+            if d._count >= BATCH_RECORDS:
+                d._wake.set()
+        else:
+            d.add(_encode_pub, what, 1)  # dropped and counted there
         if self.spans is not None:
             self.spans.send(self.group, msg, result, begin_ms, cost_ms)
 
@@ -466,47 +500,113 @@ def context_code(result: Any, ok: bool) -> int:
 
 
 #: What ``ConsumeTracer.before`` hands to ``after``: the call's number, its traced messages per
-#: chunk and how many.
-BeforeToken = tuple[int, list[list[MessageExt]], int]
+#: chunk, how many, their ids in order and their keys (``' '``-joined, None for a message without;
+#: None when none has keys), read once for both records.
+BeforeToken = tuple[int, list[list[MessageExt]], int, list[str], list[str | None] | None]
+
+
+def _chunk_hexes(n: int) -> Sequence[str]:
+    """The chunk parts of the request ids of a call of ``n`` chunks (``_request_ids_of``)."""
+    return _CHUNK_HEX if n <= len(_CHUNK_HEX) else [f"{i:04X}" for i in range(n)]
+
+
+def _key_texts(msgs: list[MessageExt]) -> list[str | None] | None:
+    """Each message's keys as its records write them (None: it has none); None when none has any."""
+    if not any(m.keys for m in msgs):
+        return None
+    return [" ".join(m.keys) if m.keys else None for m in msgs]
+
+
+def _add_keyed(out: _Encoded, first: int, texts: Sequence[str | None]) -> None:
+    """Note the traced messages' own keys of the records from ``first`` on (one per message)."""
+    keyed = out.keyed
+    for j, text in enumerate(texts):
+        if text:
+            keyed.append((first + j, text.split(" ")))
+
+
+# The buffered entries hold plain values (ids, counts, texts), never the consumed messages: a message
+# kept alive until its records are encoded would be traversed by every young-generation collection
+# meanwhile (the collector runs more often while a buffer grows), which cost more than the encoding.
 
 
 def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
-    now, group, seq, traced, retries = what
-    texts, ids, keyed = out.texts, out.ids, out.keyed
-    head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01"
-    j = 0
-    for request_id, chunk in zip(_request_ids_of(seq, len(traced)), traced, strict=True):
-        for m in chunk:
-            msg_id, keys = m.msg_id, m.keys
-            if keys:
-                keyed.append((len(texts), keys))
-            texts.append(
-                f"{head}{request_id}\x01{msg_id}\x01{retries[j]}\x01{' '.join(keys) if keys else NULL}\x02"
-            )
-            ids.append(msg_id)
-            j += 1
+    now, group, seq, sizes, ids, retries, key_texts = what
+    texts = out.texts
+    first = len(texts)
+    head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{_REQUEST_PREFIX}{seq:012X}"
+    hexes = _chunk_hexes(len(sizes))
+    if len(sizes) == len(ids):  # a message per chunk (the default batch size of one)
+        chunk_hex: Sequence[str] = hexes
+    else:
+        chunk_hex = [hexes[i] for i, size in enumerate(sizes) for _ in range(size)]
+    if key_texts is None:
+        texts.extend([
+            f"{head}{h}\x01{msg_id}\x01{r}\x01{NULL}\x02"
+            for h, msg_id, r in zip(chunk_hex, ids, retries, strict=False)  # (hexes may be longer)
+        ])  # fmt: skip
+    else:
+        texts.extend([
+            f"{head}{h}\x01{msg_id}\x01{r}\x01{NULL if k is None else k}\x02"
+            for h, msg_id, r, k in zip(chunk_hex, ids, retries, key_texts, strict=False)
+        ])  # fmt: skip
+        _add_keyed(out, first, key_texts)
+    out.ids.extend(ids)
 
 
 def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
-    group, seq, chunks, traced, results, times, ok_statuses = what
-    texts, ids, keyed = out.texts, out.ids, out.keyed
-    request_ids = _request_ids_of(seq, len(traced))
+    group, seq, sizes, divisors, ids, key_texts, results, times, ok_statuses = what
+    texts, out_ids = out.texts, out.ids
+    base = f"SubAfter\x01{_REQUEST_PREFIX}{seq:012X}"
+    hexes = _chunk_hexes(len(sizes))
+    r0 = results[0] if results else None
+    if (
+        divisors is None
+        and len(ids) == len(sizes)
+        and results.count(r0) == len(results)
+        and r0 is not SKIPPED
+    ):
+        # the usual call: a message per chunk, none filtered, one result for all
+        ok = _is_ok(r0, ok_statuses)
+        mid = f"\x01{'true' if ok else 'false'}\x01"
+        code = f"\x01{context_code(r0, ok)}\x01"
+        first = len(texts)
+        tail = f"\x01{group}\x02"
+        if key_texts is None:
+            null = f"{mid}{NULL}{code}"
+            texts.extend([
+                f"{base}{h}\x01{msg_id}\x01{int((e - b) * 1000)}{null}{int(e * 1000)}{tail}"
+                for h, msg_id, b, e in zip(hexes, ids, times[::2], times[1::2], strict=False)
+            ])  # fmt: skip
+        else:
+            texts.extend([
+                f"{base}{h}\x01{msg_id}\x01{int((e - b) * 1000)}{mid}{NULL if k is None else k}{code}"
+                f"{int(e * 1000)}{tail}"
+                for h, msg_id, b, e, k in zip(hexes, ids, times[::2], times[1::2], key_texts, strict=False)
+            ])  # fmt: skip
+        out_ids.extend(ids)
+        if key_texts is not None:
+            _add_keyed(out, first, key_texts)
+        return
+    j = 0  # the first message of chunk i in ids and key_texts
     for i, result in enumerate(results):
-        chunk = traced[i]
-        if result is SKIPPED or not chunk:
+        n = sizes[i]
+        if result is SKIPPED or not n:
+            j += n
             continue
         begin, end = times[2 * i], times[2 * i + 1]
         ok = _is_ok(result, ok_statuses)
-        cost = int((end - begin) * 1000 / max(1, len(chunks[i])))
-        head = f"SubAfter\x01{request_ids[i]}\x01"
-        tail = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
-        end_text = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
-        for m in chunk:
-            msg_id, keys = m.msg_id, m.keys
-            if keys:
-                keyed.append((len(texts), keys))
-            texts.append(f"{head}{msg_id}{tail}{' '.join(keys) if keys else NULL}{end_text}")
-            ids.append(msg_id)
+        cost = int((end - begin) * 1000 / max(1, n if divisors is None else divisors[i]))
+        tail = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
+        mid = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
+        first = len(texts)
+        for jj in range(j, j + n):
+            k = None if key_texts is None else key_texts[jj]
+            texts.append(f"{base}{hexes[i]}\x01{ids[jj]}{mid}{NULL if k is None else k}{tail}")
+        out_ids.extend(ids[j : j + n])
+        if key_texts is not None:
+            _add_keyed(out, first, key_texts[j : j + n])
+        j += n
 
 
 def _is_ok(result: Any, ok_statuses: tuple[Any, ...]) -> bool:
@@ -554,11 +654,16 @@ class ConsumeTracer:
             else:
                 continue
             break
-        retries = [m.reconsume_times for c in traced for m in c]
+        msgs = [m for c in traced for m in c]
+        ids = [m.msg_id for m in msgs]
+        key_texts = _key_texts(msgs)
         seq = next(_request_ids)
-        if retries:
-            self.dispatcher.add(_encode_before, (now, self.group, seq, traced, retries), len(retries))
-        return seq, traced, len(retries)
+        if msgs:
+            retries = [m.reconsume_times for m in msgs]
+            sizes = [len(c) for c in traced]
+            what = (now, self.group, seq, sizes, ids, retries, key_texts)
+            self.dispatcher.add(_encode_before, what, len(msgs))
+        return seq, traced, len(msgs), ids, key_texts
 
     def after(
         self, chunks: list[list[MessageExt]], token: BeforeToken, results: list[Any], times: list[float]
@@ -568,13 +673,15 @@ class ConsumeTracer:
         ``times`` holds a (start, end) ``time.time()`` pair per chunk, in order; a chunk that was
         not handed to the listener (its queue was released meanwhile) has no record.
         """
-        seq, traced, n = token
+        seq, traced, n, ids, key_texts = token
         if len(results) != len(traced):
             raise ValueError(f"{len(results)} results for {len(traced)} chunks")
         if SKIPPED in results:  # rare: count the chunks that were consumed
             n = sum(len(c) for c, r in zip(traced, results, strict=True) if r is not SKIPPED)
         if n:
-            what = (self.group, seq, chunks, traced, results, times, self.ok)
+            sizes = [len(c) for c in traced]
+            divisors = None if traced is chunks else [len(c) for c in chunks]  # cost: per message given
+            what = (self.group, seq, sizes, divisors, ids, key_texts, results, times, self.ok)
             self.dispatcher.add(_encode_after, what, n)
         spans = self.spans
         if spans is not None:

@@ -62,6 +62,7 @@ MODULES = (
     "rocketpy.broker.pop._speedups",  # POP's batch-ack reading, ledger runs and ACKS entries
     "rocketpy.broker.processors._sendrun",  # the send run's fast path: plain messages, answers
     "rocketpy.remoting._turn",  # the channel's read turn: decode, dispatch, answer, one write
+    "rocketpy.broker.store._indexkeys",  # the index entries of a message with keys, in one call
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -2,8 +2,9 @@
 """Send and consume with message trace off and on (``enable_trace``), in one run, ABBA.
 
 Starts one NameServer and one broker, creates the bench topic, then runs ``rocketpy bench
-producer`` (``--send-count`` async single sends of ``--body`` bytes through the SDK, ``--concurrency``
-in flight)
+producer`` (``--send-count`` single sends of ``--body`` bytes through the SDK as applications write
+them: ``--concurrency`` tasks each looping ``await producer.send(msg)``; ``--mode async`` uses
+``send_async`` futures instead)
 and ``rocketpy bench consumer --from-first`` (a push consumer reading ``--pull-count`` messages of
 the backlog with a new group) with ``--trace`` off and on, ``--rounds`` times, each phase four runs
 a round in ABBA order (off, on, on, off; the next round on, off, off, on: ``bench_abba``). Both
@@ -22,7 +23,7 @@ throughput ratio also carries other processes' load, which CPU time per message 
 ``--control`` runs both sides with trace off: its ratios are the noise of the method here.
 
 Usage: scripts/bench_trace.py [--rounds 4] [--send-count 20000] [--concurrency 128] [--body 1024]
-                              [--pull-count 40000] [--control]
+                              [--mode sync|async] [--pull-count 40000] [--control]
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--send-count", type=int, default=20_000, help="Messages one send run sends.")
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument(
+        "--mode",
+        choices=("sync", "async"),
+        default="sync",
+        help="sync: --concurrency tasks awaiting producer.send(); async: send_async futures.",
+    )
     ap.add_argument("--pull-count", type=int, default=40_000, help="Messages one consume run reads.")
     ap.add_argument("--control", action="store_true", help="Trace off on both sides: the method's noise.")
     return ap.parse_args()
@@ -115,7 +122,7 @@ def main() -> None:
                 + ("  (control: trace off on both sides)" if a.control else "")
             )
             stored = bench("producer", ns.addr, broker, False, "-s", str(a.body), "-d", "1", "-w", "16").total
-            send_args = ["-s", str(a.body), "-q", str(a.send_count), "-d", "300", "-m", "async"]
+            send_args = ["-s", str(a.body), "-q", str(a.send_count), "-d", "300", "-m", a.mode]
             send_args += ["-w", str(a.concurrency)]
             for r in range(a.rounds):
                 for what in ("send", "consume"):

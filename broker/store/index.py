@@ -78,6 +78,61 @@ def put_unique_key_entry(
     return True
 
 
+@twin
+def put_key_entries(
+    mm: mmap | bytearray,
+    props: str,
+    topic_hash: int,
+    phys: int,
+    time_diff: int,
+    count: int,
+    slots: int,
+    entries_pos: int,
+    room: int,
+) -> int:
+    """Write entries ``count``, ``count + 1``, ... for every index key of a message (each KEYS word,
+    then its UNIQ_KEY: ``index_keys``' order), each linked into its slot; return how many.
+
+    The entries ``IndexService.put_message`` writes, in one call (compiled twin in ``_indexkeys``: a
+    trace message has hundreds of keys). -1, with nothing written, when they do not all fit in
+    ``room`` entries or ``props`` is not all Latin-1: the caller indexes those through
+    ``put_message``. ``topic_hash`` is the unsigned hash of ``topic + "#"``.
+    """
+    if not props.isascii():
+        try:
+            props.encode("latin-1")
+        except UnicodeEncodeError:
+            return -1
+    if slots <= 0:
+        raise ZeroDivisionError("integer modulo by zero") if slots == 0 else ValueError("negative slot count")
+    keys = index_keys(props)
+    if len(keys) > room or count + len(keys) - 1 > 0x7FFFFFFF:
+        return -1
+    if not keys:
+        return 0
+    size = len(mm)
+    if (
+        count < 0
+        or entries_pos > size
+        or slots > size
+        or entries_pos + (count + len(keys)) * ENTRY_SIZE > size
+        or HEADER_SIZE + slots * SLOT_SIZE > size
+    ):
+        raise struct.error(
+            f"{len(keys)} index entries from {count} or {slots} slots are outside a {size}-byte file"
+        )
+    n = count
+    for key in keys:
+        kh, k = key_hash_u32(key)  # == java_string_hash(topic + "#" + key) with the topic part below
+        h = (topic_hash * (POW31[k] if k <= 256 else pow(31, k, 1 << 32)) + kh) & 0xFFFFFFFF
+        h = (0x100000000 - h if h & 0x80000000 else h) & 0x7FFFFFFF  # abs() of the signed hash
+        slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
+        _pack_entry(mm, entries_pos + n * ENTRY_SIZE, h, phys, time_diff, _unpack_slot(mm, slot_pos)[0])
+        _pack_slot(mm, slot_pos, n)
+        n += 1
+    return n - count
+
+
 def index_file_size(slots: int, entries: int) -> int:
     """Bytes of an index file with ``slots`` hash slots and ``entries`` entries."""
     return HEADER_SIZE + slots * SLOT_SIZE + entries * ENTRY_SIZE
@@ -265,10 +320,16 @@ class IndexService:
         diff = (store_ts - cur.begin_ts) // 1000
         diff = diff if diff > 0 else 0
         n = cur.index_count
-        if not put_unique_key_entry(cur.mm, props, th, phys, diff, n, cur.slots, cur.entries_pos):
-            self.put_message(topic, index_keys(props), phys, store_ts)
-            return
-        cur.index_count = n + 1
+        if put_unique_key_entry(cur.mm, props, th, phys, diff, n, cur.slots, cur.entries_pos):
+            cur.index_count = n + 1
+        else:  # keys besides the UNIQ_KEY (a trace message has hundreds): all in one call when they fit
+            written = put_key_entries(
+                cur.mm, props, th, phys, diff, n, cur.slots, cur.entries_pos, cur.max_index - n
+            )
+            if written < 0:
+                self.put_message(topic, index_keys(props), phys, store_ts)
+                return
+            cur.index_count = n + written
         cur.end_ts, cur.end_phys = store_ts, phys
         self._unsynced += 1
         if self._unsynced >= HEADER_SYNC_EVERY:
@@ -379,7 +440,9 @@ def _name_ms(path: str) -> int:
 
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
     from rocketpy._accel import same_signature
-    from rocketpy.broker.store import _speedups
+    from rocketpy.broker.store import _indexkeys, _speedups
 
     same_signature(put_unique_key_entry)(_speedups.put_unique_key_entry)
     same_signature(_speedups.put_unique_key_entry)(put_unique_key_entry)
+    same_signature(put_key_entries)(_indexkeys.put_key_entries)
+    same_signature(_indexkeys.put_key_entries)(put_key_entries)

@@ -56,7 +56,7 @@ TWINNED = (
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
     "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
     "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
-    "plain_messages", "stored_answers", "put_now", "get_now", "serve_turn", "receive",
+    "plain_messages", "stored_answers", "put_now", "get_now", "serve_turn", "receive", "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)

@@ -3,6 +3,8 @@ encoders (equal to the generic encoder), and the dispatcher's bound (a full buff
 
 from __future__ import annotations
 
+import asyncio
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +24,7 @@ from rocketpy.trace import (
     is_trace_topic,
     record_keys,
 )
+from tests.waiting import wait_until_async
 
 # A Pub record as RocketMQ's Java client (TraceDataEncoder) writes it: 14 fields.
 JAVA_PUB = (
@@ -246,3 +249,63 @@ def test_cpp_client_records_decode() -> None:
     assert (before.group, before.request_id, before.retry_times, before.keys) == ("cpp_cg", "REQ-9", 1, None)
     assert (after.request_id, after.cost_ms, after.success) == ("REQ-9", 7, False)
     assert after.group is None and after.timestamp is None and after.context_code is None
+
+
+def test_calls_of_many_chunks_with_one_result_encode_each_message() -> None:
+    """A call's chunks all answered alike (the usual call) and a call with mixed results are encoded
+    the same way, field for field, with each message's own id, keys, cost and chunk request id."""
+    d = _dispatcher(size=1000)
+    tracer = ConsumeTracer(d, "CG", ("OK",))
+    calls = []
+    for results in (["OK"] * 4, ["OK", "LATER", "OK", None]):
+        chunks = []
+        for c in range(4):
+            m = MessageExt("TopicA", b"x", keys=[f"k{c}", "x"] if c % 2 else None)
+            m.msg_id = f"ID{len(calls)}{c}"
+            chunks.append([m])
+        token = tracer.before(chunks)
+        tracer.after(chunks, token, results, [t for c in range(4) for t in (1.0, 1.0 + (c + 1.4) / 1000)])
+        calls.append(results)
+    records, keys = d._take_batch()
+    decoded = [decode_record(r.rstrip("\x02")) for r in records]
+    afters = [r for r in decoded if r is not None and r.kind == "SubAfter"]
+    befores = [r for r in decoded if r is not None and r.kind == "SubBefore"]
+    assert len(afters) == len(befores) == 8
+    assert keys == {f"ID{i}{c}" for i in range(2) for c in range(4)} | {"k1", "k3", "x"}
+    for n, (b, a) in enumerate(zip(befores, afters, strict=True)):
+        call, c = divmod(n, 4)
+        ok = calls[call][c] == "OK"
+        assert (a.msg_id, a.request_id, a.cost_ms, a.success) == (f"ID{call}{c}", b.request_id, c + 1, ok)
+        assert a.keys == b.keys == (f"k{c} x" if c % 2 else None)
+        assert a.timestamp == int((1.0 + (c + 1.4) / 1000) * 1000) and a.group == "CG"
+        assert a.context_code == (
+            CTX_SUCCESS if ok else CTX_RETURNNULL if calls[call][c] is None else CTX_FAILED
+        )
+    assert len({b.request_id for b in befores}) == 8
+
+
+async def test_full_trace_messages_go_at_once_and_the_rest_on_the_interval() -> None:
+    """A message's worth of records is sent as soon as it is buffered, in one trace message; what
+    is left waits for the flush interval, then goes too; no send goes out empty."""
+    d = TraceDispatcher("G", None, flush_interval_s=4.0)
+    sent: list[Message] = []
+
+    class Inner:
+        async def send(self, msg: Message) -> None:
+            sent.append(msg)
+
+        async def shutdown(self) -> None:
+            pass
+
+    d._producer = Inner()  # type: ignore[assignment]
+    d._open = True
+    d._task = asyncio.get_running_loop().create_task(d._routine())
+    for i in range(BATCH_RECORDS + 10):
+        d.append(f"Pub\x01{i}\x02", f"K{i}")
+    await wait_until_async(lambda: len(sent) == 1, timeout=3, message="the full trace message was not sent")
+    assert sent[0].body.count(b"\x02") == BATCH_RECORDS and len(sent[0].keys) == BATCH_RECORDS
+    assert d.pending == 10
+    await wait_until_async(lambda: len(sent) == 2, timeout=15, message="the rest was not sent")
+    assert sent[1].body.count(b"\x02") == 10 and d.pending == 0
+    await d.shutdown()
+    assert (d.stats.sent_records, d.stats.sent_messages, d.stats.dropped) == (BATCH_RECORDS + 10, 2, 0)
