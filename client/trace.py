@@ -64,6 +64,10 @@ DEFAULT_BUFFER_SIZE = 20_000
 #: of a record's ids must also fit its 64 KiB properties field).
 BATCH_RECORDS = 512
 BATCH_BODY_BYTES = 120_000
+#: Characters of index keys (the KEYS property: traced ids and their messages' own keys, a space
+#: each) one trace message takes at most: a record's properties field holds 32,767 bytes, and 512
+#: records of messages with long user keys would pass it (the send refused, the records lost).
+BATCH_KEYS_CHARS = 30_000
 #: Trace messages being sent at once by one dispatcher.
 MAX_SENDS_IN_FLIGHT = 4
 #: zlib level of trace message bodies: level 1 is a third of the default 5's CPU on trace records
@@ -112,6 +116,30 @@ class _Encoded:
 _Encoder = Callable[[Any, _Encoded], None]
 #: Records waiting to be sent: their encoder, what it encodes, and how many records it makes.
 _Pending = tuple[_Encoder, Any, int]
+
+
+def _user_key_chars(enc: _Encoded, n: int) -> int:
+    """Characters the traced messages' own keys of ``enc``'s first ``n`` records add to KEYS."""
+    return sum(len(k) + 1 for i, ks in enc.keyed if i < n for k in ks)
+
+
+def _fitting(enc: _Encoded, n: int, body_room: int, keys_room: int, first: bool) -> int:
+    """How many of ``enc``'s first ``n`` records a trace message with ``body_room`` characters of
+    body and ``keys_room`` of KEYS left takes (rare: near a limit): while both are under their
+    limit, as the record that reaches one is taken; at least one when the message is empty
+    (``first``), so an oversized record is sent, refused and counted, not kept forever."""
+    own: dict[int, int] = {}
+    for i, ks in enc.keyed:
+        if i < n:
+            own[i] = own.get(i, 0) + sum(len(k) + 1 for k in ks)
+    take = 0
+    while take < n and body_room > 0 and keys_room > 0:
+        body_room -= len(enc.texts[take])
+        keys_room -= len(enc.ids[take]) + 1 + own.get(take, 0)
+        if keys_room < 0 and (take or not first):
+            break  # this record's keys would pass the property's limit: it waits for the next message
+        take += 1
+    return max(take, 1) if first else take
 
 
 def _t(value: str | None) -> str:
@@ -284,13 +312,14 @@ class TraceDispatcher:
 
     def _take_batch(self) -> tuple[list[str], set[str]]:
         """The records and index keys of the next trace message (at most ``BATCH_RECORDS`` records;
-        records are added while the body is under ``BATCH_BODY_BYTES`` characters), encoding
-        buffered records as it needs them; what does not fit waits for the next one."""
+        records are added while the body is under ``BATCH_BODY_BYTES`` characters, and while their
+        KEYS stay within ``BATCH_KEYS_CHARS``), encoding buffered records as it needs them; what
+        does not fit waits for the next one."""
         records: list[str] = []
         keys: set[str] = set()
-        size = 0
+        size = keys_chars = 0
         buf = self._buffer
-        while len(records) < BATCH_RECORDS and size < BATCH_BODY_BYTES:
+        while len(records) < BATCH_RECORDS and size < BATCH_BODY_BYTES and keys_chars < BATCH_KEYS_CHARS:
             enc = self._ready
             if enc is not None:
                 self._ready = None
@@ -306,15 +335,18 @@ class TraceDispatcher:
                 break
             take = min(len(enc.texts), BATCH_RECORDS - len(records))
             item_size = sum(map(len, enc.texts[:take]))
-            if size + item_size > BATCH_BODY_BYTES:  # rare: take while under the limit
-                limit, take = take, 0
-                for text in enc.texts[:limit]:
-                    take += 1
-                    size += len(text)
-                    if size >= BATCH_BODY_BYTES:
-                        break
-            else:
-                size += item_size
+            item_keys = sum(map(len, enc.ids[:take])) + take + _user_key_chars(enc, take)
+            if size + item_size > BATCH_BODY_BYTES or keys_chars + item_keys > BATCH_KEYS_CHARS:
+                take = _fitting(
+                    enc, take, BATCH_BODY_BYTES - size, BATCH_KEYS_CHARS - keys_chars, not records
+                )
+                item_size = sum(map(len, enc.texts[:take]))
+                item_keys = sum(map(len, enc.ids[:take])) + take + _user_key_chars(enc, take)
+                if take == 0:  # the next record's keys do not fit: it starts the next message
+                    self._ready = enc
+                    break
+            size += item_size
+            keys_chars += item_keys
             if take < len(enc.texts):
                 self._ready, enc = enc, enc.cut(take)
             records.extend(enc.texts)

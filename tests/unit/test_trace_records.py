@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketpy.client.results import SendResult, SendStatus
-from rocketpy.client.trace import BATCH_RECORDS, ConsumeTracer, ProducerTracer, TraceDispatcher, context_code
+from rocketpy.client.trace import (
+    BATCH_KEYS_CHARS,
+    BATCH_RECORDS,
+    ConsumeTracer,
+    ProducerTracer,
+    TraceDispatcher,
+    context_code,
+)
 from rocketpy.message import Message, MessageExt, MessageQueue
 from rocketpy.msgid import create_offset_msg_id
 from rocketpy.trace import (
@@ -213,6 +220,33 @@ def test_batches_are_bounded_and_lose_nothing() -> None:
     by_id = {r.request_id for r in decoded[:299]}
     assert len(by_id) == 299 and {r.request_id for r in decoded[299:]} == by_id
     assert decoded[-1].context_code == CTX_RETURNNULL and decoded[-1].success is False
+
+
+def test_long_user_keys_split_trace_messages_within_the_properties_limit() -> None:
+    """Traced messages with long keys: each trace message's KEYS stays within BATCH_KEYS_CHARS (a
+    record's properties hold 32,767 bytes), every record is sent once, in order."""
+    d = _dispatcher(size=10_000)
+    tracer = ConsumeTracer(d, "CG", ("OK",))
+    chunks = []
+    for c in range(400):
+        m = MessageExt("TopicA", b"x", keys=[f"order-{c:04d}-" + "k" * 180, f"user-{c}"])
+        m.msg_id = f"ID{c:04d}"
+        chunks.append([m])
+    token = tracer.before(chunks)
+    tracer.after(chunks, token, ["OK"] * 400, [1.0, 1.002] * 400)
+    sent: list[str] = []
+    messages = 0
+    while d.pending:
+        records, keys = d._take_batch()
+        assert records, "a take with records pending gave none"
+        assert len(" ".join(sorted(keys))) <= BATCH_KEYS_CHARS
+        assert keys == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
+        sent += records
+        messages += 1
+    assert messages > 2  # 400 x ~200 characters of keys do not fit one message
+    decoded = [decode_record(r.rstrip("\x02")) for r in sent]
+    assert [r.kind for r in decoded] == ["SubBefore"] * 400 + ["SubAfter"] * 400
+    assert [r.msg_id for r in decoded[:400]] == [f"ID{c:04d}" for c in range(400)]
 
 
 def test_context_codes() -> None:
