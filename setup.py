@@ -21,6 +21,7 @@ MODULES = [
     "rocketpy.client._speedups",
     "rocketpy.broker.pop._speedups",
     "rocketpy.broker.processors._sendrun",
+    "rocketpy.broker.pop._plain",
 ]
 
 setup(

@@ -61,6 +61,7 @@ MODULES = (
     "rocketpy.client._speedups",  # the producer's awaited send: first attempt, batch body, results
     "rocketpy.broker.pop._speedups",  # POP's batch-ack reading, ledger runs and ACKS entries
     "rocketpy.broker.processors._sendrun",  # the send run's fast path: plain messages, answers
+    "rocketpy.broker.pop._plain",  # a plain pop's read of its topic
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
