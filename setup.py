@@ -23,6 +23,7 @@ MODULES = [
     "rocketpy.broker.processors._sendrun",
     "rocketpy.remoting._turn",
     "rocketpy.broker.store._indexkeys",
+    "rocketpy.broker.pop._plain",
 ]
 
 setup(

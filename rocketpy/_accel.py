@@ -63,6 +63,7 @@ MODULES = (
     "rocketpy.broker.processors._sendrun",  # the send run's fast path: plain messages, answers
     "rocketpy.remoting._turn",  # the channel's read turn: decode, dispatch, answer, one write
     "rocketpy.broker.store._indexkeys",  # the index entries of a message with keys, in one call
+    "rocketpy.broker.pop._plain",  # a plain pop's read of its topic
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

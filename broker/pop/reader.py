@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.pop.ledger import Ck, PopLedger, PopQueue
+from rocketpy.broker.pop.plain import read_plain
 from rocketpy.broker.pop.revive_log import encode_acks
 from rocketpy.broker.pop.types import PoppedQueue, PopRequest, PopResult, PopStatus
 from rocketpy.broker.store import GetMessageResult, GetMessageStatus, MessageStore
@@ -87,7 +88,10 @@ class PopReader:
         retry = pop_retry_topic(req.group, req.topic)
         if retry_first:
             self._read_topic(req, retry, -1, None, out)
-        self._read_topic(req, req.topic, req.queue_id, message_filter, out)
+        if message_filter is None and not req.order:
+            read_plain(self, req, out)  # the common case, compiled (``plain.py``)
+        else:
+            self._read_topic(req, req.topic, req.queue_id, message_filter, out)
         if not req.order and not retry_first and result.count < req.max_msgs:
             self._read_topic(req, retry, -1, None, out)
         if result.queues:
