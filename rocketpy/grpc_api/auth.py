@@ -36,6 +36,7 @@ from typing import Any, NamedTuple, Protocol
 
 import grpc
 
+from rocketpy.errors import RocketpyError
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.grpc_api.v2 import service_pb2 as spb
 
@@ -155,7 +156,7 @@ def _named(resource: pb.Resource, what: str) -> str:
     return resource.name
 
 
-class SettingsRefused(Exception):
+class SettingsRefused(RocketpyError):
     """A Telemetry ``Settings`` the caller may not send; ``status`` is the stream's answer."""
 
     def __init__(self, status: pb.Status) -> None:

@@ -21,13 +21,14 @@ _PROBE = textwrap.dedent(
     sys.meta_path.insert(0, Blocked())
     import rocketpy.broker.store
     import rocketpy.protocol.specs
+    from rocketpy._accel import MODULES
     above = ("remoting", "client", "nameserver", "acl", "metrics", "spark", "dashboard", "cli", "sync")
     # The chooser (rocketpy._accel) loads every compiled module at once, from its file, without its
     # package: a C module that binds to its package's Python modules only when one of its
     # functions first runs. Those are not imports of the layers above.
     loaded = [
         m for m in sys.modules
-        if m.startswith("rocketpy.") and m.split(".")[1] in above and not m.endswith("._speedups")
+        if m.startswith("rocketpy.") and m.split(".")[1] in above and m not in MODULES
     ]
     print(sorted(loaded))
     """
