@@ -12,7 +12,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Realloc
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 
 cdef extern from "Python.h":
@@ -130,3 +130,21 @@ cdef inline int _put(_Buf* b, const void* src, Py_ssize_t k) except -1:
     memcpy(b.p + b.n, src, k)
     b.n += k
     return 0
+
+
+cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, const char* name_sep, Py_ssize_t k,
+                                       Py_ssize_t* end) noexcept nogil:
+    """``get_property`` over the Latin-1 properties ``p[:n]``: where the value of the first pair named
+    ``name_sep[:k]`` (name + ``\\x01``) starts (-1: none); ``end`` gets where it ends."""
+    cdef Py_ssize_t i = 0
+    while i < n:
+        if n - i >= k and memcmp(p + i, name_sep, k) == 0:
+            i += k
+            end[0] = i
+            while end[0] < n and p[end[0]] != 2:
+                end[0] += 1
+            return i
+        while i < n and p[i] != 2:  # on to the next pair
+            i += 1
+        i += 1
+    return -1

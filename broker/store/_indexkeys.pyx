@@ -13,9 +13,10 @@ against this module: see ``rocketpy/_accel.py``).
 
 from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memcmp
 
-from rocketpy._cshared cimport _get_u32, _int, _latin1, _put_u32, _put_u64, _struct_error, _writable
+from rocketpy._cshared cimport (
+    _get_u32, _int, _latin1, _property_value, _put_u32, _put_u64, _struct_error, _writable,
+)
 
 __all__ = ["put_key_entries"]
 
@@ -36,24 +37,6 @@ cdef int _bind() except -1:
     ENTRY_SIZE = index.ENTRY_SIZE
     _bound = True
     return 0
-
-
-cdef inline Py_ssize_t _value(const unsigned char* p, Py_ssize_t n, const char* name_sep, Py_ssize_t k,
-                              Py_ssize_t* end) noexcept nogil:
-    """``get_property``: where the value of the first pair named ``name_sep[:k]`` (name + ``\\x01``)
-    starts (-1: none); ``end`` gets where it ends."""
-    cdef Py_ssize_t i = 0
-    while i < n:
-        if n - i >= k and memcmp(p + i, name_sep, k) == 0:
-            i += k
-            end[0] = i
-            while end[0] < n and p[end[0]] != 2:
-                end[0] += 1
-            return i
-        while i < n and p[i] != 2:  # on to the next pair
-            i += 1
-        i += 1
-    return -1
 
 
 cdef inline Py_ssize_t _count_words(const unsigned char* p, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
@@ -108,10 +91,10 @@ def put_key_entries(mm, str props, topic_hash, phys, time_diff, count, slots, en
         return -1
     if n_slots <= 0:
         raise ZeroDivisionError("integer modulo by zero") if n_slots == 0 else ValueError("negative slot count")
-    ks = _value(p, n, b"KEYS\x01", 5, &ke)
+    ks = _property_value(p, n, b"KEYS\x01", 5, &ke)
     if ks >= 0:
         keys = _count_words(p, ks, ke)
-    us = _value(p, n, b"UNIQ_KEY\x01", 9, &ue)
+    us = _property_value(p, n, b"UNIQ_KEY\x01", 9, &ue)
     if us >= 0 and ue > us:
         keys += 1
     if keys > n_room or first + keys - 1 > 2147483647:

@@ -23,10 +23,11 @@ from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.math cimport ceil, fmin
-from libc.string cimport memcmp, strerror
+from libc.string cimport strerror
 
 from rocketpy._cshared cimport (
-    _contains, _crc32, _get_u32, _get_u64, _int, _latin1, _put_u32, _put_u64, _struct_error, _writable,
+    _contains, _crc32, _get_u32, _get_u64, _int, _latin1, _property_value, _put_u32, _put_u64, _struct_error,
+    _writable,
 )
 from rocketpy._speedups cimport _bind_record, _pack_record
 
@@ -115,24 +116,6 @@ cdef int _bind_put_path() except -1:
     _pure_put_unique_key_entry = PURE["put_unique_key_entry"]
     _put_path_bound = True
     return 0
-
-
-cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, const char* name_sep, Py_ssize_t k,
-                                       Py_ssize_t* end) noexcept nogil:
-    """``get_property``: where the value of the first item named ``name_sep[:k]`` (name + ``\\x01``)
-    starts (-1: none); ``end`` gets where it ends."""
-    cdef Py_ssize_t i = 0
-    while i < n:
-        if n - i >= k and memcmp(p + i, name_sep, k) == 0:
-            i += k
-            end[0] = i
-            while end[0] < n and p[end[0]] != 2:
-                end[0] += 1
-            return i
-        while i < n and p[i] != 2:  # on to the next item
-            i += 1
-        i += 1
-    return -1
 
 
 cdef inline int32_t _tags_code(const unsigned char* p, Py_ssize_t n) noexcept nogil:
