@@ -74,23 +74,9 @@ cdef object _pop(object ledger, object q, list offsets, object end, object pop_t
     of a queue that is not orderly."""
     cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
     seq = ledger.next_seq
-    ledger.next_seq = max(seq, seq + 1)
-    ck = _Ck.__new__(_Ck)
-    ck.queue = q
-    ck.seq = seq
-    ck.pop_time = pop_time
-    ck.invisible_ms = invisible_ms
-    ck.deadline = pop_time + invisible_ms
-    ck.start_offset = start
-    ck.end_offset = start
-    ck.offsets = offsets
-    ck.open = 0
-    ck.floor = floor
-    ck.reviving = False
-    ck.order = False
-    ck.unwritten = False
+    ledger.next_seq = seq + 1
+    ck = _Ck(q, seq, pop_time, invisible_ms, start, offsets, floor, False)  # Ck's fields are its own
     ck.end_offset = end
-    q.orderly = q.orderly or False
     q_next = q.next_offset
     q.next_offset = max(q_next, end)
     order = q._order
