@@ -43,7 +43,6 @@ from rocketpy.client.trace import ProducerTracer, TraceDispatcher, TraceStats, m
 from rocketpy.client.trace_otel import otel_spans
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import Message, MessageQueue
-from rocketpy.trace import NORMAL_MSG
 
 __all__ = ["Producer", "SendResult", "SendStatus", "check_message"]
 
@@ -257,8 +256,7 @@ class Producer:
                         else:
                             result = await cast("Coroutine[Any, Any, SendResult]", out)
                 if tracer is not None:  # a traced send takes the same path, then buffers its record
-                    now = time.time()  # (the usual message: no delay, so a normal one)
-                    tracer.pub(msg, result, int(begin * 1000), int((now - begin) * 1000), NORMAL_MSG)
+                    self._traced(msg, begin, result)
                 return result
         if tracer is None:
             return await self._send_one(msg, selector, arg, timeout)
