@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -373,13 +374,20 @@ async def test_calls_to_a_peer_that_does_not_read_wait_then_time_out() -> None:
     async def accept(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         held.append(w)  # never reads
 
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    # Small, fixed kernel buffers on both ends: with the kernel's autotuning, a loaded machine can
+    # grow them while a call waits, take in what the transport holds and resume writing early.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited by accepted sockets
+    listener.bind(("127.0.0.1", 0))
+    server = await asyncio.start_server(accept, sock=listener)
     addr = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
     client = RemotingClient()
     try:
         await client.invoke_oneway(addr, RemotingCommand.request(NOOP), 2.0)
         channel = client.channel(addr)
         assert channel is not None
+        assert channel._transport is not None
+        channel._transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         body = b"x" * (1 << 20)
         for _ in range(64):  # fill the socket buffers until the transport pauses writing
             if channel._write_paused:
