@@ -43,7 +43,13 @@ from rocketpy.client.process_queue import LOCK_MAX_LIVE_S, ProcessQueue
 from rocketpy.client.queue_context import QueueContext
 from rocketpy.client.queue_lock import QueueLocks
 from rocketpy.client.send_back import BrokerSendBack
-from rocketpy.client.trace import ConsumeTracer, TraceDispatcher, TraceStats, new_dispatcher
+from rocketpy.client.trace import (
+    CONSUME_BATCH_RECORDS,
+    ConsumeTracer,
+    TraceDispatcher,
+    TraceStats,
+    new_dispatcher,
+)
 from rocketpy.client.trace_otel import otel_spans
 from rocketpy.errors import MQClientError, RocketpyError
 from rocketpy.message import MessageExt, MessageQueue
@@ -96,7 +102,9 @@ class PushConsumer(ConsumerBase):
         super().__init__(group, namesrv_addr, **options)
         #: message trace (``enable_trace``): the dispatcher of this consumer's records
         self.trace: TraceDispatcher | None = (
-            new_dispatcher(group, namesrv_addr, trace_topic, self.settings) if enable_trace else None
+            new_dispatcher(group, namesrv_addr, trace_topic, self.settings, CONSUME_BATCH_RECORDS)
+            if enable_trace
+            else None
         )
         self.message_request_mode = coerce_enum(
             MessageRequestMode, message_request_mode, "message_request_mode"

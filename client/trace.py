@@ -6,12 +6,13 @@ records are appended in O(1) on the event loop and never wait for anything; a fu
 never slows a send or a listener. The hooks do not encode: they buffer a tuple of what a record
 needs (one per sent message; one per listener runner call for all its messages, as RocketMQ's
 consume hook gives one ``TraceContext`` with a list of ``TraceBean`` per batch). A background task
-takes what is buffered every ``flush_interval_s`` (or at once past ``BATCH_RECORDS``) and sends it
-as trace messages of at most
-``BATCH_RECORDS`` records and ``BATCH_BODY_BYTES`` to the trace topic through an inner producer
-(group ``_INNER_TRACE_PRODUCER-<group>``, RocketMQ's name), at most ``MAX_SENDS_IN_FLIGHT`` at once.
-Records are encoded there, when a trace message's worth is taken (``_take_batch``). Each trace
-message's KEYS are the traced messages' ids and keys, so the broker's index finds them.
+takes what is buffered every ``flush_interval_s`` (or at once past a trace message's worth) and sends
+it as trace messages of at most ``batch_records`` records (``BATCH_RECORDS`` for a producer's,
+``CONSUME_BATCH_RECORDS`` for a consumer's) and ``BATCH_BODY_BYTES`` to the trace topic through an
+inner producer (group ``_INNER_TRACE_PRODUCER-<group>``, RocketMQ's name), at most
+``MAX_SENDS_IN_FLIGHT`` at once. Records are encoded there, when a trace message's worth is taken
+(``_take_batch``). Each trace message's KEYS are the traced messages' ids and keys, so the broker's
+index finds them.
 
 The record layouts are ``rocketpy.trace``'s; the hot kinds (Pub, SubBefore, SubAfter) are written
 here with one f-string each by ``_encode_pub``, ``_encode_before`` and ``_encode_after`` (a unit
@@ -60,10 +61,17 @@ log = logging.getLogger("rocketpy.client.trace")
 
 #: Records buffered at most per dispatcher; past it new records are dropped (and counted).
 DEFAULT_BUFFER_SIZE = 20_000
-#: Records and body bytes of one trace message (RocketMQ sends up to ~118 KB; the KEYS property
-#: of a record's ids must also fit its 64 KiB properties field).
-BATCH_RECORDS = 512
-BATCH_BODY_BYTES = 120_000
+#: Records of one trace message of a producer: a Pub record each names one message, whose id (32
+#: characters and a space) goes to KEYS, so 900 of them fill ``BATCH_KEYS_CHARS`` (fewer, larger
+#: trace messages: the broker's cost of one is mostly fixed, not per record).
+BATCH_RECORDS = 900
+#: Records of one trace message of a consumer: a message's SubBefore and SubAfter share its id, so
+#: 1,600 records name ~800 ids, leaving room for the ids whose other record is in the next message
+#: (a listener call's records are cut anywhere); past ``BATCH_KEYS_CHARS`` the message is cut there.
+CONSUME_BATCH_RECORDS = 1600
+#: Body characters of one trace message (before compression; ~120-200 a consume or Pub record):
+#: far under the broker's ``maxMessageSize`` (4 MiB), and ~20 times smaller compressed.
+BATCH_BODY_BYTES = 400_000
 #: Characters of index keys (the KEYS property: traced ids and their messages' own keys, a space
 #: each) one trace message takes at most: a record's properties field holds 32,767 bytes, and 512
 #: records of messages with long user keys would pass it (the send refused, the records lost).
@@ -119,23 +127,39 @@ _Pending = tuple[_Encoder, Any, int]
 
 
 def _user_key_chars(enc: _Encoded, n: int) -> int:
-    """Characters the traced messages' own keys of ``enc``'s first ``n`` records add to KEYS."""
+    """Characters the traced messages' own keys of ``enc``'s first ``n`` records add to KEYS (at
+    most: a key two records name is counted twice)."""
     return sum(len(k) + 1 for i, ks in enc.keyed if i < n for k in ks)
 
 
-def _fitting(enc: _Encoded, n: int, body_room: int, keys_room: int, first: bool) -> int:
+def _new_id_chars(enc: _Encoded, n: int, keys: set[str]) -> int:
+    """Characters the traced ids of ``enc``'s first ``n`` records add to a KEYS already holding
+    ``keys``: each id not in it once, with its space (a consumed message's SubBefore and SubAfter
+    name the same id)."""
+    new = set(enc.ids[:n] if n < len(enc.ids) else enc.ids)
+    new.difference_update(keys)
+    new.discard("")
+    return sum(map(len, new)) + len(new)
+
+
+def _fitting(enc: _Encoded, n: int, body_room: int, keys_room: int, keys: set[str], first: bool) -> int:
     """How many of ``enc``'s first ``n`` records a trace message with ``body_room`` characters of
-    body and ``keys_room`` of KEYS left takes (rare: near a limit): while both are under their
-    limit, as the record that reaches one is taken; at least one when the message is empty
-    (``first``), so an oversized record is sent, refused and counted, not kept forever."""
+    body and ``keys_room`` of KEYS left (holding ``keys``) takes (rare: near a limit): while both are
+    under their limit, as the record that reaches one is taken; at least one when the message is
+    empty (``first``), so an oversized record is sent, refused and counted, not kept forever."""
     own: dict[int, int] = {}
     for i, ks in enc.keyed:
         if i < n:
             own[i] = own.get(i, 0) + sum(len(k) + 1 for k in ks)
+    seen: set[str] = set()
     take = 0
     while take < n and body_room > 0 and keys_room > 0:
         body_room -= len(enc.texts[take])
-        keys_room -= len(enc.ids[take]) + 1 + own.get(take, 0)
+        msg_id = enc.ids[take]
+        if msg_id and msg_id not in keys and msg_id not in seen:
+            seen.add(msg_id)
+            keys_room -= len(msg_id) + 1
+        keys_room -= own.get(take, 0)
         if keys_room < 0 and (take or not first):
             break  # this record's keys would pass the property's limit: it waits for the next message
         take += 1
@@ -184,6 +208,7 @@ class TraceDispatcher:
             traced client, given to the inner producer.
         buffer_size: most records waiting; more are dropped.
         flush_interval_s: how long a record may wait for company before it is sent.
+        batch_records: most records of one trace message (a trace message's worth is sent at once).
     """
 
     def __init__(
@@ -195,14 +220,16 @@ class TraceDispatcher:
         *,
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         flush_interval_s: float = 0.1,
+        batch_records: int = BATCH_RECORDS,
     ) -> None:
-        assert buffer_size > 0 and flush_interval_s > 0
+        assert buffer_size > 0 and flush_interval_s > 0 and batch_records > 0
         self.group = group
         self.namesrv_addr = namesrv_addr
         self.trace_topic = trace_topic or TRACE_TOPIC
         self.client_options = dict(client_options or {})
         self.buffer_size = buffer_size
         self.flush_interval_s = flush_interval_s
+        self.batch_records = batch_records
         self.stats = TraceStats()
         #: records waiting to be encoded (``_Pending``), and encoded ones waiting to be sent
         self._buffer: deque[_Pending] = deque()
@@ -228,7 +255,7 @@ class TraceDispatcher:
         self._buffer.append((encoder, what, n))
         self._count += n
         self.stats.appended += n
-        if self._count >= BATCH_RECORDS:
+        if self._count >= self.batch_records:
             self._wake.set()
 
     @property
@@ -298,7 +325,10 @@ class TraceDispatcher:
                     pass
             self._wake.clear()
             flush_all = loop.time() >= due
-            while self._count >= (1 if flush_all else BATCH_RECORDS) and len(in_flight) < MAX_SENDS_IN_FLIGHT:
+            while (
+                self._count >= (1 if flush_all else self.batch_records)
+                and len(in_flight) < MAX_SENDS_IN_FLIGHT
+            ):
                 records, keys = self._take_batch()
                 if not records:
                     break
@@ -311,21 +341,22 @@ class TraceDispatcher:
                 due = loop.time() + self.flush_interval_s
 
     def _take_batch(self) -> tuple[list[str], set[str]]:
-        """The records and index keys of the next trace message (at most ``BATCH_RECORDS`` records;
+        """The records and index keys of the next trace message (at most ``batch_records`` records;
         records are added while the body is under ``BATCH_BODY_BYTES`` characters, and while their
-        KEYS stay within ``BATCH_KEYS_CHARS``), encoding buffered records as it needs them; what
-        does not fit waits for the next one."""
+        KEYS stay within ``BATCH_KEYS_CHARS``: each traced id once, however many records name it),
+        encoding buffered records as it needs them; what does not fit waits for the next one."""
         records: list[str] = []
         keys: set[str] = set()
         size = keys_chars = 0
         buf = self._buffer
-        while len(records) < BATCH_RECORDS and size < BATCH_BODY_BYTES and keys_chars < BATCH_KEYS_CHARS:
+        most = self.batch_records
+        while len(records) < most and size < BATCH_BODY_BYTES and keys_chars < BATCH_KEYS_CHARS:
             enc = self._ready
             if enc is not None:
                 self._ready = None
             elif buf:  # encode what this message has room for (one call per buffered entry)
                 enc = _Encoded()
-                texts, room = enc.texts, BATCH_RECORDS - len(records)
+                texts, room = enc.texts, most - len(records)
                 while buf and len(texts) < room:
                     encoder, what, n = buf.popleft()
                     had = len(texts)
@@ -333,15 +364,15 @@ class TraceDispatcher:
                     self._count -= n - (len(texts) - had)  # an encoder may write fewer, never more
             else:
                 break
-            take = min(len(enc.texts), BATCH_RECORDS - len(records))
+            take = min(len(enc.texts), most - len(records))
             item_size = sum(map(len, enc.texts[:take]))
-            item_keys = sum(map(len, enc.ids[:take])) + take + _user_key_chars(enc, take)
+            item_keys = _new_id_chars(enc, take, keys) + _user_key_chars(enc, take)
             if size + item_size > BATCH_BODY_BYTES or keys_chars + item_keys > BATCH_KEYS_CHARS:
                 take = _fitting(
-                    enc, take, BATCH_BODY_BYTES - size, BATCH_KEYS_CHARS - keys_chars, not records
+                    enc, take, BATCH_BODY_BYTES - size, BATCH_KEYS_CHARS - keys_chars, keys, not records
                 )
                 item_size = sum(map(len, enc.texts[:take]))
-                item_keys = sum(map(len, enc.ids[:take])) + take + _user_key_chars(enc, take)
+                item_keys = _new_id_chars(enc, take, keys) + _user_key_chars(enc, take)
                 if take == 0:  # the next record's keys do not fit: it starts the next message
                     self._ready = enc
                     break
@@ -380,16 +411,21 @@ class TraceDispatcher:
 
 
 def new_dispatcher(
-    group: str, namesrv_addr: str | None, trace_topic: str | None, settings: ClientSettings
+    group: str,
+    namesrv_addr: str | None,
+    trace_topic: str | None,
+    settings: ClientSettings,
+    batch_records: int = BATCH_RECORDS,
 ) -> TraceDispatcher:
-    """The dispatcher of a traced client: its inner producer signs and encodes as the client does."""
+    """The dispatcher of a traced client: its inner producer signs and encodes as the client does
+    (``batch_records``: ``CONSUME_BATCH_RECORDS`` for a consumer's)."""
     options = {
         "access_key": settings.access_key,
         "secret_key": settings.secret_key,
         "serialize_type": settings.serialize_type,
         "instance_name": settings.instance_name,
     }
-    return TraceDispatcher(group, namesrv_addr, trace_topic, options)
+    return TraceDispatcher(group, namesrv_addr, trace_topic, options, batch_records=batch_records)
 
 
 def msg_type_of(msg: Message, sys_flag: int) -> int:
@@ -492,7 +528,7 @@ class ProducerTracer:
             d._buffer.append((_encode_pub, what, 1))
             d._count += 1
             d.stats.appended += 1
-            if d._count >= BATCH_RECORDS:
+            if d._count >= d.batch_records:
                 d._wake.set()
         else:
             d.add(_encode_pub, what, 1)  # dropped and counted there

@@ -12,6 +12,7 @@ from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.trace import (
     BATCH_KEYS_CHARS,
     BATCH_RECORDS,
+    CONSUME_BATCH_RECORDS,
     ConsumeTracer,
     ProducerTracer,
     TraceDispatcher,
@@ -133,8 +134,8 @@ def test_trace_topics() -> None:
     assert not is_trace_topic("TopicA")
 
 
-def _dispatcher(size: int = 100) -> TraceDispatcher:
-    d = TraceDispatcher("G", "127.0.0.1:9876", buffer_size=size)
+def _dispatcher(size: int = 100, batch_records: int = BATCH_RECORDS) -> TraceDispatcher:
+    d = TraceDispatcher("G", "127.0.0.1:9876", buffer_size=size, batch_records=batch_records)
     d._open = True  # appending only: no inner producer needed
     return d
 
@@ -247,6 +248,56 @@ def test_long_user_keys_split_trace_messages_within_the_properties_limit() -> No
     decoded = [decode_record(r.rstrip("\x02")) for r in sent]
     assert [r.kind for r in decoded] == ["SubBefore"] * 400 + ["SubAfter"] * 400
     assert [r.msg_id for r in decoded[:400]] == [f"ID{c:04d}" for c in range(400)]
+
+
+def _take_all(d: TraceDispatcher) -> list[list[str]]:
+    """Every trace message's records until nothing is pending, each message's KEYS checked."""
+    messages: list[list[str]] = []
+    while d.pending:
+        records, keys = d._take_batch()
+        assert records, "a take with records pending gave none"
+        assert len(records) <= d.batch_records and len(" ".join(sorted(keys))) <= BATCH_KEYS_CHARS
+        assert keys == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
+        messages.append(records)
+    return messages
+
+
+def _consumed(first: int, n: int) -> list[list[MessageExt]]:
+    chunks = []
+    for c in range(first, first + n):
+        m = MessageExt("TopicA", b"x")
+        m.msg_id = f"{c:032X}"  # as long as a real id: 33 characters of KEYS each
+        chunks.append([m])
+    return chunks
+
+
+def test_a_consumers_trace_message_counts_each_id_once() -> None:
+    """A consumed message's SubBefore and SubAfter name one id, indexed once: a consumer's trace
+    message holds CONSUME_BATCH_RECORDS records (more ids' worth of records than KEYS would hold if
+    each record's id were counted), and when its listener calls' records are not paired in it
+    (all SubBefore first), KEYS still stays within the bound; every record once, in order."""
+    d = _dispatcher(size=20_000, batch_records=CONSUME_BATCH_RECORDS)
+    tracer = ConsumeTracer(d, "CG", ("OK",))
+    for call in range(60):  # listener calls of 32 messages, one after another: pairs stay together
+        chunks = _consumed(call * 32, 32)
+        tracer.after(chunks, tracer.before(chunks), ["OK"] * 32, [1.0, 1.002] * 32)
+    messages = _take_all(d)
+    assert CONSUME_BATCH_RECORDS * 33 > BATCH_KEYS_CHARS  # counted per record, it would not fit
+    assert len(messages[0]) == CONSUME_BATCH_RECORDS and sum(map(len, messages)) == 2 * 60 * 32
+    sent = [decode_record(r.rstrip("\x02")) for m in messages for r in m]
+    assert [(r.kind, r.msg_id) for r in sent] == [
+        (kind, f"{c:032X}") for call in range(60) for kind in ("SubBefore", "SubAfter")
+        for c in range(call * 32, call * 32 + 32)
+    ]  # fmt: skip
+
+    chunks = _consumed(0, 1200)  # one call of 1,200: its SubBefore records come first, unpaired
+    tracer.after(chunks, tracer.before(chunks), ["OK"] * 1200, [1.0, 1.002] * 1200)
+    messages = _take_all(d)
+    assert len(messages[0]) < CONSUME_BATCH_RECORDS  # cut by KEYS: ~909 ids
+    sent = [decode_record(r.rstrip("\x02")) for m in messages for r in m]
+    assert [(r.kind, r.msg_id) for r in sent] == [
+        (kind, f"{c:032X}") for kind in ("SubBefore", "SubAfter") for c in range(1200)
+    ]
 
 
 def test_context_codes() -> None:
