@@ -16,7 +16,8 @@ index finds them.
 
 The record layouts are ``rocketpy.trace``'s; the hot kinds (Pub, SubBefore, SubAfter) are written
 here with one f-string each by ``_encode_pub``, ``_encode_before`` and ``_encode_after`` (a unit
-test checks they equal ``rocketpy.trace.encode_record``).
+test checks they equal ``rocketpy.trace.encode_record``), compiled twins in ``_traceenc.pyx`` (the
+same texts, ids and keyed entries, without an interpreter step per record).
 ``ProducerTracer`` and ``ConsumeTracer`` are the hooks the producer and the listener runner call;
 with ``opentelemetry-api`` installed they also end OpenTelemetry spans (``client/trace_otel.py``).
 """
@@ -32,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rocketpy._accel import twin
 from rocketpy.client.listener import SKIPPED
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.message import Message, MessageConst, MessageExt
@@ -483,6 +485,7 @@ def _encoded(what: tuple[str, str], out: _Encoded) -> None:
     out.ids.append("")
 
 
+@twin
 def _encode_pub(what: tuple[Any, ...], out: _Encoded) -> None:
     begin_ms, group, topic, msg_id, tags, keys, omid, body_len, cost_ms, msg_type, ok = what
     if keys:
@@ -598,6 +601,7 @@ def _add_keyed(out: _Encoded, first: int, texts: Sequence[str | None]) -> None:
 # meanwhile (the collector runs more often while a buffer grows), which cost more than the encoding.
 
 
+@twin
 def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
     now, group, seq, sizes, ids, retries, key_texts = what
     texts = out.texts
@@ -622,6 +626,7 @@ def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None:
     out.ids.extend(ids)
 
 
+@twin
 def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
     group, seq, sizes, divisors, ids, key_texts, results, times, ok_statuses = what
     texts, out_ids = out.texts, out.ids
@@ -758,3 +763,15 @@ class ConsumeTracer:
                     ok = _is_ok(result, self.ok)
                     for m in chunk:
                         spans.process(self.group, m, times[2 * i], times[2 * i + 1], ok)
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.client import _traceenc
+
+    same_signature(_encode_pub)(_traceenc._encode_pub)
+    same_signature(_traceenc._encode_pub)(_encode_pub)
+    same_signature(_encode_before)(_traceenc._encode_before)
+    same_signature(_traceenc._encode_before)(_encode_before)
+    same_signature(_encode_after)(_traceenc._encode_after)
+    same_signature(_traceenc._encode_after)(_encode_after)

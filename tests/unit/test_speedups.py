@@ -60,6 +60,7 @@ TWINNED = (
     "plain_messages", "stored_answers", "put_now", "get_now", "serve_turn", "receive", "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
     "read_plain",  # POP's plain read (test_pop_plain.py)
+    "_encode_pub", "_encode_before", "_encode_after",  # trace records (test_trace_records.py)
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
