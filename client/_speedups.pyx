@@ -14,13 +14,30 @@ against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
-from rocketpy._cshared cimport PyUnicode_IS_ASCII, _crc32, _latin1, _put_u32
+from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, _crc32, _latin1, _put_u32
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+
+cdef extern from "structmember.h":
+    int T_OBJECT_EX
+    int READONLY
 
 import asyncio
-import time
+import types
 
 __all__ = ["batch_body", "earliest_deadline", "live_members", "settle_stored", "start_usual"]
 
@@ -40,7 +57,66 @@ cdef Py_ssize_t BATCH_HEAD_SIZE = 0
 cdef Py_ssize_t ITEM_OVERHEAD = 0
 cdef uint32_t MESSAGE_MAGIC = 0
 cdef object _get_running_loop = asyncio.get_running_loop
-cdef object _time = time.time
+cdef object _MemberDescriptorType = types.MemberDescriptorType
+
+
+# -- slot writes ----------------------------------------------------------------------------------
+# The objects this module makes (a PreparedMessage, a job, a SendResult) are fresh instances of
+# classes with ``__slots__``: each attribute it sets is written straight into its slot, at the
+# offset the class's member descriptor gives (what ``setattr`` ends up doing, without looking the
+# name up along the class's MRO every time). A name that is not a plain writable object slot of
+# the class (a subclass's property, say) has offset -1 and is set with ``setattr``.
+
+cdef Py_ssize_t _slot_offset(type cls, str name) except -2:
+    """The byte offset of ``cls``'s writable object slot ``name``, or -1 when it is not one."""
+    d = getattr(cls, name, None)  # on the class: the member descriptor itself
+    if type(d) is not _MemberDescriptorType or not issubclass(cls, d.__objclass__):
+        return -1
+    cdef PyMemberDef* m = (<PyMemberDescrObject*><PyObject*>d).d_member
+    if m.type != T_OBJECT_EX or m.flags & READONLY:
+        return -1
+    return m.offset
+
+
+cdef inline int _set(object obj, Py_ssize_t off, str name, object value) except -1:
+    """``setattr(obj, name, value)``; straight into the slot at ``off`` when ``off`` >= 0."""
+    cdef PyObject** slot
+    cdef PyObject* old
+    if off < 0:
+        setattr(obj, name, value)
+        return 0
+    slot = <PyObject**>((<char*><PyObject*>obj) + off)
+    old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+    return 0
+
+
+cdef tuple _PM_NAMES = ("body", "born_ms", "flag", "needs_compress", "properties", "queue_nums",
+                        "sys_flag", "topic", "uniq_key")
+cdef Py_ssize_t _PM[9]
+cdef tuple _SR_NAMES = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset")
+cdef Py_ssize_t _SR[5]
+cdef tuple _JOB_NAMES = ("prepared", "topic", "attempts", "choice", "tried", "unavailable", "last_broker",
+                         "last_error", "last_result", "refresh", "needs_compress", "settled", "item_size",
+                         "path", "deadline", "mq", "addr", "started", "future")
+cdef Py_ssize_t _JOB[19]
+cdef object _job_cls = None  # the class _JOB's offsets are of
+
+
+cdef int _offsets(type cls, tuple names, Py_ssize_t* out) except -1:
+    cdef Py_ssize_t i
+    for i in range(len(names)):
+        out[i] = _slot_offset(cls, names[i])
+    return 0
+
+
+cdef int _job_offsets(type cls) except -1:
+    global _job_cls
+    _offsets(cls, _JOB_NAMES, _JOB)
+    _job_cls = cls
+    return 0
 
 
 cdef int _bind() except -1:
@@ -59,6 +135,8 @@ cdef int _bind() except -1:
     _select_queue = selector.select_queue
     _may_be_timed_or_half = message_props.may_be_timed_or_half
     _pure_batch_body = PURE["batch_body"]
+    _offsets(_PreparedMessage, _PM_NAMES, _PM)
+    _offsets(_SendResult, _SR_NAMES, _SR)
     MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
     BATCH_HEAD_SIZE = record.BATCH_HEAD.size
     ITEM_OVERHEAD = BATCH_HEAD_SIZE + 2
@@ -70,6 +148,9 @@ cdef int _bind() except -1:
 cdef str _HEX = "0123456789ABCDEF"
 
 
+cdef const char* _HEXC = b"0123456789ABCDEF"
+
+
 cdef str _unique_id(int64_t now_ms):
     """``msgid.new_unique_id()``: the generator's head of this millisecond + the counter's 4 hex
     digits when its head is of ``now_ms``, else the generator's own ``next``."""
@@ -77,10 +158,47 @@ cdef str _unique_id(int64_t now_ms):
     stamp = gen._stamp
     cdef str head = <str>stamp[1]
     cdef unsigned int c
+    cdef Py_ssize_t n
+    cdef char* out
     if <int64_t>stamp[0] != now_ms:
         return gen.next()
     c = <unsigned int>(next(gen._counter) & 0xFFFF)
-    return head + _HEX[(c >> 12) & 15] + _HEX[(c >> 8) & 15] + _HEX[(c >> 4) & 15] + _HEX[c & 15]
+    if not PyUnicode_IS_ASCII(head):  # never: the head is hex
+        return head + _HEX[(c >> 12) & 15] + _HEX[(c >> 8) & 15] + _HEX[(c >> 4) & 15] + _HEX[c & 15]
+    n = len(head)
+    uniq = PyUnicode_New(n + 4, 127)
+    out = <char*>PyUnicode_DATA(uniq)
+    memcpy(out, PyUnicode_DATA(head), n)
+    out[n] = _HEXC[(c >> 12) & 15]
+    out[n + 1] = _HEXC[(c >> 8) & 15]
+    out[n + 2] = _HEXC[(c >> 4) & 15]
+    out[n + 3] = _HEXC[c & 15]
+    return <str>uniq
+
+
+cdef str _ascii_join3(const char* a, Py_ssize_t na, str b, const char* c, Py_ssize_t nc):
+    """``a + b + c`` for ASCII ``b`` (``a`` and ``c`` ASCII bytes), in one allocation."""
+    cdef Py_ssize_t nb = len(b)
+    out_s = PyUnicode_New(na + nb + nc, 127)
+    cdef char* out = <char*>PyUnicode_DATA(out_s)
+    memcpy(out, a, na)
+    memcpy(out + na, PyUnicode_DATA(b), nb)
+    memcpy(out + na + nb, c, nc)
+    return <str>out_s
+
+
+cdef str _tagged_props(str tags, str uniq):
+    """The properties string of ``tags`` and ``uniq`` (TAGS, then UNIQ_KEY), both ASCII, in one
+    allocation."""
+    cdef Py_ssize_t nt = len(tags), nu = len(uniq)
+    out_s = PyUnicode_New(5 + nt + 10 + nu + 1, 127)
+    cdef char* out = <char*>PyUnicode_DATA(out_s)
+    memcpy(out, b"TAGS\x01", 5)
+    memcpy(out + 5, PyUnicode_DATA(tags), nt)
+    memcpy(out + 5 + nt, b"\x02UNIQ_KEY\x01", 10)
+    memcpy(out + 15 + nt, PyUnicode_DATA(uniq), nu)
+    out[15 + nt + nu] = 2
+    return <str>out_s
 
 
 def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_over_bytes, queue_nums,
@@ -107,16 +225,25 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
             or (tags is not None and (type(tags) is not str or tags == "" or "||" in tags))
             or topic not in _valid_topics):
         return None
-    cdef int64_t now_ms = <int64_t>(<double>_time() * 1000)
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    cdef int64_t now_ms = <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
     cdef str uniq = _unique_id(now_ms)
     cdef str props
     cdef Py_ssize_t n_props
     if tags is None:
-        props = "UNIQ_KEY\x01" + uniq + "\x02"
+        if PyUnicode_IS_ASCII(uniq):
+            props = _ascii_join3(b"UNIQ_KEY\x01", 9, uniq, b"\x02", 1)
+        else:
+            props = "UNIQ_KEY\x01" + uniq + "\x02"
         n_props = len(props)
     else:
-        props = "TAGS\x01" + <str>tags + "\x02UNIQ_KEY\x01" + uniq + "\x02"
-        n_props = len(props) if PyUnicode_IS_ASCII(props) else len(props.encode())
+        if PyUnicode_IS_ASCII(tags) and PyUnicode_IS_ASCII(uniq):
+            props = _tagged_props(<str>tags, uniq)
+            n_props = len(props)
+        else:
+            props = "TAGS\x01" + <str>tags + "\x02UNIQ_KEY\x01" + uniq + "\x02"
+            n_props = len(props) if PyUnicode_IS_ASCII(props) else len(props.encode())
         if n_props > MAX_PROPERTIES_BYTES or _may_be_timed_or_half(props):
             return None
     cdef Py_ssize_t size = ITEM_OVERHEAD + n_body + n_props
@@ -124,40 +251,44 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     if size > batch_max:
         return None
     p = _PreparedMessage.__new__(_PreparedMessage)
-    p.body = body
-    p.born_ms = now_ms
-    p.flag = flag
-    p.needs_compress = False
-    p.properties = props
-    p.queue_nums = queue_nums
-    p.sys_flag = 0
-    p.topic = topic
-    p.uniq_key = uniq
+    _set(p, _PM[0], "body", body)
+    _set(p, _PM[1], "born_ms", now_ms)
+    _set(p, _PM[2], "flag", flag)
+    _set(p, _PM[3], "needs_compress", False)
+    _set(p, _PM[4], "properties", props)
+    _set(p, _PM[5], "queue_nums", queue_nums)
+    _set(p, _PM[6], "sys_flag", 0)
+    _set(p, _PM[7], "topic", topic)
+    _set(p, _PM[8], "uniq_key", uniq)
+    if job_cls is not _job_cls:
+        _job_offsets(job_cls)
     job = job_cls.__new__(job_cls)
-    job.prepared = p
-    job.topic = topic
-    job.attempts = 1 + retry_times
-    job.choice = None
-    job.tried = 0
-    job.unavailable = 0
-    job.last_broker = None
-    job.last_error = None
-    job.last_result = None
-    job.refresh = None
-    job.needs_compress = False
-    job.settled = False
-    job.item_size = size
-    loop = _get_running_loop()
+    _set(job, _JOB[0], "prepared", p)
+    _set(job, _JOB[1], "topic", topic)
+    _set(job, _JOB[2], "attempts", 1 + retry_times)
+    _set(job, _JOB[3], "choice", None)
+    _set(job, _JOB[4], "tried", 0)
+    _set(job, _JOB[5], "unavailable", 0)
+    _set(job, _JOB[6], "last_broker", None)
+    _set(job, _JOB[7], "last_error", None)
+    _set(job, _JOB[8], "last_result", None)
+    _set(job, _JOB[9], "refresh", None)
+    _set(job, _JOB[10], "needs_compress", False)
+    _set(job, _JOB[11], "settled", False)
+    _set(job, _JOB[12], "item_size", size)
+    loop = co.loop
+    if loop is None:
+        loop = _get_running_loop()
     now = loop.time()
-    job.path = path
-    job.deadline = now + remaining
+    _set(job, _JOB[13], "path", path)
+    _set(job, _JOB[14], "deadline", now + remaining)
     tp = inst.publish_info(topic)
     if tp is None or not tp.message_queues:
         return path.run(job)
     fault = path.fault
     q = co._filling.get(topic)
     if (q is not None and q.jobs and <Py_ssize_t>q.n_bytes < batch_max
-            and (not fault.enabled or fault.is_available(q.mq.broker_name))):
+            and (not fault.enabled or not fault._items or fault.is_available(q.mq.broker_name))):
         mq = q.mq  # join the batch still filling (``Coalescer.filling``)
     else:
         q = None
@@ -165,13 +296,13 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     addr = inst.find_broker_addr(mq.broker_name)
     if addr is None or co._room_waiters or co.held_bytes + size > co.total_batch_max_bytes:
         return path.run(job, mq)
-    job.tried = 1
-    job.mq = mq
-    job.addr = addr
-    job.started = now
+    _set(job, _JOB[4], "tried", 1)
+    _set(job, _JOB[15], "mq", mq)
+    _set(job, _JOB[16], "addr", addr)
+    _set(job, _JOB[17], "started", now)
     if q is not None and q.addr == addr and <Py_ssize_t>q.n_bytes + size <= batch_max:
         fut = loop.create_future()  # ``Coalescer.add`` to a batch still filling
-        job.future = fut
+        _set(job, _JOB[18], "future", fut)
         (<list>q.jobs).append(job)
         q.n_bytes += size
         co.held_bytes += size
@@ -248,14 +379,17 @@ def settle_stored(list jobs, first, bint quiet):
     for i in range(n):
         j = jobs[i]
         result = _SendResult.__new__(_SendResult)
-        result.status = status
-        result.msg_id = j.prepared.uniq_key
-        result.offset_msg_id = offset_ids[i] if i < n_ids else ""
-        result.message_queue = mq
-        result.queue_offset = base + i
+        _set(result, _SR[0], "status", status)
+        _set(result, _SR[1], "msg_id", j.prepared.uniq_key)
+        _set(result, _SR[2], "offset_msg_id", offset_ids[i] if i < n_ids else "")
+        _set(result, _SR[3], "message_queue", mq)
+        _set(result, _SR[4], "queue_offset", base + i)
         fut = j.future
         if not fut.done():
-            j.settled = settled
+            if type(j) is _job_cls:
+                _set(j, _JOB[11], "settled", settled)
+            else:
+                j.settled = settled
             fut.set_result(result)
 
 
