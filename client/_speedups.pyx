@@ -93,6 +93,23 @@ cdef inline int _set(object obj, Py_ssize_t off, str name, object value) except 
     return 0
 
 
+cdef inline object _get(object obj, Py_ssize_t off, str name):
+    """``getattr(obj, name)``; straight from the slot at ``off`` when ``off`` >= 0 and it is set."""
+    cdef PyObject* v
+    if off >= 0:
+        v = (<PyObject**>((<char*><PyObject*>obj) + off))[0]
+        if v is not NULL:
+            return <object>v
+    return getattr(obj, name)
+
+
+cdef tuple _MSG_NAMES = ("body", "topic", "tags", "flag", "delay_level", "keys", "properties")
+cdef Py_ssize_t _MSG[7]
+cdef tuple _Q_NAMES = ("jobs", "n_bytes", "mq", "addr", "in_flight", "timer")
+cdef Py_ssize_t _Q[6]
+cdef object _Pending = None
+cdef Py_ssize_t _MQ_BROKER = -1
+cdef object _MessageQueue = None
 cdef tuple _PM_NAMES = ("body", "born_ms", "flag", "needs_compress", "properties", "queue_nums",
                         "sys_flag", "topic", "uniq_key")
 cdef Py_ssize_t _PM[9]
@@ -122,10 +139,10 @@ cdef int _job_offsets(type cls) except -1:
 cdef int _bind() except -1:
     global _bound, _Message, _PreparedMessage, _SendResult, _valid_topics, _msgid, _select_queue
     global _may_be_timed_or_half, _pure_batch_body, MAX_PROPERTIES_BYTES, BATCH_HEAD_SIZE, ITEM_OVERHEAD
-    global MESSAGE_MAGIC
+    global MESSAGE_MAGIC, _Pending, _MessageQueue, _MQ_BROKER
     from rocketpy import message, message_props, msgid, record
     from rocketpy._accel import PURE
-    from rocketpy.client import message_check, results, selector
+    from rocketpy.client import coalesce, message_check, results, selector
 
     _Message = message.Message
     _PreparedMessage = message_check.PreparedMessage
@@ -136,6 +153,11 @@ cdef int _bind() except -1:
     _may_be_timed_or_half = message_props.may_be_timed_or_half
     _pure_batch_body = PURE["batch_body"]
     _offsets(_PreparedMessage, _PM_NAMES, _PM)
+    _offsets(_Message, _MSG_NAMES, _MSG)
+    _Pending = coalesce._Pending
+    _offsets(_Pending, _Q_NAMES, _Q)
+    _MessageQueue = message.MessageQueue
+    _MQ_BROKER = _slot_offset(_MessageQueue, "broker_name")
     _offsets(_SendResult, _SR_NAMES, _SR)
     MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
     BATCH_HEAD_SIZE = record.BATCH_HEAD.size
@@ -211,15 +233,16 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     co = path.coalescer
     if co is None or type(msg) is not _Message:
         return None
-    body = msg.body
-    topic = msg.topic
-    tags = msg.tags
-    flag = msg.flag
-    delay = msg.delay_level
+    body = _get(msg, _MSG[0], "body")
+    topic = _get(msg, _MSG[1], "topic")
+    tags = _get(msg, _MSG[2], "tags")
+    flag = _get(msg, _MSG[3], "flag")
+    delay = _get(msg, _MSG[4], "delay_level")
     if type(body) is not bytes:
         return None
     cdef Py_ssize_t n_body = PyBytes_GET_SIZE(body)
-    if (n_body <= 0 or n_body > max_bytes or n_body > compress_over_bytes or msg.keys or msg.properties
+    if (n_body <= 0 or n_body > max_bytes or n_body > compress_over_bytes or _get(msg, _MSG[5], "keys")
+            or _get(msg, _MSG[6], "properties")
             or type(delay) is not int or delay != 0 or type(flag) is not int
             or not -2147483648 <= flag <= 2147483647
             or (tags is not None and (type(tags) is not str or tags == "" or "||" in tags))
@@ -287,33 +310,45 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
         return path.run(job)
     fault = path.fault
     q = co._filling.get(topic)
-    if (q is not None and q.jobs and <Py_ssize_t>q.n_bytes < batch_max
-            and (not fault.enabled or not fault._items or fault.is_available(q.mq.broker_name))):
-        mq = q.mq  # join the batch still filling (``Coalescer.filling``)
+    cdef Py_ssize_t qo0 = -1, qo1 = -1, qo2 = -1, qo3 = -1, qo4 = -1, qo5 = -1
+    if q is not None and type(q) is _Pending:
+        qo0, qo1, qo2, qo3, qo4, qo5 = _Q[0], _Q[1], _Q[2], _Q[3], _Q[4], _Q[5]
+    if (q is not None and _get(q, qo0, "jobs") and <Py_ssize_t>_get(q, qo1, "n_bytes") < batch_max
+            and (not fault.enabled or not fault._items or fault.is_available(_broker_of(_get(q, qo2, "mq"))))):
+        mq = _get(q, qo2, "mq")  # join the batch still filling (``Coalescer.filling``)
     else:
         q = None
         mq = _select_queue(tp.message_queues, tp.index, fault, None)
-    addr = inst.find_broker_addr(mq.broker_name)
+    addr = inst.find_broker_addr(_broker_of(mq))
     if addr is None or co._room_waiters or co.held_bytes + size > co.total_batch_max_bytes:
         return path.run(job, mq)
     _set(job, _JOB[4], "tried", 1)
     _set(job, _JOB[15], "mq", mq)
     _set(job, _JOB[16], "addr", addr)
     _set(job, _JOB[17], "started", now)
-    if q is not None and q.addr == addr and <Py_ssize_t>q.n_bytes + size <= batch_max:
+    if q is not None and _get(q, qo3, "addr") == addr and <Py_ssize_t>_get(q, qo1, "n_bytes") + size <= batch_max:
         fut = loop.create_future()  # ``Coalescer.add`` to a batch still filling
         _set(job, _JOB[18], "future", fut)
-        (<list>q.jobs).append(job)
-        q.n_bytes += size
+        jobs = _get(q, qo0, "jobs")
+        if type(jobs) is list:
+            (<list>jobs).append(job)
+        else:
+            jobs.append(job)
+        _set(q, qo1, "n_bytes", _get(q, qo1, "n_bytes") + size)
         co.held_bytes += size
-        if q.in_flight == 0 and q.timer is None:
+        if _get(q, qo4, "in_flight") == 0 and _get(q, qo5, "timer") is None:
             if co.batch_max_delay > 0:
-                q.timer = loop.call_later(co.batch_max_delay, co._flush, q)
+                _set(q, qo5, "timer", loop.call_later(co.batch_max_delay, co._flush, q))
             else:
-                q.timer = loop.call_soon(co._flush, q)
+                _set(q, qo5, "timer", loop.call_soon(co._flush, q))
     else:
         job.future = co.add(job, mq, addr)
     return job
+
+
+cdef inline object _broker_of(object mq):
+    """``mq.broker_name``."""
+    return _get(mq, _MQ_BROKER if type(mq) is _MessageQueue else -1, "broker_name")
 
 
 def batch_body(list jobs):
