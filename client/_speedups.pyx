@@ -14,6 +14,7 @@ against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.method cimport PyMethod_GET_FUNCTION, PyMethod_GET_SELF
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t
@@ -108,6 +109,10 @@ cdef Py_ssize_t _MSG[7]
 cdef tuple _Q_NAMES = ("jobs", "n_bytes", "mq", "addr", "in_flight", "timer")
 cdef Py_ssize_t _Q[6]
 cdef object _Pending = None
+cdef object _Instance = None  # MQClientInstance: its route and address lookups are read inline
+cdef object _inst_method = None  # Producer._inst: a path's ``instance``, read inline
+cdef object _MASTER_ID = None
+cdef object _MethodType = types.MethodType
 cdef Py_ssize_t _MQ_BROKER = -1
 cdef object _MessageQueue = None
 cdef tuple _PM_NAMES = ("body", "born_ms", "flag", "needs_compress", "properties", "queue_nums",
@@ -139,10 +144,11 @@ cdef int _job_offsets(type cls) except -1:
 cdef int _bind() except -1:
     global _bound, _Message, _PreparedMessage, _SendResult, _valid_topics, _msgid, _select_queue
     global _may_be_timed_or_half, _pure_batch_body, MAX_PROPERTIES_BYTES, BATCH_HEAD_SIZE, ITEM_OVERHEAD
-    global MESSAGE_MAGIC, _Pending, _MessageQueue, _MQ_BROKER
+    global MESSAGE_MAGIC, _Pending, _MessageQueue, _MQ_BROKER, _Instance, _inst_method, _MASTER_ID
     from rocketpy import message, message_props, msgid, record
     from rocketpy._accel import PURE
-    from rocketpy.client import coalesce, message_check, results, selector
+    from rocketpy import route
+    from rocketpy.client import coalesce, instance, message_check, producer, results, selector
 
     _Message = message.Message
     _PreparedMessage = message_check.PreparedMessage
@@ -158,6 +164,9 @@ cdef int _bind() except -1:
     _offsets(_Pending, _Q_NAMES, _Q)
     _MessageQueue = message.MessageQueue
     _MQ_BROKER = _slot_offset(_MessageQueue, "broker_name")
+    _Instance = instance.MQClientInstance
+    _inst_method = producer.Producer._inst
+    _MASTER_ID = route.MASTER_ID
     _offsets(_SendResult, _SR_NAMES, _SR)
     MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
     BATCH_HEAD_SIZE = record.BATCH_HEAD.size
@@ -229,7 +238,7 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     ``rocketpy.client.send_core.start_usual``)."""
     if not _bound:
         _bind()
-    inst = path.instance()
+    inst = _instance_of(path.instance)
     co = path.coalescer
     if co is None or type(msg) is not _Message:
         return None
@@ -305,7 +314,8 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     now = loop.time()
     _set(job, _JOB[13], "path", path)
     _set(job, _JOB[14], "deadline", now + remaining)
-    tp = inst.publish_info(topic)
+    cdef bint real = type(inst) is _Instance  # its lookups are read inline (``_broker_addr``)
+    tp = inst._publish.get(topic) if real else inst.publish_info(topic)
     if tp is None or not tp.message_queues:
         return path.run(job)
     fault = path.fault
@@ -319,7 +329,7 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     else:
         q = None
         mq = _select_queue(tp.message_queues, tp.index, fault, None)
-    addr = inst.find_broker_addr(_broker_of(mq))
+    addr = _broker_addr(inst, _broker_of(mq)) if real else inst.find_broker_addr(_broker_of(mq))
     if addr is None or co._room_waiters or co.held_bytes + size > co.total_batch_max_bytes:
         return path.run(job, mq)
     _set(job, _JOB[4], "tried", 1)
@@ -344,6 +354,24 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     else:
         job.future = co.add(job, mq, addr)
     return job
+
+
+cdef inline object _instance_of(object fn):
+    """``fn()`` for a path's ``instance``: a started producer's instance read from it when ``fn`` is
+    ``Producer._inst`` bound to it (which raises when it is not started)."""
+    if type(fn) is _MethodType and <object>PyMethod_GET_FUNCTION(fn) is _inst_method:
+        inst = getattr(<object>PyMethod_GET_SELF(fn), "_instance", None)
+        if inst is not None:
+            return inst
+    return fn()
+
+
+cdef inline object _broker_addr(object inst, object broker_name):
+    """``MQClientInstance.find_broker_addr(broker_name)`` (the master's address, or None)."""
+    table = inst._broker_addrs.get(broker_name)
+    if not table:
+        return None
+    return table.get(_MASTER_ID)
 
 
 cdef inline object _broker_of(object mq):
