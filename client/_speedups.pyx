@@ -14,13 +14,31 @@ against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.method cimport PyMethod_GET_FUNCTION, PyMethod_GET_SELF
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
-from rocketpy._cshared cimport PyUnicode_IS_ASCII, _crc32, _latin1, _put_u32
+from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, _crc32, _latin1, _put_u32
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+
+cdef extern from "structmember.h":
+    int T_OBJECT_EX
+    int READONLY
 
 import asyncio
-import time
+import types
 
 __all__ = ["batch_body", "earliest_deadline", "live_members", "settle_stored", "start_usual"]
 
@@ -40,16 +58,97 @@ cdef Py_ssize_t BATCH_HEAD_SIZE = 0
 cdef Py_ssize_t ITEM_OVERHEAD = 0
 cdef uint32_t MESSAGE_MAGIC = 0
 cdef object _get_running_loop = asyncio.get_running_loop
-cdef object _time = time.time
+cdef object _MemberDescriptorType = types.MemberDescriptorType
+
+
+# -- slot writes ----------------------------------------------------------------------------------
+# The objects this module makes (a PreparedMessage, a job, a SendResult) are fresh instances of
+# classes with ``__slots__``: each attribute it sets is written straight into its slot, at the
+# offset the class's member descriptor gives (what ``setattr`` ends up doing, without looking the
+# name up along the class's MRO every time). A name that is not a plain writable object slot of
+# the class (a subclass's property, say) has offset -1 and is set with ``setattr``.
+
+cdef Py_ssize_t _slot_offset(type cls, str name) except -2:
+    """The byte offset of ``cls``'s writable object slot ``name``, or -1 when it is not one."""
+    d = getattr(cls, name, None)  # on the class: the member descriptor itself
+    if type(d) is not _MemberDescriptorType or not issubclass(cls, d.__objclass__):
+        return -1
+    cdef PyMemberDef* m = (<PyMemberDescrObject*><PyObject*>d).d_member
+    if m.type != T_OBJECT_EX or m.flags & READONLY:
+        return -1
+    return m.offset
+
+
+cdef inline int _set(object obj, Py_ssize_t off, str name, object value) except -1:
+    """``setattr(obj, name, value)``; straight into the slot at ``off`` when ``off`` >= 0."""
+    cdef PyObject** slot
+    cdef PyObject* old
+    if off < 0:
+        setattr(obj, name, value)
+        return 0
+    slot = <PyObject**>((<char*><PyObject*>obj) + off)
+    old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+    return 0
+
+
+cdef inline object _get(object obj, Py_ssize_t off, str name):
+    """``getattr(obj, name)``; straight from the slot at ``off`` when ``off`` >= 0 and it is set."""
+    cdef PyObject* v
+    if off >= 0:
+        v = (<PyObject**>((<char*><PyObject*>obj) + off))[0]
+        if v is not NULL:
+            return <object>v
+    return getattr(obj, name)
+
+
+cdef tuple _MSG_NAMES = ("body", "topic", "tags", "flag", "delay_level", "keys", "properties")
+cdef Py_ssize_t _MSG[7]
+cdef tuple _Q_NAMES = ("jobs", "n_bytes", "mq", "addr", "in_flight", "timer")
+cdef Py_ssize_t _Q[6]
+cdef object _Pending = None
+cdef object _Instance = None  # MQClientInstance: its route and address lookups are read inline
+cdef object _inst_method = None  # Producer._inst: a path's ``instance``, read inline
+cdef object _MASTER_ID = None
+cdef object _MethodType = types.MethodType
+cdef Py_ssize_t _MQ_BROKER = -1
+cdef object _MessageQueue = None
+cdef tuple _PM_NAMES = ("body", "born_ms", "flag", "needs_compress", "properties", "queue_nums",
+                        "sys_flag", "topic", "uniq_key")
+cdef Py_ssize_t _PM[9]
+cdef tuple _SR_NAMES = ("status", "msg_id", "offset_msg_id", "message_queue", "queue_offset")
+cdef Py_ssize_t _SR[5]
+cdef tuple _JOB_NAMES = ("prepared", "topic", "attempts", "choice", "tried", "unavailable", "last_broker",
+                         "last_error", "last_result", "refresh", "needs_compress", "settled", "item_size",
+                         "path", "deadline", "mq", "addr", "started", "future")
+cdef Py_ssize_t _JOB[19]
+cdef object _job_cls = None  # the class _JOB's offsets are of
+
+
+cdef int _offsets(type cls, tuple names, Py_ssize_t* out) except -1:
+    cdef Py_ssize_t i
+    for i in range(len(names)):
+        out[i] = _slot_offset(cls, names[i])
+    return 0
+
+
+cdef int _job_offsets(type cls) except -1:
+    global _job_cls
+    _offsets(cls, _JOB_NAMES, _JOB)
+    _job_cls = cls
+    return 0
 
 
 cdef int _bind() except -1:
     global _bound, _Message, _PreparedMessage, _SendResult, _valid_topics, _msgid, _select_queue
     global _may_be_timed_or_half, _pure_batch_body, MAX_PROPERTIES_BYTES, BATCH_HEAD_SIZE, ITEM_OVERHEAD
-    global MESSAGE_MAGIC
+    global MESSAGE_MAGIC, _Pending, _MessageQueue, _MQ_BROKER, _Instance, _inst_method, _MASTER_ID
     from rocketpy import message, message_props, msgid, record
     from rocketpy._accel import PURE
-    from rocketpy.client import message_check, results, selector
+    from rocketpy import route
+    from rocketpy.client import coalesce, instance, message_check, producer, results, selector
 
     _Message = message.Message
     _PreparedMessage = message_check.PreparedMessage
@@ -59,6 +158,16 @@ cdef int _bind() except -1:
     _select_queue = selector.select_queue
     _may_be_timed_or_half = message_props.may_be_timed_or_half
     _pure_batch_body = PURE["batch_body"]
+    _offsets(_PreparedMessage, _PM_NAMES, _PM)
+    _offsets(_Message, _MSG_NAMES, _MSG)
+    _Pending = coalesce._Pending
+    _offsets(_Pending, _Q_NAMES, _Q)
+    _MessageQueue = message.MessageQueue
+    _MQ_BROKER = _slot_offset(_MessageQueue, "broker_name")
+    _Instance = instance.MQClientInstance
+    _inst_method = producer.Producer._inst
+    _MASTER_ID = route.MASTER_ID
+    _offsets(_SendResult, _SR_NAMES, _SR)
     MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
     BATCH_HEAD_SIZE = record.BATCH_HEAD.size
     ITEM_OVERHEAD = BATCH_HEAD_SIZE + 2
@@ -70,6 +179,9 @@ cdef int _bind() except -1:
 cdef str _HEX = "0123456789ABCDEF"
 
 
+cdef const char* _HEXC = b"0123456789ABCDEF"
+
+
 cdef str _unique_id(int64_t now_ms):
     """``msgid.new_unique_id()``: the generator's head of this millisecond + the counter's 4 hex
     digits when its head is of ``now_ms``, else the generator's own ``next``."""
@@ -77,10 +189,47 @@ cdef str _unique_id(int64_t now_ms):
     stamp = gen._stamp
     cdef str head = <str>stamp[1]
     cdef unsigned int c
+    cdef Py_ssize_t n
+    cdef char* out
     if <int64_t>stamp[0] != now_ms:
         return gen.next()
     c = <unsigned int>(next(gen._counter) & 0xFFFF)
-    return head + _HEX[(c >> 12) & 15] + _HEX[(c >> 8) & 15] + _HEX[(c >> 4) & 15] + _HEX[c & 15]
+    if not PyUnicode_IS_ASCII(head):  # never: the head is hex
+        return head + _HEX[(c >> 12) & 15] + _HEX[(c >> 8) & 15] + _HEX[(c >> 4) & 15] + _HEX[c & 15]
+    n = len(head)
+    uniq = PyUnicode_New(n + 4, 127)
+    out = <char*>PyUnicode_DATA(uniq)
+    memcpy(out, PyUnicode_DATA(head), n)
+    out[n] = _HEXC[(c >> 12) & 15]
+    out[n + 1] = _HEXC[(c >> 8) & 15]
+    out[n + 2] = _HEXC[(c >> 4) & 15]
+    out[n + 3] = _HEXC[c & 15]
+    return <str>uniq
+
+
+cdef str _ascii_join3(const char* a, Py_ssize_t na, str b, const char* c, Py_ssize_t nc):
+    """``a + b + c`` for ASCII ``b`` (``a`` and ``c`` ASCII bytes), in one allocation."""
+    cdef Py_ssize_t nb = len(b)
+    out_s = PyUnicode_New(na + nb + nc, 127)
+    cdef char* out = <char*>PyUnicode_DATA(out_s)
+    memcpy(out, a, na)
+    memcpy(out + na, PyUnicode_DATA(b), nb)
+    memcpy(out + na + nb, c, nc)
+    return <str>out_s
+
+
+cdef str _tagged_props(str tags, str uniq):
+    """The properties string of ``tags`` and ``uniq`` (TAGS, then UNIQ_KEY), both ASCII, in one
+    allocation."""
+    cdef Py_ssize_t nt = len(tags), nu = len(uniq)
+    out_s = PyUnicode_New(5 + nt + 10 + nu + 1, 127)
+    cdef char* out = <char*>PyUnicode_DATA(out_s)
+    memcpy(out, b"TAGS\x01", 5)
+    memcpy(out + 5, PyUnicode_DATA(tags), nt)
+    memcpy(out + 5 + nt, b"\x02UNIQ_KEY\x01", 10)
+    memcpy(out + 15 + nt, PyUnicode_DATA(uniq), nu)
+    out[15 + nt + nu] = 2
+    return <str>out_s
 
 
 def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_over_bytes, queue_nums,
@@ -89,34 +238,44 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     ``rocketpy.client.send_core.start_usual``)."""
     if not _bound:
         _bind()
-    inst = path.instance()
+    inst = _instance_of(path.instance)
     co = path.coalescer
     if co is None or type(msg) is not _Message:
         return None
-    body = msg.body
-    topic = msg.topic
-    tags = msg.tags
-    flag = msg.flag
-    delay = msg.delay_level
+    body = _get(msg, _MSG[0], "body")
+    topic = _get(msg, _MSG[1], "topic")
+    tags = _get(msg, _MSG[2], "tags")
+    flag = _get(msg, _MSG[3], "flag")
+    delay = _get(msg, _MSG[4], "delay_level")
     if type(body) is not bytes:
         return None
     cdef Py_ssize_t n_body = PyBytes_GET_SIZE(body)
-    if (n_body <= 0 or n_body > max_bytes or n_body > compress_over_bytes or msg.keys or msg.properties
+    if (n_body <= 0 or n_body > max_bytes or n_body > compress_over_bytes or _get(msg, _MSG[5], "keys")
+            or _get(msg, _MSG[6], "properties")
             or type(delay) is not int or delay != 0 or type(flag) is not int
             or not -2147483648 <= flag <= 2147483647
             or (tags is not None and (type(tags) is not str or tags == "" or "||" in tags))
             or topic not in _valid_topics):
         return None
-    cdef int64_t now_ms = <int64_t>(<double>_time() * 1000)
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    cdef int64_t now_ms = <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
     cdef str uniq = _unique_id(now_ms)
     cdef str props
     cdef Py_ssize_t n_props
     if tags is None:
-        props = "UNIQ_KEY\x01" + uniq + "\x02"
+        if PyUnicode_IS_ASCII(uniq):
+            props = _ascii_join3(b"UNIQ_KEY\x01", 9, uniq, b"\x02", 1)
+        else:
+            props = "UNIQ_KEY\x01" + uniq + "\x02"
         n_props = len(props)
     else:
-        props = "TAGS\x01" + <str>tags + "\x02UNIQ_KEY\x01" + uniq + "\x02"
-        n_props = len(props) if PyUnicode_IS_ASCII(props) else len(props.encode())
+        if PyUnicode_IS_ASCII(tags) and PyUnicode_IS_ASCII(uniq):
+            props = _tagged_props(<str>tags, uniq)
+            n_props = len(props)
+        else:
+            props = "TAGS\x01" + <str>tags + "\x02UNIQ_KEY\x01" + uniq + "\x02"
+            n_props = len(props) if PyUnicode_IS_ASCII(props) else len(props.encode())
         if n_props > MAX_PROPERTIES_BYTES or _may_be_timed_or_half(props):
             return None
     cdef Py_ssize_t size = ITEM_OVERHEAD + n_body + n_props
@@ -124,65 +283,100 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     if size > batch_max:
         return None
     p = _PreparedMessage.__new__(_PreparedMessage)
-    p.body = body
-    p.born_ms = now_ms
-    p.flag = flag
-    p.needs_compress = False
-    p.properties = props
-    p.queue_nums = queue_nums
-    p.sys_flag = 0
-    p.topic = topic
-    p.uniq_key = uniq
+    _set(p, _PM[0], "body", body)
+    _set(p, _PM[1], "born_ms", now_ms)
+    _set(p, _PM[2], "flag", flag)
+    _set(p, _PM[3], "needs_compress", False)
+    _set(p, _PM[4], "properties", props)
+    _set(p, _PM[5], "queue_nums", queue_nums)
+    _set(p, _PM[6], "sys_flag", 0)
+    _set(p, _PM[7], "topic", topic)
+    _set(p, _PM[8], "uniq_key", uniq)
+    if job_cls is not _job_cls:
+        _job_offsets(job_cls)
     job = job_cls.__new__(job_cls)
-    job.prepared = p
-    job.topic = topic
-    job.attempts = 1 + retry_times
-    job.choice = None
-    job.tried = 0
-    job.unavailable = 0
-    job.last_broker = None
-    job.last_error = None
-    job.last_result = None
-    job.refresh = None
-    job.needs_compress = False
-    job.settled = False
-    job.item_size = size
-    loop = _get_running_loop()
+    _set(job, _JOB[0], "prepared", p)
+    _set(job, _JOB[1], "topic", topic)
+    _set(job, _JOB[2], "attempts", 1 + retry_times)
+    _set(job, _JOB[3], "choice", None)
+    _set(job, _JOB[4], "tried", 0)
+    _set(job, _JOB[5], "unavailable", 0)
+    _set(job, _JOB[6], "last_broker", None)
+    _set(job, _JOB[7], "last_error", None)
+    _set(job, _JOB[8], "last_result", None)
+    _set(job, _JOB[9], "refresh", None)
+    _set(job, _JOB[10], "needs_compress", False)
+    _set(job, _JOB[11], "settled", False)
+    _set(job, _JOB[12], "item_size", size)
+    loop = co.loop
+    if loop is None:
+        loop = _get_running_loop()
     now = loop.time()
-    job.path = path
-    job.deadline = now + remaining
-    tp = inst.publish_info(topic)
+    _set(job, _JOB[13], "path", path)
+    _set(job, _JOB[14], "deadline", now + remaining)
+    cdef bint real = type(inst) is _Instance  # its lookups are read inline (``_broker_addr``)
+    tp = inst._publish.get(topic) if real else inst.publish_info(topic)
     if tp is None or not tp.message_queues:
         return path.run(job)
     fault = path.fault
     q = co._filling.get(topic)
-    if (q is not None and q.jobs and <Py_ssize_t>q.n_bytes < batch_max
-            and (not fault.enabled or fault.is_available(q.mq.broker_name))):
-        mq = q.mq  # join the batch still filling (``Coalescer.filling``)
+    cdef Py_ssize_t qo0 = -1, qo1 = -1, qo2 = -1, qo3 = -1, qo4 = -1, qo5 = -1
+    if q is not None and type(q) is _Pending:
+        qo0, qo1, qo2, qo3, qo4, qo5 = _Q[0], _Q[1], _Q[2], _Q[3], _Q[4], _Q[5]
+    if (q is not None and _get(q, qo0, "jobs") and <Py_ssize_t>_get(q, qo1, "n_bytes") < batch_max
+            and (not fault.enabled or not fault._items or fault.is_available(_broker_of(_get(q, qo2, "mq"))))):
+        mq = _get(q, qo2, "mq")  # join the batch still filling (``Coalescer.filling``)
     else:
         q = None
         mq = _select_queue(tp.message_queues, tp.index, fault, None)
-    addr = inst.find_broker_addr(mq.broker_name)
+    addr = _broker_addr(inst, _broker_of(mq)) if real else inst.find_broker_addr(_broker_of(mq))
     if addr is None or co._room_waiters or co.held_bytes + size > co.total_batch_max_bytes:
         return path.run(job, mq)
-    job.tried = 1
-    job.mq = mq
-    job.addr = addr
-    job.started = now
-    if q is not None and q.addr == addr and <Py_ssize_t>q.n_bytes + size <= batch_max:
+    _set(job, _JOB[4], "tried", 1)
+    _set(job, _JOB[15], "mq", mq)
+    _set(job, _JOB[16], "addr", addr)
+    _set(job, _JOB[17], "started", now)
+    if q is not None and _get(q, qo3, "addr") == addr and <Py_ssize_t>_get(q, qo1, "n_bytes") + size <= batch_max:
         fut = loop.create_future()  # ``Coalescer.add`` to a batch still filling
-        job.future = fut
-        (<list>q.jobs).append(job)
-        q.n_bytes += size
+        _set(job, _JOB[18], "future", fut)
+        jobs = _get(q, qo0, "jobs")
+        if type(jobs) is list:
+            (<list>jobs).append(job)
+        else:
+            jobs.append(job)
+        _set(q, qo1, "n_bytes", _get(q, qo1, "n_bytes") + size)
         co.held_bytes += size
-        if q.in_flight == 0 and q.timer is None:
+        if _get(q, qo4, "in_flight") == 0 and _get(q, qo5, "timer") is None:
             if co.batch_max_delay > 0:
-                q.timer = loop.call_later(co.batch_max_delay, co._flush, q)
+                _set(q, qo5, "timer", loop.call_later(co.batch_max_delay, co._flush, q))
             else:
-                q.timer = loop.call_soon(co._flush, q)
+                _set(q, qo5, "timer", loop.call_soon(co._flush, q))
     else:
         job.future = co.add(job, mq, addr)
     return job
+
+
+cdef inline object _instance_of(object fn):
+    """``fn()`` for a path's ``instance``: a started producer's instance read from it when ``fn`` is
+    ``Producer._inst`` bound to it (which raises when it is not started)."""
+    if type(fn) is _MethodType and <object>PyMethod_GET_FUNCTION(fn) is _inst_method:
+        inst = getattr(<object>PyMethod_GET_SELF(fn), "_instance", None)
+        if inst is not None:
+            return inst
+    return fn()
+
+
+cdef inline object _broker_addr(object inst, object broker_name):
+    """``MQClientInstance.find_broker_addr(broker_name)`` (the master's address, or None)."""
+    table = inst._broker_addrs.get(broker_name)
+    if not table:
+        return None
+    return table.get(_MASTER_ID)
+
+
+cdef inline object _broker_of(object mq):
+    """``mq.broker_name``."""
+    return _get(mq, _MQ_BROKER if type(mq) is _MessageQueue else -1, "broker_name")
 
 
 def batch_body(list jobs):
@@ -248,14 +442,17 @@ def settle_stored(list jobs, first, bint quiet):
     for i in range(n):
         j = jobs[i]
         result = _SendResult.__new__(_SendResult)
-        result.status = status
-        result.msg_id = j.prepared.uniq_key
-        result.offset_msg_id = offset_ids[i] if i < n_ids else ""
-        result.message_queue = mq
-        result.queue_offset = base + i
+        _set(result, _SR[0], "status", status)
+        _set(result, _SR[1], "msg_id", j.prepared.uniq_key)
+        _set(result, _SR[2], "offset_msg_id", offset_ids[i] if i < n_ids else "")
+        _set(result, _SR[3], "message_queue", mq)
+        _set(result, _SR[4], "queue_offset", base + i)
         fut = j.future
         if not fut.done():
-            j.settled = settled
+            if type(j) is _job_cls:
+                _set(j, _JOB[11], "settled", settled)
+            else:
+                j.settled = settled
             fut.set_result(result)
 
 

@@ -112,6 +112,10 @@ class Coalescer:
         #: the producer's fault tolerance, when its sends record latencies (``SendPath`` sets it):
         #: a stored batch whose latency it would not record settles its members at once
         self.fault: LatencyFaultTolerance | None = None
+        #: the loop of the producer's started client instance (``Producer.start`` sets it, ``shutdown``
+        #: clears it): what the awaited send's shortcut makes its future on, instead of asking
+        #: ``asyncio.get_running_loop`` per message (None: it asks)
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.held_bytes = 0
         self.stats = CoalesceStats()
         self._queues: dict[tuple[str, MessageQueue], _Pending] = {}

@@ -170,6 +170,8 @@ class Producer:
             raise MQClientError(f"producer {self.group} is already started; call shutdown() first")
         self._instance = await MQClientInstance.acquire(self.namesrv_addr, config=self.settings)
         self._instance.register_producer(self.group, self.client_id, self)
+        if self._path.coalescer is not None:  # the instance's loop, the one its sends run on
+            self._path.coalescer.loop = asyncio.get_running_loop()
         if self.trace is not None:
             try:
                 await self.trace.start()
@@ -187,6 +189,8 @@ class Producer:
         if self.trace is not None:
             await self.trace.shutdown()
         self._instance = None
+        if self._path.coalescer is not None:
+            self._path.coalescer.loop = None
         await inst.unregister_producer(self.group, self.client_id)
         await inst.release()
 

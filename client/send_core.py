@@ -115,7 +115,7 @@ def start_usual(
     job.topic, job.attempts, job.choice, job.tried, job.unavailable = topic, 1 + retry_times, None, 0, 0
     job.last_broker = job.last_error = job.last_result = job.refresh = None
     job.needs_compress, job.settled, job.item_size = False, False, size
-    loop = asyncio.get_running_loop()
+    loop = co.loop or asyncio.get_running_loop()  # the producer's loop (``Coalescer.loop``)
     now = loop.time()
     job.path, job.deadline = path, now + remaining
     tp = inst.publish_info(topic)
@@ -127,7 +127,7 @@ def start_usual(
         q is not None
         and q.jobs
         and q.n_bytes < co.batch_max_bytes
-        and (not fault.enabled or fault.is_available(q.mq.broker_name))
+        and (not fault.enabled or not fault._items or fault.is_available(q.mq.broker_name))
     ):
         mq = q.mq  # join the batch still filling (``Coalescer.filling``)
     else:

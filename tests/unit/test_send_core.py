@@ -196,3 +196,99 @@ def _addr(mq: MessageQueue) -> str:
     from tests.unit.test_client_send_path import ADDRS
 
     return ADDRS[mq.broker_name]
+
+
+class _WatchedJob(MessageJob):
+    """A job class whose ``item_size`` is a property (not a plain slot): the compiled twin must set
+    it with ``setattr`` as the pure one does, and go back to slot writes for ``MessageJob``."""
+
+    __slots__ = ("sizes",)
+
+    @property  # type: ignore[misc]
+    def item_size(self) -> int:
+        return self.sizes[-1]
+
+    @item_size.setter
+    def item_size(self, value: int) -> None:
+        try:
+            self.sizes.append(value)
+        except AttributeError:
+            self.sizes = [value]
+
+
+async def test_start_usual_twins_set_a_subclass_property_and_read_unset_slots_alike() -> None:
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    send_core._valid_topics.add("T")
+    results = {}
+    for name, fn in (("pure", PURE["start_usual"]), ("compiled", compiled.start_usual)):
+        remoting = BatchRemoting(hold=True)
+        p = producer_with(remoting)
+        p._instance.tp.index._value = 0  # type: ignore[union-attr]
+        got: list[Any] = []
+        for job_cls in (_WatchedJob, MessageJob, _WatchedJob):
+            started = fn(p._path, job_cls, Message("T", b"abc", tags="t"), 1 << 20, 4096, 4, 2, 3.0)
+            got.append((outcome(started), getattr(started, "sizes", None)))
+        unset = Message("T", b"no tags slot")
+        del unset.tags  # a slot left unset reads as getattr does: AttributeError
+        with pytest.raises(AttributeError, match="tags"):
+            fn(p._path, MessageJob, unset, 1 << 20, 4096, 4, 2, 3.0)
+        results[name] = got
+        for fut, _ in remoting.held:
+            fut.cancel()
+        await asyncio.sleep(0)
+        remoting.release()
+    assert results["pure"] == results["compiled"]
+    assert [sizes for _, sizes in results["pure"]] == [[74], None, [74]]
+
+
+async def test_a_started_producer_makes_its_sends_futures_on_its_own_loop() -> None:
+    p = producer_with(BatchRemoting())
+    co = p._path.coalescer
+    assert co is not None and co.loop is None  # not started: the shortcut asks for the running loop
+    await p.send(Message("T", b"first"))
+    result = await p.send(Message("T", b"second"))
+    assert result.status is SendStatus.SEND_OK
+    co.loop = asyncio.get_running_loop()  # as Producer.start sets it
+    started = send_core.start_usual(p._path, MessageJob, Message("T", b"x"), 1 << 20, 4096, 4, 2, 3.0)
+    assert isinstance(started, MessageJob) and started.future.get_loop() is co.loop
+    await started.future
+    assert started.finish(started.future).status is SendStatus.SEND_OK
+
+
+async def test_start_usual_twins_read_a_real_instance_alike() -> None:
+    # the compiled twin reads MQClientInstance's route and address tables inline (and a started
+    # producer's instance without calling Producer._inst): the same queue and address as its methods
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    from rocketpy.client.instance import ClientSettings, MQClientInstance
+    from tests.unit.test_client_send_path import FakeInstance
+
+    send_core._valid_topics.add("T")
+    results = {}
+    for name, fn in (("pure", PURE["start_usual"]), ("compiled", compiled.start_usual)):
+        remoting = BatchRemoting(hold=True)
+        p = producer_with(remoting)
+        fake = p._instance
+        inst = MQClientInstance(["127.0.0.1:9"], ClientSettings())
+        inst.set_publish_route("T", fake.tp.route)  # type: ignore[union-attr]
+        inst._publish["T"].index._value = 0
+        inst.remoting = remoting  # type: ignore[assignment]  # what a batch leaving would write to
+        p._instance = inst
+        got = [outcome(fn(p._path, MessageJob, Message("T", b"m%d" % i), 1 << 20, 4096, 4, 2, 3.0))
+               for i in range(3)]  # fmt: skip
+        inst._broker_addrs.clear()  # no address: the attempt waits in SendPath.run
+        got.append(outcome(fn(p._path, MessageJob, Message("T", b"late"), 1 << 20, 4096, 4, 2, 3.0)))
+        inst._publish.clear()  # no route: the same
+        got.append(outcome(fn(p._path, MessageJob, Message("T", b"later"), 1 << 20, 4096, 4, 2, 3.0)))
+        results[name] = got
+        co = p._path.coalescer
+        assert co is not None
+        for q in list(co._queues.values()):
+            if q.timer is not None:
+                q.timer.cancel()
+        assert isinstance(fake, FakeInstance)
+    assert results["pure"] == results["compiled"]
+    assert [o if o == "coroutine" else o[14] for o in results["pure"]] == [
+        "127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1", "coroutine", "coroutine"
+    ]  # fmt: skip
