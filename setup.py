@@ -24,6 +24,7 @@ MODULES = [
     "rocketpy.remoting._turn",
     "rocketpy.broker.store._indexkeys",
     "rocketpy.broker.pop._plain",
+    "rocketpy.broker.processors._pullpath",
 ]
 
 setup(

@@ -64,6 +64,7 @@ MODULES = (
     "rocketpy.remoting._turn",  # the channel's read turn: decode, dispatch, answer, one write
     "rocketpy.broker.store._indexkeys",  # the index entries of a message with keys, in one call
     "rocketpy.broker.pop._plain",  # a plain pop's read of its topic
+    "rocketpy.broker.processors._pullpath",  # a pull answered at once, in one call
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
