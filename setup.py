@@ -25,6 +25,7 @@ MODULES = [
     "rocketpy.broker.store._indexkeys",
     "rocketpy.broker.pop._plain",
     "rocketpy.client._traceenc",
+    "rocketpy.broker.processors._pullpath",
 ]
 
 setup(

@@ -65,6 +65,7 @@ MODULES = (
     "rocketpy.broker.store._indexkeys",  # the index entries of a message with keys, in one call
     "rocketpy.broker.pop._plain",  # a plain pop's read of its topic
     "rocketpy.client._traceenc",  # message trace's record encoders (Pub, SubBefore, SubAfter)
+    "rocketpy.broker.processors._pullpath",  # a pull answered at once, in one call
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

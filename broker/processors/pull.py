@@ -18,6 +18,7 @@ from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.offsets import ConsumerOffsetManager
 from rocketpy.broker.processors.guard import Guard
+from rocketpy.broker.processors.pullpath import MAX_PULL_MSGS, pull_now
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import GetMessageResult, GetMessageStatus, Store
 from rocketpy.broker.subscription import MessageFilter, message_filter_of
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rocketpy.broker.pull")
 
-MAX_PULL_MSGS = 1024
 _FILTER_CACHE_MAX = 4096
 #: A pull answer's map, positional (suggested broker id, next begin offset, min offset, max offset).
 _pull_answer = PullMessageResponseHeader.pack
@@ -100,7 +100,11 @@ class PullMessageProcessor:
         self.tracer: BrokerTracer | None = None
 
     def handle(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        """First pass of a pull: may suspend (returns None) or answers at once."""
+        """First pass of a pull: may suspend (returns None) or answers at once. The common case
+        goes the fast path (``pullpath.pull_now``: one compiled call), the rest through ``process``."""
+        answer = pull_now(self, channel, request)
+        if answer is not None:
+            return answer
         return self.process(channel, request, allow_suspend=True)
 
     def rerun(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:

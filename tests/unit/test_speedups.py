@@ -34,6 +34,7 @@ from rocketpy import _accel, record, record_columns
 from rocketpy.acl import signing
 from rocketpy.broker.pop import acks, ledger, revive_log  # noqa: F401  (their twins join PURE)
 from rocketpy.broker.pop import plain as pop_plain  # noqa: F401  (its twin joins PURE)
+from rocketpy.broker.processors import pullpath  # noqa: F401  (its twin joins PURE)
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.client import send_core  # noqa: F401  (its twins join PURE)
@@ -61,6 +62,7 @@ TWINNED = (
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
     "read_plain",  # POP's plain read (test_pop_plain.py)
     "_encode_pub", "_encode_before", "_encode_after",  # trace records (test_trace_records.py)
+    "pull_now",  # the pull fast path (test_pull_fast.py)
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
