@@ -37,7 +37,7 @@ from rocketpy.broker.pop import plain as pop_plain  # noqa: F401  (its twin join
 from rocketpy.broker.processors import pullpath  # noqa: F401  (its twin joins PURE)
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.message import BrokerMessage
-from rocketpy.client import send_core  # noqa: F401  (its twins join PURE)
+from rocketpy.client import send_core, trace  # noqa: F401  (their twins join PURE)
 from rocketpy.message import Message, properties_to_string
 from rocketpy.protocol.headers.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.remoting import codec
