@@ -7,7 +7,8 @@ the background sender encodes them when it takes a trace message's worth. These 
 texts, ids and keyed entries into the same ``_Encoded`` as the pure twins, record by record in C
 (no interpreter step per record). ``rocketpy._accel`` chooses them or their pure twins. The
 constants and helpers they use (``DEFAULT_REGION``, ``NULL``, the process's request id prefix, the
-store host cache, ``SKIPPED``, ``context_code``) are read from ``rocketpy.client.trace`` the first
+store host cache, ``SKIPPED``, ``context_code``, and ``_encode_after_chunks``, the general case of
+``_encode_after`` that both twins share) are read from ``rocketpy.client.trace`` the first
 time one of them runs (``_bind``), not copied.
 
 The signatures are declared in ``_traceenc.pyi`` (mypy checks it against the pure twins, stubtest
@@ -26,12 +27,13 @@ cdef object _chunk_hexes = None
 cdef object _add_keyed = None
 cdef object _is_ok = None
 cdef object _context_code = None
+cdef object _encode_after_chunks = None
 cdef object SKIPPED = None
 
 
 cdef int _bind() except -1:
     global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, STORE_HOSTS, _store_host, _chunk_hexes
-    global _add_keyed, _is_ok, _context_code, SKIPPED
+    global _add_keyed, _is_ok, _context_code, SKIPPED, _encode_after_chunks
     from rocketpy.client import trace
 
     DEFAULT_REGION = trace.DEFAULT_REGION
@@ -43,6 +45,7 @@ cdef int _bind() except -1:
     _add_keyed = trace._add_keyed
     _is_ok = trace._is_ok
     _context_code = trace.context_code
+    _encode_after_chunks = trace._encode_after_chunks
     SKIPPED = trace.SKIPPED
     _bound = True
     return 0
@@ -105,7 +108,7 @@ def _encode_after(what, out):
     cdef str base = f"SubAfter\x01{REQUEST_PREFIX}{seq:012X}"
     hexes = _chunk_hexes(len(sizes))
     r0 = results[0] if results else None
-    cdef Py_ssize_t i, n, j, jj, first
+    cdef Py_ssize_t i, n, first
     cdef double b, e
     if (
         divisors is None
@@ -143,22 +146,4 @@ def _encode_after(what, out):
         if key_texts is not None:
             _add_keyed(out, first, key_texts)
         return
-    j = 0  # the first message of chunk i in ids and key_texts
-    for i, result in enumerate(results):
-        n = sizes[i]
-        if result is SKIPPED or not n:
-            j += n
-            continue
-        begin, end = times[2 * i], times[2 * i + 1]
-        ok = _is_ok(result, ok_statuses)
-        cost = int((end - begin) * 1000 / max(1, n if divisors is None else divisors[i]))
-        tail = f"\x01{_context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
-        mid = f"\x01{cost}\x01{'true' if ok else 'false'}\x01"
-        first = len(texts)
-        for jj in range(j, j + n):
-            k = None if key_texts is None else key_texts[jj]
-            texts.append(f"{base}{hexes[i]}\x01{ids[jj]}{mid}{NULL_TEXT if k is None else k}{tail}")
-        out_ids.extend(ids[j : j + n])
-        if key_texts is not None:
-            _add_keyed(out, first, key_texts[j : j + n])
-        j += n
+    _encode_after_chunks(out, base, hexes, what)  # the general case: one definition, in trace.py

@@ -661,6 +661,14 @@ def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None:
         if key_texts is not None:
             _add_keyed(out, first, key_texts)
         return
+    _encode_after_chunks(out, base, hexes, what)
+
+
+def _encode_after_chunks(out: _Encoded, base: str, hexes: Sequence[str], what: tuple[Any, ...]) -> None:
+    """``_encode_after``'s general case, chunk by chunk (several messages a chunk, filtered or
+    skipped chunks, a result per chunk); both twins of ``_encode_after`` call it."""
+    group, _seq, sizes, divisors, ids, key_texts, results, times, ok_statuses = what
+    texts, out_ids = out.texts, out.ids
     j = 0  # the first message of chunk i in ids and key_texts
     for i, result in enumerate(results):
         n = sizes[i]
