@@ -25,24 +25,22 @@ __all__ = ["pull_now"]
 
 cdef bint _bound = False
 cdef object _MessageStore = None
-cdef object _TagMessageFilter = None
+cdef object _codes = None  # pullpath._codes: the filter, one definition for both twins
 cdef object _RemotingCommand = None
 cdef object _get_now = None
-cdef object _TAG_TYPE = None
 cdef object _SUCCESS = None
 cdef str _TAG = ""
 cdef str _STAR = ""
 cdef long _PERM_READ = 0
 cdef long _FLAG_RESPONSE = 0
-cdef long _FLAG_SUBSCRIPTION = 0
 cdef long _FLAG_COMMIT_OFFSET = 0
 cdef int64_t _MAX_PULL_MSGS = 0
 cdef Py_ssize_t _UNIT_SIZE = 0
 
 
 cdef int _bind_pull() except -1:
-    global _bound, _MessageStore, _TagMessageFilter, _RemotingCommand, _get_now, _TAG_TYPE, _SUCCESS
-    global _TAG, _STAR, _PERM_READ, _FLAG_RESPONSE, _FLAG_SUBSCRIPTION, _FLAG_COMMIT_OFFSET
+    global _bound, _MessageStore, _codes, _RemotingCommand, _get_now, _SUCCESS
+    global _TAG, _STAR, _PERM_READ, _FLAG_RESPONSE, _FLAG_COMMIT_OFFSET
     global _MAX_PULL_MSGS, _UNIT_SIZE
     from rocketpy.broker.processors import pullpath
     from rocketpy.broker.store.consume_queue import UNIT_SIZE
@@ -50,16 +48,14 @@ cdef int _bind_pull() except -1:
     if pullpath._MASK32 != 0xFFFFFFFF or pullpath.INT64_MAX != (1 << 63) - 1:
         raise ImportError("rocketpy.broker.processors._pullpath was built for other limits; rebuild it")
     _MessageStore = pullpath.MessageStore
-    _TagMessageFilter = pullpath.TagMessageFilter
+    _codes = pullpath._codes
     _RemotingCommand = pullpath.RemotingCommand
     _get_now = pullpath.reads.get_now
-    _TAG_TYPE = pullpath.ExpressionType.TAG
     _SUCCESS = pullpath._SUCCESS
     _TAG = pullpath._TAG
     _STAR = "*"
     _PERM_READ = pullpath.PERM_READ
     _FLAG_RESPONSE = pullpath.FLAG_RESPONSE
-    _FLAG_SUBSCRIPTION = pullpath.FLAG_SUBSCRIPTION
     _FLAG_COMMIT_OFFSET = pullpath.FLAG_COMMIT_OFFSET
     _MAX_PULL_MSGS = pullpath.MAX_PULL_MSGS
     _UNIT_SIZE = UNIT_SIZE
@@ -70,26 +66,6 @@ cdef int _bind_pull() except -1:
 cdef inline object _get(dict d, str key, object default):
     cdef PyObject* v = PyDict_GetItem(d, key)
     return default if v == NULL else <object>v
-
-
-cdef object _codes(processor, str group, str topic, object sys_flag, str sub, str kind):
-    """``pullpath._codes``: the tag codes (None: all), or False."""
-    cdef PyObject* found
-    if sys_flag & _FLAG_SUBSCRIPTION:
-        if kind != _TAG:
-            return False
-        filters = processor._filters
-        found = PyDict_GetItem(filters, (topic, sub, kind)) if type(filters) is dict else NULL
-        if found == NULL or type(<object>found) is not _TagMessageFilter:
-            return False
-        cached = <object>found
-        return None if cached.matches_all else cached.tag_codes
-    heartbeat = processor.consumer_manager.find_subscription(group, topic)
-    if heartbeat is None or heartbeat.expression_type is not _TAG_TYPE:
-        return False
-    if not heartbeat.tags_set:
-        return None
-    return frozenset([c & 0xFFFFFFFF for c in heartbeat.code_set])
 
 
 cdef bint _all_match(object raw, Py_ssize_t n, frozenset codes) except -1:
@@ -162,7 +138,7 @@ def pull_now(processor, channel, request):
     tc = guard.topic_config.table.get(topic)
     if tc is None or not (<long>tc.perm & _PERM_READ) or not 0 <= q < tc.read_queue_nums:
         return None
-    codes = _codes(processor, <str>group, <str>topic, f, <str>sub, <str>kind)
+    codes = _codes(processor, group, topic, f, sub, kind)
     store = processor.store
     if codes is False or type(store) is not _MessageStore:
         return None

@@ -51,7 +51,7 @@ def _codes(
     processor: PullMessageProcessor, group: str, topic: str, sys_flag: int, sub: str, kind: str
 ) -> frozenset[int] | Literal[False] | None:
     """The 32-bit tag codes the pull's filter matches (None: every message), or False when the
-    filter is not one the fast path takes as it is."""
+    filter is not one the fast path takes as it is. Both twins of ``pull_now`` call it."""
     if sys_flag & FLAG_SUBSCRIPTION:
         if kind != _TAG:
             return False
@@ -62,9 +62,8 @@ def _codes(
     heartbeat = processor.consumer_manager.find_subscription(group, topic)
     if heartbeat is None or heartbeat.expression_type is not ExpressionType.TAG:
         return False
-    if not heartbeat.tags_set:
-        return None
-    return frozenset(c & _MASK32 for c in heartbeat.code_set)
+    flt = TagMessageFilter(heartbeat)  # what ``process`` filters by (``message_filter_of``)
+    return None if flt.matches_all else flt.tag_codes
 
 
 @twin
