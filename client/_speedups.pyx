@@ -324,7 +324,7 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     if q is not None and type(q) is _Pending:
         qo0, qo1, qo2, qo3, qo4, qo5 = _Q[0], _Q[1], _Q[2], _Q[3], _Q[4], _Q[5]
     if (q is not None and _get(q, qo0, "jobs") and <Py_ssize_t>_get(q, qo1, "n_bytes") < batch_max
-            and (not fault.enabled or not fault._items or fault.is_available(_broker_of(_get(q, qo2, "mq"))))):
+            and (not fault.enabled or fault.is_available(_broker_of(_get(q, qo2, "mq"))))):
         mq = _get(q, qo2, "mq")  # join the batch still filling (``Coalescer.filling``)
     else:
         q = None

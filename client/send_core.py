@@ -127,7 +127,7 @@ def start_usual(
         q is not None
         and q.jobs
         and q.n_bytes < co.batch_max_bytes
-        and (not fault.enabled or not fault._items or fault.is_available(q.mq.broker_name))
+        and (not fault.enabled or fault.is_available(q.mq.broker_name))
     ):
         mq = q.mq  # join the batch still filling (``Coalescer.filling``)
     else:
