@@ -18,6 +18,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
@@ -229,6 +230,25 @@ class MQClientAPI(PopCalls):
         """
         code = RequestCode.LITE_PULL_MESSAGE if lite else RequestCode.PULL_MESSAGE
         resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), timeout)
+        return self.pull_result(resp, addr, raw=raw)
+
+    def pull_future(self, addr: str, ext: dict[str, Any], timeout: float) -> asyncio.Future[RemotingCommand]:
+        """PULL_MESSAGE as ``pull_message``, but the raw response's future (no coroutine or task
+        when connected: for readers that keep many pulls in flight); ``pull_result`` reads it.
+
+        Raises:
+            MQClientError: too many requests are already pending on the connection (at once).
+        """
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
+        return self.remoting.invoke_future(addr, cmd, timeout)
+
+    @staticmethod
+    def pull_result(resp: RemotingCommand, addr: str, *, raw: bool = False) -> PullResult:
+        """The ``PullResult`` of a pull's response from ``addr`` (``raw``: records left undecoded).
+
+        Raises:
+            MQBrokerError: the broker answered with an error code.
+        """
         status = PULL_STATUS_BY_CODE.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise broker_error(resp.code, resp.remark, addr)
