@@ -5,6 +5,7 @@
     .venv/bin/python scripts/bench_spark.py -n 127.0.0.1:9876  # against a running cluster
     .venv/bin/python scripts/bench_spark.py --brokers 2        # two brokers in the cluster (scale-out)
     .venv/bin/python scripts/bench_spark.py --acl --rounds 2   # ACL off vs on, reads only, ABBA order
+    .venv/bin/python scripts/bench_spark.py --ceiling          # also Spark's own cost of the same reads
 
 Default run:
 
@@ -29,6 +30,10 @@ shared machine: read them as ranges. Beside them each read prints its CPU time p
 busy machine disturbs less (not nothing): the connector's own read by stage (pull RPCs, decode, Arrow
 build; ``time.process_time`` of this process), Spark's reads by process (the JVM, its Python
 workers), and the brokers' (``/proc`` utime + stime, when the bench started them).
+``--ceiling`` adds Spark's own cost of the same reads: ``count()`` and an availableNow stream of as
+many rows from a Python source with the connector's schema that only repeats one of the connector's
+batches (no broker, no decoding), which the connector's reads cannot beat on the same machine.
+Spark's processes are counted from its JVM down (the daemons the bench started are not Spark's).
 ``--broker-set key=value`` passes broker settings (e.g.
 ``maxTransferCountOnMessageInMemory``, which caps a pull's messages: RocketMQ's default is 32) and
 ``--pull-batch-size`` the connector's ``pullBatchSize``.
@@ -133,7 +138,9 @@ def _cpu_of(pids: list[int]) -> float:
 
 
 def _descendants_cpu() -> dict[str, float]:
-    """CPU seconds of this process's descendants (Spark's JVM and its Python workers), by kind."""
+    """CPU seconds of Spark's processes under this one: its JVM, and the Python workers the JVM
+    started. Only the JVM's subtree counts: the NameServer and brokers this bench started are its
+    children too (their CPU is the brokers' figure, not Spark's)."""
     procs: dict[int, tuple[str, int, float]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -142,14 +149,18 @@ def _descendants_cpu() -> dict[str, float]:
             except (OSError, IndexError, ValueError):
                 continue  # gone meanwhile
     kinds = {"JVM": 0.0, "Python workers": 0.0}
-    todo, seen = [os.getpid()], set()
+    me = os.getpid()
+    todo = [pid for pid, (name, ppid, _) in procs.items() if ppid == me and name == "java"]
+    for pid in todo:
+        kinds["JVM"] += procs[pid][2]
+    seen = set(todo)
     while todo:
         parent = todo.pop()
-        for pid, (name, ppid, cpu) in procs.items():
+        for pid, (_, ppid, cpu) in procs.items():
             if ppid == parent and pid not in seen:
                 seen.add(pid)
                 todo.append(pid)
-                kinds["JVM" if name == "java" else "Python workers"] += cpu
+                kinds["Python workers"] += cpu
     return kinds
 
 
@@ -282,6 +293,144 @@ class Reads:
         return took
 
 
+def sample_batch(ns: str, topic: str, extra: dict[str, str]) -> Any:
+    """The connector's first RecordBatch of the backlog (the rows the ceiling source repeats)."""
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from rocketpy.spark.options import parse_read_options
+    from rocketpy.spark.plan import plan_batch
+    from rocketpy.spark.source import read_range
+
+    opts = parse_read_options(CaseInsensitiveDict({"namesrvAddr": ns, "topic": topic, **extra}))
+    return next(iter(read_range(opts, plan_batch(opts)[0])))
+
+
+class Ceiling:
+    """Spark's own cost of a Python source with the connector's schema, for ``count()`` and for an
+    availableNow stream into ``noop``: the same number of rows, yielded by a source with no broker
+    and no decoding as copies of ``sample`` (one of the connector's own batches), over
+    ``partitions`` partitions as the connector plans one per queue. The connector's reads cannot be
+    faster than these on the same machine."""
+
+    def __init__(self, spark: Any, sample: Any, partitions: int, tmp: str) -> None:
+        import pyarrow as pa
+
+        self.spark, self.rows_a_batch, self.partitions, self.tmp = spark, sample.num_rows, partitions, tmp
+        self.path = os.path.join(tmp, "ceiling-sample.arrow")
+        with pa.OSFile(self.path, "wb") as f, pa.ipc.new_file(f, sample.schema) as w:
+            w.write_batch(sample)
+        spark.dataSource.register(_ceiling_source())
+
+    def _options(self, builder: Any, rows: int) -> Any:
+        return (
+            builder.format("rocketpy-ceiling").option("path", self.path).option("count", str(rows))
+            .option("parts", str(self.partitions))
+        )  # fmt: skip
+
+    def _line(self, what: str, rows: int, took: float, cpu: CpuMeter) -> None:
+        print(
+            f"Spark    : ceiling {what} (the same rows from a source with no broker, {self.rows_a_batch}"
+            f" a batch, {self.partitions} partitions): {_rate(rows, took)}; {cpu.line(rows)}"
+        )
+
+    def count_s(self, count: int) -> float:
+        self._options(self.spark.read, self.partitions * self.rows_a_batch).load().count()  # workers warm
+        with CpuMeter([]) as cpu:
+            t0 = time.perf_counter()
+            n = self._options(self.spark.read, count).load().count()  # a new reader: options stay set
+            took = time.perf_counter() - t0
+        assert n == count, n
+        self._line("count()", n, took, cpu)
+        return took
+
+    def stream_s(self, count: int) -> float:
+        with CpuMeter([]) as cpu:
+            t0 = time.perf_counter()
+            checkpoint = tempfile.mkdtemp(prefix="cp-ceiling-", dir=self.tmp)
+            q = (
+                self._options(self.spark.readStream, count).load().writeStream.format("noop")
+                .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+            )  # fmt: skip
+            q.awaitTermination(1800)
+            took = time.perf_counter() - t0
+        rows = sum(p["numInputRows"] for p in q.recentProgress)
+        assert rows == count, rows
+        self._line("stream availableNow", rows, took, cpu)
+        return took
+
+
+def _ceiling_source() -> Any:
+    """The ``rocketpy-ceiling`` data source (options: path of an Arrow file of one batch, count of
+    rows, parts): batch reads and a stream whose offsets are a row count, from 0 to ``count``."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+
+    from rocketpy.spark.schema import SCHEMA_DDL
+
+    class CeilingPartition(InputPartition):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    def split(rows: int, parts: int) -> list[Any]:
+        share, extra = divmod(rows, parts)
+        return [CeilingPartition(share + (i < extra)) for i in range(parts)]
+
+    def copies(path: str, rows: int) -> Any:
+        import pyarrow as pa
+
+        with pa.memory_map(path) as src:
+            batch = pa.ipc.open_file(src).get_batch(0)
+        whole, rest = divmod(rows, batch.num_rows)
+        for _ in range(whole):
+            yield batch
+        if rest:
+            yield batch.slice(0, rest)
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, options: Any) -> None:
+            self.path, self.count, self.parts = options["path"], int(options["count"]), int(options["parts"])
+
+        def partitions(self) -> list[Any]:
+            return split(self.count, self.parts)
+
+        def read(self, partition: Any) -> Any:
+            return copies(self.path, partition.rows)
+
+    class CeilingStreamReader(DataSourceStreamReader):
+        def __init__(self, options: Any) -> None:
+            self.path, self.count, self.parts = options["path"], int(options["count"]), int(options["parts"])
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"rows": 0}
+
+        def latestOffset(self) -> dict[str, int]:
+            return {"rows": self.count}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            return split(end["rows"] - start["rows"], self.parts)
+
+        def read(self, partition: Any) -> Any:
+            return copies(self.path, partition.rows)
+
+        def commit(self, end: dict[str, int]) -> None:
+            pass
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rocketpy-ceiling"
+
+        def schema(self) -> str:
+            return SCHEMA_DDL
+
+        def reader(self, schema: Any) -> Any:
+            return CeilingReader(self.options)
+
+        def streamReader(self, schema: Any) -> Any:
+            return CeilingStreamReader(self.options)
+
+    return CeilingSource
+
+
 def spark_writes(spark: Any, ns: str, topic: str, count: int, body_size: int) -> None:
     out = f"{topic}Out"
     asyncio.run(_create(ns, out))
@@ -370,8 +519,19 @@ def default_run(args: argparse.Namespace, stack: ExitStack, tmp: str, topic: str
         reads.warm_up()
         best = min(reads.count_s() for _ in range(2))
         print(f"Spark    : batch read count() (best of 2): {_rate(args.count, best)}")
+        ceiling = None
+        if args.ceiling:
+            ceiling = Ceiling(spark, sample_batch(ns, topic, args.extra), args.queues * args.brokers, tmp)
+            floor = min(ceiling.count_s(args.count) for _ in range(2))
+            print(
+                f"Spark    : ceiling count() (best of 2): {_rate(args.count, floor)};"
+                f" connector/ceiling {floor / best:.0%}"
+            )
         reads.stream_s(max(1, args.count // 10))
-        reads.stream_s()
+        one = reads.stream_s()
+        if ceiling is not None:
+            floor = ceiling.stream_s(args.count)
+            print(f"Spark    : availableNow in one micro-batch, connector/ceiling {floor / one:.0%}")
         spark_writes(spark, ns, topic, args.count, args.body_size)
     finally:
         spark.stop()
@@ -451,6 +611,11 @@ def main() -> None:
     )
     ap.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE", help="a broker setting")
     ap.add_argument("--pull-batch-size", type=int, help="the connector's pullBatchSize (default: its own)")
+    ap.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also count() the same rows from a Python source with no broker (Spark's own cost)",
+    )
     args = ap.parse_args()
     args.broker_props = dict(kv.split("=", 1) for kv in args.broker_set)
     args.extra = {"pullBatchSize": str(args.pull_batch_size)} if args.pull_batch_size else {}
