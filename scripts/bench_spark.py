@@ -185,13 +185,19 @@ class CpuMeter:
         return f"CPU per row: {shown} (total {sum(parts.values()):.2f} us)"
 
 
-def connector_drain(ns: str, topic: str, count: int, extra: dict[str, str], brokers: list[int]) -> None:
-    """The connector's read outside Spark, in this process: rows/s, CPU per row by stage."""
+def _read_options(ns: str, topic: str, extra: dict[str, str]) -> Any:
+    """The connector's ``ReadOptions`` for reading ``topic`` of the cluster at ``ns`` outside Spark."""
     from pyspark.sql.datasource import CaseInsensitiveDict
 
+    from rocketpy.spark.options import parse_read_options
+
+    return parse_read_options(CaseInsensitiveDict({"namesrvAddr": ns, "topic": topic, **extra}))
+
+
+def connector_drain(ns: str, topic: str, count: int, extra: dict[str, str], brokers: list[int]) -> None:
+    """The connector's read outside Spark, in this process: rows/s, CPU per row by stage."""
     import rocketpy.spark.convert as convert
     import rocketpy.spark.source as source
-    from rocketpy.spark.options import parse_read_options
     from rocketpy.spark.plan import plan_batch
 
     spent = {"decode": 0.0, "decode + Arrow": 0.0}
@@ -206,7 +212,7 @@ def connector_drain(ns: str, topic: str, count: int, extra: dict[str, str], brok
 
         return call
 
-    opts = parse_read_options(CaseInsensitiveDict({"namesrvAddr": ns, "topic": topic, **extra}))
+    opts = _read_options(ns, topic, extra)
     ranges = plan_batch(opts)
     decode, to_batch = convert.decode_columns, source.to_record_batch
     convert.decode_columns = timed(decode, "decode")  # type: ignore[assignment]
@@ -226,6 +232,19 @@ def connector_drain(ns: str, topic: str, count: int, extra: dict[str, str], brok
         f"CPU      : connector read {cpu * 1e6 / n:.2f} us/row: pulls (RPC, joining) {pull:.2f},"
         f" decode {us['decode']:.2f}, Arrow build {us['decode + Arrow'] - us['decode']:.2f}{broker_us}"
     )
+
+
+def _available_now(stream: Any, tmp: str) -> tuple[Any, float]:
+    """Run ``stream`` (a loaded streaming DataFrame) once with ``trigger(availableNow=True)`` into
+    the ``noop`` sink, with a new checkpoint: the finished query and its seconds."""
+    t0 = time.perf_counter()
+    checkpoint = tempfile.mkdtemp(prefix="cp-", dir=tmp)  # a new query each run
+    q = (
+        stream.writeStream.format("noop").option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    q.awaitTermination(1800)
+    return q, time.perf_counter() - t0
 
 
 class Reads:
@@ -277,14 +296,7 @@ class Reads:
         if limit:
             stream = stream.option("maxOffsetsPerTrigger", limit)
         with CpuMeter(self.brokers) as cpu:
-            t0 = time.perf_counter()
-            checkpoint = tempfile.mkdtemp(prefix="cp-", dir=self.tmp)  # a new query each run
-            q = (
-                stream.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
-                .trigger(availableNow=True).start()
-            )  # fmt: skip
-            q.awaitTermination(1800)
-            took = time.perf_counter() - t0
+            q, took = _available_now(stream.load(), self.tmp)
         rows = sum(p["numInputRows"] for p in q.recentProgress)
         batches = sum(1 for p in q.recentProgress if p["numInputRows"])
         assert rows == self.count, rows
@@ -295,13 +307,10 @@ class Reads:
 
 def sample_batch(ns: str, topic: str, extra: dict[str, str]) -> Any:
     """The connector's first RecordBatch of the backlog (the rows the ceiling source repeats)."""
-    from pyspark.sql.datasource import CaseInsensitiveDict
-
-    from rocketpy.spark.options import parse_read_options
     from rocketpy.spark.plan import plan_batch
     from rocketpy.spark.source import read_range
 
-    opts = parse_read_options(CaseInsensitiveDict({"namesrvAddr": ns, "topic": topic, **extra}))
+    opts = _read_options(ns, topic, extra)
     return next(iter(read_range(opts, plan_batch(opts)[0])))
 
 
@@ -345,14 +354,7 @@ class Ceiling:
 
     def stream_s(self, count: int) -> float:
         with CpuMeter([]) as cpu:
-            t0 = time.perf_counter()
-            checkpoint = tempfile.mkdtemp(prefix="cp-ceiling-", dir=self.tmp)
-            q = (
-                self._options(self.spark.readStream, count).load().writeStream.format("noop")
-                .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-            )  # fmt: skip
-            q.awaitTermination(1800)
-            took = time.perf_counter() - t0
+            q, took = _available_now(self._options(self.spark.readStream, count).load(), self.tmp)
         rows = sum(p["numInputRows"] for p in q.recentProgress)
         assert rows == count, rows
         self._line("stream availableNow", rows, took, cpu)
@@ -369,6 +371,9 @@ def _ceiling_source() -> Any:
     class CeilingPartition(InputPartition):
         def __init__(self, rows: int) -> None:
             self.rows = rows
+
+    def settings(options: Any) -> tuple[str, int, int]:  # path, count, parts
+        return options["path"], int(options["count"]), int(options["parts"])
 
     def split(rows: int, parts: int) -> list[Any]:
         share, extra = divmod(rows, parts)
@@ -387,7 +392,7 @@ def _ceiling_source() -> Any:
 
     class CeilingReader(DataSourceReader):
         def __init__(self, options: Any) -> None:
-            self.path, self.count, self.parts = options["path"], int(options["count"]), int(options["parts"])
+            self.path, self.count, self.parts = settings(options)
 
         def partitions(self) -> list[Any]:
             return split(self.count, self.parts)
@@ -397,13 +402,13 @@ def _ceiling_source() -> Any:
 
     class CeilingStreamReader(DataSourceStreamReader):
         def __init__(self, options: Any) -> None:
-            self.path, self.count, self.parts = options["path"], int(options["count"]), int(options["parts"])
+            self.path, self.count, self.parts = settings(options)
 
         def initialOffset(self) -> dict[str, int]:
             return {"rows": 0}
 
-        def latestOffset(self) -> dict[str, int]:
-            return {"rows": self.count}
+        def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
+            return {"rows": self.count}  # everything at once: no micro-batch limit to honour
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
             return split(end["rows"] - start["rows"], self.parts)
