@@ -133,12 +133,38 @@ cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
     return <int64_t>((<uint64_t>_get_u32(p) << 32) | <uint64_t>_get_u32(p + 4))
 
 
+cdef object _cq_bytes(object cq, int64_t pos, int64_t* rel, int64_t* length):
+    """Where consume-queue byte ``pos`` is stored, as ``ConsumeQueue.read_units`` finds it: the
+    units still waiting for their file (``_pending``) or a mapped file's view; ``rel`` gets the
+    position inside it and ``length`` the bytes it holds. None when not stored. Read in place: no
+    call into Python and no slice."""
+    cdef int64_t idx, base
+    pending = cq._pending
+    if pending:
+        base = cq._pending_base
+        if pos >= base:
+            rel[0] = pos - base
+            length[0] = len(pending)
+            return pending
+    files = cq.files
+    if not files:
+        return None
+    idx = (pos - <int64_t>files[0].base_offset) // <int64_t>cq.file_size
+    if not 0 <= idx < len(files):
+        return None
+    mf = files[idx]
+    rel[0] = pos - <int64_t>mf.base_offset
+    length[0] = mf.size
+    return mf.view
+
+
 def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
     """``get_message``'s common case: FOUND with one view, else None with nothing changed (twin of
     ``rocketpy.broker.store.reads.get_now``)."""
     if not _get_bound:
         _bind_get()
     cdef int64_t lo, hi, n, i, first, end, total = 0, size, min_size = 0, base, file_size, idx, pos
+    cdef int64_t rel = 0, length = 0, phys, cl_min
     cdef Py_buffer b
     cdef const unsigned char* p
     if cq is None or max_msgs <= 0:
@@ -147,18 +173,35 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
     hi = cq.next_offset
     if not lo <= offset < hi:
         return None
-    u = cq.unit(lo)  # min_offset's first test: the queue's first unit is still stored
-    if u is None or u[0] < cl.min_offset:
+    files = cl.files
+    if not files:
         return None
-    raw, count = cq.read_units(offset, max_msgs)
-    n = count
+    cl_min = files[0].base_offset
+    # min_offset's first test (``cq.unit(lo)``): the queue's first unit is still stored
+    src = _cq_bytes(cq, lo * _UNIT_SIZE, &rel, &length)
+    if src is None or length - rel < _UNIT_SIZE:
+        return None
+    PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>b.buf + rel
+        phys = _i64(p)
+        size = <int32_t>_get_u32(p + 8)
+    finally:
+        PyBuffer_Release(&b)
+    if size <= 0 or phys < cl_min:
+        return None
+    # the next units (``cq.read_units``: within one file, or all waiting ones)
+    src = _cq_bytes(cq, offset * _UNIT_SIZE, &rel, &length)
+    if src is None:
+        return None
+    n = min(max_msgs, hi - offset, (length - rel) // _UNIT_SIZE)
     if n <= 0 or not (n == max_msgs or offset + n == hi):
         return None
-    PyObject_GetBuffer(raw, &b, PyBUF_SIMPLE)
+    PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
     try:
-        if b.len < n * _UNIT_SIZE:
+        if b.len < rel + n * _UNIT_SIZE:
             return None
-        p = <const unsigned char*>b.buf
+        p = <const unsigned char*>b.buf + rel
         first = _i64(p)
         for i in range(n):
             size = <int32_t>_get_u32(p + i * 20 + 8)
@@ -168,8 +211,7 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
         end = _i64(p + (n - 1) * 20) + <int32_t>_get_u32(p + (n - 1) * 20 + 8)
     finally:
         PyBuffer_Release(&b)
-    files = cl.files
-    if not files or end - first != total or total > max_bytes or min_size <= 0:
+    if end - first != total or total > max_bytes or min_size <= 0:
         return None
     file_size = cl.file_size
     base = files[0].base_offset

@@ -1230,10 +1230,14 @@ def test_put_now_same_answers_and_store(groups: list[list[BrokerMessage]]) -> No
 
 
 # -- the store's one-view read (rocketpy/broker/store/reads.py) -------------------------------------
-def _get_now_states(layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]]) -> list[Any]:
+def _get_now_states(
+    layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]], waiting: bool = False
+) -> list[Any]:
     """Both ``get_now`` twins' answers to ``asks`` ((queue, offset, max msgs, max bytes)) on one
     store holding ``layout`` ((queue, batch size) puts, in order: batches are back to back, queues
-    interleave), each answer's fields and bytes, and the queue's state after it."""
+    interleave), each answer's fields and bytes, and the queue's state after it. Every unit is in
+    its file, or with ``waiting`` each queue's newest units wait in memory for their file (as while
+    the allocator creates it)."""
     import asyncio
 
     from rocketpy.broker.store import MessageStore
@@ -1247,6 +1251,10 @@ def _get_now_states(layout: list[tuple[int, int]], asks: list[tuple[int, int, in
         try:
             for q, size in layout:
                 await store.put_messages([BrokerMessage("T", q, b"x" * (10 + k)) for k in range(size)])
+            assert await store.settle()  # every unit in its file
+            if waiting:
+                for cq in store.dispatcher.cqs.values():
+                    _units_wait(cq)
             out = []
             for q, offset, max_msgs, max_bytes in asks:
                 cq = store.dispatcher.cqs.get(("T", q))
@@ -1277,7 +1285,37 @@ def _get_now_states(layout: list[tuple[int, int]], asks: list[tuple[int, int, in
         min_size=1,
         max_size=12,
     ),
+    st.booleans(),
 )
-def test_get_now_same_answers(layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]]) -> None:
-    for answers in _get_now_states(layout, asks):
+def test_get_now_same_answers(
+    layout: list[tuple[int, int]], asks: list[tuple[int, int, int, int]], waiting: bool
+) -> None:
+    for answers in _get_now_states(layout, asks, waiting):
+        assert answers[0] == answers[2] and answers[1] == answers[3]
+
+
+def _units_wait(cq: Any) -> None:
+    """Move the units of ``cq``'s newest file back into memory, as if that file were still being
+    created: ``read_units`` then serves them from ``_pending``."""
+    if not cq.files or cq._pending:
+        return
+    mf = cq.files[-1]
+    written = cq.next_offset * 20 - mf.base_offset
+    if len(cq.files) == 1 or written <= 0:
+        return
+    cq._pending = bytearray(mf.view[:written])
+    cq._pending_base = mf.base_offset
+    cq.files.pop()
+    mf.close()
+
+
+@needs_compiled
+def test_get_now_same_answers_with_units_waiting_for_their_file() -> None:
+    """The compiled twin reads the consume queue's units in place, from a file or from the units
+    still waiting in memory: both twins answer alike on either side of that boundary."""
+    layout = [(0, 6)] * 4 + [(1, 3)] * 5  # 24 and 15 units: several 10-unit files each
+    asks = [(q, o, m, 1 << 16) for q in (0, 1) for o in (0, 5, 9, 10, 19, 20, 23) for m in (1, 4, 8)]
+    states = _get_now_states(layout, asks, waiting=True)
+    assert any(answers[0] is not None for answers in states)
+    for answers in states:
         assert answers[0] == answers[2] and answers[1] == answers[3]
