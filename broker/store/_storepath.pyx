@@ -179,10 +179,12 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
     cl_min = files[0].base_offset
     # min_offset's first test (``cq.unit(lo)``): the queue's first unit is still stored
     src = _cq_bytes(cq, lo * _UNIT_SIZE, &rel, &length)
-    if src is None or length - rel < _UNIT_SIZE:
+    if src is None:
         return None
     PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
     try:
+        if rel < 0 or b.len < rel + _UNIT_SIZE:  # what the buffer holds, not only what it says
+            return None
         p = <const unsigned char*>b.buf + rel
         phys = _i64(p)
         size = <int32_t>_get_u32(p + 8)
@@ -199,7 +201,7 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
         return None
     PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
     try:
-        if b.len < rel + n * _UNIT_SIZE:
+        if rel < 0 or b.len < rel + n * _UNIT_SIZE:
             return None
         p = <const unsigned char*>b.buf + rel
         first = _i64(p)
