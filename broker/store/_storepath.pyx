@@ -133,18 +133,16 @@ cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
     return <int64_t>((<uint64_t>_get_u32(p) << 32) | <uint64_t>_get_u32(p + 4))
 
 
-cdef object _cq_bytes(object cq, int64_t pos, int64_t* rel, int64_t* length):
+cdef object _cq_bytes(object cq, int64_t pos, int64_t* rel):
     """Where consume-queue byte ``pos`` is stored, as ``ConsumeQueue.read_units`` finds it: the
     units still waiting for their file (``_pending``) or a mapped file's view; ``rel`` gets the
-    position inside it and ``length`` the bytes it holds. None when not stored. Read in place: no
-    call into Python and no slice."""
+    position inside it. None when not stored. Read in place: no call into Python and no slice."""
     cdef int64_t idx, base
     pending = cq._pending
     if pending:
         base = cq._pending_base
         if pos >= base:
             rel[0] = pos - base
-            length[0] = len(pending)
             return pending
     files = cq.files
     if not files:
@@ -154,7 +152,6 @@ cdef object _cq_bytes(object cq, int64_t pos, int64_t* rel, int64_t* length):
         return None
     mf = files[idx]
     rel[0] = pos - <int64_t>mf.base_offset
-    length[0] = mf.size
     return mf.view
 
 
@@ -164,7 +161,7 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
     if not _get_bound:
         _bind_get()
     cdef int64_t lo, hi, n, i, first, end, total = 0, size, min_size = 0, base, file_size, idx, pos
-    cdef int64_t rel = 0, length = 0, phys, cl_min
+    cdef int64_t rel = 0, phys, cl_min
     cdef Py_buffer b
     cdef const unsigned char* p
     if cq is None or max_msgs <= 0:
@@ -178,12 +175,12 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
         return None
     cl_min = files[0].base_offset
     # min_offset's first test (``cq.unit(lo)``): the queue's first unit is still stored
-    src = _cq_bytes(cq, lo * _UNIT_SIZE, &rel, &length)
+    src = _cq_bytes(cq, lo * _UNIT_SIZE, &rel)
     if src is None:
         return None
     PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
     try:
-        if rel < 0 or b.len < rel + _UNIT_SIZE:  # what the buffer holds, not only what it says
+        if rel < 0 or b.len < rel + _UNIT_SIZE:
             return None
         p = <const unsigned char*>b.buf + rel
         phys = _i64(p)
@@ -193,15 +190,13 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
     if size <= 0 or phys < cl_min:
         return None
     # the next units (``cq.read_units``: within one file, or all waiting ones)
-    src = _cq_bytes(cq, offset * _UNIT_SIZE, &rel, &length)
+    src = _cq_bytes(cq, offset * _UNIT_SIZE, &rel)
     if src is None:
-        return None
-    n = min(max_msgs, hi - offset, (length - rel) // _UNIT_SIZE)
-    if n <= 0 or not (n == max_msgs or offset + n == hi):
         return None
     PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
     try:
-        if rel < 0 or b.len < rel + n * _UNIT_SIZE:
+        n = min(max_msgs, hi - offset, (b.len - rel) // _UNIT_SIZE)  # read_units: within one file
+        if rel < 0 or n <= 0 or not (n == max_msgs or offset + n == hi):
             return None
         p = <const unsigned char*>b.buf + rel
         first = _i64(p)

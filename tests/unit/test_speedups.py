@@ -36,6 +36,7 @@ from rocketpy.broker.pop import acks, ledger, revive_log  # noqa: F401  (their t
 from rocketpy.broker.pop import plain as pop_plain  # noqa: F401  (its twin joins PURE)
 from rocketpy.broker.processors import pullpath  # noqa: F401  (its twin joins PURE)
 from rocketpy.broker.processors import send as broker_send
+from rocketpy.broker.store.consume_queue import UNIT_SIZE
 from rocketpy.broker.store.message import BrokerMessage
 from rocketpy.client import send_core, trace  # noqa: F401  (their twins join PURE)
 from rocketpy.message import Message, properties_to_string
@@ -1300,7 +1301,7 @@ def _units_wait(cq: Any) -> None:
     if not cq.files or cq._pending:
         return
     mf = cq.files[-1]
-    written = cq.next_offset * 20 - mf.base_offset
+    written = cq.next_offset * UNIT_SIZE - mf.base_offset
     if len(cq.files) == 1 or written <= 0:
         return
     cq._pending = bytearray(mf.view[:written])
