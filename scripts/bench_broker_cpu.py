@@ -13,8 +13,14 @@ Phases: single-message SEND_MESSAGE_V2 (1 KiB body, 8 queues); PULL_MESSAGE of 3
 backlog (no suspend); and the same send frames echoed by the bare uvloop server (the ceiling).
 Targets (issue 31): <= 15 µs per send, <= 20 µs per pull of 32.
 
+``--pin`` gives the measured server (every thread of the broker, and the echo server) the last CPU
+this process may use and keeps the client processes on the others, as a host with cores to spare
+would run them. Unpinned, on a machine with few cores, the clients and the broker share cores, and
+each request's CPU then includes caches refilled after the clients ran: a figure of the machine,
+not only of the broker. Run both; the pinned one isolates what a change to the broker does.
+
 Usage:  .venv/bin/python scripts/bench_broker_cpu.py [--requests 20000] [--clients 2] [--inflight 64]
-        [--rounds 1] [--json] [--pure]
+        [--rounds 1] [--pin] [--json] [--pure]
 """
 
 from __future__ import annotations
@@ -154,8 +160,26 @@ def _client(addr: str, kind: str, requests: int, inflight: int, ready: Any, go: 
     asyncio.Runner(loop_factory=uvloop.new_event_loop).run(main())
 
 
+def pin_cpus() -> tuple[int, set[int]] | None:
+    """The CPU for the measured server and the CPUs for everything else (None: fewer than 2)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return None
+    return allowed[-1], set(allowed[:-1])
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` on ``cpus`` (threads it starts later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+
+
 def measure(pid: int, addr: str, kind: str, requests: int, clients: int, inflight: int) -> dict[str, float]:
-    """Run one phase from ``clients`` processes against the server ``pid`` at ``addr``."""
+    """Run one phase from ``clients`` processes against the server ``pid`` at ``addr`` (the client
+    processes inherit this process's CPUs)."""
     ctx = mp.get_context("spawn")
     go, out = ctx.Event(), ctx.Queue()
     readies = [ctx.Event() for _ in range(clients)]
@@ -217,6 +241,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             asyncio.Runner(loop_factory=uvloop.new_event_loop).run(_prepare(broker.addr))
             with bench_rpc.serve_subprocess("echo") as (echo_addr, echo_pid):
+                if args.pin:
+                    server_cpu, others = args.pin
+                    for pid in (broker.pid, echo_pid):
+                        pin_process(pid, {server_cpu})
+                    os.sched_setaffinity(0, others)  # the client processes start from here
                 for _ in range(args.rounds):
                     if "send" in args.phases:
                         note(
@@ -260,10 +289,17 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=64, help="requests in flight per client (default 64)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the phases; print medians")
     parser.add_argument("--phases", default="send,pull,echo", help="which phases to run (default all)")
+    parser.add_argument(
+        "--pin", action="store_true", help="the server on a CPU of its own, the clients on the others"
+    )
     parser.add_argument("--json", action="store_true", help="also print one JSON document")
     bench_core.add_options(parser)
     args = parser.parse_args()
     bench_core.apply(args)
+    if args.pin:
+        args.pin = pin_cpus()
+        if args.pin is None:
+            parser.error("--pin needs at least 2 CPUs")
     f = run(args)
     print(f"{'phase':40} {'server cpu us/request':>22} {'of it system':>13} {'requests/s':>12}  target")
     for name, key, target in (
@@ -275,7 +311,8 @@ def main() -> None:
             continue
         cpu, system, rps = f[key + "_cpu_us"], f[key + "_sys_us"], f[key + "_rps"]
         print(f"{name:40} {cpu:22.2f} {system:13.2f} {rps:12,.0f}  {target}")
-    print(f"({args.clients} client processes x {args.inflight} in flight, {os.cpu_count()} cpus)")
+    where = f"server on cpu {args.pin[0]}, clients on cpus {sorted(args.pin[1])}" if args.pin else "unpinned"
+    print(f"({args.clients} client processes x {args.inflight} in flight, {os.cpu_count()} cpus, {where})")
     if args.json:
         print(json.dumps(f))
 
