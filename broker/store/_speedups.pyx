@@ -307,7 +307,12 @@ cdef int _index_record(object index, str topic, str props, const unsigned char* 
     if phys <= <int64_t>index.last_phys:
         return 0
     files = index.files
-    start = _unique_key(p, n, &end) if n else -1
+    if n == 0:  # no properties, so no keys: put_props' bookkeeping (put_message with no keys), no entry
+        index.last_phys = phys
+        if files and not index._pending:
+            _index_end(index, files[len(files) - 1], phys, store_ts)
+        return 0
+    start = _unique_key(p, n, &end)
     if start < 0 or not files or index._pending:
         index.put_props(topic, props, phys, store_ts)
         return 0
@@ -325,6 +330,13 @@ cdef int _index_record(object index, str topic, str props, const unsigned char* 
                      <int32_t>diff, <int32_t>count, cur.slots, cur.entries_pos)
     index.last_phys = phys
     cur.index_count = count + 1
+    _index_end(index, cur, phys, store_ts)
+    return 0
+
+
+cdef int _index_end(object index, object cur, int64_t phys, int64_t store_ts) except -1:
+    """The newest index file now ends at the record at ``phys``; its header is written every
+    ``HEADER_SYNC_EVERY`` records (as ``IndexService.put_message`` does)."""
     cur.end_ts = store_ts
     cur.end_phys = phys
     unsynced = index._unsynced + 1
