@@ -268,7 +268,7 @@ class BrokerController:
         if self.failover is not None and aiohttp_missing():
             raise RocketpyError(str(aiohttp_missing()))
         await self.store.start()
-        self.store.add_dispatch_listener(self.long_polling.notify_message_arriving)
+        self.long_polling.listen_with(self.store.listen_to_dispatches)
         if self.replication.is_slave or self.failover is not None:
             # a slave writes only what it replicates; it keeps the progress (in controller mode the
             # master-only services start when this broker becomes master)

@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from rocketpy.broker.store.dispatch import Listener
 from rocketpy.broker.subscription import MessageFilter
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
@@ -74,9 +75,16 @@ class PullRequestHoldService:
         self._by_channel: dict[Channel, set[HeldPull]] = {}
         self._count = 0
         self._closed = False
+        self._listen: Callable[[Listener, bool], None] | None = None  # see listen_with
         self.held_total = 0  # pulls ever held
         self.woken_count = 0
         self.expired_count = 0
+
+    def listen_with(self, listen: Callable[[Listener, bool], None]) -> None:
+        """Have ``listen`` (the store's ``listen_to_dispatches``) call ``notify_message_arriving``
+        while a pull is held, and only then: a dispatch listener costs a call per stored message."""
+        self._listen = listen
+        listen(self.notify_message_arriving, self._count > 0)
 
     @property
     def held_count(self) -> int:
@@ -113,6 +121,8 @@ class PullRequestHoldService:
             per_channel = self._by_channel[channel] = set()
         per_channel.add(held)
         self._count += 1
+        if self._count == 1 and self._listen is not None:
+            self._listen(self.notify_message_arriving, True)
         self.held_total += 1
         return None
 
@@ -130,6 +140,8 @@ class PullRequestHoldService:
         if not chan_set:
             del self._by_channel[held.channel]
         self._count -= 1
+        if not self._count and self._listen is not None:
+            self._listen(self.notify_message_arriving, False)
 
     def notify_message_arriving(
         self, topic: str, queue_id: int, queue_offset: int, tags_code: int | None, store_ts: int = 0

@@ -61,7 +61,6 @@ class HAService:
     async def start(self, bind_address: str, port: int) -> int:
         """Listen on ``bind_address:port`` (0: a free port); returns the bound port."""
         self._server = await asyncio.start_server(self._accept, bind_address, port)
-        self.store.add_dispatch_listener(self._on_dispatch)
         bound = int(self._server.sockets[0].getsockname()[1])
         log.info("HA service of %s listening on %s:%d", self.broker_name, bind_address, bound)
         return bound
@@ -79,14 +78,17 @@ class HAService:
             del self._sessions[task]
 
     def attach(self, conn: HAConnection) -> None:
-        """A slave passed the handshake."""
+        """A slave passed the handshake (its session wakes on each dispatch from now on)."""
         self.connections[conn.broker_id] = conn
+        self.store.listen_to_dispatches(self._on_dispatch, True)
         self.on_report()
 
     def detach(self, conn: HAConnection) -> None:
         """A slave's session ended."""
         if self.connections.get(conn.broker_id) is conn:
             del self.connections[conn.broker_id]
+            if not self.connections:  # a dispatch listener costs a call per stored message
+                self.store.listen_to_dispatches(self._on_dispatch, False)
             for listener in self.listeners:
                 listener(conn.broker_id, None)
 

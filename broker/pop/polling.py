@@ -16,7 +16,9 @@ one dict lookup when nobody waits on that topic.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
+from rocketpy.broker.store.dispatch import Listener
 from rocketpy.broker.subscription import MessageFilter
 from rocketpy.errors import RocketpyError
 from rocketpy.waits import wait_done
@@ -75,6 +77,13 @@ class PopWaiters:
         self.woken_count = 0
         self.expired_count = 0
         self._closed = False
+        self._listen: Callable[[Listener, bool], None] | None = None  # see listen_with
+
+    def listen_with(self, listen: Callable[[Listener, bool], None]) -> None:
+        """Have ``listen`` (the store's ``listen_to_dispatches``) call ``notify`` while a POP or a
+        NOTIFICATION waits, and only then: a dispatch listener costs a call per stored message."""
+        self._listen = listen
+        listen(self.notify, self.count > 0)
 
     def waiting(self, group: str, topic: str, queue_id: int) -> int:
         """How many waiters of ``group`` wait on ``topic``'s queue ``queue_id`` (-1: on any queue)."""
@@ -115,6 +124,8 @@ class PopWaiters:
             self._by_topic.setdefault(topic, {})[waiter] = None
         self._per_key[waiter.key] = self._per_key.get(waiter.key, 0) + 1
         self.count += 1
+        if self.count == 1 and self._listen is not None:
+            self._listen(self.notify, True)
         self.waited_total += 1
 
     def _remove(self, waiter: Waiter) -> None:
@@ -130,6 +141,8 @@ class PopWaiters:
         else:
             del self._per_key[waiter.key]
         self.count -= 1
+        if not self.count and self._listen is not None:
+            self._listen(self.notify, False)
 
     def notify(
         self,

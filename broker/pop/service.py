@@ -139,7 +139,7 @@ class PopService:
         self.topics.create_system_group_topic(self.revive_log.topic, 1, PERM_RW)
         doc = await asyncio.to_thread(self.state_file.load)
         await restore(self, doc)
-        self.store.add_dispatch_listener(self.waiters.notify)
+        self.waiters.listen_with(self.store.listen_to_dispatches)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self.revive.routine(), name="rocketpy-pop-revive"),

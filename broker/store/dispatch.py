@@ -46,7 +46,9 @@ class Dispatcher:
         self.index = index
         self.delay_levels_ms = delay_levels_ms
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
-        self.listeners: list[Listener] = []
+        #: called after each dispatched record; a tuple replaced on change (``listen``), so a
+        #: listener may stop listening from inside its call
+        self.listeners: tuple[Listener, ...] = ()
         self.dirty_cqs: set[ConsumeQueue] = set()
         self.allocator = None
         self.rebuild_from = 1 << 62  # recovery: a torn queue lowers where re-dispatch must start
@@ -124,6 +126,15 @@ class Dispatcher:
         if self.index is not None:  # also without keys: the index header tracks the last record
             self.index.put_props(cq.topic, props, phys, store_ts)
         self.dispatched_to = phys + size
+
+    def listen(self, fn: Listener, on: bool = True) -> None:
+        """Call ``fn`` after each dispatched record from now on (``on``), or no longer.
+
+        A listener costs a call per stored message, so the broker's services listen only while
+        something waits for a message (a held pull, a waiting POP, a slave session).
+        """
+        if on != (fn in self.listeners):
+            self.listeners = (*self.listeners, fn) if on else tuple(f for f in self.listeners if f != fn)
 
     def notify(self, cq: ConsumeQueue, queue_offset: int, tags_code: int, store_ts: int) -> None:
         """Call the listeners for one dispatched message; a failing listener is logged, not fatal."""

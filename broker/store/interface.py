@@ -67,8 +67,9 @@ class Store(Protocol):
     def put_now(self, msgs: list[BrokerMessage]) -> PutMessageResult | None:
         """``put_messages`` at once when it would not suspend; None (nothing written) when it would."""
 
-    def add_dispatch_listener(self, fn: Listener) -> None:
-        """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch."""
+    def listen_to_dispatches(self, fn: Listener, on: bool = True) -> None:
+        """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch
+        from now on (``on``), or no longer."""
 
     def delete_topics(self, topics: set[str]) -> None:
         """Drop the consume queues of ``topics``."""

@@ -405,9 +405,10 @@ class MessageStore:
         return read_raw(self.commitlog, offset, max_bytes)
 
     # -- listeners, topics ------------------------------------------------------------------------
-    def add_dispatch_listener(self, fn: Listener) -> None:
-        """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch."""
-        self.dispatcher.listeners.append(fn)
+    def listen_to_dispatches(self, fn: Listener, on: bool = True) -> None:
+        """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch
+        from now on (``on``), or no longer (see ``Dispatcher.listen``)."""
+        self.dispatcher.listen(fn, on)
 
     def delete_topics(self, topics: set[str]) -> None:
         """Drop the consume queues of ``topics``; their files are deleted in a thread."""

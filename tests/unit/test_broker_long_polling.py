@@ -10,6 +10,7 @@ from rocketpy.broker.long_polling import PullRequestHoldService
 from rocketpy.broker.subscription import TagMessageFilter
 from rocketpy.filter.tags import java_string_hash
 from rocketpy.subscription import parse_subscription
+from tests.waiting import wait_until_async
 
 
 class FakeChannel:
@@ -116,3 +117,45 @@ async def test_closed_channel_not_answered() -> None:
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert ch.sent == []
+
+
+class Listening:
+    """A stand-in for the store's ``listen_to_dispatches``: the listeners it has now."""
+
+    def __init__(self) -> None:
+        self.fns: list[Any] = []
+
+    def __call__(self, fn: Any, on: bool) -> None:
+        if on and fn not in self.fns:
+            self.fns.append(fn)
+        elif not on and fn in self.fns:
+            self.fns.remove(fn)
+
+
+async def test_listens_to_dispatches_only_while_a_pull_is_held() -> None:
+    svc = make_service([])
+    listening = Listening()
+    svc.listen_with(listening)
+    assert listening.fns == []  # nothing held: no call per stored message
+    ch = FakeChannel()
+    assert svc.hold(ch, "a", "T", 0, 5, 10_000, None) is None
+    assert svc.hold(ch, "b", "T", 1, 5, 10_000, None) is None
+    assert listening.fns == [svc.notify_message_arriving]
+    svc.notify_message_arriving("T", 0, 5, 0)  # wakes one of two
+    assert listening.fns == [svc.notify_message_arriving]
+    svc.notify_message_arriving("T", 1, 5, 0)
+    assert listening.fns == []
+    assert svc.hold(ch, "c", "T", 0, 6, 1, None) is None  # expires after 1 ms
+    assert listening.fns == [svc.notify_message_arriving]
+    await wait_until_async(lambda: svc.held_count == 0, timeout=2, message="the 1 ms hold expires")
+    assert listening.fns == []
+
+
+async def test_listen_with_registers_when_pulls_are_held_already() -> None:
+    svc = make_service([])
+    assert svc.hold(FakeChannel(), "a", "T", 0, 5, 10_000, None) is None
+    listening = Listening()
+    svc.listen_with(listening)
+    assert listening.fns == [svc.notify_message_arriving]
+    svc.shutdown()
+    assert listening.fns == []

@@ -431,7 +431,7 @@ def _dispatched(fn: Any, runs: list[Any], topic: str, cq_units: int, max_index: 
     index = IndexService(os.path.join(root, "index"), 8, max_index, lambda: 1_700_000_000.0)
     d = Dispatcher(os.path.join(root, "cq"), cq_units * 20, index, [1000, 5000])
     seen: list[tuple[Any, ...]] = []
-    d.listeners.append(lambda *a: seen.append(a))
+    d.listen(lambda *a: seen.append(a))
     phys, ts = 0, 1_700_000_000_000
     ends = []
     for qid, items, step in runs:
@@ -514,6 +514,34 @@ def test_dispatch_run_same_state_over_many_common_runs() -> None:
     states = [_dispatch_state(fn, runs, "T", 1000, 150) for fn in fns]
     assert states[0] == states[1] == states[2] == states[3]
     assert len(states[0][2]) == 2  # the index rolled to a second file
+
+
+@needs_compiled
+def test_dispatch_run_listener_may_stop_listening_inside_its_call() -> None:
+    # The listeners are a tuple replaced on change: one that stops listening during a run's
+    # dispatch does not make either twin skip the next listener, and is not called again.
+    from rocketpy.broker.store.dispatch import Dispatcher
+
+    def run(fn: Any, root: str) -> list[tuple[str, int]]:
+        d = Dispatcher(os.path.join(root, "cq"), 64 * 20, None, [1000])
+        seen: list[tuple[str, int]] = []
+
+        def once(_t: str, _q: int, off: int, _c: int, _ts: int) -> None:
+            seen.append(("once", off))
+            d.listen(once, False)
+
+        d.listen(once)
+        d.listen(lambda _t, _q, off, _c, _ts: seen.append(("every", off)))
+        cq = d.cq("T", 0)
+        msgs = [BrokerMessage("T", 0, b"", properties="UNIQ_KEY\x01AB") for _ in range(3)]
+        fn(d, cq, 0, 0, [120, 120, 120], msgs, 1_700_000_000_000)
+        for mf in cq.files:
+            mf.close()
+        return seen
+
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        pure, compiled = run(PURE["dispatch_run"], a), run(speedups.dispatch_run, b)
+    assert pure == compiled == [("once", 0), ("every", 0), ("every", 1), ("every", 2)]
 
 
 # -- the broker's messages of a batch ----------------------------------------------------------------

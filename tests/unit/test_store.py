@@ -119,7 +119,7 @@ async def test_second_store_on_same_dir_is_refused(store: MessageStore, tmp_path
 
 async def test_listener_lookup_by_time_and_offset(store: MessageStore) -> None:
     seen: list[tuple[str, int, int, int, int]] = []
-    store.add_dispatch_listener(lambda *a: seen.append(a))
+    store.listen_to_dispatches(lambda *a: seen.append(a))
     r1 = await store.put_message(bmsg("T", 0, b"one", tags="TagA"))
     r2 = await store.put_message(bmsg("T", 0, b"two"))
     assert [(s[0], s[1], s[2], s[3]) for s in seen] == [("T", 0, 0, 2598919), ("T", 0, 1, 0)]
@@ -293,7 +293,7 @@ async def test_batch_dispatches_each_message(store: MessageStore) -> None:
     from rocketpy.filter.tags import java_string_hash
 
     seen: list[tuple[str, int, int, int]] = []
-    store.add_dispatch_listener(lambda t, q, off, code, _ts: seen.append((t, q, off, code)))
+    store.listen_to_dispatches(lambda t, q, off, code, _ts: seen.append((t, q, off, code)))
     await store.put_message(bmsg("B", 2, b"first"))
     batch = [bmsg("B", 2, b"m%d" % i, tags=f"Tag{i}", keys=f"bk{i} shared", uniq=f"BU{i}") for i in range(4)]
     batch.append(bmsg("B", 2, b"plain"))

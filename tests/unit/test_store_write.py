@@ -95,7 +95,7 @@ def test_redispatch_skips_what_the_queue_and_index_hold(tmp_path: Path) -> None:
     index = IndexService(str(tmp_path / "index"), 16, 32, lambda: 1_700_000_000.0)
     d = Dispatcher(str(tmp_path / "cq"), 200, index, [1000])
     seen: list[int] = []
-    d.listeners.append(lambda _t, _q, off, _c, _ts: seen.append(off))
+    d.listen(lambda _t, _q, off, _c, _ts: seen.append(off))
     cq = d.cq("T", 0)
     props = "KEYS\x01k1\x02UNIQ_KEY\x01AB\x02"
     d.dispatch(cq, 0, 0, 100, None, props, 1_700_000_000_000)
