@@ -12,7 +12,7 @@ from rocketpy.broker.store import BrokerMessage, PutMessageResult
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import TopicConfig
 
-__all__ = ["plain_messages", "stored_answers"]
+__all__ = ["group_plain", "plain_messages", "stored_answers"]
 
 def plain_messages(
     requests: list[RemotingCommand],
@@ -21,4 +21,13 @@ def plain_messages(
     born: tuple[str, int],
     max_body: int,
 ) -> list[BrokerMessage | None]: ...
+def group_plain(
+    requests: list[RemotingCommand],
+    plain: list[BrokerMessage | None],
+    start: int,
+    out: list[Any],
+    groups: dict[tuple[str, int, bool], list[int]],
+    max_group: int,
+    put_full: Callable[[list[int]], None],
+) -> int: ...
 def stored_answers(out: list[Any], members: list[int], result: PutMessageResult, host_hex: str) -> int: ...

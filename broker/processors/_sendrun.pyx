@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twins of the broker's send-run fast path: ``plain_messages`` and ``stored_answers`` of
-``rocketpy/broker/processors/sendrun.py``.
+"""C twins of the broker's send-run fast path: ``plain_messages``, ``group_plain`` and
+``stored_answers`` of ``rocketpy/broker/processors/sendrun.py``.
 
 ``rocketpy._accel`` chooses them or their pure twins. The classes, marks and limits are read from
 ``rocketpy.broker.processors.sendrun`` (and what it imports) the first time a function runs
@@ -18,7 +18,7 @@ from cpython.unicode cimport PyUnicode_Substring
 from rocketpy._cshared cimport _contains, _latin1, memmem
 from rocketpy.broker.processors._brokermsg cimport new_broker_message
 
-__all__ = ["plain_messages", "stored_answers"]
+__all__ = ["group_plain", "plain_messages", "stored_answers"]
 
 
 cdef bint _run_bound = False
@@ -30,6 +30,7 @@ cdef object _UNIQ_SEP = None
 cdef object _UNSEEN = None
 cdef bytes _TRAN_MARK = b""
 cdef str _TRAN_STR = ""
+cdef str _WAIT_FALSE = ""
 cdef long _V2 = 0
 cdef long _PERM_WRITE = 0
 cdef long _FLAG_RESPONSE = 0
@@ -38,7 +39,7 @@ cdef Py_ssize_t _SHORT_PROPS = 0
 
 cdef int _bind_run() except -1:
     global _run_bound, _BrokerMessage, _RemotingCommand, _host8_of, _get_property, _UNIQ_SEP, _UNSEEN
-    global _TRAN_MARK, _TRAN_STR, _V2, _PERM_WRITE, _FLAG_RESPONSE, _SHORT_PROPS
+    global _TRAN_MARK, _TRAN_STR, _V2, _PERM_WRITE, _FLAG_RESPONSE, _SHORT_PROPS, _WAIT_FALSE
     from rocketpy.broker.processors import sendrun
 
     _BrokerMessage = sendrun.BrokerMessage
@@ -49,6 +50,7 @@ cdef int _bind_run() except -1:
     _UNSEEN = sendrun._UNSEEN
     _TRAN_MARK = sendrun.TRAN_MARK.encode("latin-1")
     _TRAN_STR = sendrun.TRAN_MARK
+    _WAIT_FALSE = sendrun.WAIT_FALSE_MARK
     _V2 = sendrun._V2
     _PERM_WRITE = sendrun.PERM_WRITE
     _FLAG_RESPONSE = sendrun.FLAG_RESPONSE
@@ -124,6 +126,37 @@ def plain_messages(list requests, topic_config, dict problems, born, Py_ssize_t 
                                reconsume)
         out.append(m)
     return out
+
+
+def group_plain(list requests, list plain, Py_ssize_t start, list out, dict groups, Py_ssize_t max_group,
+                put_full):
+    """Add the plain sends from ``requests[start]`` on to their open group (twin of
+    ``rocketpy.broker.processors.sendrun.group_plain``); returns the index of the first request
+    that is not plain (the requests' count when there is none)."""
+    if not _run_bound:
+        _bind_run()
+    cdef Py_ssize_t i = start, n = PyList_GET_SIZE(requests)
+    cdef PyObject* found
+    if start < 0 or PyList_GET_SIZE(plain) < n:
+        raise IndexError("group_plain: a message (or None) for each request from start on")
+    while i < n:
+        msg = <object>PyList_GET_ITEM(plain, i)
+        if msg is None:
+            return i
+        topic, queue_id, props = msg.topic, msg.queue_id, msg.properties
+        key = (topic, queue_id, _WAIT_FALSE not in props)
+        found = PyDict_GetItem(groups, key)
+        if found == NULL:
+            members = []
+            groups[key] = members
+        else:
+            members = <object>found
+        members.append(PyList_GET_SIZE(out))
+        out.append((<object>PyList_GET_ITEM(requests, i), msg, queue_id, props))
+        if len(members) >= max_group:
+            put_full(groups.pop(key))
+        i += 1
+    return n
 
 
 cdef inline object _unique_key(str props):

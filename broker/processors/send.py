@@ -17,12 +17,13 @@ import ipaddress
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.guard import SEND, Guard
-from rocketpy.broker.processors.sendrun import plain_messages, stored_answers
+from rocketpy.broker.processors.sendrun import Groups, group_plain, plain_messages, stored_answers
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -65,7 +66,6 @@ _TOPIC_CHECK_CACHE_MAX = 65_536
 #: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
 MAX_RUN_GROUP = 256
 _UNSEEN = ("unseen", "")  # _topic_problems' answer for a topic not checked yet
-_WAIT_FALSE = "WAIT\x01false"  # BrokerMessage.wait_store_msg_ok's mark
 _TIMED_BATCH = (
     "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
     "as in RocketMQ; send them one by one"
@@ -211,25 +211,19 @@ class SendMessageProcessor:
         or half message) first stores the groups opened before it.
         """
         out: list[Any] = []
-        groups: dict[tuple[str, int, bool], list[int]] = {}  # open groups: indexes into ``out``
+        groups: Groups = {}  # open groups: indexes into ``out``
         plain = self._plain(channel, requests)
-        for i, request in enumerate(requests):
-            msg = plain[i] if plain is not None else None
-            if msg is None:
-                try:
-                    self._run_one(channel, request, out, groups)
-                except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
-                    out.append(_failed(exc))
-                continue
-            # _run_one's grouping of a plain message, its checks already made by plain_messages
-            key = (msg.topic, msg.queue_id, _WAIT_FALSE not in msg.properties)
-            members = groups.get(key)
-            if members is None:
-                members = groups[key] = []
-            members.append(len(out))
-            out.append((request, msg, msg.queue_id, msg.properties))
-            if len(members) >= MAX_RUN_GROUP:
-                self._put_group(out, groups.pop(key))
+        i, n = 0, len(requests)
+        while i < n:
+            if plain is not None:  # _run_one's grouping of the plain messages, checked by plain_messages
+                i = group_plain(requests, plain, i, out, groups, MAX_RUN_GROUP, partial(self._put_group, out))
+                if i == n:
+                    break
+            try:
+                self._run_one(channel, requests[i], out, groups)
+            except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
+                out.append(_failed(exc))
+            i += 1
         self._put_groups(out, groups)
         return out
 
@@ -256,7 +250,7 @@ class SendMessageProcessor:
         channel: Channel,
         request: RemotingCommand,
         out: list[Any],
-        groups: dict[tuple[str, int, bool], list[int]],
+        groups: Groups,
     ) -> None:
         """Answer ``request`` into ``out``, or add it to its queue's open group."""
         admitted = self._busy(request) or self._admit(channel, request)
@@ -285,7 +279,7 @@ class SendMessageProcessor:
         if len(members) >= MAX_RUN_GROUP:
             self._put_group(out, groups.pop(key))
 
-    def _put_groups(self, out: list[Any], groups: dict[tuple[str, int, bool], list[int]]) -> None:
+    def _put_groups(self, out: list[Any], groups: Groups) -> None:
         for members in groups.values():
             self._put_group(out, members)
         groups.clear()

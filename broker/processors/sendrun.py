@@ -1,7 +1,7 @@
 """The broker's fast path for the plain single-message sends of one read (``handle_run`` of
 ``SendMessageProcessor``).
 
-Two steps of the common case, each with a compiled twin in ``_sendrun.pyx``:
+Three steps of the common case, each with a compiled twin in ``_sendrun.pyx``:
 
 - ``plain_messages``: which requests of a read are plain single SEND_MESSAGE_V2 sends the fast path
   takes as they are (a typical V2 header, a known writable topic with the queue in range, no batch,
@@ -9,6 +9,8 @@ Two steps of the common case, each with a compiled twin in ``_sendrun.pyx``:
   limits), and their ``BrokerMessage``. Every other request gets None and goes the general way
   (``SendMessageProcessor._run_one``), which holds the full semantics; so does every request when
   the processor's per-run conditions do not hold (``SendMessageProcessor._plain``).
+- ``group_plain``: those messages added to their queue's open group of the run, in arrival order,
+  up to the next request that is not plain (``handle_run`` answers that one the general way).
 - ``stored_answers``: the SUCCESS answers of a group of such sends stored by one append (PUT_OK),
   each with its own record's offset msg id and queue offset, written in place into the run's
   answer list; returns the bodies' bytes for the put statistics.
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketpy._accel import twin
 from rocketpy.broker.store import BrokerMessage, PutMessageResult
-from rocketpy.broker.store.message import _host8
+from rocketpy.broker.store.message import WAIT_FALSE_MARK, _host8
 from rocketpy.message_props import TRAN_MARK, UNIQ_SEP, get_property
 from rocketpy.perm import PERM_WRITE
 from rocketpy.protocol.codes import RequestCode
@@ -32,7 +34,7 @@ from rocketpy.record import MAX_PROPERTIES_BYTES
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 from rocketpy.route import TopicConfig
 
-__all__ = ["SHORT_PROPS", "plain_messages", "stored_answers"]
+__all__ = ["SHORT_PROPS", "group_plain", "plain_messages", "stored_answers"]
 
 #: Properties of at most this many characters cannot exceed ``MAX_PROPERTIES_BYTES`` in UTF-8.
 SHORT_PROPS = MAX_PROPERTIES_BYTES // 4
@@ -109,6 +111,44 @@ def plain_messages(
     return out
 
 
+#: An open group of a run: (topic, queue id, whether its producer waits for the flush) -> the
+#: indexes of its members' entries in the run's answer list.
+Groups = dict[tuple[str, int, bool], list[int]]
+
+
+@twin
+def group_plain(
+    requests: list[RemotingCommand],
+    plain: list[BrokerMessage | None],
+    start: int,
+    out: list[Any],
+    groups: Groups,
+    max_group: int,
+    put_full: Callable[[list[int]], None],
+) -> int:
+    """Add the plain sends from ``requests[start]`` on to their open group in ``groups`` (an entry
+    ``(request, message, queue id, properties)`` each, appended to ``out``), until a request that
+    is not plain (``plain[i]`` None); returns its index (the requests' count when there is none). A
+    group that reaches ``max_group`` members leaves ``groups`` for ``put_full`` at once."""
+    i, n = start, len(requests)
+    if start < 0 or len(plain) < n:
+        raise IndexError("group_plain: a message (or None) for each request from start on")
+    while i < n:
+        msg = plain[i]
+        if msg is None:
+            return i
+        key = (msg.topic, msg.queue_id, WAIT_FALSE_MARK not in msg.properties)
+        members = groups.get(key)
+        if members is None:
+            members = groups[key] = []
+        members.append(len(out))
+        out.append((requests[i], msg, msg.queue_id, msg.properties))
+        if len(members) >= max_group:
+            put_full(groups.pop(key))
+        i += 1
+    return n
+
+
 @twin
 def stored_answers(out: list[Any], members: list[int], result: PutMessageResult, host_hex: str) -> int:
     """Answer the sends at ``members`` of ``out`` (each ``(request, message, queue id, properties)``)
@@ -136,6 +176,8 @@ if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same si
     from rocketpy.broker.processors import _sendrun
 
     same_signature(plain_messages)(_sendrun.plain_messages)
+    same_signature(group_plain)(_sendrun.group_plain)
+    same_signature(_sendrun.group_plain)(group_plain)
     same_signature(_sendrun.plain_messages)(plain_messages)
     same_signature(stored_answers)(_sendrun.stored_answers)
     same_signature(_sendrun.stored_answers)(stored_answers)

@@ -37,7 +37,7 @@ cdef int _bind_put() except -1:
     from rocketpy.broker.store import put
 
     _dispatch_run = put.dispatch_run
-    _WAIT_FALSE = put._WAIT_FALSE
+    _WAIT_FALSE = put.WAIT_FALSE_MARK
     _HEAD_SIZE = put.HEAD_SIZE
     _MAX_PROPERTIES_BYTES = put.MAX_PROPERTIES_BYTES
     _END_FILE_MIN_BLANK_BYTES = put.END_FILE_MIN_BLANK_BYTES

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from rocketpy.record import pack_host
 
-_WAIT_FALSE = "WAIT\x01false"
+#: The properties' mark of a message whose producer does not wait for its flush (``WAIT=false``).
+WAIT_FALSE_MARK = "WAIT\x01false"
 
 
 class BrokerMessage:
@@ -81,7 +82,7 @@ class BrokerMessage:
     @property
     def wait_store_msg_ok(self) -> bool:
         """False when the producer set ``WAIT=false`` (do not wait for the flush)."""
-        return _WAIT_FALSE not in self.properties
+        return WAIT_FALSE_MARK not in self.properties
 
 
 _host_cache: dict[tuple[str, int], bytes] = {}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from rocketpy._accel import twin
 from rocketpy.broker.store.commitlog import CommitLog, RecordBatch
 from rocketpy.broker.store.dispatch import Dispatcher, dispatch_run
-from rocketpy.broker.store.message import BrokerMessage
+from rocketpy.broker.store.message import WAIT_FALSE_MARK, BrokerMessage
 from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
 from rocketpy.broker.store.stats import StoreStats
 from rocketpy.record import END_FILE_MIN_BLANK_BYTES, HEAD_SIZE, MAX_PROPERTIES_BYTES, topic_part
@@ -28,7 +28,6 @@ NEXT_FILE_WAIT_S = 5.0
 YIELD_EVERY_PUTS = 16  # while files are being created, puts yield to the loop this often
 MAX_CACHED_TOPICS = 100_000
 _BAD = PutMessageStatus
-_WAIT_FALSE = "WAIT\x01false"  # BrokerMessage.wait_store_msg_ok's mark
 
 
 class PutService:
@@ -227,7 +226,7 @@ def put_now(service: PutService, msgs: list[BrokerMessage]) -> PutMessageResult 
     if not n or not service.running or service.disk_full_remark or service.read_only_remark:
         return None
     first = msgs[0]
-    if service.flush is not None and _WAIT_FALSE not in first.properties:
+    if service.flush is not None and WAIT_FALSE_MARK not in first.properties:
         return None
     since = service._puts_since_yield + n
     if since >= YIELD_EVERY_PUTS:  # put's count, and its yield when due

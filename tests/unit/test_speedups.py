@@ -59,7 +59,8 @@ TWINNED = (
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
     "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
     "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
-    "plain_messages", "stored_answers", "put_now", "get_now", "serve_turn", "receive", "put_key_entries",
+    "plain_messages", "group_plain", "stored_answers", "put_now", "get_now", "serve_turn", "receive",
+    "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
     "read_plain",  # POP's plain read (test_pop_plain.py)
     "_encode_pub", "_encode_before", "_encode_after",  # trace records (test_trace_records.py)
@@ -1181,6 +1182,44 @@ def test_plain_messages_same_messages(requests: list[RemotingCommand], max_body:
         msgs = fn(requests, _run_topic, problems, ("10.0.0.7", 9876), max_body)
         got.append([None if m is None else tuple(getattr(m, f) for f in BROKER_MESSAGE_FIELDS) for m in msgs])
     assert got[0] == got[1]
+
+
+GROUP_MESSAGE = st.none() | st.builds(
+    lambda topic, q, props: BrokerMessage(topic, q, b"", properties=props),
+    st.sampled_from(["T", "U"]),
+    st.integers(0, 2),
+    st.sampled_from(["", "WAIT\x01false", "A\x01b\x02WAIT\x01false", "WAIT\x01true", "UNIQ_KEY\x01AB"]),
+)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(GROUP_MESSAGE, max_size=12), st.integers(0, 12), st.integers(1, 4), st.booleans())
+def test_group_plain_same_groups(plain: list[Any], start: int, max_group: int, open_before: bool) -> None:
+    # From a drawn start, over plain messages and Nones, with groups opened before and groups
+    # filling up (put at once, in order): the same entries, groups, stop index and puts.
+    start = min(start, len(plain))
+    requests = [RemotingCommand(310, k, 0, None, {}, b"") for k in range(len(plain))]
+    got = []
+    for fn in (PURE["group_plain"], speedups.group_plain):
+        out: list[Any] = ["earlier"]
+        groups: dict[Any, list[int]] = {("T", 0, True): [0]} if open_before else {}
+        puts: list[list[int]] = []
+        stop = fn(requests, plain, start, out, groups, max_group, puts.append)
+        got.append((stop, out, groups, puts))
+    assert got[0] == got[1]
+    stop = got[0][0]
+    assert stop == len(plain) or plain[stop] is None
+    assert all(m is not None for m in plain[start:stop])
+
+
+@needs_compiled
+def test_group_plain_refuses_a_start_outside_the_messages() -> None:
+    for fn in (PURE["group_plain"], speedups.group_plain):
+        with pytest.raises(IndexError):
+            fn([RemotingCommand(310, 1, 0, None, {}, b"")], [], 0, [], {}, 4, print)
+        with pytest.raises(IndexError):
+            fn([], [], -1, [], {}, 4, print)
 
 
 @needs_compiled
