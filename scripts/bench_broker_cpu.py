@@ -13,11 +13,9 @@ Phases: single-message SEND_MESSAGE_V2 (1 KiB body, 8 queues); PULL_MESSAGE of 3
 backlog (no suspend); and the same send frames echoed by the bare uvloop server (the ceiling).
 Targets (issue 31): <= 15 µs per send, <= 20 µs per pull of 32.
 
-``--pin`` gives the measured server (every thread of the broker, and the echo server) the last CPU
-this process may use and keeps the client processes on the others, as a host with cores to spare
-would run them. Unpinned, on a machine with few cores, the clients and the broker share cores, and
-each request's CPU then includes caches refilled after the clients ran: a figure of the machine,
-not only of the broker. Run both; the pinned one isolates what a change to the broker does.
+``--pin`` gives the measured server (every thread of the broker, and the echo server) a CPU of its
+own and keeps the client processes on the others (``pinning.py`` says why). Run both; the pinned
+figure isolates what a change to the broker does.
 
 Usage:  .venv/bin/python scripts/bench_broker_cpu.py [--requests 20000] [--clients 2] [--inflight 64]
         [--rounds 1] [--pin] [--json] [--pure]
@@ -46,6 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_core  # noqa: E402
 import bench_rpc  # noqa: E402
+import pinning  # noqa: E402
 
 from rocketpy.message import Message  # noqa: E402
 from rocketpy.protocol.codes import RequestCode  # noqa: E402
@@ -160,23 +159,6 @@ def _client(addr: str, kind: str, requests: int, inflight: int, ready: Any, go: 
     asyncio.Runner(loop_factory=uvloop.new_event_loop).run(main())
 
 
-def pin_cpus() -> tuple[int, set[int]] | None:
-    """The CPU for the measured server and the CPUs for everything else (None: fewer than 2)."""
-    allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2:
-        return None
-    return allowed[-1], set(allowed[:-1])
-
-
-def pin_process(pid: int, cpus: set[int]) -> None:
-    """Every thread of process ``pid`` on ``cpus`` (threads it starts later inherit it)."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except ProcessLookupError:  # the thread ended meanwhile
-            pass
-
-
 def measure(pid: int, addr: str, kind: str, requests: int, clients: int, inflight: int) -> dict[str, float]:
     """Run one phase from ``clients`` processes against the server ``pid`` at ``addr`` (the client
     processes inherit this process's CPUs)."""
@@ -244,7 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if args.pin:
                     server_cpu, others = args.pin
                     for pid in (broker.pid, echo_pid):
-                        pin_process(pid, {server_cpu})
+                        pinning.pin_process(pid, {server_cpu})
                     os.sched_setaffinity(0, others)  # the client processes start from here
                 for _ in range(args.rounds):
                     if "send" in args.phases:
@@ -297,7 +279,7 @@ def main() -> None:
     args = parser.parse_args()
     bench_core.apply(args)
     if args.pin:
-        args.pin = pin_cpus()
+        args.pin = pinning.split_cpus()
         if args.pin is None:
             parser.error("--pin needs at least 2 CPUs")
     f = run(args)

@@ -6,11 +6,12 @@ a 2 s warm-up run: async single-message sends (``send_async``), awaited sends (`
 concurrent ``await producer.send()``, as users write it) and batch sends, each for ``--seconds``, and
 prints the ``[Complete]`` lines and the targets (async >= 30,000 msgs/s, batch >= 100,000 msgs/s,
 awaited sends <= 12 us of client CPU a message). Client CPU per message is the bench process's
-``time.process_time()`` over the run divided by the messages sent. Bounded: every run has a
-duration and the daemons are stopped at the end.
+``time.process_time()`` over the run divided by the messages sent. ``--pin``: the bench client on a
+CPU of its own, the broker and the NameServer on the others (``pinning.py`` says why). Bounded:
+every run has a duration and the daemons are stopped at the end.
 
 Usage: scripts/bench_sdk.py [--seconds 5] [--concurrency 256] [--awaited 64] [--batch 64] [--body 1024]
-[--no-auto-batch]
+[--no-auto-batch] [--pin]
 (``scripts/bench_autobatch.py`` compares auto-batch on and off back to back.)
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -26,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import pinning  # noqa: E402
 
 from rocketpy import Admin  # noqa: E402
 from tests.daemons import start_broker, start_namesrv  # noqa: E402
@@ -60,13 +65,24 @@ def main() -> None:
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--auto-batch", action=argparse.BooleanOptionalAction, default=True,
                     help="Producer(auto_batch=...) for the async sends")  # fmt: skip
+    ap.add_argument(
+        "--pin", action="store_true", help="the client on a CPU of its own, the daemons on the others"
+    )
     a = ap.parse_args()
+    cpus = pinning.split_cpus() if a.pin else None
+    if a.pin and cpus is None:
+        ap.error("--pin needs at least 2 CPUs")
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as tmp:
         tmp_path = Path(tmp)
         ns = start_namesrv(tmp_path)
         broker = start_broker(tmp_path, ns.addr)
         try:
             asyncio.run(create_topic(ns.addr, "BenchmarkTest", 8))
+            if cpus is not None:  # the bench clients start from here and inherit its CPU
+                client_cpu, others = cpus
+                for pid in (broker.pid, ns.pid):
+                    pinning.pin_process(pid, others)
+                os.sched_setaffinity(0, {client_cpu})
             common = ["-t", "BenchmarkTest", "-s", str(a.body), "-d", str(a.seconds)]
             # warm-up: first connections, commitlog file pre-allocation, page faults
             run_bench(ns.addr, "-t", "BenchmarkTest", "-s", str(a.body), "-d", "2", "-b", "16", "-w", "4")
@@ -97,6 +113,7 @@ def main() -> None:
         "  target >= 100,000  "
         f"{'OK' if tps_b >= 100_000 else 'BELOW'}"
     )
+    print(f"(client on cpu {cpus[0]}, daemons on cpus {sorted(cpus[1])})" if cpus else "(unpinned)")
 
 
 if __name__ == "__main__":
