@@ -7,7 +7,9 @@ not copied: ``rocketpy._accel`` loads this module before those exist.
 
 The header's fields are read from the request's map with C dict lookups, the checks read the
 tables' dicts directly, the store's one-view read is its own compiled ``get_now``, the units' tag
-codes are checked in C, and the body is one copy out of the commitlog's view.
+codes are checked in C, and the body is one copy out of the commitlog's view. The read's views are
+released and the pull is counted in the broker's statistics here too, as ``GetMessageResult.release``
+and ``BrokerStats.on_get`` do (the twin test compares the statistics), without their Python frames.
 
 The signature is declared in ``_pullpath.pyi`` (mypy checks it against the pure twin, stubtest
 against this module: see ``rocketpy/_accel.py``).
@@ -28,6 +30,9 @@ cdef object _MessageStore = None
 cdef object _codes = None  # pullpath._codes: the filter, one definition for both twins
 cdef object _RemotingCommand = None
 cdef object _get_now = None
+cdef object _BrokerStats = None
+cdef object _new_pair = None
+cdef Py_ssize_t _MAX_GROUP_COUNTERS = 0
 cdef object _SUCCESS = None
 cdef str _TAG = ""
 cdef str _STAR = ""
@@ -41,7 +46,7 @@ cdef Py_ssize_t _UNIT_SIZE = 0
 cdef int _bind_pull() except -1:
     global _bound, _MessageStore, _codes, _RemotingCommand, _get_now, _SUCCESS
     global _TAG, _STAR, _PERM_READ, _FLAG_RESPONSE, _FLAG_COMMIT_OFFSET
-    global _MAX_PULL_MSGS, _UNIT_SIZE
+    global _MAX_PULL_MSGS, _UNIT_SIZE, _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS
     from rocketpy.broker.processors import pullpath
     from rocketpy.broker.store.consume_queue import UNIT_SIZE
 
@@ -59,6 +64,9 @@ cdef int _bind_pull() except -1:
     _FLAG_COMMIT_OFFSET = pullpath.FLAG_COMMIT_OFFSET
     _MAX_PULL_MSGS = pullpath.MAX_PULL_MSGS
     _UNIT_SIZE = UNIT_SIZE
+    _BrokerStats = pullpath.BrokerStats
+    _new_pair = pullpath._new_pair
+    _MAX_GROUP_COUNTERS = pullpath.MAX_GROUP_COUNTERS
     _bound = True
     return 0
 
@@ -84,6 +92,37 @@ cdef bint _all_match(object raw, Py_ssize_t n, frozenset codes) except -1:
         return True
     finally:
         PyBuffer_Release(&b)
+
+
+cdef int _release(object result) except -1:
+    """``GetMessageResult.release`` without its frame: the read's views released, none kept."""
+    for b in result.buffers:
+        if type(b) is memoryview:  # (memoryview cannot be subclassed: isinstance's answer)
+            b.release()
+    result.buffers = []
+    return 0
+
+
+cdef int _count_get(object stats, str group, str topic, Py_ssize_t n, Py_ssize_t size) except -1:
+    """``BrokerStats.on_get`` without its frame: the same counters, bounds and order."""
+    cdef dict per_group = stats.group_get_msgs
+    cdef dict per_pair = stats.group_topic_gets
+    cdef PyObject* found
+    stats.get_msgs_total += n
+    stats.get_bytes_total += size
+    stats.get_requests_total += 1
+    found = PyDict_GetItem(per_group, group)
+    if found != NULL:
+        per_group[group] = <object>found + n
+    elif len(per_group) < _MAX_GROUP_COUNTERS:
+        per_group[group] = n
+    key = (group, topic)
+    found = PyDict_GetItem(per_pair, key)
+    pair = <object>found if found != NULL and <object>found else _new_pair(per_pair, key)
+    pair[0] += n
+    pair[1] += size
+    pair[2] += 1
+    return 0
 
 
 cdef bytes _copy(object view):
@@ -170,8 +209,12 @@ def pull_now(processor, channel, request):
         "maxOffset": result.max_offset,
     }
     body = _copy(result.buffers[0])
-    result.release()
-    processor.stats.on_get(group, topic, n, len(body))
+    _release(result)
+    broker_stats = processor.stats
+    if type(broker_stats) is _BrokerStats:
+        _count_get(broker_stats, group, topic, n, len(body))
+    else:
+        broker_stats.on_get(group, topic, n, len(body))
     tracer = processor.tracer
     if tracer is not None:
         tracer.on_delivered(group, topic, body, channel.remote_addr)

@@ -24,6 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from rocketpy._accel import twin
+
+# The compiled twin counts a pull as BrokerStats.on_get does and reads these from here (_pullpath.pyx).
+from rocketpy.broker.stats import MAX_GROUP_COUNTERS, BrokerStats, _new_pair  # noqa: F401
 from rocketpy.broker.store import MessageStore, reads
 from rocketpy.broker.store.consume_queue import units_struct
 from rocketpy.broker.subscription import TagMessageFilter

@@ -109,20 +109,18 @@ def put_now(service, list msgs):
 # -- get_now --------------------------------------------------------------------------------------
 cdef bint _get_bound = False
 cdef object _GetMessageResult = None
-cdef object _NO_MATCHED = None
 cdef object _FOUND = None
 cdef Py_ssize_t _UNIT_SIZE = 0
 
 
 cdef int _bind_get() except -1:
-    global _get_bound, _GetMessageResult, _NO_MATCHED, _FOUND, _UNIT_SIZE
+    global _get_bound, _GetMessageResult, _FOUND, _UNIT_SIZE
     from rocketpy.broker.store import reads
     from rocketpy.broker.store.consume_queue import UNIT_SIZE
 
     if UNIT_SIZE != 20:
         raise ImportError("rocketpy.broker.store._storepath was built for another unit layout; rebuild it")
     _GetMessageResult = reads.GetMessageResult
-    _NO_MATCHED = reads.GetMessageStatus.NO_MATCHED_MESSAGE
     _FOUND = reads.GetMessageStatus.FOUND
     _UNIT_SIZE = UNIT_SIZE
     _get_bound = True
@@ -219,11 +217,14 @@ def get_now(cl, cq, int64_t offset, int64_t max_msgs, int64_t max_bytes):
         return None
     mf = files[idx]
     pos = first - mf.base_offset
-    result = _GetMessageResult(_NO_MATCHED, offset, lo, hi)
-    result.buffers.append(mf.view[pos : pos + total])
-    result.queue_offsets.extend(range(offset, offset + n))
+    result = _GetMessageResult.__new__(_GetMessageResult)  # every slot set here, without __init__'s frame
     result.status = _FOUND
     result.next_begin_offset = offset + n
+    result.min_offset = lo
+    result.max_offset = hi
+    result.buffers = [mf.view[pos : pos + total]]
+    result.queue_offsets = list(range(offset, offset + n))
     result.buffer_total_size = total
     result.message_count = n
+    result.suggest_pulling_from_slave = False
     return result

@@ -268,3 +268,39 @@ def test_fast_path_is_taken(fn: Any, expr: tuple[str, str], flag: int, fast: int
     seen, taken = _run([None, fn], _plain_ops(expr, flag), True, 64)
     assert seen[0] == seen[1]
     assert taken[1] == fast
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled core is not built")
+def test_compiled_twin_counts_as_pure_with_the_statistics_tables_full() -> None:
+    # The compiled pull counts the pull itself (BrokerStats.on_get without its frame): past the
+    # bounds on the per-group and per-(group, topic) tables, both twins leave them as they are.
+    from rocketpy.broker.stats import MAX_GROUP_COUNTERS, MAX_KEYED_COUNTERS
+
+    async def run() -> list[Any]:
+        with tempfile.TemporaryDirectory() as root:
+            store = MessageStore(tiny_config(root, mapped_file_size_commit_log=1 << 14))
+            await store.start()
+            try:
+                await store.put_messages([BrokerMessage(TOPIC, 0, b"m%d" % i) for i in range(4)])
+                seen = []
+                for fn in (PURE, COMPILED):
+                    side = Side(store, root, fn, False)
+                    s = side.stats
+                    s.group_get_msgs.update((f"other{i}", 1) for i in range(MAX_GROUP_COUNTERS))
+                    s.group_topic_gets.update(
+                        ((f"o{i}", TOPIC), [1, 1, 1]) for i in range(MAX_KEYED_COUNTERS)
+                    )
+                    op = {"group": "G", "queue": 0, "offset": 0, "max": 1, "flag": FLAG_SUBSCRIPTION,
+                          "commit": 0, "expr": ("*", "TAG"), "max_bytes": None, "odd": None}  # fmt: skip
+                    answers = [side.pull(_request({**op, "offset": k}, k)) for k in range(4)]
+                    assert side.taken == 3  # the first pull caches the filter (process)
+                    seen.append((answers, side.state()))
+                    side.processor.holds.shutdown()
+                return seen
+            finally:
+                await store.shutdown()
+
+    pure, compiled = asyncio.run(run())
+    assert pure == compiled
+    gets = pure[1][1]
+    assert (gets[0], gets[2]) == (4, 4) and "G" not in gets[3] and ("G", TOPIC) not in gets[4]

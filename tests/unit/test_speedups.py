@@ -1330,9 +1330,8 @@ def _get_now_states(
                 for fn in (PURE["get_now"], speedups.get_now):
                     r = fn(store.commitlog, cq, offset, max_msgs, max_bytes)
                     answers.append(
-                        None if r is None
-                        else (r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.queue_offsets,
-                              r.buffer_total_size, r.message_count, r.join())
+                        None if r is None  # every slot (one not set fails here), the views as bytes
+                        else (*(getattr(r, s) for s in type(r).__slots__ if s != "buffers"), r.join())
                     )  # fmt: skip
                     answers.append(None if cq is None else (cq.min_offset, cq.next_offset))
                 out.append(answers)
