@@ -802,6 +802,54 @@ def test_split_frames_same_commands(cmds: list[RemotingCommand], cuts: list[int]
     assert split_all(speedups.split_frames, chunks, codec.MAX_FRAME_BYTES) == pure
 
 
+HEADER_INT = st.integers(-(1 << 63), (1 << 64) - 1) | st.sampled_from([0, -1, -32, -33, 127, 128, 255, 256])
+HEADER_TEXT = st.text(max_size=40) | st.sampled_from(["topic", "consumerGroup", "K\x01A", "é", "x" * 33])
+HEADER_VALUE = (
+    HEADER_INT | HEADER_TEXT | st.booleans() | st.none()
+    | st.floats(allow_nan=False) | st.binary(max_size=3) | st.lists(st.integers(), max_size=2)
+)  # fmt: skip
+HEADER_ODD = st.booleans() | st.text(max_size=3) | st.floats(allow_nan=False) | st.none()
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with the type of each part spelled out (True == 1 and 1.0 == 1 in Python)."""
+    if isinstance(value, dict):
+        return sorted((_typed(k), _typed(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
+@needs_compiled
+@FUZZ
+@given(
+    st.lists(
+        st.tuples(
+            HEADER_INT | HEADER_ODD, HEADER_INT | HEADER_ODD, HEADER_INT | HEADER_ODD,
+            st.none() | HEADER_TEXT | HEADER_ODD,
+            st.none() | st.dictionaries(HEADER_TEXT | st.integers(0, 3), HEADER_VALUE, max_size=20),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.booleans(),
+)  # fmt: skip
+def test_split_frames_msgpack_headers_same_commands_and_types(headers: list[Any], bin_type: bool) -> None:
+    # The usual header shape is decoded without msgpack's Unpacker (short strings from a cache):
+    # the same commands, value types included, or the same error, for every header msgpack can
+    # write, whether or not it has that shape.
+    stream = b""
+    for fields in headers:
+        try:
+            header = msgpack.packb(list(fields), use_bin_type=bin_type)
+        except (OverflowError, ValueError):  # an int msgpack cannot write
+            continue
+        stream += struct.pack(">II", 4 + len(header), SERIALIZE_MSGPACK << 24 | len(header)) + header
+    pure = split_all(PURE["split_frames"], [stream, stream], codec.MAX_FRAME_BYTES, 1 << 16)
+    compiled = split_all(speedups.split_frames, [stream, stream], codec.MAX_FRAME_BYTES, 1 << 16)
+    assert _typed(compiled) == _typed(pure)
+
+
 @needs_compiled
 @FUZZ
 @given(
