@@ -1,13 +1,16 @@
-"""The request header check's compiled twin (``_speedups.pyx``), as mypy sees it.
+"""The compiled twins of ``_speedups.pyx`` (the request header check, a POP answer's offset lists),
+as mypy sees them.
 
-Its signature is its pure twin's in ``shape.py``, checked both ways by mypy
-(``rocketpy._accel.same_signature``, at the end of ``shape.py``) and against the built module by
+Their signatures are their pure twins' in ``shape.py`` and ``receipt.py``, checked both ways by
+mypy (``rocketpy._accel.same_signature``, at the end of each) and against the built module by
 ``stubtest`` (``scripts/check``).
 """
 
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_ext"]
+__all__ = ["check_ext", "format_msg_offsets", "format_start_offsets"]
 
 def check_ext(ext: Mapping[Any, Any] | None) -> None: ...
+def format_start_offsets(entries: list[tuple[str, int, int]]) -> str: ...
+def format_msg_offsets(entries: list[tuple[str, int, list[int]]]) -> str: ...

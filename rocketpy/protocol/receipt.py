@@ -22,6 +22,9 @@ handed out (``msgOffsetInfo``: ``"kind qid o1,o2,..."``) and, for orderly pops, 
 was handed out before (``orderCountInfo``: ``"kind qo{qid}%{offset} count"``); the client builds
 each message's handle from them (RocketMQ's ``MQClientAPIImpl.processPopResponse``).
 
+The two formatters of a POP answer's offsets have compiled twins (``_speedups.pyx``): every pop
+formats each message's offset in decimal.
+
 Everything here is pure and bounded: a handle is at most ``MAX_HANDLE_CHARS`` characters, an info
 field at most ``MAX_INFO_ENTRIES`` entries; malformed text raises ``ReceiptError`` saying what is
 wrong, never a traceback from deep inside.
@@ -30,8 +33,9 @@ wrong, never a traceback from deep inside.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from rocketpy._accel import twin
 from rocketpy.errors import RocketpyError
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 
@@ -156,11 +160,13 @@ def order_key(kind: str, queue_id: int, offset: int) -> str:
     return f"{kind}@qo{queue_id}%{offset}"
 
 
+@twin
 def format_start_offsets(entries: list[tuple[str, int, int]]) -> str:
     """``startOffsetInfo`` from ``(kind, queue_id, start_offset)`` entries."""
     return ";".join(f"{kind} {qid} {start}" for kind, qid, start in entries)
 
 
+@twin
 def format_msg_offsets(entries: list[tuple[str, int, list[int]]]) -> str:
     """``msgOffsetInfo`` from ``(kind, queue_id, offsets)`` entries."""
     return ";".join(f"{kind} {qid} {','.join(map(str, offsets))}" for kind, qid, offsets in entries)
@@ -217,3 +223,13 @@ def parse_order_counts(text: str | None) -> dict[str, int]:
         ReceiptError: malformed text.
     """
     return {k: _long(v, "order count") for k, v in _entries(text or "", "orderCountInfo")}
+
+
+if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.protocol import _speedups
+
+    same_signature(format_start_offsets)(_speedups.format_start_offsets)
+    same_signature(_speedups.format_start_offsets)(format_start_offsets)
+    same_signature(format_msg_offsets)(_speedups.format_msg_offsets)
+    same_signature(_speedups.format_msg_offsets)(format_msg_offsets)

@@ -1021,6 +1021,38 @@ def test_check_ext_same_outcome_at_the_limits(ext: Any) -> None:
     assert outcome(speedups.check_ext, other) == outcome(PURE["check_ext"], other)
 
 
+# -- a POP answer's offset lists --------------------------------------------------------------------
+_KIND = st.sampled_from(["0", "1", "", "é", "0 1"]) | st.text(max_size=3)
+_ID = st.integers(-(2**63), 2**63 - 1) | st.sampled_from([1 << 64, -(1 << 63) - 1, True, 1.5, "7"])
+_OFFSETS = st.lists(_ID, max_size=40) | st.tuples(_ID)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(st.tuples(_KIND, _ID, _ID), max_size=5) | st.lists(st.tuples(_KIND, _ID), max_size=2))
+def test_format_start_offsets_same_text(entries: list[Any]) -> None:
+    assert outcome(speedups.format_start_offsets, entries) == outcome(PURE["format_start_offsets"], entries)
+
+
+@needs_compiled
+@FUZZ
+@given(st.lists(st.tuples(_KIND, _ID, _OFFSETS), max_size=5))
+def test_format_msg_offsets_same_text(entries: list[Any]) -> None:
+    assert outcome(speedups.format_msg_offsets, entries) == outcome(PURE["format_msg_offsets"], entries)
+
+
+@needs_compiled
+def test_format_offsets_of_a_full_answer_and_the_64_bit_ends() -> None:
+    ends = [-(2**63), -1, 0, 9, 10, 2**63 - 1]
+    entries = [("0", 3, list(range(10**12, 10**12 + 32))), ("1", 0, ends), ("0", 7, [])]
+    assert speedups.format_msg_offsets(entries) == PURE["format_msg_offsets"](entries)
+    assert speedups.format_msg_offsets(entries).split(";")[1] == "1 0 " + ",".join(map(str, ends))
+    starts = [("0", q, o) for q, o in enumerate(ends)]
+    assert speedups.format_start_offsets(starts) == PURE["format_start_offsets"](starts)
+    assert speedups.format_start_offsets([]) == "" == speedups.format_msg_offsets([])
+    assert speedups.format_msg_offsets((("0", 1, [2]),)) == "0 1 2"  # not a list: the pure twin
+
+
 # -- the put path: body CRC, tag code, unique-key index entry ---------------------------------------
 @needs_compiled
 @FUZZ
