@@ -7,7 +7,9 @@ directly. The API (times in ms; refusals raise ``PopError(code, remark)``):
 - ``await pop(PopRequest) -> PopResult``: hand out up to ``max_msgs`` messages, each invisible to
   the group for ``invisible_ms`` unless acked; waits up to ``poll_ms`` when there is nothing
   (status NO_MESSAGE / POLLING_FULL then). ``PopResult.handles()`` gives each message's receipt
-  handle; ``body()`` the stored records.
+  handle; ``body()`` the stored records. It is ``pop_first`` (the checks and one read, a plain
+  call) then ``await pop_rest`` (the records to write, the waits and reads again): the remoting
+  processor answers a pop that found messages with nothing to write after ``pop_first`` alone.
 - ``await ack(group, topic, queue_id, offset, extra_info) -> AckResult``: one message is consumed.
   ``topic`` is the topic it is stored in (its POP retry topic when redelivered). An ack of a
   message no longer in flight (acked before, or redelivered since) changes nothing and answers
@@ -76,6 +78,9 @@ MAX_INFLIGHT_TOTAL = 2_000_000
 LOG_EVERY_S = 10.0
 #: The ck buffer's routine wakes at most this often (held cks are written this late at most).
 CK_TICK_MS = 10
+
+#: Revive-log records a pop asks to write before it is answered: (bodies, their properties).
+Records = tuple[list[bytes], str]
 
 
 def wall_ms() -> int:
@@ -191,14 +196,35 @@ class PopService:
         Raises:
             PopError: a refusal (topic, group, permission, subscription, queue id).
         """
+        started = asyncio.get_running_loop().time()
+        flt, result, writes = self.pop_first(req)
+        return await self.pop_rest(req, flt, result, writes, started)
+
+    def pop_first(self, req: PopRequest) -> tuple[Any, PopResult, list[Records]]:
+        """A pop's first step, in one go: the checks, then one read. Returns the filter, the result
+        and the records to write before answering (``pop_rest`` writes them); when there are none and
+        the result is final (messages found, or no ``poll_ms`` to wait), the caller may answer at once.
+
+        Raises:
+            PopError: a refusal (topic, group, permission, subscription, queue id); nothing changed.
+        """
         self.checks.consumer(req.group, req.topic, req.queue_id, pop=True)
         flt = self.checks.message_filter(req.topic, req.expression_type, req.expression)
+        result, writes = self._read_once(req, flt)
+        return flt, result, writes
+
+    async def pop_rest(
+        self, req: PopRequest, flt: Any, result: PopResult, writes: list[Records], started: float
+    ) -> PopResult:
+        """The rest of a pop whose first step (``pop_first``) began at ``started`` (the loop's time):
+        write its records, then, while nothing was found and ``poll_ms`` allows, wait and read again."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(req.poll_ms, MAX_POLL_MS) / 1000
+        deadline = started + min(req.poll_ms, MAX_POLL_MS) / 1000
         key = (req.group, req.topic, req.queue_id)
         watched = (req.topic, pop_retry_topic(req.group, req.topic))
         while True:
-            result = await self._pop_once(req, flt)
+            for bodies, properties in writes:
+                await self._append(bodies, properties)
             remaining = deadline - loop.time()
             if result.status is PopStatus.FOUND or remaining <= 0:
                 return result
@@ -207,22 +233,26 @@ class PopService:
             except PollingFull:
                 result.status = PopStatus.POLLING_FULL
                 return result
+            result, writes = self._read_once(req, flt)
 
-    async def _pop_once(self, req: PopRequest, flt: Any) -> PopResult:
+    def _read_once(self, req: PopRequest, flt: Any) -> tuple[PopResult, list[Records]]:
+        """One read and its bookkeeping, in one step; the records it asks to write, in order (the
+        ACKS records of what it filtered out, then the CK records of cks it could not hold)."""
         read = self.reader.read(req, flt, self.clock_ms())
         for q in read.touched:
             self.commit(q)
+        writes: list[Records] = []
         if read.acks:
-            await self._append(read.acks, ACK_PROPERTIES)
+            writes.append((read.acks, ACK_PROPERTIES))
         if read.cks:
             bodies = self.buffer.records_for_pops(read.cks, _monotonic_ms())
             if bodies:
-                await self._append(bodies, CK_PROPERTIES)
+                writes.append((bodies, CK_PROPERTIES))
         result = read.result
         if result.status is PopStatus.FOUND:
             self.stats.on_get(req.group, req.topic, result.count, result.size)
             self._count(req.group, req.topic, 0, result.count)
-        return result
+        return result, writes
 
     def peek(self, group: str, topic: str, queue_id: int, max_msgs: int) -> PopResult:
         """What the group would pop next (nothing changes).

@@ -5,11 +5,16 @@ RocketMQ's shape: a pop that found messages is SUCCESS with the stored records a
 ``popTime`` / ``invisibleTime`` / ``reviveQid`` / ``restNum`` / ``startOffsetInfo`` /
 ``msgOffsetInfo`` (/ ``orderCountInfo``) in its header, from which the client builds each message's
 receipt handle; one that found nothing within its ``pollTime`` is POLLING_TIMEOUT, one with no
-room to wait POLLING_FULL. A pop runs eagerly (``run_eager``): when it neither waits nor suspends
-on the store it is answered inline, with no task.
+room to wait POLLING_FULL. A pop's first step (checks and one read) is a plain call; only a pop
+that waits or writes records first goes on as a coroutine, run eagerly (``run_eager``): when it
+does not suspend on the store it is still answered inline, with no task.
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.pop.types import PopError, PopRequest, PopResult, PopStatus
@@ -97,13 +102,25 @@ class PopMessageProcessor:
         self.service = service
 
     def pop(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
-        """POP_MESSAGE (answered inline when it does not wait)."""
+        """POP_MESSAGE: its first step runs here (``PopService.pop_first``); a pop that found
+        messages, or may not wait, with no record to write first, is answered inline, the rest by
+        ``PopService.pop_rest``."""
+        service = self.service
         req = pop_request(PopMessageRequestHeader.from_ext(request.ext))
-        return run_eager(self._pop(request, req))
-
-    async def _pop(self, request: RemotingCommand, req: PopRequest) -> RemotingCommand:
+        started = asyncio.get_running_loop().time()
         try:
-            result = await self.service.pop(req)
+            flt, result, writes = service.pop_first(req)
+        except PopError as e:
+            return RemotingCommand.response(request, e.code, e.remark)
+        if not writes and (result.status is PopStatus.FOUND or req.poll_ms <= 0):
+            return pop_response(request, req, result)
+        return run_eager(self._pop_rest(request, req, service.pop_rest(req, flt, result, writes, started)))
+
+    async def _pop_rest(
+        self, request: RemotingCommand, req: PopRequest, rest: Coroutine[Any, Any, PopResult]
+    ) -> RemotingCommand:
+        try:
+            result = await rest
         except PopError as e:
             return RemotingCommand.response(request, e.code, e.remark)
         return pop_response(request, req, result)
