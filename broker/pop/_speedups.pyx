@@ -1,11 +1,19 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """C twins of POP's per-message loops: ``take_run`` and ``drop_done`` (``ledger.py``), ``acks_entry``
-(``revive_log.py``), ``read_acks`` and ``offsets_of`` (``acks.py``).
+(``revive_log.py``), ``read_acks``, ``offsets_of`` and ``apply_batch_acks`` (``acks.py``).
 
 ``rocketpy._accel`` chooses them or their pure twins. Each handles the common case in C and calls
 its pure twin (``rocketpy._accel.PURE``) for anything else (values out of a C integer's range),
 so both raise alike. ``BatchAck`` and ``decode_bitset`` are read from ``rocketpy.broker.pop.acks``
 the first time ``read_acks`` runs (``_bind``): ``rocketpy._accel`` loads this module before it exists.
+
+``apply_batch_acks`` does in C what its pure twin does for an ack of a queue that is not orderly
+whose offsets are all in flight under the one pop it names (``take_run``): the ledger's counts,
+the low-water mark (``PopQueue.low_water``) and the group's counter row. Anything else (an orderly
+queue, offsets acked before or under another pop, a low-water mark with offsets acked ahead of it,
+a counter row not made yet) takes the same calls as the pure twin (``PopLedger.ack_many``,
+``PopService.commit``, ``PopService._count``); the offset table is written through
+``ConsumerOffsetManager.commit_offset`` either way.
 
 The signatures are declared in ``_speedups.pyi`` (mypy checks it against the pure twins, stubtest
 against this module: see ``rocketpy/_accel.py``).
@@ -20,7 +28,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from rocketpy._cshared cimport _put_u32, _put_u64
 
-__all__ = ["acks_entry", "drop_done", "offsets_of", "read_acks", "take_run"]
+__all__ = ["acks_entry", "apply_batch_acks", "drop_done", "offsets_of", "read_acks", "take_run"]
 
 cdef enum:
     MAX_FIELD_CHARS = 4096  # acks.MAX_FIELD_CHARS
@@ -34,15 +42,17 @@ cdef bint _bound = False
 cdef object _make_ack = None
 cdef object _decode_bitset = None
 cdef object _pure = None
+cdef object _retry_topic = None
 
 
 cdef int _bind() except -1:
-    global _bound, _make_ack, _decode_bitset, _pure
+    global _bound, _make_ack, _decode_bitset, _pure, _retry_topic
     from rocketpy._accel import PURE
     from rocketpy.broker.pop import acks
 
     _make_ack = acks.BatchAck._make
     _decode_bitset = acks.decode_bitset
+    _retry_topic = acks.pop_retry_topic
     _pure = PURE
     _bound = True
     return 0
@@ -204,3 +214,76 @@ def read_acks(dict doc):
 
 
 cdef tuple _KEYS = ("c", "t", "r", "so", "q", "rq", "pt", "it", "b")
+
+
+cdef object _take_plain(object ledger, object q, list offsets, object pop_time):
+    """``ledger.ack_many(q, offsets, pop_time)`` of a queue that is not orderly when every offset is
+    in flight under one pop (``take_run``): ``{seq: offsets}``; None (nothing changed) otherwise."""
+    first = take_run(q.inflight, offsets, pop_time)
+    if first is None:
+        return None
+    cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
+    first.open -= n
+    seq = first.seq
+    if not first.open:
+        ledger._open.pop(seq, None)
+    ledger.inflight_total -= n
+    return {seq: offsets}
+
+
+cdef int _commit(object service, object q) except -1:
+    """``service.commit(q)``, with ``PopQueue.low_water`` in C when nothing is acked ahead."""
+    if q.acked_ahead:
+        service.commit(q)
+        return 0
+    order = q._order
+    drop_done(order, q.inflight)
+    low = order[0] if order else q.next_offset
+    if low != q.committed:
+        q.committed = low
+        key = q.key
+        service.offsets.commit_offset(<object>PyTuple_GET_ITEM(key, 0), <object>PyTuple_GET_ITEM(key, 1),
+                                      <object>PyTuple_GET_ITEM(key, 2), low)
+    return 0
+
+
+def apply_batch_acks(service, list acks):
+    """The bookkeeping of a batch ack's entries (twin of
+    ``rocketpy.broker.pop.acks.apply_batch_acks``)."""
+    if not _bound:
+        _bind()
+    cdef list done = []
+    cdef Py_ssize_t acked = 0, asked = 0, n, i
+    cdef dict counts = service.counts
+    cdef PyObject* found
+    ledger = service.ledger
+    cdef dict queues = ledger.queues
+    for i in range(PyList_GET_SIZE(acks)):
+        a = <object>PyList_GET_ITEM(acks, i)
+        group = a.group
+        topic = _retry_topic(group, a.topic) if a.retry else a.topic
+        found = PyDict_GetItem(queues, (group, topic, a.queue_id))
+        offsets = offsets_of(a.start_offset, a.bits)
+        asked += PyList_GET_SIZE(offsets)
+        if found == NULL:
+            continue
+        q = <object>found
+        by_seq = None if q.orderly else _take_plain(ledger, q, offsets, a.pop_time)
+        if by_seq is None:
+            by_seq = ledger.ack_many(q, offsets, a.pop_time)
+        if not by_seq:
+            continue
+        n = 0
+        for seq, offs in (<dict>by_seq).items():
+            done.append((q, seq, offs))
+            n += len(offs)
+        acked += n
+        _commit(service, q)
+        found = PyDict_GetItem(counts, (group, topic))
+        if found != NULL:
+            (<list>found)[1] += n
+        else:
+            service._count(group, topic, n, 0)
+        if q.orderly:
+            service._maybe_unblocked(q)
+    return done, acked, asked

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
-from rocketpy.broker.pop.acks import offsets_of
+from rocketpy.broker.pop.acks import apply_batch_acks
 from rocketpy.broker.pop.checks import PopChecks
 from rocketpy.broker.pop.ck_buffer import CkBuffer, ck_records
 from rocketpy.broker.pop.durable import PopStateFile, ReviveLog
@@ -299,28 +299,7 @@ class PopService:
                 f"the acks name broker {broker_name!r}, this is "
                 f"{self.checks.broker_name!r}: ack where they came from",
             )
-        done: list[tuple[PopQueue, int, list[int]]] = []
-        acked = asked = 0
-        ledger = self.ledger
-        queues = ledger.queues
-        for a in acks:
-            topic = pop_retry_topic(a.group, a.topic) if a.retry else a.topic
-            q = queues.get((a.group, topic, a.queue_id))
-            offsets = offsets_of(a.start_offset, a.bits)
-            asked += len(offsets)
-            if q is None:
-                continue
-            by_seq = ledger.ack_many(q, offsets, a.pop_time)
-            if not by_seq:
-                continue
-            n = 0
-            for seq, offs in by_seq.items():
-                done.append((q, seq, offs))
-                n += len(offs)
-            acked += n
-            self.commit(q)
-            self._count(a.group, topic, n, 0)
-            self._maybe_unblocked(q)
+        done, acked, asked = apply_batch_acks(self, acks)
         if done:
             bodies = self.buffer.records_for_acks(self.ledger, done)
             _raise_unless_stored(await self._append(bodies, _ack_properties(bodies)))

@@ -202,3 +202,132 @@ def test_ledger_acks_a_run_and_one_by_one_alike() -> None:
         left = 3 - len(acked)
         assert len(q.inflight) == ck.open == led.inflight_total == left and led.open_count == min(left, 1)
         assert q.low_water() == (12 if left else 13)
+
+
+# -- apply_batch_acks: a batch ack's bookkeeping on the service ----------------------------------------
+class Service:
+    """What ``apply_batch_acks`` reads and calls of a ``PopService``: its ledger, offset table and
+    counters, and its commit / count / wake steps (``PopService``'s own methods)."""
+
+    def __init__(self, root: str) -> None:
+        from rocketpy.broker.offsets import ConsumerOffsetManager
+
+        self.ledger = ledger.PopLedger()
+        self.offsets = ConsumerOffsetManager(f"{root}/offsets.json")
+        self.counts: dict[tuple[str, str], list[int]] = {}
+        self.woken: list[tuple[str, int]] = []
+
+    from rocketpy.broker.pop.service import PopService as _S
+
+    commit = _S.commit
+    _count = _S._count
+    _maybe_unblocked = _S._maybe_unblocked
+    del _S
+
+    def _wake(self, topic: str, queue_id: int) -> None:
+        self.woken.append((topic, queue_id))
+
+
+GROUPS = ["G", "H"]
+RETRY_G = "%RETRY%G_T"  # pop_retry_topic("G", "T")
+
+
+def _state(svc: Service) -> Any:
+    queues = {}
+    for key, q in svc.ledger.queues.items():
+        inflight = {o: ck.seq for o, ck in q.inflight.items()}
+        queues[key] = (q.next_offset, q.committed, inflight, list(q._order), q.orderly, dict(q.attempts),
+                       set(q.acked_ahead))  # fmt: skip
+    opened = {seq: ck.open for seq, ck in svc.ledger._open.items()}
+    return queues, opened, svc.ledger.inflight_total, svc.offsets.table, svc.counts, svc.woken
+
+
+POPS = st.lists(
+    st.tuples(
+        st.sampled_from([("G", "T", 0), ("G", "T", 1), ("H", "T", 0), ("G", RETRY_G, 0)]),
+        st.integers(1, 6),  # messages
+        st.booleans(),  # orderly
+        st.integers(0, 2),  # pop time
+    ),
+    max_size=6,
+)
+ACKS = st.lists(
+    st.tuples(
+        st.sampled_from(GROUPS),
+        st.booleans(),  # retry
+        st.integers(0, 2),  # queue id (2: never popped)
+        st.integers(-1, 20),  # start offset
+        st.lists(st.integers(0, 8), max_size=8, unique=True).map(lambda b: tuple(sorted(b))),
+        st.integers(0, 2),  # pop time
+        st.booleans(),  # take one pop's offsets as they were handed out (the common case)
+    ),
+    max_size=6,
+)
+
+
+def _play(svc: Service, pops: Any, first_ack: int) -> list[Any]:
+    """Pop as ``pops`` says, ack some of the first pops' offsets one by one; the cks made, in order."""
+    cks = []
+    for (group, topic, qid), n, orderly, pop_time in pops:
+        key = (group, topic, qid)
+        q = svc.ledger.queue(key) or svc.ledger.add_queue(key, 0)
+        assert q is not None
+        if orderly and q.inflight:
+            continue
+        start = q.next_offset
+        offsets = list(range(start, start + n))
+        cks.append(svc.ledger.pop(q, offsets, start + n, pop_time, 1000, 0, order=orderly))
+    for ck in cks[:1]:
+        for o in ck.offsets[first_ack : first_ack + 1]:
+            svc.ledger.ack(ck.queue, o, ck.pop_time)
+            svc.commit(ck.queue)
+    return cks
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(POPS, ACKS, st.integers(0, 3))
+def test_apply_batch_acks_same_result_and_changes(pops: Any, entries: Any, first_ack: int) -> None:
+    import tempfile
+
+    from rocketpy.topic import pop_retry_topic
+
+    assert pop_retry_topic("G", "T") == RETRY_G
+    outs, states = [], []
+    for fn in (PURE["apply_batch_acks"], speedups.apply_batch_acks):
+        with tempfile.TemporaryDirectory() as root:
+            svc = Service(root)
+            cks = _play(svc, pops, first_ack)
+            batch = []
+            for i, (group, retry, qid, start, bits, pop_time, whole) in enumerate(entries):
+                if whole and cks:  # one pop's offsets as its receipt handles name them
+                    ck = cks[i % len(cks)]
+                    group, topic, qid = ck.queue.key
+                    retry, start, pop_time = topic == RETRY_G, ck.start_offset, ck.pop_time
+                    bits = tuple(o - start for o in ck.offsets)
+                batch.append(BatchAck(group, "T", retry, start, qid, 0, pop_time, 1000, bits))
+            kind, value = outcome(fn, svc, batch)
+            if kind == "ok":
+                done, acked, asked = value
+                value = ([(q.key, seq, offs) for q, seq, offs in done], acked, asked)
+            outs.append((kind, value))
+            states.append(_state(svc))
+    assert outs[0] == outs[1]
+    assert states[0] == states[1]
+
+
+@needs_compiled
+def test_apply_batch_acks_takes_a_whole_pop_in_c(tmp_path: Any) -> None:
+    svc = Service(str(tmp_path))
+    q = svc.ledger.add_queue(("G", "T", 0), 0)
+    assert q is not None
+    ck = svc.ledger.pop(q, list(range(32)), 32, 5, 1000, 0)
+    svc._count("G", "T", 0, 32)
+    calls: list[str] = []
+    svc.commit = lambda q: calls.append("commit")  # type: ignore[assignment,method-assign]
+    whole = BatchAck("G", "T", False, 0, 0, 0, 5, 1000, tuple(range(32)))
+    done, acked, asked = speedups.apply_batch_acks(svc, [whole])
+    assert [(dq.key, seq, offs) for dq, seq, offs in done] == [(("G", "T", 0), ck.seq, list(range(32)))]
+    assert (acked, asked, calls) == (32, 32, [])  # the commit ran in C
+    assert (q.committed, svc.offsets.table, svc.counts) == (32, {"T@G": {0: 32}}, {("G", "T"): [32, 32, 0]})
+    assert not q.inflight and not svc.ledger._open and svc.ledger.inflight_total == 0
