@@ -647,38 +647,103 @@ cdef int _column_record(_Buf* bufs, const unsigned char* base, Py_ssize_t offset
     return 0
 
 
+# One columnar decode in progress: the column buffers and the counts that run across records.
+cdef struct _Columns:
+    _Buf bufs[_BUFS]
+    Py_ssize_t row, n_keys, n_props, items_cap, negative
+    _Prop* items
+
+
+cdef int _columns_start(_Columns* c) except -1:
+    cdef Py_ssize_t i
+    memset(c, 0, sizeof(_Columns))
+    c.negative = -1
+    for i in (B_TOPIC_OFF, B_MSGID_OFF, B_TAGS_OFF, B_BODY_OFF, B_KEYS_OFF, B_KEY_OFF, B_PROPS_OFF,
+              B_NAME_OFF, B_VALUE_OFF):
+        _put_i32(&c.bufs[i], 0)
+    return 0
+
+
+cdef int _columns_of(_Columns* c, const unsigned char* base, Py_ssize_t n) except -1:
+    """Append the columns of the records of ``base[:n]`` (``c.negative``: the first record there
+    whose offset msg id would be refused, as an offset into ``base``)."""
+    cdef Py_ssize_t pos = 0
+    while pos < n:
+        if (c.row >> 3) >= c.bufs[B_TAGS_VALID].n:  # one more validity byte every 8 rows
+            _put(&c.bufs[B_TAGS_VALID], b"\0", 1)
+        _column_record(c.bufs, base, pos, n, c.row, &c.n_keys, &c.n_props, &c.items, &c.items_cap,
+                       &c.negative)
+        pos += _get_u32(base + pos)  # the record's total size, checked to fit
+        c.row += 1
+    return 0
+
+
+cdef object _columns_result(_Columns* c):
+    cdef Py_ssize_t i
+    return _ColumnBuffers(c.row, *[PyBytes_FromStringAndSize(c.bufs[i].p, c.bufs[i].n) for i in range(_BUFS)])
+
+
+cdef void _columns_free(_Columns* c) noexcept:
+    cdef Py_ssize_t i
+    PyMem_Free(c.items)
+    for i in range(_BUFS):
+        PyMem_Free(c.bufs[i].p)
+
+
+cdef object _decode_parts(list parts):
+    """The columns of the records of ``parts`` read as one buffer, each part holding whole records
+    (a pull answer's body each); None when a part is not a buffer, a record runs across two parts,
+    or a record is refused: the caller decodes the parts joined, which raises as the pure twin."""
+    cdef _Columns c
+    cdef Py_buffer b
+    cdef bint ok
+    _columns_start(&c)
+    try:
+        for part in parts:
+            try:
+                PyObject_GetBuffer(part, &b, PyBUF_SIMPLE)
+            except Exception:
+                return None
+            try:
+                ok = True
+                try:
+                    _columns_of(&c, <const unsigned char*>b.buf, b.len)
+                except Exception:
+                    ok = False
+            finally:
+                PyBuffer_Release(&b)
+            if not ok or c.negative >= 0:
+                return None
+        return _columns_result(&c)
+    finally:
+        _columns_free(&c)
+
+
 def decode_columns(buf):
     """Records back to back as column buffers (twin of ``rocketpy.record_columns.decode_columns``)."""
     if not _record_bound:
         _bind_record()
     if not _columns_bound:
         _bind_columns()
+    if type(buf) is list:  # a chunk's pull answers, decoded without joining them first
+        columns = _decode_parts(<list>buf)
+        if columns is not None:
+            return columns
+        buf = b"".join(buf)
     cdef Py_buffer b
-    cdef _Buf bufs[_BUFS]
-    cdef Py_ssize_t pos = 0, row = 0, n_keys = 0, n_props = 0, i, items_cap = 0, negative = -1
-    cdef _Prop* items = NULL
+    cdef _Columns c
     cdef const unsigned char* base
-    memset(bufs, 0, sizeof(bufs))
+    _columns_start(&c)
     PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
     try:
         base = <const unsigned char*>b.buf
-        for i in (B_TOPIC_OFF, B_MSGID_OFF, B_TAGS_OFF, B_BODY_OFF, B_KEYS_OFF, B_KEY_OFF, B_PROPS_OFF,
-                  B_NAME_OFF, B_VALUE_OFF):
-            _put_i32(&bufs[i], 0)
-        while pos < b.len:
-            if (row >> 3) >= bufs[B_TAGS_VALID].n:  # one more validity byte every 8 rows
-                _put(&bufs[B_TAGS_VALID], b"\0", 1)
-            _column_record(bufs, base, pos, b.len, row, &n_keys, &n_props, &items, &items_cap, &negative)
-            pos += _get_u32(base + pos)  # the record's total size, checked to fit
-            row += 1
-        if negative >= 0:  # as the pure twin: every record decoded first, then msgid's error
+        _columns_of(&c, base, b.len)
+        if c.negative >= 0:  # as the pure twin: every record decoded first, then msgid's error
             _offset_msg_id_from_packed(
-                PyBytes_FromStringAndSize(<const char*>(base + negative + 64), 8),
-                <int64_t>_get_u64(base + negative + 28),
+                PyBytes_FromStringAndSize(<const char*>(base + c.negative + 64), 8),
+                <int64_t>_get_u64(base + c.negative + 28),
             )
-        return _ColumnBuffers(row, *[PyBytes_FromStringAndSize(bufs[i].p, bufs[i].n) for i in range(_BUFS)])
+        return _columns_result(&c)
     finally:
         PyBuffer_Release(&b)
-        PyMem_Free(items)
-        for i in range(_BUFS):
-            PyMem_Free(bufs[i].p)
+        _columns_free(&c)

@@ -6,6 +6,9 @@ UTF-8/bytes data for variable-width ones), so the compiled twin makes no Python 
 No pyarrow here (``rocketpy.spark.convert`` wraps the buffers); the pure function is the reference
 and is defined through ``decode_records`` itself, so both readings of a record cannot drift.
 
+A read hands the decode a chunk of pull answers as a list, so the chunk is never joined into one
+buffer (a copy of every byte read): the compiled twin decodes each answer in place.
+
 Per row, exactly as ``MessageExt``: ``topic``; ``msg_id`` (UNIQ_KEY, else the offset msg id);
 ``tags`` (null when the TAGS property is absent); ``keys`` (KEYS split on spaces); ``properties``
 (every property but TAGS, KEYS and DELAY, first-seen order, later values win); ``body``
@@ -60,13 +63,20 @@ def _strings(values: Iterable[bytes]) -> tuple[bytes, bytes]:
     return offsets.tobytes(), bytes(data)
 
 
+Buffer = bytes | bytearray | memoryview
+
+
 @twin
-def decode_columns(buf: bytes | bytearray | memoryview) -> ColumnBuffers:
-    """The records of ``buf`` (back to back, as a pull answer's body) as column buffers.
+def decode_columns(buf: Buffer | list[Buffer]) -> ColumnBuffers:
+    """The records of ``buf`` (back to back, as a pull answer's body) as column buffers; a list of
+    buffers is read as the buffers joined (a chunk of pull answers: the compiled twin decodes them
+    where they are, without the copy, when each holds whole records).
 
     Raises:
         RecordError: a record is invalid or truncated (and whatever ``decode_records`` raises).
     """
+    if isinstance(buf, list):
+        buf = b"".join(buf)
     msgs = PURE["decode_records"](buf)
     n = len(msgs)
     validity = bytearray((n + 7) // 8)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketpy.record_columns import decode_columns
+from rocketpy.record_columns import Buffer, decode_columns
 from rocketpy.spark.schema import ARROW_SCHEMA, PROPERTIES, TIMESTAMP
 
 _STRING = pa.string()
@@ -36,8 +36,9 @@ def _fixed(kind: pa.DataType, n: int, data: bytes) -> pa.Array:
     return pa.Array.from_buffers(kind, n, [None, _buf(data)])
 
 
-def to_record_batch(body: bytes | bytearray | memoryview, broker_name: str) -> pa.RecordBatch:
-    """The records of ``body`` (back to back, all read from broker ``broker_name``) as one batch."""
+def to_record_batch(body: Buffer | list[Buffer], broker_name: str) -> pa.RecordBatch:
+    """The records of ``body`` (back to back, or the bodies of several pulls in a list, all read from
+    broker ``broker_name``) as one batch."""
     c = decode_columns(body)
     n = c.rows
     key_count = (len(c.key_offsets) // 4) - 1

@@ -11,11 +11,11 @@ the caller's, on the decoded columns: the broker filters by hash); an ``sqlFilte
 subscription the same way (the broker tests each record's properties exactly). When the broker does
 not answer (its master died mid-read), the reader moves on to the next member of that broker the
 route lists (its slave), from the first offset not yet handed on: the read goes on, in order, with
-nothing read twice. Answers stay undecoded: the
-records of several pulls are handed on joined, for one columnar decode
-(``rocketpy.spark.convert``). Offsets removed by cleanup (the broker answers OFFSET_ILLEGAL with a
-larger min offset) fail the read with ``DataLossError`` naming the queue and offsets, or are
-skipped and logged.
+nothing read twice. Answers stay undecoded: the records of several pulls are handed on together, as
+the list of their bodies, for one columnar decode that reads each body where it is
+(``rocketpy.spark.convert``: no join, no copy of the chunk). Offsets removed by cleanup (the broker
+answers OFFSET_ILLEGAL with a larger min offset) fail the read with ``DataLossError`` naming the
+queue and offsets, or are skipped and logged.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from rocketpy.client.api import MQClientAPI, PullResult, PullStatus
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.record import POS_QUEUE_OFFSET, Q64, U32
+from rocketpy.record_columns import Buffer
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.spark.brokers import BrokerUnavailableError
 from rocketpy.spark.filters import pull_header
@@ -186,9 +187,10 @@ class RangeReader:
             await self._failover(e)
             return None
 
-    async def chunks(self) -> AsyncGenerator[bytes, None]:
-        """The range's records in offset order, back to back, about ``CHUNK_ROWS`` at a time."""
-        out: list[bytes] = []
+    async def chunks(self) -> AsyncGenerator[list[Buffer], None]:
+        """The range's records in offset order, about ``CHUNK_ROWS`` at a time: each chunk the bodies
+        of its pulls (records back to back in each, in offset order across them)."""
+        out: list[Buffer] = []
         rows = size = 0
         self.addr = (await self.locate(False))[0]
         next_start = self._fill(self.range.start)
@@ -208,10 +210,10 @@ class RangeReader:
                     next_start = reached
                 next_start = self._fill(next_start)
                 if rows >= CHUNK_ROWS or size >= CHUNK_BYTES:
-                    yield b"".join(out)
+                    yield out
                     out, rows, size = [], 0, 0
             if rows:
-                yield b"".join(out)
+                yield out
         finally:
             await self._drop_pending()
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from rocketpy.record_columns import Buffer
 from rocketpy.spark.brokers import BrokerSession, BrokerUnavailableError, TopicNotFoundError
 from rocketpy.spark.convert import keep_tags, to_record_batch
 from rocketpy.spark.filters import push_tag_filters
@@ -95,7 +96,7 @@ def read_range(opts: ReadOptions, r: QueueRange) -> Iterator[pa.RecordBatch]:
         reader = RangeReader(session.api, locate, r, opts)
         chunks = reader.chunks()
 
-        async def next_chunk() -> bytes | None:
+        async def next_chunk() -> list[Buffer] | None:
             return await anext(chunks, None)
 
         budget = opts.timeout_s * CHUNK_BUDGET_CALLS

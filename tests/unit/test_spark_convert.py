@@ -66,6 +66,9 @@ def test_batch_rows_are_the_decoded_messages(recs: list[bytes]) -> None:
     assert batch.schema.equals(ARROW_SCHEMA)
     batch.validate(full=True)
     assert batch.to_pylist() == [expected_row(m, "broker-a") for m in record.decode_records(body)]
+    # a chunk as the reader hands it on: the bodies of several pulls, not joined
+    parts = [b"".join(recs[:2]), b"", *recs[2:]]
+    assert to_record_batch(parts, "broker-a").equals(batch)
 
 
 def test_a_stored_time_out_of_range_fails_the_read() -> None:

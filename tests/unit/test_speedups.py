@@ -637,6 +637,29 @@ def test_decode_columns_random_bytes_same_error(data: bytes) -> None:
     assert outcome(PURE["decode_columns"], data) == outcome(speedups.decode_columns, data)
 
 
+@needs_compiled
+@FUZZ
+@given(st.lists(records(), min_size=0, max_size=5), st.lists(st.integers(0, 5), max_size=4), st.data())
+def test_decode_columns_of_parts_same_buffers_as_joined(
+    recs: list[bytes], cuts: list[int], data: st.DataObject
+) -> None:
+    """A list of parts is read as the parts joined: cut between records (a chunk of pull answers,
+    decoded in place), anywhere (a record across two parts), or spoiled (errors as the whole's)."""
+    joined = b"".join(recs)
+    bounds = sorted({0, len(recs), *(min(c, len(recs)) for c in cuts)})
+    parts: list[Any] = [b"".join(recs[a:b]) for a, b in itertools.pairwise(bounds)]
+    expected = outcome(PURE["decode_columns"], joined)
+    assert outcome(PURE["decode_columns"], parts) == expected
+    assert outcome(speedups.decode_columns, parts) == expected
+    assert outcome(speedups.decode_columns, [memoryview(bytearray(p)) for p in parts]) == expected
+    at = data.draw(st.integers(0, len(joined)))  # any cut, inside a record too
+    assert outcome(speedups.decode_columns, [joined[:at], joined[at:]]) == expected
+    spoiled = [mutate(p, data.draw) if p else p for p in parts]
+    assert outcome(speedups.decode_columns, spoiled) == outcome(PURE["decode_columns"], spoiled)
+    odd = [*parts, "not a buffer"]
+    assert outcome(speedups.decode_columns, odd) == outcome(PURE["decode_columns"], odd)
+
+
 def test_decode_columns_reads_what_decode_records_reads() -> None:
     props = "TAGS\x01t\x02KEYS\x01 k1  k2\x02UNIQ_KEY\x01U1\x02a\x011\x02a\x012\x02DELAY\x013"
     data = record.encode_record(topic="T", body=b"x" * 3, properties=props) + record.encode_record(
