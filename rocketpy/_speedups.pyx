@@ -19,7 +19,9 @@ against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, _PyBytes_Resize
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH, PyUnicode_Substring
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -599,8 +601,9 @@ cdef inline void _hex_upper(char* out, const unsigned char* p, Py_ssize_t n) noe
 
 cdef int _column_record(_Buf* bufs, const unsigned char* base, Py_ssize_t offset, Py_ssize_t end,
                         Py_ssize_t row, Py_ssize_t* n_keys, Py_ssize_t* n_props, _Prop** items,
-                        Py_ssize_t* items_cap, Py_ssize_t* negative) except -1:
-    """Check one record of ``base[offset:end]`` as ``_decode_one`` does and append its columns."""
+                        Py_ssize_t* items_cap, Py_ssize_t* negative, bint body_fixed) except -1:
+    """Check one record of ``base[offset:end]`` as ``_decode_one`` does and append its columns
+    (``body_fixed``: the body column lives in a bytes object of its final capacity, never grown)."""
     cdef const unsigned char* p = base + offset
     cdef Py_ssize_t pos, t_end, props_len, topic_len, uniq_len
     cdef const unsigned char* uniq
@@ -634,6 +637,8 @@ cdef int _column_record(_Buf* bufs, const unsigned char* base, Py_ssize_t offset
     i32 = <int32_t>_get_u32(p + 72)
     _put(&bufs[B_RECONSUME], &i32, 4)
     _put_str(&bufs[B_TOPIC], &bufs[B_TOPIC_OFF], base + pos + 1, topic_len)
+    if body_fixed and bufs[B_BODY].n + body_n > bufs[B_BODY].cap:  # _body_room's bound: never
+        raise SystemError("decode_columns: a body past the room measured for it")
     _put_str(&bufs[B_BODY], &bufs[B_BODY_OFF], body_p, body_n)
     _column_props(bufs, base + t_end + 2, props_len, row, n_keys, n_props, &uniq, &uniq_len, items[0])
     if uniq_len > 0:
@@ -647,20 +652,44 @@ cdef int _column_record(_Buf* bufs, const unsigned char* base, Py_ssize_t offset
     return 0
 
 
-# One columnar decode in progress: the column buffers and the counts that run across records.
+# One columnar decode in progress: the column buffers and the counts that run across records. The
+# body column (a chunk's largest by far) is written straight into the bytes object it is returned
+# as, when ``_body_room`` could bound it: no growth, no copy at the end (``body``: owned, or NULL).
 cdef struct _Columns:
     _Buf bufs[_BUFS]
     Py_ssize_t row, n_keys, n_props, items_cap, negative
     _Prop* items
+    PyObject* body
 
 
-cdef int _columns_start(_Columns* c) except -1:
+cdef Py_ssize_t _body_room(const unsigned char* base, Py_ssize_t n) noexcept:
+    """Bytes the bodies of the records of ``base[:n]`` take at most (their records' bytes), or -1
+    when that is not known: a compressed record (its body grows), or one whose sizes do not hold."""
+    cdef Py_ssize_t pos = 0
+    cdef uint32_t total
+    while pos < n:
+        if n - pos < HEAD_SIZE:
+            return -1
+        total = _get_u32(base + pos)
+        if <Py_ssize_t>total > n - pos or total < HEAD_SIZE or (<int32_t>_get_u32(base + pos + 36)) & COMPRESSED_FLAG:
+            return -1
+        pos += total
+    return n
+
+
+cdef int _columns_start(_Columns* c, Py_ssize_t body_room) except -1:
     cdef Py_ssize_t i
     memset(c, 0, sizeof(_Columns))
     c.negative = -1
     for i in (B_TOPIC_OFF, B_MSGID_OFF, B_TAGS_OFF, B_BODY_OFF, B_KEYS_OFF, B_KEY_OFF, B_PROPS_OFF,
               B_NAME_OFF, B_VALUE_OFF):
         _put_i32(&c.bufs[i], 0)
+    if body_room > 0:
+        body = PyBytes_FromStringAndSize(NULL, body_room)
+        Py_INCREF(body)
+        c.body = <PyObject*>body
+        c.bufs[B_BODY].p = PyBytes_AS_STRING(body)
+        c.bufs[B_BODY].cap = body_room
     return 0
 
 
@@ -672,7 +701,7 @@ cdef int _columns_of(_Columns* c, const unsigned char* base, Py_ssize_t n) excep
         if (c.row >> 3) >= c.bufs[B_TAGS_VALID].n:  # one more validity byte every 8 rows
             _put(&c.bufs[B_TAGS_VALID], b"\0", 1)
         _column_record(c.bufs, base, pos, n, c.row, &c.n_keys, &c.n_props, &c.items, &c.items_cap,
-                       &c.negative)
+                       &c.negative, c.body != NULL)
         pos += _get_u32(base + pos)  # the record's total size, checked to fit
         c.row += 1
     return 0
@@ -680,12 +709,22 @@ cdef int _columns_of(_Columns* c, const unsigned char* base, Py_ssize_t n) excep
 
 cdef object _columns_result(_Columns* c):
     cdef Py_ssize_t i
-    return _ColumnBuffers(c.row, *[PyBytes_FromStringAndSize(c.bufs[i].p, c.bufs[i].n) for i in range(_BUFS)])
+    columns = [PyBytes_FromStringAndSize(c.bufs[i].p, c.bufs[i].n) if i != B_BODY or c.body == NULL else None
+               for i in range(_BUFS)]
+    if c.body != NULL:  # cut to what was written (in place: the object is this decode's alone)
+        c.bufs[B_BODY].p = NULL
+        _PyBytes_Resize(&c.body, c.bufs[B_BODY].n)
+        columns[B_BODY] = <object>c.body
+    return _ColumnBuffers(c.row, *columns)
 
 
 cdef void _columns_free(_Columns* c) noexcept:
     cdef Py_ssize_t i
     PyMem_Free(c.items)
+    if c.body != NULL:
+        c.bufs[B_BODY].p = NULL  # inside the bytes object
+        Py_DECREF(<object>c.body)
+        c.body = NULL
     for i in range(_BUFS):
         PyMem_Free(c.bufs[i].p)
 
@@ -697,7 +736,19 @@ cdef object _decode_parts(list parts):
     cdef _Columns c
     cdef Py_buffer b
     cdef bint ok
-    _columns_start(&c)
+    cdef Py_ssize_t room = 0, r
+    for part in parts:  # the body column's room: every part's (none when one is not known)
+        try:
+            PyObject_GetBuffer(part, &b, PyBUF_SIMPLE)
+        except Exception:
+            return None
+        r = _body_room(<const unsigned char*>b.buf, b.len)
+        PyBuffer_Release(&b)
+        if r < 0:
+            room = -1
+            break
+        room += r
+    _columns_start(&c, room)
     try:
         for part in parts:
             try:
@@ -733,10 +784,10 @@ def decode_columns(buf):
     cdef Py_buffer b
     cdef _Columns c
     cdef const unsigned char* base
-    _columns_start(&c)
     PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
     try:
         base = <const unsigned char*>b.buf
+        _columns_start(&c, _body_room(base, b.len))
         _columns_of(&c, base, b.len)
         if c.negative >= 0:  # as the pure twin: every record decoded first, then msgid's error
             _offset_msg_id_from_packed(

@@ -660,6 +660,24 @@ def test_decode_columns_of_parts_same_buffers_as_joined(
     assert outcome(speedups.decode_columns, odd) == outcome(PURE["decode_columns"], odd)
 
 
+@needs_compiled
+def test_decode_columns_body_column_is_exact_and_its_own() -> None:
+    """The body column written in place (sized from the records) is cut to its length and held by
+    nobody else; a compressed record (its body grows past its record) takes the growing buffer."""
+    plain = [record.encode_record(topic="T", body=b"b" * n) for n in (0, 3, 1000)]
+    packed = record.encode_record(topic="T", body=zlib.compress(b"z" * 5000), sys_flag=record.COMPRESSED_FLAG)
+    empty = [record.encode_record(topic="T", body=b"") for _ in range(3)]
+    for recs in (plain, [*plain, packed], empty, []):
+        for arg in (b"".join(recs), recs, [b"".join(recs)]):
+            cols = speedups.decode_columns(arg)
+            assert cols == PURE["decode_columns"](arg)
+            body = cols.body_data
+            del cols
+            refs = sys.getrefcount(body)  # here and the call's argument: nothing of the decode holds it
+            assert type(body) is bytes and (refs == 2 or body == b"")
+    assert speedups.decode_columns([*plain, packed]).body_data == b"b" * 1003 + b"z" * 5000
+
+
 def test_decode_columns_reads_what_decode_records_reads() -> None:
     props = "TAGS\x01t\x02KEYS\x01 k1  k2\x02UNIQ_KEY\x01U1\x02a\x011\x02a\x012\x02DELAY\x013"
     data = record.encode_record(topic="T", body=b"x" * 3, properties=props) + record.encode_record(
