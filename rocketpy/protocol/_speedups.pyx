@@ -169,6 +169,25 @@ cdef class _Text:
         return PyUnicode_DecodeASCII(self.buf, self.used, NULL)
 
 
+cdef inline bint _entry_ok(object e):
+    """``e`` is a ``(kind, queue_id, value)`` tuple with an ASCII ``str`` kind and a 64-bit ``int`` id."""
+    cdef long long qid
+    return (type(e) is tuple and PyTuple_GET_SIZE(e) == 3 and _ascii(<object>PyTuple_GET_ITEM(e, 0))
+            and _as_int(<object>PyTuple_GET_ITEM(e, 1), &qid))
+
+
+cdef inline void _put_head(_Text t, object e, Py_ssize_t i):
+    """``[;]kind qid `` of the checked entry ``e``, the ``i``-th."""
+    cdef long long qid
+    if i:
+        t.put_char(59)  # ';'
+    t.put_str(<object>PyTuple_GET_ITEM(e, 0))
+    t.put_char(32)
+    _as_int(<object>PyTuple_GET_ITEM(e, 1), &qid)
+    t.put_int(qid)
+    t.put_char(32)
+
+
 def format_start_offsets(entries):
     """``startOffsetInfo`` from ``(kind, queue_id, start_offset)`` entries (twin of
     ``rocketpy.protocol.receipt.format_start_offsets``)."""
@@ -177,27 +196,16 @@ def format_start_offsets(entries):
     if type(entries) is not list:
         return _pure_start(entries)
     cdef Py_ssize_t i, n = PyList_GET_SIZE(entries), size = 0
-    cdef long long qid, start
+    cdef long long start
     for i in range(n):
         e = <object>PyList_GET_ITEM(entries, i)
-        if type(e) is not tuple or PyTuple_GET_SIZE(e) != 3:
+        if not _entry_ok(e) or not _as_int(<object>PyTuple_GET_ITEM(e, 2), &start):
             return _pure_start(entries)
-        kind = <object>PyTuple_GET_ITEM(e, 0)
-        if not _ascii(kind) or not _as_int(<object>PyTuple_GET_ITEM(e, 1), &qid) or not _as_int(
-            <object>PyTuple_GET_ITEM(e, 2), &start
-        ):
-            return _pure_start(entries)
-        size += PyUnicode_GET_LENGTH(kind) + 2 * (MAX_DIGITS + 1) + 2
+        size += PyUnicode_GET_LENGTH(<object>PyTuple_GET_ITEM(e, 0)) + 2 * (MAX_DIGITS + 1) + 2
     cdef _Text t = _Text(size + 1)
     for i in range(n):
         e = <object>PyList_GET_ITEM(entries, i)
-        if i:
-            t.put_char(59)  # ';'
-        t.put_str(<object>PyTuple_GET_ITEM(e, 0))
-        t.put_char(32)
-        _as_int(<object>PyTuple_GET_ITEM(e, 1), &qid)
-        t.put_int(qid)
-        t.put_char(32)
+        _put_head(t, e, i)
         _as_int(<object>PyTuple_GET_ITEM(e, 2), &start)
         t.put_int(start)
     return t.text()
@@ -214,26 +222,18 @@ def format_msg_offsets(entries):
     cdef long long v
     for i in range(n):
         e = <object>PyList_GET_ITEM(entries, i)
-        if type(e) is not tuple or PyTuple_GET_SIZE(e) != 3:
+        if not _entry_ok(e) or type(<object>PyTuple_GET_ITEM(e, 2)) is not list:
             return _pure_msgs(entries)
-        kind = <object>PyTuple_GET_ITEM(e, 0)
         offsets = <object>PyTuple_GET_ITEM(e, 2)
-        if not _ascii(kind) or not _as_int(<object>PyTuple_GET_ITEM(e, 1), &v) or type(offsets) is not list:
-            return _pure_msgs(entries)
         for k in range(PyList_GET_SIZE(offsets)):
             if not _as_int(<object>PyList_GET_ITEM(offsets, k), &v):
                 return _pure_msgs(entries)
-        size += PyUnicode_GET_LENGTH(kind) + (MAX_DIGITS + 2) * (PyList_GET_SIZE(offsets) + 1) + 2
+        size += (PyUnicode_GET_LENGTH(<object>PyTuple_GET_ITEM(e, 0))
+                 + (MAX_DIGITS + 2) * (PyList_GET_SIZE(offsets) + 1) + 2)
     cdef _Text t = _Text(size + 1)
     for i in range(n):
         e = <object>PyList_GET_ITEM(entries, i)
-        if i:
-            t.put_char(59)  # ';'
-        t.put_str(<object>PyTuple_GET_ITEM(e, 0))
-        t.put_char(32)
-        _as_int(<object>PyTuple_GET_ITEM(e, 1), &v)
-        t.put_int(v)
-        t.put_char(32)
+        _put_head(t, e, i)
         offsets = <object>PyTuple_GET_ITEM(e, 2)
         for k in range(PyList_GET_SIZE(offsets)):
             if k:
