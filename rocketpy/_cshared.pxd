@@ -3,12 +3,13 @@
 
 Declarations and ``inline`` functions only, so there is no module of this name at run time and no
 state: big-endian reads and writes, the CRC-32 of ``crc32_fold.h``, the ``struct``-style integer
-check, writable-buffer acquisition, Latin-1 access to a str, a growable byte buffer, and the
+check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a growable byte buffer, and the
 ``Python.h`` calls Cython does not declare. Every module that cimports this builds with
 ``rocketpy/`` on its include path and links zlib (``setup.py``).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Realloc
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint32_t, uint64_t
@@ -78,6 +79,16 @@ cdef inline int64_t _int(object v, int64_t lo, int64_t hi, str fmt) except? -1:
     if x < lo or x > hi:
         raise _struct_error(f"'{fmt}' format requires {lo} <= number <= {hi}")
     return x
+
+
+cdef inline bint _as_i64(object v, long long* out):
+    """``v`` as a C long long; False when it is not exactly an ``int`` or does not fit (the caller
+    hands such a value to its pure twin)."""
+    cdef int overflow = 0
+    if type(v) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return overflow == 0
 
 
 cdef inline int _writable(object buf, Py_buffer* out) except -1:

@@ -22,11 +22,10 @@ against this module: see ``rocketpy/_accel.py``).
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Contains, PyDict_DelItem, PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
-from rocketpy._cshared cimport _put_u32, _put_u64
+from rocketpy._cshared cimport _as_i64, _put_u32, _put_u64
 
 __all__ = ["acks_entry", "apply_batch_acks", "drop_done", "offsets_of", "read_acks", "take_run"]
 
@@ -56,15 +55,6 @@ cdef int _bind() except -1:
     _pure = PURE
     _bound = True
     return 0
-
-
-cdef inline bint _as_i64(object v, long long* out):
-    """``v`` as a C long long; False when it is not an int or does not fit."""
-    cdef int overflow = 0
-    if type(v) is not int:
-        return False
-    out[0] = PyLong_AsLongLongAndOverflow(v, &overflow)
-    return overflow == 0
 
 
 cdef object _pure_acks_entry(queue_id, seq, committed, offsets):

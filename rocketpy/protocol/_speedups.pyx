@@ -24,16 +24,13 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeASCII
+from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
+
+from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, _as_i64
 
 __all__ = ["check_ext", "format_msg_offsets", "format_start_offsets"]
 
-cdef extern from "Python.h":
-    long long PyLong_AsLongLongAndOverflow(object obj, int* overflow) except? -1
-    bint PyUnicode_IS_ASCII(object o)
-    Py_ssize_t PyUnicode_GET_LENGTH(object o)
-    const char* PyUnicode_DATA(object o)
 
 
 cdef bint _shape_bound = False
@@ -124,21 +121,12 @@ cdef inline Py_ssize_t _put_int(char* out, long long v):
     return i
 
 
-cdef inline int _as_int(object o, long long* v):
-    """``o`` as a 64-bit int when it is exactly an ``int`` that fits (1), else 0."""
-    cdef int overflow = 0
-    if type(o) is not int:
-        return 0
-    v[0] = PyLong_AsLongLongAndOverflow(o, &overflow)
-    return 0 if overflow else 1
-
-
 cdef inline int _ascii(object o):
     return type(o) is str and PyUnicode_IS_ASCII(o)
 
 
 cdef class _Text:
-    """A growing ASCII buffer (freed with the object)."""
+    """An ASCII buffer of the size its caller measured first, never grown (freed with the object)."""
 
     cdef char* buf
     cdef Py_ssize_t size, used
@@ -173,7 +161,7 @@ cdef inline bint _entry_ok(object e):
     """``e`` is a ``(kind, queue_id, value)`` tuple with an ASCII ``str`` kind and a 64-bit ``int`` id."""
     cdef long long qid
     return (type(e) is tuple and PyTuple_GET_SIZE(e) == 3 and _ascii(<object>PyTuple_GET_ITEM(e, 0))
-            and _as_int(<object>PyTuple_GET_ITEM(e, 1), &qid))
+            and _as_i64(<object>PyTuple_GET_ITEM(e, 1), &qid))
 
 
 cdef inline void _put_head(_Text t, object e, Py_ssize_t i):
@@ -183,7 +171,7 @@ cdef inline void _put_head(_Text t, object e, Py_ssize_t i):
         t.put_char(59)  # ';'
     t.put_str(<object>PyTuple_GET_ITEM(e, 0))
     t.put_char(32)
-    _as_int(<object>PyTuple_GET_ITEM(e, 1), &qid)
+    _as_i64(<object>PyTuple_GET_ITEM(e, 1), &qid)
     t.put_int(qid)
     t.put_char(32)
 
@@ -199,14 +187,14 @@ def format_start_offsets(entries):
     cdef long long start
     for i in range(n):
         e = <object>PyList_GET_ITEM(entries, i)
-        if not _entry_ok(e) or not _as_int(<object>PyTuple_GET_ITEM(e, 2), &start):
+        if not _entry_ok(e) or not _as_i64(<object>PyTuple_GET_ITEM(e, 2), &start):
             return _pure_start(entries)
         size += PyUnicode_GET_LENGTH(<object>PyTuple_GET_ITEM(e, 0)) + 2 * (MAX_DIGITS + 1) + 2
     cdef _Text t = _Text(size + 1)
     for i in range(n):
         e = <object>PyList_GET_ITEM(entries, i)
         _put_head(t, e, i)
-        _as_int(<object>PyTuple_GET_ITEM(e, 2), &start)
+        _as_i64(<object>PyTuple_GET_ITEM(e, 2), &start)
         t.put_int(start)
     return t.text()
 
@@ -226,7 +214,7 @@ def format_msg_offsets(entries):
             return _pure_msgs(entries)
         offsets = <object>PyTuple_GET_ITEM(e, 2)
         for k in range(PyList_GET_SIZE(offsets)):
-            if not _as_int(<object>PyList_GET_ITEM(offsets, k), &v):
+            if not _as_i64(<object>PyList_GET_ITEM(offsets, k), &v):
                 return _pure_msgs(entries)
         size += (PyUnicode_GET_LENGTH(<object>PyTuple_GET_ITEM(e, 0))
                  + (MAX_DIGITS + 2) * (PyList_GET_SIZE(offsets) + 1) + 2)
@@ -238,6 +226,6 @@ def format_msg_offsets(entries):
         for k in range(PyList_GET_SIZE(offsets)):
             if k:
                 t.put_char(44)  # ','
-            _as_int(<object>PyList_GET_ITEM(offsets, k), &v)
+            _as_i64(<object>PyList_GET_ITEM(offsets, k), &v)
             t.put_int(v)
     return t.text()
