@@ -5,7 +5,8 @@ Shared by the SDK (``RequestSigner``) and the daemons (``AclGuard``):
 * ``signing``: the signed content and HmacSHA1 signature (``AccessKey``, ``Signature`` ext fields);
 * ``rules``: ``plain_acl.yml`` parsed into ``AclRules`` (``AclFileError`` names FILE:LINE);
 * ``address``: white-list patterns; ``permission``: DENY/PUB/SUB; ``resources``: what each code needs;
-* ``validator``: the decision for one request; ``guard``: the daemons' pre-dispatch hook and reload.
+* ``validator``: the decision for one request; ``verdicts``: permission verdicts remembered per
+  account and resources; ``guard``: the daemons' pre-dispatch hook and reload.
 """
 
 from rocketpy.acl.rules import Account, AclFileError, AclRules, load_acl_file, parse_acl_text

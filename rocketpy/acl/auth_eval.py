@@ -42,6 +42,7 @@ from rocketpy.acl.auth_model import (
 from rocketpy.acl.resources import request_needs_v2
 from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
 from rocketpy.acl.validator import Refusal
+from rocketpy.acl.verdicts import MISSING, Verdicts, verdict_key
 from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
 
@@ -168,7 +169,7 @@ class AuthEvaluator:
         authorization: False: authentication only (``authorizationEnabled=false``).
     """
 
-    __slots__ = ("_indexes", "_keys", "acls", "authorization", "cluster", "users")
+    __slots__ = ("_indexes", "_keys", "_verdicts", "acls", "authorization", "cluster", "users")
 
     def __init__(
         self, users: Mapping[str, User], acls: Mapping[str, Acl], cluster: str, authorization: bool
@@ -179,6 +180,8 @@ class AuthEvaluator:
         self.authorization = authorization
         self._keys = {name: HmacKey(u.password) for name, u in self.users.items()}
         self._indexes = {name: AclIndex(acl) for name, acl in self.acls.items()}
+        #: authorization verdicts by user, code, resources and source address (``verdicts``)
+        self._verdicts = Verdicts()
 
     def check(self, ip: str, request: RemotingCommand) -> Refusal | None:
         """None when ``request`` from ``ip`` is allowed, else the Refusal."""
@@ -204,6 +207,16 @@ class AuthEvaluator:
             )
         if not self.authorization or user.user_type == SUPER:
             return None
+        key = verdict_key(name, request.code, ext, ip)
+        if key is None:
+            return self._authorize(name, ip, request)
+        verdict = self._verdicts.get(key)
+        if verdict is MISSING:
+            return self._verdicts.keep(key, self._authorize(name, ip, request))
+        return verdict
+
+    def _authorize(self, name: str, ip: str, request: RemotingCommand) -> Refusal | None:
+        """``request``'s verdict by ``name``'s ACL (authentication passed, not a Super user)."""
         acl, index = self.acls.get(name), self._indexes.get(name)
         for rtype, resource, action in request_needs_v2(request, self.cluster):
             if not decide(acl, rtype, resource, action, ip, index):

@@ -23,6 +23,7 @@ from rocketpy.acl.permission import NAMES, allows
 from rocketpy.acl.resources import ADMIN_CODES, request_needs
 from rocketpy.acl.rules import Account, AclRules
 from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
+from rocketpy.acl.verdicts import MISSING, Verdicts, verdict_key
 from rocketpy.errors import ACCESS_DENIED_PREFIX
 from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
@@ -39,13 +40,15 @@ class Refusal:
 
 
 class AccessValidator:
-    """Checks requests against one version of the rules; HMAC keys are built once per account."""
+    """Checks requests against one version of the rules; HMAC keys are built once per account, and
+    permission verdicts are remembered per account and resources (``verdicts``)."""
 
-    __slots__ = ("_keys", "rules")
+    __slots__ = ("_keys", "_verdicts", "rules")
 
     def __init__(self, rules: AclRules) -> None:
         self.rules = rules
         self._keys = {ak: HmacKey(account.secret_key) for ak, account in rules.accounts.items()}
+        self._verdicts = Verdicts()
 
     def check(self, ip: str, request: RemotingCommand) -> Refusal | None:
         """None when ``request`` from ``ip`` is allowed, else the ``Refusal``."""
@@ -75,7 +78,13 @@ class AccessValidator:
                 f"and {ip} is not in the account's white list",
                 f"signature:{access_key}",
             )
-        return self._permissions(account, request)
+        key = verdict_key(access_key, request.code, ext, None)
+        if key is None:
+            return self._permissions(account, request)
+        verdict = self._verdicts.get(key)
+        if verdict is MISSING:
+            return self._verdicts.keep(key, self._permissions(account, request))
+        return verdict
 
     def check_grpc(
         self,

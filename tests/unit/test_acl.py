@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rocketpy.acl import AclFileError, RequestSigner, parse_acl_text, sign, signed_content
+from rocketpy.acl import AclFileError, RequestSigner, parse_acl_text, sign, signed_content, verdicts
 from rocketpy.acl.address import WhiteList
 from rocketpy.acl.guard import AclGuard
 from rocketpy.acl.permission import DENY, PUB, SUB, allows, parse_perm
@@ -248,6 +250,67 @@ def test_decision_matrix() -> None:
     # a retry topic stands for its group; the default group perm applies to unlisted groups
     retry = _signed(RequestCode.SEND_MESSAGE_V2, {"b": "%RETRY%groupZ"}, "RocketMQ", "12345678")
     assert validator.check("1.2.3.4", retry) is None
+
+
+VERDICT_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE, RequestCode.CONSUMER_SEND_MSG_BACK,
+                 RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.HEART_BEAT)  # fmt: skip
+VERDICT_NAMES = ("topicA", "topicB", "topicC", "groupA", "groupB", "groupC", "other", "%RETRY%groupA",
+                 "%RETRY%groupB", "%RETRY%groupB_topicC", "", 1, True)  # fmt: skip
+
+
+def _verdict_request(code: int, account: str, topic: object, group: object) -> RemotingCommand:
+    if code == RequestCode.SEND_MESSAGE_V2:
+        ext: dict[str, object] = {"a": "P", "b": topic, "e": 0}
+    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+        ext = {"group": group, "offset": 0}
+    else:
+        ext = {"topic": topic, "consumerGroup": group}
+    return _signed(code, ext, account, "12345678")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(VERDICT_CODES), st.sampled_from(("RocketMQ", "rocketmq2")),
+            st.sampled_from(VERDICT_NAMES), st.sampled_from(VERDICT_NAMES),
+        ),
+        min_size=1, max_size=12,
+    )
+)  # fmt: skip
+def test_remembered_verdicts_answer_as_a_fresh_decision(
+    requests: list[tuple[int, str, object, object]],
+) -> None:
+    """One validator checks a run of requests (its verdicts remembered by account, code and
+    resources); each answer is the one a validator that never saw a request gives."""
+    rules = parse_acl_text(ACL_FILE)
+    validator = AccessValidator(rules)
+    for code, account, topic, group in requests:
+        cmd = _verdict_request(code, account, topic, group)
+        fresh = AccessValidator(rules).check("1.2.3.4", cmd)
+        for _ in range(2):
+            got = validator.check("1.2.3.4", cmd)
+            assert (got and got.remark) == (fresh and fresh.remark), (code, account, topic, group)
+
+
+def test_a_remembered_verdict_still_checks_the_signature_and_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    validator = AccessValidator(parse_acl_text(ACL_FILE))
+    ext = {"topic": "topicB", "consumerGroup": "groupB"}
+    assert validator.check("1.2.3.4", _signed(RequestCode.PULL_MESSAGE, ext, "RocketMQ", "12345678")) is None
+    assert len(validator._verdicts) == 1
+    forged = _signed(RequestCode.PULL_MESSAGE, ext, "RocketMQ", "not-the-secret")
+    refusal = validator.check("1.2.3.4", forged)
+    assert refusal is not None and "wrong Signature" in refusal.remark
+    # a field that is not text is decided each time (1 and True would be one key)
+    assert validator.check("1.2.3.4", _signed(RequestCode.PULL_MESSAGE, {"topic": 1}, "RocketMQ", "12345678"))
+    assert len(validator._verdicts) == 1
+    monkeypatch.setattr(verdicts, "MAX_VERDICTS", 3)
+    for n in range(7):
+        group_ext = {"topic": "topicB", "consumerGroup": f"g{n}"}
+        validator.check("1.2.3.4", _signed(RequestCode.PULL_MESSAGE, group_ext, "RocketMQ", "12345678"))
+        assert len(validator._verdicts) <= 3
 
 
 def test_refusal_builds_a_non_retriable_access_denied_error() -> None:

@@ -131,21 +131,38 @@ def test_decide_matches_the_plain_model(
     assert decide(acl, rtype, name, action, ip, index) == expected  # the broker's indexed path
 
 
+CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE, RequestCode.UPDATE_AND_CREATE_TOPIC,
+         RequestCode.GET_BROKER_RUNTIME_INFO)  # fmt: skip
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     entries=st.lists(entry_st, min_size=1, max_size=5),
-    topic=st.sampled_from(("orders", "order-eu", "pay")),
-    ip=st.sampled_from(IPS),
+    requests=st.lists(
+        st.tuples(st.sampled_from(CODES), st.sampled_from(("orders", "order-eu", "pay"))),
+        min_size=1, max_size=6,
+    ),
     super_user=st.booleans(),
-    code=st.sampled_from((RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE,
-                          RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_BROKER_RUNTIME_INFO)),
 )  # fmt: skip
 def test_signed_requests_follow_the_model(
-    entries: list[dict[str, Any]], topic: str, ip: str, super_user: bool, code: int
+    entries: list[dict[str, Any]], requests: list[tuple[int, str]], super_user: bool
 ) -> None:
+    """One evaluator checks a run of requests, each from every address and twice: verdicts it
+    remembers (by user, code, resources and address) answer as the model does for every later
+    request."""
     entries = dedupe(entries)
     user = User("alice", "alice-secret", "Super" if super_user else "Normal")
     ev = AuthEvaluator({"alice": user}, {"alice": parse_acl(acl_doc(entries))}, "DefaultCluster", True)
+    for code, topic in requests:
+        request, needs = _request(code, topic)
+        for ip in (*IPS, *IPS):
+            expected = super_user or all(model_allows(entries, t, n, a, ip) for t, n, a in needs)
+            assert (ev.check(ip, request) is None) == expected, (code, topic, ip)
+
+
+def _request(code: int, topic: str) -> tuple[RemotingCommand, list[tuple[str, str, str]]]:
+    """A request of ``code`` naming ``topic``, signed by alice, and what it needs."""
+    ext: dict[str, Any]
     if code == RequestCode.SEND_MESSAGE_V2:
         ext, needs = {"a": "pg", "b": topic, "c": "TBW102"}, [("Topic", topic, "Pub")]
     elif code == RequestCode.PULL_MESSAGE:
@@ -158,8 +175,7 @@ def test_signed_requests_follow_the_model(
         ext, needs = {}, [("Cluster", "DefaultCluster", "Get")]
     request = RemotingCommand.request(code, ext)
     RequestSigner("alice", "alice-secret")(request)
-    expected = super_user or all(model_allows(entries, t, n, a, ip) for t, n, a in needs)
-    assert (ev.check(ip, request) is None) == expected
+    return request, needs
 
 
 def test_authentication() -> None:
