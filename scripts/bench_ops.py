@@ -33,6 +33,7 @@ from rocketpy import _accel
 from rocketpy.acl import signing
 from rocketpy.message import Message, properties_to_string
 from rocketpy.msgid import new_unique_id
+from rocketpy.protocol.headers.pull import PullMessageRequestHeader
 from rocketpy.record import encode_record, pack_host, topic_part
 from rocketpy.remoting import codec
 from rocketpy.remoting.command import RemotingCommand
@@ -95,10 +96,18 @@ def _op_frame_split64(fn: Callable[..., Any]) -> Callable[[], Any]:
 
 def _op_acl_sign8(fn: Callable[..., Any]) -> Callable[[], Any]:
     """The ACL signature of a coalesced send: 8 x 1 KiB batch body, the send header's fields."""
-    mac = signing._new_hmac_sha1(b"benchSecret01")
+    key = signing.HmacKey("benchSecret01")
     body = _accel.PURE["encode_batch"]([Message("BenchTopic", BODY, tags="TagA") for _ in range(8)])
     ext = {**_send_command(1).ext, "AccessKey": "benchAdmin"}  # type: ignore[dict-item]
-    return lambda: fn(mac, ext, body)
+    return lambda: fn(key, ext, body)
+
+
+def _op_acl_sign_pull(fn: Callable[..., Any]) -> Callable[[], Any]:
+    """The ACL signature of a pull: no body, the pull header's fields."""
+    key = signing.HmacKey("benchSecret01")
+    header = PullMessageRequestHeader("BenchGroup", "BenchTopic", 3, 12_345, 32)
+    ext = {**header.to_ext(), "AccessKey": "benchAdmin"}
+    return lambda: fn(key, ext, b"")
 
 
 OPS: dict[str, tuple[str, Callable[[Callable[..., Any]], Callable[[], Any]]]] = {
@@ -109,6 +118,7 @@ OPS: dict[str, tuple[str, Callable[[Callable[..., Any]], Callable[[], Any]]]] = 
     "frame_encode": ("encode_frame", _op_frame_encode),
     "frame_split64": ("split_frames", _op_frame_split64),
     "acl_sign8": ("hmac_signature", _op_acl_sign8),
+    "acl_sign_pull": ("hmac_signature", _op_acl_sign_pull),
 }
 
 

@@ -8,9 +8,10 @@ Each signature is its pure twin's in ``signing.py``, checked both ways by mypy
 from collections.abc import Mapping
 from typing import Any
 
+from rocketpy.acl.signing import HmacKey
 from rocketpy.remoting.command import Body
 
 __all__ = ["hmac_signature", "signed_ext"]
 
 def signed_ext(ext: Mapping[str, Any] | None) -> bytes: ...
-def hmac_signature(mac: Any, ext: Mapping[str, Any] | None, body: Body) -> str: ...
+def hmac_signature(key: HmacKey, ext: Mapping[str, Any] | None, body: Body) -> str: ...

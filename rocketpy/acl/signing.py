@@ -77,14 +77,20 @@ def signed_content(ext: Mapping[str, Any] | None, body: Body) -> bytes:
     return signed_ext(ext) + bytes(body)
 
 
-@twin
-def hmac_signature(mac: Any, ext: Mapping[str, Any] | None, body: Body) -> str:
-    """``Base64(HmacSHA1)`` of ``signed_content(ext, body)`` under the keyed ``mac``, which is copied,
-    never changed (compiled twin in ``_speedups``: the signed text is written without a str per value).
+#: The compiled twin hashes a request itself up to this body size (SHA-1 over the key's pads: no
+#: OpenSSL object copied, allocated and cleansed per request); larger bodies go to OpenSSL's HMAC.
+OWN_SHA1_MAX_BODY = 512
 
-    The ext text and the body are fed to the MAC one after the other: the body is never copied.
+
+@twin
+def hmac_signature(key: HmacKey, ext: Mapping[str, Any] | None, body: Body) -> str:
+    """``Base64(HmacSHA1)`` of ``signed_content(ext, body)`` under ``key`` (compiled twin in
+    ``_speedups``: the signed text is written without a str per value and hashed there).
+
+    The ext text and the body are fed to the key's MAC (copied, never changed) one after the other:
+    the body is never copied.
     """
-    mac = mac.copy()
+    mac = key._base.copy()
     mac.update(signed_ext(ext))
     if body:
         mac.update(body)
@@ -101,21 +107,37 @@ def _new_hmac_sha1(key: bytes) -> Any:
     return hmac_new(key, b"", "sha1")
 
 
-class HmacKey:
-    """One secret's HmacSHA1 state, keyed once and copied per signature (cheaper than re-keying)."""
+_SHA1_BLOCK = 64
 
-    __slots__ = ("_base",)
+
+def hmac_pads(secret: bytes) -> bytes:
+    """HMAC's two key blocks for SHA-1 (RFC 2104): the key (hashed first when longer than a block)
+    padded to 64 bytes and XORed with 0x36 (ipad), then the same with 0x5C (opad)."""
+    block = (hashlib.sha1(secret).digest() if len(secret) > _SHA1_BLOCK else secret).ljust(_SHA1_BLOCK, b"\0")
+    return bytes(b ^ 0x36 for b in block) + bytes(b ^ 0x5C for b in block)
+
+
+class HmacKey:
+    """One secret's HmacSHA1: OpenSSL's state, keyed once and copied per signature (cheaper than
+    re-keying), and the key's pads (``hmac_pads``) the compiled twin hashes from. Neither is shown."""
+
+    __slots__ = ("_base", "pads")
 
     def __init__(self, secret_key: str) -> None:
-        self._base = _new_hmac_sha1(secret_key.encode())
+        secret = secret_key.encode()
+        self._base = _new_hmac_sha1(secret)
+        self.pads = hmac_pads(secret)
 
     def sign(self, ext: Mapping[str, Any] | None, body: Body = b"") -> str:
         """``Base64(HmacSHA1(secret, signed_content(ext, body)))``."""
-        return hmac_signature(self._base, ext, body)
+        return hmac_signature(self, ext, body)
 
     def verify(self, ext: Mapping[str, Any] | None, body: Body, signature: str) -> bool:
         """True when ``signature`` is this key's signature of the request (constant-time compare)."""
-        return hmac.compare_digest(self.sign(ext, body), signature)
+        return hmac.compare_digest(hmac_signature(self, ext, body), signature)
+
+    def __repr__(self) -> str:  # never the secret
+        return "HmacKey(...)"
 
 
 def sign(secret_key: str, ext: Mapping[str, Any] | None, body: Body = b"") -> str:

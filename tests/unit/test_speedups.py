@@ -10,6 +10,9 @@ compare both in either mode of ``scripts/test``; they skip when the compiled cor
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
+import hmac
 import inspect
 import itertools
 import os
@@ -1215,29 +1218,52 @@ def test_signed_ext_same_bytes_when_the_key_set_table_is_full() -> None:
     assert exts[0] and PURE["signed_ext"](exts[0]) == b"true0"
 
 
+#: body sizes around SHA-1's block edges (55/56/64 bytes with the pads and text before them) and
+#: around the size the compiled twin hashes itself
+BODY_SIZES = st.sampled_from([0, 1, 55, 56, 63, 64, 65, 119, 120, 128, signing.OWN_SHA1_MAX_BODY,
+                              signing.OWN_SHA1_MAX_BODY + 1, 3000]) | st.integers(0, 1100)  # fmt: skip
+
+
 @needs_compiled
 @FUZZ
 @given(
     st.none() | st.dictionaries(EXT_KEY, EXT_VALUE, max_size=16),
-    st.binary(max_size=300),
-    st.binary(max_size=40),
+    BODY_SIZES,
+    st.binary(max_size=200),
+    st.text(max_size=90),
+    st.sampled_from([bytes, bytearray, memoryview]),
 )
-def test_hmac_signature_same_text(ext: dict[str, Any] | None, body: bytes, key: bytes) -> None:
-    """Same signature (base64 of the MAC over the signed text and the body), or the same error."""
-    mac = signing._new_hmac_sha1(key)
-    assert outcome(PURE["hmac_signature"], mac, ext, body) == outcome(speedups.hmac_signature, mac, ext, body)
+def test_hmac_signature_same_text(
+    ext: dict[str, Any] | None, size: int, seed: bytes, secret: str, kind: type
+) -> None:
+    """Same signature (base64 of the MAC over the signed text and the body), or the same error, and
+    both are RFC 2104's HmacSHA1 (``hmac``): secrets longer than a block, bodies across blocks."""
+    body = kind((seed or b"\x00") * (size // max(len(seed), 1) + 1))[:size]
+    key = signing.HmacKey(secret)
+    pure = outcome(PURE["hmac_signature"], key, ext, body)
+    assert pure == outcome(speedups.hmac_signature, key, ext, body)
+    if pure[0] != "raise":
+        mac = hmac.new(secret.encode(), signing.signed_content(ext, body), hashlib.sha1).digest()
+        assert pure[1] == base64.b64encode(mac).decode()
+
+
+def test_hmac_pads_follow_rfc2104() -> None:
+    """The pads are the key padded (or hashed first, past 64 bytes) XOR 0x36, then XOR 0x5C."""
+    for secret in (b"", b"k", b"x" * 64, b"y" * 65):
+        block = (hashlib.sha1(secret).digest() if len(secret) > 64 else secret).ljust(64, b"\0")
+        assert signing.hmac_pads(secret) == bytes(b ^ 0x36 for b in block) + bytes(b ^ 0x5C for b in block)
+    assert "secret" not in repr(signing.HmacKey("secret"))
 
 
 @needs_compiled
-def test_hmac_signature_leaves_the_keyed_mac_unchanged() -> None:
-    mac = signing._new_hmac_sha1(b"secret")
-    first = speedups.hmac_signature(mac, {"a": 1}, b"body")
-    assert (
-        speedups.hmac_signature(mac, {"a": 1}, b"body")
-        == first
-        == PURE["hmac_signature"](mac, {"a": 1}, b"body")
-    )
-    assert mac.digest() == signing._new_hmac_sha1(b"secret").digest()
+def test_hmac_signature_leaves_the_key_unchanged() -> None:
+    key = signing.HmacKey("secret")
+    for body in (b"body", b"b" * (signing.OWN_SHA1_MAX_BODY + 1)):
+        first = speedups.hmac_signature(key, {"a": 1}, body)
+        again = speedups.hmac_signature(key, {"a": 1}, body)
+        assert again == first == PURE["hmac_signature"](key, {"a": 1}, body)
+    assert key._base.digest() == signing._new_hmac_sha1(b"secret").digest()
+    assert key.pads == signing.hmac_pads(b"secret")
 
 
 def test_signature_uses_the_active_twin() -> None:
