@@ -495,11 +495,51 @@ class SendMessageProcessor:
         elif may_be_timed(h.properties):  # DELAY / TIMER_*: stored to wait until due
             put = run_eager(self.delivery.put(msg))
         else:
+            durable = self.store.put_then_flush([msg]) if self.replica_wait is None else None
+            if durable is not None:
+                return self._answer_flushed(request, *durable, queue_id, h.properties, h.topic)
             put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult) and self.replica_wait is None:
             uniq = get_property(h.properties, UNIQ_SEP)
             return self._response(request, put, queue_id, uniq, 1, len(request.body), h.topic)
         return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok, h.topic)
+
+    def _answer_flushed(
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        flushed: asyncio.Future[bool],
+        queue_id: int,
+        properties: str,
+        topic: str,
+    ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+        """The answer of a SYNC_FLUSH send once its flush ended: a future completed from the flush's
+        own completion (no task, no coroutine to resume: one callback), holding a place in the send
+        queue meanwhile; at once when there is nothing to wait for."""
+        uniq = get_property(properties, UNIQ_SEP)
+        if flushed.done() and not flushed.cancelled():
+            self.store.flush_outcome(result, flushed.result())
+            return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
+        ticket = self.send_queue.enter()
+        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+        def answer_when_flushed(done: asyncio.Future[bool]) -> None:
+            self.send_queue.leave(ticket)
+            if answer.done():  # cancelled: the connection closed meanwhile
+                return
+            if done.cancelled():  # as a cancelled wait cancels the send's task: no answer
+                answer.cancel()
+                return
+            try:
+                self.store.flush_outcome(result, done.result())
+                response = self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
+            except Exception as exc:  # the channel answers it as the handler's error
+                answer.set_exception(exc)
+                return
+            answer.set_result(response)
+
+        flushed.add_done_callback(answer_when_flushed)
+        return answer
 
     async def _finish_one(
         self,

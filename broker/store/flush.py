@@ -231,16 +231,22 @@ class FlushService:
 
     # -- group commit (loop side) -----------------------------------------------------------
     async def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
-        """Wait until the commitlog is flushed past ``end_offset``; False on timeout (SYNC_FLUSH).
+        """Wait until the commitlog is flushed past ``end_offset``; False on timeout (SYNC_FLUSH)."""
+        return await self.flushed_future(end_offset, timeout_s)
+
+    def flushed_future(self, end_offset: int, timeout_s: float) -> asyncio.Future[bool]:
+        """A future of ``wait_flushed``'s answer, the flush asked for now (on the loop).
 
         Waiters sit in arrival order, so their end offsets and deadlines both increase: one flush
         completes a prefix, and one timer expires a prefix (no timer per put).
         """
-        if self._commitlog.flushed_offset >= end_offset:
-            return True
-        if len(self._waiters) >= MAX_GROUP_COMMIT_WAITERS:
-            return False
         fut: asyncio.Future[bool] = self._loop.create_future()
+        if self._commitlog.flushed_offset >= end_offset:
+            fut.set_result(True)
+            return fut
+        if len(self._waiters) >= MAX_GROUP_COMMIT_WAITERS:
+            fut.set_result(False)
+            return fut
         waiters = self._waiters
         waiters.append((end_offset, self._loop.time() + timeout_s, fut))
         if not self._kick_scheduled:
@@ -252,7 +258,7 @@ class FlushService:
             self._loop.call_soon(self._kick)
         if self._timer is None:
             self._timer = self._loop.call_later(EXPIRE_CHECK_S, self._expire)
-        return await fut
+        return fut
 
     def _kick(self) -> None:
         """End of the tick that brought waiters: one flush for all of them not kicked yet."""

@@ -11,6 +11,7 @@ method there.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -66,6 +67,15 @@ class Store(Protocol):
 
     def put_now(self, msgs: list[BrokerMessage]) -> PutMessageResult | None:
         """``put_messages`` at once when it would not suspend; None (nothing written) when it would."""
+
+    def put_then_flush(
+        self, msgs: list[BrokerMessage]
+    ) -> tuple[PutMessageResult, asyncio.Future[bool]] | None:
+        """``put_messages`` of messages that wait for their flush, without its coroutine: the result
+        and the flush's future; None (nothing written) when ``put_messages`` must do it."""
+
+    def flush_outcome(self, result: PutMessageResult, flushed: bool) -> PutMessageResult:
+        """``result`` once its flush wait ended: FLUSH_DISK_TIMEOUT when it timed out."""
 
     def listen_to_dispatches(self, fn: Listener, on: bool = True) -> None:
         """Call ``fn(topic, queue_id, queue_offset, tags_code, store_timestamp)`` after each dispatch

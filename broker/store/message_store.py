@@ -338,6 +338,18 @@ class MessageStore:
         """``put_messages`` at once when it would not suspend; None (nothing written) when it would."""
         return put_now(self._put, msgs)
 
+    def put_then_flush(
+        self, msgs: list[BrokerMessage]
+    ) -> tuple[PutMessageResult, asyncio.Future[bool]] | None:
+        """``put_messages`` of messages that wait for their flush (SYNC_FLUSH), without its coroutine:
+        the result and the future of the flush (``flush_outcome`` turns a timeout into the result's
+        FLUSH_DISK_TIMEOUT); None, with nothing written, when ``put_messages`` must do it."""
+        return self._put.put_then_flush(msgs)
+
+    def flush_outcome(self, result: PutMessageResult, flushed: bool) -> PutMessageResult:
+        """``result`` once its flush wait (``put_then_flush``) ended: FLUSH_DISK_TIMEOUT if it timed out."""
+        return self._put.flush_outcome(result, flushed)
+
     # -- raw commitlog bytes (replication; see replica.py) ------------------------------------------
     async def append_replica(self, offset: int, data: bytes | memoryview) -> int:
         """Append a master's raw commitlog bytes at ``offset``; returns the new max offset.

@@ -91,14 +91,8 @@ class PutService:
             if isinstance(rolled, PutMessageResult):
                 return rolled
             batch, r = rolled
-        cq, store_ts = batch[4], batch[5]
-        # Dispatch each record (all are written: whatever a listener does sees them).
-        assert r.sizes is not None
-        phys = dispatch_run(self._dispatcher, cq, r.queue_offset, r.wrote_offset, r.sizes, msgs, store_ts)
+        phys = self._dispatched(batch, r)
         n = len(msgs)
-        stats = self._stats
-        stats.last_store_ts = store_ts
-        stats.put_total += n
         if self.flush is not None and msgs[0].wait_store_msg_ok:
             await self._wait_flush(r, phys)
         else:
@@ -108,6 +102,37 @@ class PutService:
                 if self._allocating():
                     await asyncio.sleep(0)  # let allocation callbacks run even when puts never suspend
         return r
+
+    def put_then_flush(
+        self, msgs: list[BrokerMessage]
+    ) -> tuple[PutMessageResult, asyncio.Future[bool]] | None:
+        """``put(msgs)`` of messages that wait for their flush (SYNC_FLUSH, ``WAIT`` not false),
+        without its coroutine: appended and dispatched now, with the future of the flush (True:
+        durable; False: the wait timed out, see ``flush_outcome``), or a refusal with a done future.
+        None, with nothing written, when the put must wait for the next commitlog file (``put``
+        does) or does not wait for a flush."""
+        flush = self.flush
+        if flush is None or not msgs or not msgs[0].wait_store_msg_ok:
+            return None
+        batch = self._prepare(msgs)
+        if isinstance(batch, PutMessageResult):
+            return batch, _done(True)
+        r = self._commitlog.append(batch)
+        if r is None:
+            return None  # the next file
+        phys = self._dispatched(batch, r)
+        return r, flush.flushed_future(phys, self._sync_flush_timeout_ms / 1000)
+
+    def _dispatched(self, batch: RecordBatch, r: PutMessageResult) -> int:
+        """Dispatch each record of an appended batch (all are written: whatever a listener does sees
+        them) and count it; the commitlog offset past its last record."""
+        msgs, cq, store_ts = batch[0], batch[4], batch[5]
+        assert r.sizes is not None
+        phys = dispatch_run(self._dispatcher, cq, r.queue_offset, r.wrote_offset, r.sizes, msgs, store_ts)
+        stats = self._stats
+        stats.last_store_ts = store_ts
+        stats.put_total += len(msgs)
+        return phys
 
     # -- checks -----------------------------------------------------------------------------------
     def _prepare(self, msgs: list[BrokerMessage]) -> RecordBatch | PutMessageResult:
@@ -208,9 +233,15 @@ class PutService:
 
     async def _wait_flush(self, result: PutMessageResult, end_offset: int) -> None:
         assert self.flush is not None
-        if not await self.flush.wait_flushed(end_offset, self._sync_flush_timeout_ms / 1000):
+        flushed = await self.flush.wait_flushed(end_offset, self._sync_flush_timeout_ms / 1000)
+        self.flush_outcome(result, flushed)
+
+    def flush_outcome(self, result: PutMessageResult, flushed: bool) -> PutMessageResult:
+        """``result`` once its flush wait ended: FLUSH_DISK_TIMEOUT when it did not flush in time."""
+        if not flushed:
             result.status = _BAD.FLUSH_DISK_TIMEOUT
             result.remark = f"not flushed to disk within syncFlushTimeout {self._sync_flush_timeout_ms} ms"
+        return result
 
 
 @twin
@@ -274,3 +305,9 @@ if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signatu
 
     same_signature(put_now)(_storepath.put_now)
     same_signature(_storepath.put_now)(put_now)
+
+
+def _done(value: bool) -> asyncio.Future[bool]:
+    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut

@@ -32,6 +32,13 @@ class Broker:
         self.appends: list[int] = []  # messages per append, in order
         store = controller.store
         put_now, put_messages, put_message = store.put_now, store.put_messages, store.put_message
+        put_then_flush = store.put_then_flush
+
+        def counted_then_flush(msgs: list[Any]) -> Any:
+            result = put_then_flush(msgs)
+            if result is not None:
+                self.appends.append(len(msgs))
+            return result
 
         def counted_now(msgs: list[Any]) -> Any:
             result = put_now(msgs)
@@ -50,6 +57,7 @@ class Broker:
         store.put_now = counted_now  # type: ignore[method-assign]
         store.put_messages = counted_messages  # type: ignore[method-assign]
         store.put_message = counted_message  # type: ignore[method-assign]
+        store.put_then_flush = counted_then_flush  # type: ignore[method-assign]
 
     @property
     def grpc_addr(self) -> str:

@@ -22,8 +22,12 @@ HOST8 = bytes([127, 0, 0, 1, 0, 0, 0x27, 0x0F])
 
 
 class FakeStore:
+    """A store whose put completes at once, after ``gate`` (the coroutine way), or (``flush`` set,
+    SYNC_FLUSH) at once with the future of its flush (``put_then_flush``)."""
+
     def __init__(self) -> None:
         self.gate: asyncio.Future[None] | None = None
+        self.flush: asyncio.Future[bool] | None = None
         self.msgs: list[Any] = []
 
     async def put_message(self, msg: Any) -> PutMessageResult:
@@ -31,6 +35,17 @@ class FakeStore:
         if self.gate is not None:
             await self.gate
         return PutMessageResult(PutMessageStatus.PUT_OK, "", 4096, 100, 7, 0, 1, HOST8)
+
+    def put_then_flush(self, msgs: list[Any]) -> tuple[PutMessageResult, asyncio.Future[bool]] | None:
+        if self.flush is None:
+            return None
+        self.msgs += msgs
+        return PutMessageResult(PutMessageStatus.PUT_OK, "", 4096, 100, 7, 0, 1, HOST8), self.flush
+
+    def flush_outcome(self, result: PutMessageResult, flushed: bool) -> PutMessageResult:
+        if not flushed:
+            result.status, result.remark = PutMessageStatus.FLUSH_DISK_TIMEOUT, "not flushed"
+        return result
 
 
 def _processor(store: FakeStore) -> SendMessageProcessor:
@@ -96,6 +111,40 @@ async def test_put_that_suspends_is_answered_by_the_awaitable() -> None:
     store.gate.set_result(None)
     _check(await task, store, p)
     assert p.send_queue.in_flight == 0
+
+
+async def test_sync_flush_send_is_answered_from_its_flush_without_a_task() -> None:
+    """SYNC_FLUSH: the answer is a future (not a task) completed by the flush's own completion,
+    holding a place in the send queue until then; a flush that timed out answers
+    FLUSH_DISK_TIMEOUT; an answer cancelled meanwhile (connection closed) gives its place back."""
+    loop = asyncio.get_running_loop()
+    store = FakeStore()
+    p = _processor(store)
+    store.flush = loop.create_future()
+    pending = p.handle(_channel(), _request())
+    assert type(pending) is asyncio.Future and not pending.done()  # not a Task: nothing to resume
+    assert p.send_queue.in_flight == 1 and p.stats.put_msgs_total == 0
+    store.flush.set_result(True)
+    await asyncio.sleep(0)
+    assert pending.done() and p.send_queue.in_flight == 0
+    _check(pending.result(), store, p)
+
+    store.flush = loop.create_future()
+    timed_out = p.handle(_channel(), _request())
+    store.flush.set_result(False)
+    await asyncio.sleep(0)
+    assert timed_out.result().code == ResponseCode.FLUSH_DISK_TIMEOUT and p.send_queue.in_flight == 0
+
+    store.flush = loop.create_future()
+    closed = p.handle(_channel(), _request())
+    closed.cancel()
+    store.flush.set_result(True)
+    await asyncio.sleep(0)
+    assert p.send_queue.in_flight == 0
+
+    store.flush = loop.create_future()
+    store.flush.set_result(True)  # flushed already (another put's sync covered it): answered inline
+    assert type(p.handle(_channel(), _request())) is RemotingCommand
 
 
 def _handle(p: SendMessageProcessor, **ext: Any) -> Any:
