@@ -297,7 +297,11 @@ class SendMessageProcessor:
         """Store the messages at ``members`` of ``out`` with one append; put each one's result there."""
         msgs = [out[i][1] for i in members]
         put: Any = self.store.put_now(msgs)
-        if put is None:  # it suspends (SYNC_FLUSH, next file): the coroutine
+        if put is None:  # SYNC_FLUSH: answered from the flush; the next file: the coroutine
+            durable = self.store.put_then_flush(msgs)  # grouped: no slave wait (_stored_apart)
+            if durable is not None:
+                self._members_flushed(out, members, *durable)
+                return
             put = run_eager(self.store.put_messages(msgs))
         elif (
             put.status is PutMessageStatus.PUT_OK
@@ -320,6 +324,43 @@ class SendMessageProcessor:
         shared.add_done_callback(_retrieve)  # its members may all be cancelled (connection closed)
         for n, i in enumerate(members):
             out[i] = self._member_later(shared, n, *out[i])
+
+    def _members_flushed(
+        self, out: list[Any], members: list[int], result: PutMessageResult, flushed: asyncio.Future[bool]
+    ) -> None:
+        """The answers of a SYNC_FLUSH group (``_put_group``): futures completed by one callback on
+        the group's flush (each member's record, or FLUSH_DISK_TIMEOUT for all), holding one place
+        in the send queue meanwhile; no task per member, none for the group."""
+        entries = [out[i] for i in members]
+        ticket = self.send_queue.enter()
+        answers: list[asyncio.Future[RemotingCommand]] = []
+        loop = asyncio.get_running_loop()
+        for i in members:
+            out[i] = answer = loop.create_future()
+            answers.append(answer)
+
+        def answer_when_flushed(done: asyncio.Future[bool]) -> None:
+            self.send_queue.leave(ticket)
+            waiting = [(a, e) for a, e in zip(answers, entries, strict=True) if not a.done()]
+            if done.cancelled():  # as a cancelled wait cancels the members' tasks: no answers
+                for answer, _ in waiting:
+                    answer.cancel()
+                return
+            try:
+                results = _per_record(self.store.flush_outcome(result, done.result()), len(entries))
+            except Exception as exc:  # the channel answers it as each handler's error
+                for answer, _ in waiting:
+                    answer.set_exception(exc)
+                return
+            for answer, entry, record in zip(answers, entries, results, strict=True):
+                request, msg, queue_id, props = entry
+                if not answer.done():
+                    uniq = get_property(props, UNIQ_SEP)
+                    answer.set_result(
+                        self._response(request, record, queue_id, uniq, 1, len(request.body), msg.topic)
+                    )
+
+        flushed.add_done_callback(answer_when_flushed)
 
     async def _group_results(self, put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:
         """The per-record results of a group put that suspended (holding one place in the send queue)."""

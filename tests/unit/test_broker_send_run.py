@@ -5,6 +5,7 @@ a SYNC_FLUSH group waits for one flush; the channel hands a read's sends over to
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +17,7 @@ from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
+from rocketpy.broker.store.flush import FlushService
 from rocketpy.config import BrokerConfig, FlushDiskType, StoreConfig
 from rocketpy.errors import HeaderError
 from rocketpy.message import properties_to_string
@@ -47,6 +49,15 @@ class CountingStore:
         if put is not None:
             self.appends.append(len(msgs))
         return put
+
+    def put_then_flush(self, msgs: list[Any]) -> Any:
+        put = self.store.put_then_flush(msgs)
+        if put is not None:
+            self.appends.append(len(msgs))
+        return put
+
+    def flush_outcome(self, result: Any, flushed: bool) -> Any:
+        return self.store.flush_outcome(result, flushed)
 
     @property
     def read_only_remark(self) -> str:
@@ -149,10 +160,33 @@ async def test_a_sync_flush_group_waits_for_one_flush(tmp_path: Path) -> None:
     p = _processor(counting)
     out = p.handle_run(CHANNEL, [v2(i, b"s%d" % i) for i in range(6)])  # type: ignore[arg-type]
     assert counting.appends == [6]
+    # each member's answer is a future of the group's flush, not a task; one place in the send queue
+    assert all(type(r) is asyncio.Future for r in out) and p.send_queue.in_flight == 1
     results = [await r for r in out]  # type: ignore[misc]
     assert [r.code for r in results] == [ResponseCode.SUCCESS] * 6
     assert [r.ext["queueOffset"] for r in results] == list(range(6))
     assert store.commitlog.flushed_offset >= store.max_physical_offset
+    assert p.send_queue.in_flight == 0
+    await store.shutdown()
+
+
+async def test_a_sync_flush_group_that_times_out_answers_each_member_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's flush ends False (syncFlushTimeout passed): every member answers
+    FLUSH_DISK_TIMEOUT, and a member whose connection closed meanwhile (its answer cancelled) is
+    skipped while the others still answer."""
+    store = await _store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    flush = asyncio.get_running_loop().create_future()
+    monkeypatch.setattr(FlushService, "flushed_future", lambda self, end, timeout_s: flush)
+    p = _processor(CountingStore(store))
+    out = p.handle_run(CHANNEL, [v2(i, b"t%d" % i) for i in range(4)])  # type: ignore[arg-type]
+    out[1].cancel()  # type: ignore[union-attr]
+    flush.set_result(False)
+    await asyncio.sleep(0)
+    assert out[1].cancelled() and p.send_queue.in_flight == 0  # type: ignore[union-attr]
+    codes = [out[i].result().code for i in (0, 2, 3)]  # type: ignore[union-attr]
+    assert codes == [ResponseCode.FLUSH_DISK_TIMEOUT] * 3
     await store.shutdown()
 
 
