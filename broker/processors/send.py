@@ -201,7 +201,7 @@ class SendMessageProcessor:
             return admitted
         header, queue_id, born_host, batch = admitted
         if batch:
-            return run_eager(self._send_batch(request, header, queue_id, born_host))
+            return self._send_batch(request, header, queue_id, born_host)
         return self._send_one(request, header, queue_id, born_host)
 
     def handle_run(self, channel: Channel, requests: list[RemotingCommand]) -> list[HandlerResult]:
@@ -261,7 +261,7 @@ class SendMessageProcessor:
         if batch or self._stored_apart(h.properties):
             self._put_groups(out, groups)
             out.append(
-                run_eager(self._send_batch(request, h, queue_id, born))
+                self._send_batch(request, h, queue_id, born)
                 if batch
                 else self._send_one(request, h, queue_id, born)
             )
@@ -538,7 +538,8 @@ class SendMessageProcessor:
         else:
             durable = self.store.put_then_flush([msg]) if self.replica_wait is None else None
             if durable is not None:
-                return self._answer_flushed(request, *durable, queue_id, h.properties, h.topic)
+                uniq = get_property(h.properties, UNIQ_SEP)
+                return self._answer_flushed(request, *durable, queue_id, uniq, 1, h.topic)
             put = run_eager(self.store.put_message(msg))
         if isinstance(put, PutMessageResult) and self.replica_wait is None:
             uniq = get_property(h.properties, UNIQ_SEP)
@@ -551,16 +552,17 @@ class SendMessageProcessor:
         result: PutMessageResult,
         flushed: asyncio.Future[bool],
         queue_id: int,
-        properties: str,
+        uniq: str | None,
+        n: int,
         topic: str,
     ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
-        """The answer of a SYNC_FLUSH send once its flush ended: a future completed from the flush's
-        own completion (no task, no coroutine to resume: one callback), holding a place in the send
-        queue meanwhile; at once when there is nothing to wait for."""
-        uniq = get_property(properties, UNIQ_SEP)
+        """The answer of a SYNC_FLUSH send (one message, or a batch of ``n`` with ``uniq`` their
+        comma-joined ids) once its flush ended: a future completed from the flush's own completion
+        (no task, no coroutine to resume: one callback), holding a place in the send queue
+        meanwhile; at once when there is nothing to wait for."""
         if flushed.done() and not flushed.cancelled():
             self.store.flush_outcome(result, flushed.result())
-            return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
+            return self._response(request, result, queue_id, uniq, n, len(request.body), topic)
         ticket = self.send_queue.enter()
         answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
 
@@ -573,7 +575,7 @@ class SendMessageProcessor:
                 return
             try:
                 self.store.flush_outcome(result, done.result())
-                response = self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
+                response = self._response(request, result, queue_id, uniq, n, len(request.body), topic)
             except Exception as exc:  # the channel answers it as the handler's error
                 answer.set_exception(exc)
                 return
@@ -602,9 +604,26 @@ class SendMessageProcessor:
         uniq = get_property(properties, UNIQ_SEP)
         return self._response(request, result, queue_id, uniq, 1, len(request.body), topic)
 
-    async def _send_batch(
+    def _send_batch(
         self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Check and store a batch request; answered at once, from its flush (SYNC_FLUSH), or by the
+        awaitable of the put that suspended (half messages, a slave wait, the next file)."""
+        checked = self._batch_checked(request, h, queue_id, born)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        msgs, uniqs, halves = checked
+        if not halves and self.replica_wait is None:
+            durable = self.store.put_then_flush(msgs)
+            if durable is not None:
+                return self._answer_flushed(request, *durable, queue_id, uniqs, len(msgs), h.topic)
+        return run_eager(self._store_batch(request, h, queue_id, msgs, uniqs, halves))
+
+    def _batch_checked(
+        self, request: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, born: tuple[str, int]
+    ) -> tuple[list[BrokerMessage], str, bool] | RemotingCommand:
+        """A batch request's messages, their comma-joined ids and whether they are half messages, or
+        the refusal."""
         try:
             items = decode_batch(request.body)
         except RecordError as e:
@@ -630,6 +649,17 @@ class SendMessageProcessor:
             h.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
             or any(is_half_message(items[i][2]) for i in screened)
         )
+        return msgs, uniqs, halves
+
+    async def _store_batch(
+        self,
+        request: RemotingCommand,
+        h: SendMessageRequestHeader,
+        queue_id: int,
+        msgs: list[BrokerMessage],
+        uniqs: str,
+        halves: bool,
+    ) -> RemotingCommand:
         ticket = self.send_queue.enter()
         try:
             if halves:

@@ -170,6 +170,30 @@ async def test_a_sync_flush_group_waits_for_one_flush(tmp_path: Path) -> None:
     await store.shutdown()
 
 
+async def test_a_sync_flush_batch_request_is_answered_from_its_flush(tmp_path: Path) -> None:
+    """A SEND_BATCH request under SYNC_FLUSH: one append, answered by a future of its flush (no
+    task), with every message's id and the first offset, after the flush covered it."""
+    from rocketpy.message import Message
+    from rocketpy.record import encode_batch
+
+    store = await _store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    counting = CountingStore(store)
+    p = _processor(counting)
+    msgs = [Message("T", b"b%d" % i) for i in range(3)]
+    body = encode_batch(msgs)
+    batch = RemotingCommand(
+        RequestCode.SEND_BATCH_MESSAGE, 9, 0, None, {"a": "pg", "b": "T", "e": 1, "i": "", "m": True}, body
+    )
+    answer = p.handle(CHANNEL, batch)  # type: ignore[arg-type]
+    assert type(answer) is asyncio.Future and counting.appends == [3]
+    response = await answer
+    assert response.code == ResponseCode.SUCCESS and response.ext["queueOffset"] == 0
+    assert len(response.ext["msgId"].split(",")) == 3
+    assert store.commitlog.flushed_offset >= store.max_physical_offset
+    assert p.send_queue.in_flight == 0
+    await store.shutdown()
+
+
 async def test_a_sync_flush_group_that_times_out_answers_each_member_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
