@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_abba import abba  # noqa: E402
+from bench_abba import abba, same_core  # noqa: E402
 
 import tests.daemons as test_daemons  # noqa: E402
 from rocketpy.protocol.codes import RequestCode, ResponseCode  # noqa: E402
@@ -298,6 +298,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
     base = args.base.resolve() if args.base else None
+    if base is not None:
+        same_core(ROOT, base)
     results: dict[str, list[dict[str, float]]] = {"this": [], "base": []}
     print(f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus", flush=True)
     for n in range(args.rounds):

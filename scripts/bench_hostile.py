@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_abba import abba  # noqa: E402
+from bench_abba import abba, same_core  # noqa: E402
 
 import tests.daemons as test_daemons  # noqa: E402
 from tests.hostile import fuzz_with_probes, log_lines  # noqa: E402
@@ -110,6 +110,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     base = args.base.resolve() if args.base else None
+    if base is not None:
+        same_core(ROOT, base)
     reports = []
     for n in range(args.rounds if base is not None else 1):
         for side in abba(n, "this", "base") if base is not None else ("this",):
