@@ -42,7 +42,7 @@ from rocketpy.acl.auth_model import (
 from rocketpy.acl.resources import request_needs_v2
 from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
 from rocketpy.acl.validator import Refusal
-from rocketpy.acl.verdicts import MISSING, Verdicts, verdict_key
+from rocketpy.acl.verdicts import Verdicts
 from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
 
@@ -207,13 +207,7 @@ class AuthEvaluator:
             )
         if not self.authorization or user.user_type == SUPER:
             return None
-        key = verdict_key(name, request.code, ext, ip)
-        if key is None:
-            return self._authorize(name, ip, request)
-        verdict = self._verdicts.get(key)
-        if verdict is MISSING:
-            return self._verdicts.keep(key, self._authorize(name, ip, request))
-        return verdict
+        return self._verdicts.decided(name, request, ip, self._authorize, name, ip)
 
     def _authorize(self, name: str, ip: str, request: RemotingCommand) -> Refusal | None:
         """``request``'s verdict by ``name``'s ACL (authentication passed, not a Super user)."""

@@ -23,7 +23,7 @@ from rocketpy.acl.permission import NAMES, allows
 from rocketpy.acl.resources import ADMIN_CODES, request_needs
 from rocketpy.acl.rules import Account, AclRules
 from rocketpy.acl.signing import ACCESS_KEY, SIGNATURE, HmacKey
-from rocketpy.acl.verdicts import MISSING, Verdicts, verdict_key
+from rocketpy.acl.verdicts import Verdicts
 from rocketpy.errors import ACCESS_DENIED_PREFIX
 from rocketpy.protocol.codes import code_name
 from rocketpy.remoting.command import RemotingCommand
@@ -78,13 +78,7 @@ class AccessValidator:
                 f"and {ip} is not in the account's white list",
                 f"signature:{access_key}",
             )
-        key = verdict_key(access_key, request.code, ext, None)
-        if key is None:
-            return self._permissions(account, request)
-        verdict = self._verdicts.get(key)
-        if verdict is MISSING:
-            return self._verdicts.keep(key, self._permissions(account, request))
-        return verdict
+        return self._verdicts.decided(access_key, request, None, self._permissions, account)
 
     def check_grpc(
         self,

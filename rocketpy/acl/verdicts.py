@@ -16,13 +16,14 @@ change, so a verdict never outlives its rules. Bounded: cleared when full.
 
 from __future__ import annotations
 
-import enum
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rocketpy.protocol.specs import SPECS
 
 if TYPE_CHECKING:
     from rocketpy.acl.validator import Refusal
+    from rocketpy.remoting.command import RemotingCommand
 
 #: Verdicts one validator keeps (about 200 bytes each); cleared when full.
 MAX_VERDICTS = 4096
@@ -42,15 +43,6 @@ def _header_fields() -> dict[int, tuple[str, ...]]:
 
 #: Codes whose verdict can be remembered -> the header fields it depends on.
 HEADER_FIELDS = _header_fields()
-
-
-class Missing(enum.Enum):
-    """What ``Verdicts.get`` returns for a key it does not hold (None is a verdict: allowed)."""
-
-    MISSING = 0
-
-
-MISSING: Final = Missing.MISSING
 
 
 def verdict_key(
@@ -80,16 +72,27 @@ class Verdicts:
     def __init__(self) -> None:
         self._memo: dict[tuple[Any, ...], Refusal | None] = {}
 
-    def get(self, key: tuple[Any, ...]) -> Refusal | Missing | None:
-        """The verdict kept for ``key``, or ``MISSING``."""
-        return self._memo.get(key, MISSING)
-
-    def keep(self, key: tuple[Any, ...], verdict: Refusal | None) -> Refusal | None:
-        """Remember ``verdict`` for ``key`` and return it."""
+    def decided(
+        self,
+        subject: str,
+        request: RemotingCommand,
+        ip: str | None,
+        decide: Callable[..., Refusal | None],
+        *before: Any,
+    ) -> Refusal | None:
+        """``decide(*before, request)``, kept by ``verdict_key`` (subject, code, fields, ``ip``) and
+        returned again for a later request of the same key; decided each time when it has no key."""
+        key = verdict_key(subject, request.code, request.ext, ip)
+        if key is None:
+            return decide(*before, request)
         memo = self._memo
+        try:
+            return memo[key]  # None is a verdict too (allowed): no .get()
+        except KeyError:
+            pass
         if len(memo) >= MAX_VERDICTS:
             memo.clear()
-        memo[key] = verdict
+        verdict = memo[key] = decide(*before, request)
         return verdict
 
     def __len__(self) -> int:
