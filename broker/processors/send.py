@@ -332,35 +332,56 @@ class SendMessageProcessor:
         the group's flush (each member's record, or FLUSH_DISK_TIMEOUT for all), holding one place
         in the send queue meanwhile; no task per member, none for the group."""
         entries = [out[i] for i in members]
+
+        def respond(i: int, record: PutMessageResult) -> RemotingCommand:
+            request, msg, queue_id, props = entries[i]
+            uniq = get_property(props, UNIQ_SEP)
+            return self._response(request, record, queue_id, uniq, 1, len(request.body), msg.topic)
+
+        n = len(entries)
+        answers = self._when_flushed(result, flushed, n, lambda stored: _per_record(stored, n), respond)
+        for i, answer in zip(members, answers, strict=True):
+            out[i] = answer
+
+    def _when_flushed(
+        self,
+        result: PutMessageResult,
+        flushed: asyncio.Future[bool],
+        n: int,
+        records: Callable[[PutMessageResult], list[PutMessageResult]],
+        respond: Callable[[int, PutMessageResult], RemotingCommand],
+    ) -> list[asyncio.Future[RemotingCommand]]:
+        """``n`` answers completed by one callback on ``flushed``: the ``i``-th is ``respond(i,
+        record)`` of the ``i``-th of ``records(result)`` once ``flush_outcome`` gave the result its
+        status (FLUSH_DISK_TIMEOUT when the flush timed out), holding one place in the send queue
+        meanwhile. An answer cancelled meanwhile (its connection closed) is skipped, its response
+        never made; a cancelled flush cancels the others, as it cancelled the sends' tasks before;
+        an error answers each as its handler's error."""
         ticket = self.send_queue.enter()
-        answers: list[asyncio.Future[RemotingCommand]] = []
         loop = asyncio.get_running_loop()
-        for i in members:
-            out[i] = answer = loop.create_future()
-            answers.append(answer)
+        answers: list[asyncio.Future[RemotingCommand]] = [loop.create_future() for _ in range(n)]
 
         def answer_when_flushed(done: asyncio.Future[bool]) -> None:
             self.send_queue.leave(ticket)
-            waiting = [(a, e) for a, e in zip(answers, entries, strict=True) if not a.done()]
-            if done.cancelled():  # as a cancelled wait cancels the members' tasks: no answers
-                for answer, _ in waiting:
-                    answer.cancel()
+            waiting = [i for i, answer in enumerate(answers) if not answer.done()]
+            if not waiting:
+                return
+            if done.cancelled():
+                for i in waiting:
+                    answers[i].cancel()
                 return
             try:
-                results = _per_record(self.store.flush_outcome(result, done.result()), len(entries))
+                stored = records(self.store.flush_outcome(result, done.result()))
+                made = [(i, respond(i, stored[i])) for i in waiting]
             except Exception as exc:  # the channel answers it as each handler's error
-                for answer, _ in waiting:
-                    answer.set_exception(exc)
+                for i in waiting:
+                    answers[i].set_exception(exc)
                 return
-            for answer, entry, record in zip(answers, entries, results, strict=True):
-                request, msg, queue_id, props = entry
-                if not answer.done():
-                    uniq = get_property(props, UNIQ_SEP)
-                    answer.set_result(
-                        self._response(request, record, queue_id, uniq, 1, len(request.body), msg.topic)
-                    )
+            for i, response in made:
+                answers[i].set_result(response)
 
         flushed.add_done_callback(answer_when_flushed)
+        return answers
 
     async def _group_results(self, put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:
         """The per-record results of a group put that suspended (holding one place in the send queue)."""
@@ -563,26 +584,13 @@ class SendMessageProcessor:
         if flushed.done() and not flushed.cancelled():
             self.store.flush_outcome(result, flushed.result())
             return self._response(request, result, queue_id, uniq, n, len(request.body), topic)
-        ticket = self.send_queue.enter()
-        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-
-        def answer_when_flushed(done: asyncio.Future[bool]) -> None:
-            self.send_queue.leave(ticket)
-            if answer.done():  # cancelled: the connection closed meanwhile
-                return
-            if done.cancelled():  # as a cancelled wait cancels the send's task: no answer
-                answer.cancel()
-                return
-            try:
-                self.store.flush_outcome(result, done.result())
-                response = self._response(request, result, queue_id, uniq, n, len(request.body), topic)
-            except Exception as exc:  # the channel answers it as the handler's error
-                answer.set_exception(exc)
-                return
-            answer.set_result(response)
-
-        flushed.add_done_callback(answer_when_flushed)
-        return answer
+        return self._when_flushed(
+            result,
+            flushed,
+            1,
+            lambda stored: [stored],
+            lambda _, stored: self._response(request, stored, queue_id, uniq, n, len(request.body), topic),
+        )[0]
 
     async def _finish_one(
         self,

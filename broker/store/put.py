@@ -244,6 +244,13 @@ class PutService:
         return result
 
 
+def _done(value: bool) -> asyncio.Future[bool]:
+    """A future already holding ``value`` (a refused put's flush: nothing to wait for)."""
+    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut
+
+
 @twin
 def put_now(service: PutService, msgs: list[BrokerMessage]) -> PutMessageResult | None:
     """``service.put(msgs)`` without its coroutine, in the common case (the broker's send runs).
@@ -305,9 +312,3 @@ if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signatu
 
     same_signature(put_now)(_storepath.put_now)
     same_signature(_storepath.put_now)(put_now)
-
-
-def _done(value: bool) -> asyncio.Future[bool]:
-    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    fut.set_result(value)
-    return fut
