@@ -190,6 +190,7 @@ class RemotingClient:
             pause_reading_on_write_pressure=False,
             on_close=self._channel_closed,
             remote_addr=addr,
+            drop_when_silent=True,
         )
         channel.serialize_type = self.serialize_type
         channel.signer = self.signer

@@ -69,6 +69,7 @@ class Channel(CallsMixin, asyncio.Protocol):
         remote_addr: str | None = None,
         max_frames_per_turn: int = MAX_FRAMES_PER_TURN,
         peer_log: PeerLog | None = None,
+        drop_when_silent: bool = False,
     ) -> None:
         self.remote_addr = remote_addr or "?"
         self.peer: tuple[str, int] | None = None
@@ -103,6 +104,8 @@ class Channel(CallsMixin, asyncio.Protocol):
         self._turn_scheduled = False
         self._transport: asyncio.Transport | None = None
         self._pending = PendingRequests(self._loop, self.remote_addr)
+        if drop_when_silent:
+            self._pending.on_expired = self._drop_if_silent
         self._next_opaque = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._write_paused = False
@@ -160,6 +163,20 @@ class Channel(CallsMixin, asyncio.Protocol):
             self.partial_since = None
         elif completed or self.partial_since is None:
             self.partial_since = self.last_read_time
+
+    def _drop_if_silent(self, sent_at: float, timeout: float) -> None:
+        """A call timed out; if the peer sent nothing at all since it was written, drop the link.
+
+        What is written on a link that went down stays unacknowledged in the kernel, which resends
+        it with exponential backoff; after the link comes back, every later request waits behind
+        it until the next resend, seconds later. A new connection works at once.
+        """
+        if self.last_read_time <= sent_at:  # equal: the same loop tick (uvloop's clock is cached)
+            self._teardown(
+                f"{self.remote_addr} sent nothing for {timeout:.3f}s while a call waited; "
+                "the link is presumed lost and the next call connects again",
+                abort=True,
+            )
 
     def _next_turn(self) -> None:
         self._turn_scheduled = False

@@ -10,6 +10,9 @@ A per-call ``loop.call_later`` + ``cancel`` costs more than encoding the request
 uvloop); the shared timer costs a heap push per call. Completed entries leave the heap lazily; the
 heap is rebuilt when stale entries outnumber live ones, so its size stays bounded by twice the
 pending count (plus a constant).
+
+``on_expired``, when set, hears of each timer run that timed calls out: when the newest of them was
+sent, and its timeout (a client connection uses it to drop a link that went silent).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ _STALE_SLACK = 1024
 #: Deadlines this close are treated as due: loop timers have millisecond resolution, and re-arming
 #: for a sub-millisecond remainder would spin the loop.
 _TIMER_SLACK_S = 0.001
+#: A timer that fires this late ran after the loop itself was held up: the peer's answers may be
+#: waiting unread in the socket, so such a run tells ``on_expired`` nothing.
+_LATE_TIMER_S = 0.1
 
 _Entry = tuple["asyncio.Future[RemotingCommand]", int, float]
 
@@ -38,7 +44,7 @@ class PendingRequests:
         remote_addr: named in timeout messages.
     """
 
-    __slots__ = ("_entries", "_heap", "_loop", "_timer", "_timer_at", "remote_addr")
+    __slots__ = ("_entries", "_heap", "_loop", "_timer", "_timer_at", "on_expired", "remote_addr")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, remote_addr: str) -> None:
         self._loop = loop
@@ -47,6 +53,7 @@ class PendingRequests:
         self._heap: list[tuple[float, int]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self.on_expired: Callable[[float, float], None] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -95,17 +102,24 @@ class PendingRequests:
 
     def _on_timer(self) -> None:
         self._timer = None
-        now = self._loop.time() + _TIMER_SLACK_S
+        now = self._loop.time()
+        on_time = now - self._timer_at < _LATE_TIMER_S
+        now += _TIMER_SLACK_S
         heap, entries = self._heap, self._entries
+        newest_sent, its_timeout = -1.0, 0.0
         while heap and heap[0][0] <= now:
-            _, opaque = heapq.heappop(heap)
+            deadline, opaque = heapq.heappop(heap)
             entry = entries.pop(opaque, None)
             if entry is not None and not entry[0].done():
                 entry[0].set_exception(self._timeout_error(entry[1], entry[2]))
+                if deadline - entry[2] > newest_sent:
+                    newest_sent, its_timeout = deadline - entry[2], entry[2]
         while heap and heap[0][1] not in entries:
             heapq.heappop(heap)
         if heap:
             self._arm(heap[0][0])
+        if newest_sent >= 0 and on_time and self.on_expired is not None:
+            self.on_expired(newest_sent, its_timeout)
 
     def _rebuild(self) -> None:
         entries = self._entries

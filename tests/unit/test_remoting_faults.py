@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from rocketpy.errors import RemotingTimeoutError
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting import Channel, RemotingClient, RemotingCommand, RemotingServer
 from rocketpy.remoting.codec import FrameDecoder, encode_frame_bytes
@@ -165,3 +166,30 @@ async def test_peer_that_never_reads_is_disconnected_at_write_bound() -> None:
     assert "does not read" in str(channel.close_reason)
     writer.close()
     await server.shutdown(1.0)
+
+
+async def test_a_call_timed_out_on_a_silent_connection_drops_it(env: Env) -> None:
+    """Nothing came back while the call waited: the link is presumed lost (a partition leaves what
+    was written stuck behind the kernel's resend backoff), so the next call connects again."""
+    await env.good_call()
+    before = env.client.channel(env.addr)
+    assert before is not None
+    with pytest.raises(RemotingTimeoutError):
+        await env.client.invoke(env.addr, RemotingCommand.request(HOLD), 0.1)
+    assert before.closed and "sent nothing for 0.100s" in (before.close_reason or "")
+    assert env.client.channel(env.addr) is None
+    await env.good_call()
+    assert env.client.channel(env.addr) not in (None, before)
+
+
+async def test_a_call_timed_out_on_a_talking_connection_keeps_it(env: Env) -> None:
+    """A slow handler on a live connection: only the slow call fails."""
+    await env.good_call()
+    channel = env.client.channel(env.addr)
+    held = asyncio.ensure_future(env.client.invoke(env.addr, RemotingCommand.request(HOLD), 0.3))
+    while not held.done():
+        await env.good_call()  # answers keep arriving while the held call waits
+        await asyncio.sleep(0.02)
+    with pytest.raises(RemotingTimeoutError):
+        held.result()
+    assert env.client.channel(env.addr) is channel and channel is not None and not channel.closed

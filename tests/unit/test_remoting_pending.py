@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -63,3 +64,40 @@ async def test_fail_all_fails_everything_at_once() -> None:
         with pytest.raises(RemotingConnectError, match="closed while 10"):
             fut.result()
     assert len(table) == 0 and table._timer is None
+
+
+async def test_on_expired_hears_the_newest_timed_out_call_once_per_timer_run() -> None:
+    loop = asyncio.get_running_loop()
+    table = PendingRequests(loop, "a:1")
+    heard: list[tuple[float, float]] = []
+    table.on_expired = lambda sent, timeout: heard.append((sent, timeout))
+    answered = _future(loop)
+    table.add(1, answered, 10, 0.05)
+    table.complete(RemotingCommand(0, opaque=1, flag=1))
+    first, second = _future(loop), _future(loop)
+    sent_first = loop.time()
+    table.add(2, first, 10, 0.06)
+    await asyncio.sleep(0.01)
+    sent_second = loop.time()
+    table.add(3, second, 10, 0.05)  # the same deadline, sent later: the newest sent time is its
+    with pytest.raises(RemotingTimeoutError):
+        await second
+    with pytest.raises(RemotingTimeoutError):
+        await first
+    assert len(heard) == 1, heard  # an answered call is never reported
+    sent, timeout = heard[0]
+    assert sent_second - 0.002 <= sent <= sent_second + 0.002 and sent > sent_first
+    assert timeout == 0.05
+
+
+async def test_on_expired_stays_silent_when_the_loop_itself_was_held_up() -> None:
+    loop = asyncio.get_running_loop()
+    table = PendingRequests(loop, "a:1")
+    heard: list[tuple[float, float]] = []
+    table.on_expired = lambda sent, timeout: heard.append((sent, timeout))
+    fut = _future(loop)
+    table.add(1, fut, 10, 0.02)
+    time.sleep(0.2)  # noqa: ASYNC251 -- the loop blocked past the deadline: answers may sit unread in the socket
+    with pytest.raises(RemotingTimeoutError):
+        await fut
+    assert heard == []

@@ -357,6 +357,10 @@ async def test_invoke_future_times_out_and_fails_on_close(rpc: Fixture) -> None:
     with pytest.raises(RemotingTimeoutError, match="905"):
         await channel.invoke_future(RemotingCommand.request(HOLD), 0.1)
     assert channel.pending_count == 0
+    assert channel.closed  # the peer sent nothing while the call waited: the client dropped the link
+    await rpc.call(NOOP)
+    channel = rpc.client.channel(rpc.addr)
+    assert channel is not None
     held = channel.invoke_future(RemotingCommand.request(HOLD), 30.0)
     await wait_until(lambda: sum(len(ch.tasks) for ch in rpc.server.channels) >= 1)
     channel.close("test drop")
