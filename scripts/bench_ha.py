@@ -202,7 +202,7 @@ def main() -> None:
                 asyncio.run(keep_up(ns.addr, a.addr, args.count, args.batch))
             if args.only in (None, "lag"):
                 asyncio.run(_lag_run(ns.addr, a.addr, args.rate, args.seconds))
-            if args.only is not None:
+            if args.only not in (None, "sync"):
                 return
             async_rate = asyncio.run(inflight_rate(ns.addr, "BenchAsync", args.sync_count, args.inflight))
             for d in daemons[1:]:
