@@ -460,7 +460,7 @@ class BrokerController:
             stats.runtime_extras.append(self.tracer.runtime_info)
         stats.pop_view = self.pop.inflight
         if self.replication.is_sync_master:  # others keep the inline send path
-            send.replica_wait = self.replication.wait_replica
+            send.replica_future = self.replication.replica_future
         failover = self.failover
         controller = ControllerProcessor(failover)
         auth = AuthProcessor(self.auth)
@@ -468,7 +468,7 @@ class BrokerController:
             stats.runtime_extras.append(failover.runtime_info)
             send.write_gate, send.ack_gate = failover.write_refusal, failover.ack_refusal
             if failover.all_ack:
-                send.replica_wait = failover.wait_acks
+                send.replica_future = failover.ack_future
         table: dict[RequestCode, Handler] = {
             # messages in and out
             RequestCode.SEND_MESSAGE: send.handle,

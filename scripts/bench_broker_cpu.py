@@ -13,6 +13,9 @@ Phases: single-message SEND_MESSAGE_V2 (1 KiB body, 8 queues); PULL_MESSAGE of 3
 backlog (no suspend); and the same send frames echoed by the bare uvloop server (the ceiling).
 Targets (issue 31): <= 15 µs per send, <= 20 µs per pull of 32.
 
+``--sync-master`` measures a SYNC_MASTER with a connected slave instead (every send is answered once
+the slave holds it; the slave runs beside the clients when pinned).
+
 ``--pin`` gives the measured server (every thread of the broker, and the echo server) a CPU of its
 own and keeps the client processes on the others (``pinning.py`` says why). Run both; the pinned
 figure isolates what a change to the broker does.
@@ -46,6 +49,7 @@ import bench_core  # noqa: E402
 import bench_rpc  # noqa: E402
 import pinning  # noqa: E402
 
+from rocketpy import Admin  # noqa: E402
 from rocketpy.message import Message  # noqa: E402
 from rocketpy.protocol.codes import RequestCode  # noqa: E402
 from rocketpy.record import encode_batch  # noqa: E402
@@ -217,16 +221,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="bench-broker-cpu-") as tmp:
         ns = start_namesrv(Path(tmp))
-        broker = start_broker(
-            Path(tmp), ns.addr, flushDiskType="ASYNC_FLUSH", mappedFileSizeCommitLog=256 << 20
-        )
+        props: dict[str, Any] = {"flushDiskType": "ASYNC_FLUSH", "mappedFileSizeCommitLog": 256 << 20}
+        slave = None
+        if args.sync_master:
+            props.update(brokerName="bench-sync", haSendHeartbeatInterval=1000)
+        role = {"brokerRole": "SYNC_MASTER"} if args.sync_master else {}
+        broker = start_broker(Path(tmp), ns.addr, **props, **role)
+        if args.sync_master:
+            slave = start_broker(Path(tmp), ns.addr, brokerId=1, brokerRole="SLAVE", **props)
         try:
-            asyncio.Runner(loop_factory=uvloop.new_event_loop).run(_prepare(broker.addr))
+            runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+            if slave is not None:
+                runner.run(_wait_slave(ns.addr, broker.addr))
+            runner.run(_prepare(broker.addr))
             with bench_rpc.serve_subprocess("echo") as (echo_addr, echo_pid):
                 if args.pin:
                     server_cpu, others = args.pin
                     for pid in (broker.pid, echo_pid):
                         pinning.pin_process(pid, {server_cpu})
+                    if slave is not None:
+                        pinning.pin_process(slave.pid, others)
                     os.sched_setaffinity(0, others)  # the client processes start from here
                 for _ in range(args.rounds):
                     if "send" in args.phases:
@@ -254,9 +268,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             measure(echo_pid, echo_addr, "echo", args.requests, args.clients, args.inflight),
                         )
         finally:
+            if slave is not None:
+                slave.terminate()
             broker.terminate()
             ns.terminate()
     return {k: statistics.median(v) for k, v in figures.items()}
+
+
+async def _wait_slave(namesrv: str, master: str) -> None:
+    """Until the master's runtime info shows a connected slave (30 s at most)."""
+    deadline = time.monotonic() + 30
+    async with Admin(namesrv) as admin:
+        while not json.loads((await admin.broker_runtime_info(master)).get("haStatus") or "[]"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the slave did not connect to the SYNC_MASTER within 30 s")
+            await asyncio.sleep(0.05)
 
 
 def main() -> None:
@@ -273,6 +299,9 @@ def main() -> None:
     parser.add_argument("--phases", default="send,pull,echo", help="which phases to run (default all)")
     parser.add_argument(
         "--pin", action="store_true", help="the server on a CPU of its own, the clients on the others"
+    )
+    parser.add_argument(
+        "--sync-master", action="store_true", help="a SYNC_MASTER with a connected slave (sends wait for it)"
     )
     parser.add_argument("--json", action="store_true", help="also print one JSON document")
     bench_core.add_options(parser)
@@ -293,6 +322,8 @@ def main() -> None:
             continue
         cpu, system, rps = f[key + "_cpu_us"], f[key + "_sys_us"], f[key + "_rps"]
         print(f"{name:40} {cpu:22.2f} {system:13.2f} {rps:12,.0f}  {target}")
+    if args.sync_master:
+        print("(the broker is a SYNC_MASTER with a connected slave: every send waits for its bytes there)")
     where = f"server on cpu {args.pin[0]}, clients on cpus {sorted(args.pin[1])}" if args.pin else "unpinned"
     print(f"({args.clients} client processes x {args.inflight} in flight, {os.cpu_count()} cpus, {where})")
     if args.json:

@@ -706,15 +706,15 @@ class ReplicasManager:
             f"{self.epoch} (lease or role lost); the message was not acknowledged: retry"
         )
 
-    async def wait_acks(self, result: PutMessageResult, wait: bool) -> None:
-        """SYNC semantics: hold a stored send until every SyncStateSet member has it."""
+    def ack_future(self, result: PutMessageResult, wait: bool) -> asyncio.Future[bool] | None:
+        """SYNC semantics: a future of every SyncStateSet member holding a stored send (False: timed
+        out), or None when there is nothing to wait for."""
         isr = self.isr
         if isr is None or not wait or result.status is not PutMessageStatus.PUT_OK:
-            return
+            return None
         end = result.wrote_offset + result.wrote_bytes
         timeout_s = self.store_config.sync_flush_timeout / 1000.0
-        if not await isr.wait(end, self.store.max_physical_offset, timeout_s):
-            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return isr.future(end, self.store.max_physical_offset, timeout_s)
 
     async def _notify_role_changed(self, addr: str) -> None:
         """Tell the new master to read etcd now (NOTIFY_BROKER_ROLE_CHANGED) instead of at its next

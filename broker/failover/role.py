@@ -5,7 +5,7 @@ changes at run time (``ReplicasManager`` decides): every broker listens on its H
 (its address is published in etcd), refusing slaves while it is not master; a follower runs an
 ``HAClient`` towards the master etcd names and copies the master's tables (``SlaveSynchronize``);
 a replica that reconnects replaces its own stale session. SYNC waits and send refusals are the
-manager's (``wait_acks``, the send processor's gates), so ``is_sync_master`` stays False here.
+manager's (``ack_future``, the send processor's gates), so ``is_sync_master`` stays False here.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Owns, for the epoch this broker is master of:
   wait for them, and they become members once they hold everything acknowledged so far
   (``confirm_offset``). A joiner that does not get there within ``haMaxTimeSlaveNotCatchup`` is
   dropped again. Waiting for joiners first is what lets a replica join under continuous load;
-- the acknowledgement waiters (a heap by end offset, released as reports arrive).
+- the acknowledgement waits (``OffsetWaits``: futures by end offset, released as reports arrive).
 
 Rules (``plan``): a member leaves when its HA session ends, when it falls more than
 ``haMaxGapNotInSync`` behind, or when it has not caught up for ``haMaxTimeSlaveNotCatchup``. The
@@ -23,15 +23,12 @@ the set then only says who may be elected.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from collections.abc import Callable
 
-from rocketpy.waits import wait_done
+from rocketpy.broker.ha.offset_waits import OffsetWaits
 
 #: A replica this close to the master's end joins (acknowledgements start waiting for it).
 JOIN_GAP_BYTES = 1 << 20
-MAX_WAITERS = 65_536
 
 
 class InSyncReplicas:
@@ -66,8 +63,7 @@ class InSyncReplicas:
         self.caught_up_at: dict[int, float] = {}
         self._master_max_at_report: dict[int, int] = {}
         self.confirm_offset = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
+        self.waits = OffsetWaits()
 
     def reset(self, members: set[int], confirm_offset: int) -> None:
         """A new epoch: ``members`` as elected, everything up to ``confirm_offset`` settled."""
@@ -106,27 +102,23 @@ class InSyncReplicas:
 
     def release(self, master_max: int) -> None:
         """Complete the waits the ack point now covers."""
-        point = self.ack_point(master_max)
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= point:
-            end, _, fut = heapq.heappop(waiters)
-            if not fut.done():
-                fut.set_result(None)
-                if end > self.confirm_offset:
-                    self.confirm_offset = end
+        released = self.waits.release(self.ack_point(master_max))
+        if released > self.confirm_offset:
+            self.confirm_offset = released
 
-    async def wait(self, end: int, master_max: int, timeout_s: float) -> bool:
-        """True once every member and joiner holds ``end``; False after ``timeout_s``."""
+    def future(self, end: int, master_max: int, timeout_s: float) -> asyncio.Future[bool]:
+        """A future: True once every member and joiner holds ``end``, False after ``timeout_s``."""
         if not self.all_ack or self.ack_point(master_max) >= end:
             if end > self.confirm_offset:
                 self.confirm_offset = end
-            return True
-        if len(self._waiters) >= MAX_WAITERS:
-            self._waiters = [w for w in self._waiters if not w[2].done()]
-            heapq.heapify(self._waiters)
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end, next(self._seq), fut))
-        return await wait_done(fut, timeout_s)
+            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            fut.set_result(True)
+            return fut
+        return self.waits.future(end, timeout_s)
+
+    async def wait(self, end: int, master_max: int, timeout_s: float) -> bool:
+        """``future``'s answer, awaited."""
+        return await self.future(end, master_max, timeout_s)
 
     # -- membership -------------------------------------------------------------------------------
     def _keeps(self, broker_id: int, master_max: int, now: float) -> bool:
@@ -172,7 +164,4 @@ class InSyncReplicas:
 
     def end_waits(self) -> None:
         """End every wait (the broker is no longer master: the ack gate refuses those sends)."""
-        for _, _, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(None)
-        self._waiters.clear()
+        self.waits.end_all()

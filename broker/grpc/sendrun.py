@@ -7,8 +7,8 @@ its SEND_MESSAGE_V2 command and answers a future. A run stays open for ``WINDOW_
 several ticks); then each client's commands go to the send processor's run handler
 (``SendMessageProcessor.handle_run``, what the remoting side runs for the sends of one read), which
 checks and answers each as if alone
-and stores the messages of one queue with one append (one SYNC_FLUSH wait; SYNC_MASTER sends are
-stored one by one, each with its slave wait). ``queue`` gives the plain messages of one topic in a
+and stores the messages of one queue with one append (one SYNC_FLUSH wait, or one SYNC_MASTER
+wait for the slaves). ``queue`` gives the plain messages of one topic in a
 run one queue, so they meet in one group; runs spread over the topic's queues at random, as single
 sends do.
 """

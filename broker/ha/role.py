@@ -5,7 +5,7 @@ Owns the role-specific wiring the controller asks for, so the controller stays r
   listenPort + 1; 0 picks a free port, logged as ``HA service ... listening on HOST:PORT``),
   registers its HA address with the NameServers, and answers GET_ALL_CONSUMER_OFFSET /
   GET_ALL_DELAY_OFFSET for its slaves;
-- a SYNC_MASTER send (``wait_replica``) is acknowledged only once a slave reported its bytes:
+- a SYNC_MASTER send (``replica_future``) is acknowledged only once a slave reported its bytes:
   SLAVE_NOT_AVAILABLE when no slave is connected within ``haMaxGapNotInSync``, FLUSH_SLAVE_TIMEOUT
   after ``syncFlushTimeout`` (both: the message is stored on the master);
 - a SLAVE refuses sends (SERVICE_NOT_AVAILABLE with a remark), runs the ``HAClient`` towards the
@@ -14,6 +14,7 @@ Owns the role-specific wiring the controller asks for, so the controller stays r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Coroutine
@@ -141,17 +142,17 @@ class Replication:
         if changed and self.client is not None and ha:
             self.client.wake.set()
 
-    async def wait_replica(self, result: PutMessageResult, wait: bool) -> None:
-        """SYNC_MASTER: hold a stored send until a slave has its bytes (sets the status otherwise)."""
+    def replica_future(self, result: PutMessageResult, wait: bool) -> asyncio.Future[bool] | None:
+        """SYNC_MASTER: a future of a slave holding a stored send's bytes (False: timed out), or None
+        when there is nothing to wait for (the status says SLAVE_NOT_AVAILABLE when no slave is)."""
         svc = self.service
         if svc is None or not wait or result.status is not PutMessageStatus.PUT_OK:
-            return
+            return None
         end = result.wrote_offset + result.wrote_bytes
         if not svc.is_slave_ok(end):
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
-            return
-        if not await svc.wait_slave(end, self.store_config.sync_flush_timeout / 1000.0):
-            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+            return None
+        return svc.slave_future(end, self.store_config.sync_flush_timeout / 1000.0)
 
     def runtime_info(self) -> dict[str, str]:
         """Replication figures for GET_BROKER_RUNTIME_INFO (``haStatus`` is JSON)."""

@@ -3,32 +3,28 @@
 Owns the listener on ``haListenPort`` (one ``HAConnection`` per slave, at most one per brokerId,
 at most ``MAX_SLAVES``), the wake-up of idle transfers when the store dispatches a record, and the
 acknowledged offset (RocketMQ's ``push2SlaveMaxOffset``: the highest offset a slave reported). A
-SYNC_MASTER send awaits ``wait_slave(end_offset, timeout)``, resolved by the report that reaches it
-(RocketMQ's ``GroupTransferService``); ``is_slave_ok`` is RocketMQ's rule: a slave is connected and
-no more than ``haMaxGapNotInSync`` bytes behind.
+SYNC_MASTER send waits on ``slave_future(end_offset, timeout)``, answered by the report that reaches
+it (RocketMQ's ``GroupTransferService``; ``offset_waits.py``); ``is_slave_ok`` is RocketMQ's rule: a
+slave is connected and no more than ``haMaxGapNotInSync`` bytes behind.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.ha.connection import HAConnection
+from rocketpy.broker.ha.offset_waits import OffsetWaits
 from rocketpy.broker.store import Store
 from rocketpy.config import StoreConfig
-from rocketpy.waits import wait_done
 
 log = logging.getLogger("rocketpy.broker.ha")
 
 MAX_SLAVES = 16
 SHUTDOWN_WAIT_S = 5.0
-#: Waiters kept before finished ones are pruned (each SYNC_MASTER send in flight holds one).
-MAX_WAITERS = 65_536
 
 
 class HAService:
@@ -49,8 +45,7 @@ class HAService:
         self.push2slave_max_offset = 0
         self._server: asyncio.Server | None = None
         self._sessions: dict[asyncio.Task[None], HAConnection] = {}
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
+        self.waits = OffsetWaits()
         # controller mode (broker/failover/role.py): why a slave is refused now (None: accepted),
         # whether a slave reconnecting with a connected brokerId replaces its old session, and
         # who hears of each report ``(brokerId, acked offset)`` and session end ``(brokerId, None)``
@@ -114,11 +109,7 @@ class HAService:
         acked = max((c.acked_offset for c in self.connections.values()), default=0)
         if acked > self.push2slave_max_offset:
             self.push2slave_max_offset = acked
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= self.push2slave_max_offset:
-            fut = heapq.heappop(waiters)[2]
-            if not fut.done():
-                fut.set_result(None)
+        self.waits.release(self.push2slave_max_offset)
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """A slave is connected and within ``haMaxGapNotInSync`` of ``master_put_where``."""
@@ -126,16 +117,13 @@ class HAService:
             return False
         return master_put_where - self.push2slave_max_offset < self.config.ha_max_gap_not_in_sync
 
-    async def wait_slave(self, end_offset: int, timeout_s: float) -> bool:
-        """True once a slave reported ``end_offset`` or more; False after ``timeout_s``."""
+    def slave_future(self, end_offset: int, timeout_s: float) -> asyncio.Future[bool]:
+        """A future: True once a slave reported ``end_offset`` or more, False after ``timeout_s``."""
         if self.push2slave_max_offset >= end_offset:
-            return True
-        if len(self._waiters) >= MAX_WAITERS:
-            self._waiters = [w for w in self._waiters if not w[2].done()]
-            heapq.heapify(self._waiters)
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
-        return await wait_done(fut, timeout_s)  # on the send path, outside a task (eager)
+            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            fut.set_result(True)
+            return fut
+        return self.waits.future(end_offset, timeout_s)
 
     # -- status and lifecycle ---------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:

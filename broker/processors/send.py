@@ -163,8 +163,9 @@ class SendMessageProcessor:
         self._topic_problems: dict[str, tuple[int, str] | None] = {}
         # puts waiting for the disk and the SYSTEM_BUSY rules (one per broker)
         self.send_queue = send_queue or SendQueue(broker_config, store_config, store.flush_started)
-        #: SYNC_MASTER: awaited after a put, ``(result, wait)``; sets the status when no slave acks
-        self.replica_wait: Callable[[PutMessageResult, bool], Awaitable[None]] | None = None
+        #: SYNC_MASTER: ``(result, wait)`` after a put -> a future of the replicas holding it (False:
+        #: timed out), or None when nothing waits (the status says why when no replica is there)
+        self.replica_future: Callable[[PutMessageResult, bool], asyncio.Future[bool] | None] | None = None
         #: controller mode (broker/failover/replicas.py): ``(code, remark)`` refusing a send before
         #: it is stored (not the master, fenced, switching over), and the remark refusing to
         #: acknowledge a stored send (the lease may have ended since); None: go ahead
@@ -236,7 +237,7 @@ class SendMessageProcessor:
             born is None
             or self.write_gate is not None
             or self.ack_gate is not None
-            or self.replica_wait is not None
+            or self.replica_future is not None
             or not self.broker_config.broker_permission & PERM_WRITE
             or self.send_queue.would_refuse()  # refusal() would count a SYSTEM_BUSY not answered
         ):
@@ -285,52 +286,65 @@ class SendMessageProcessor:
         groups.clear()
 
     def _stored_apart(self, properties: str) -> bool:
-        """True for a message ``handle_run`` does not group: a half message, a timed message, or
-        any message of a SYNC_MASTER (its slave wait is per request)."""
-        return (
-            self.replica_wait is not None
-            or may_be_timed(properties)
-            or (self.transactions is not None and is_half_message(properties))
-        )
+        """True for a message ``handle_run`` does not group: a half message or a timed message."""
+        return may_be_timed(properties) or (self.transactions is not None and is_half_message(properties))
 
     def _put_group(self, out: list[Any], members: list[int]) -> None:
         """Store the messages at ``members`` of ``out`` with one append; put each one's result there."""
         msgs = [out[i][1] for i in members]
         put: Any = self.store.put_now(msgs)
         if put is None:  # SYNC_FLUSH: answered from the flush; the next file: the coroutine
-            durable = self.store.put_then_flush(msgs)  # grouped: no slave wait (_stored_apart)
-            if durable is not None:
-                self._members_flushed(out, members, *durable)
-                return
+            if self.replica_future is None:
+                durable = self.store.put_then_flush(msgs)
+                if durable is not None:
+                    self._members_waited(out, members, *durable, self.store.flush_outcome)
+                    return
             put = run_eager(self.store.put_messages(msgs))
-        elif (
+        if isinstance(put, PutMessageResult):
+            self._stored_group(out, members, msgs, put)
+            return
+        # the put that suspended (the next file; SYNC_FLUSH with a SYNC_MASTER's replica wait after
+        # it) of the whole group, awaited by each member's task
+        shared = asyncio.ensure_future(self._group_results(put, len(members), msgs[0].wait_store_msg_ok))
+        shared.add_done_callback(_retrieve)  # its members may all be cancelled (connection closed)
+        for n, i in enumerate(members):
+            out[i] = self._member_later(shared, n, *out[i])
+
+    def _stored_group(
+        self, out: list[Any], members: list[int], msgs: list[BrokerMessage], put: PutMessageResult
+    ) -> None:
+        """Answer a group stored at once: once the replicas hold it (SYNC_MASTER), else now."""
+        if self.replica_future is not None:
+            waited = self.replica_future(put, msgs[0].wait_store_msg_ok)
+            if waited is not None:
+                self._members_waited(out, members, put, waited, _replica_outcome)
+                return
+        if (
             put.status is PutMessageStatus.PUT_OK
             and self.ack_gate is None
             and put.sizes is not None
             and len(put.sizes) == len(members)
         ):
-            topic = msgs[0].topic
-            self.stats.on_put(topic, len(members), stored_answers(out, members, put, put.host_hex))
+            self.stats.on_put(msgs[0].topic, len(members), stored_answers(out, members, put, put.host_hex))
             return
-        if isinstance(put, PutMessageResult):
-            for i, result in zip(members, _per_record(put, len(members)), strict=True):
-                request, msg, queue_id, props = out[i]
-                out[i] = self._response(
-                    request, result, queue_id, get_property(props, UNIQ_SEP), 1, len(request.body), msg.topic
-                )
-            return
-        # the SYNC_FLUSH wait (or next file) of the whole group, awaited by each member's task
-        shared = asyncio.ensure_future(self._group_results(put, len(members)))
-        shared.add_done_callback(_retrieve)  # its members may all be cancelled (connection closed)
-        for n, i in enumerate(members):
-            out[i] = self._member_later(shared, n, *out[i])
+        for i, result in zip(members, _per_record(put, len(members)), strict=True):
+            request, msg, queue_id, props = out[i]
+            out[i] = self._response(
+                request, result, queue_id, get_property(props, UNIQ_SEP), 1, len(request.body), msg.topic
+            )
 
-    def _members_flushed(
-        self, out: list[Any], members: list[int], result: PutMessageResult, flushed: asyncio.Future[bool]
+    def _members_waited(
+        self,
+        out: list[Any],
+        members: list[int],
+        result: PutMessageResult,
+        waited: asyncio.Future[bool],
+        outcome: Callable[[PutMessageResult, bool], PutMessageResult],
     ) -> None:
-        """The answers of a SYNC_FLUSH group (``_put_group``): futures completed by one callback on
-        the group's flush (each member's record, or FLUSH_DISK_TIMEOUT for all), holding one place
-        in the send queue meanwhile; no task per member, none for the group."""
+        """The answers of a group (``_put_group``) that waits for its flush (SYNC_FLUSH) or its
+        replicas (SYNC_MASTER): futures completed by one callback on that wait (each member's
+        record, or the timeout status for all), holding one place in the send queue meanwhile; no
+        task per member, none for the group."""
         entries = [out[i] for i in members]
 
         def respond(i: int, record: PutMessageResult) -> RemotingCommand:
@@ -339,29 +353,31 @@ class SendMessageProcessor:
             return self._response(request, record, queue_id, uniq, 1, len(request.body), msg.topic)
 
         n = len(entries)
-        answers = self._when_flushed(result, flushed, n, lambda stored: _per_record(stored, n), respond)
+        answers = self._when_done(result, waited, outcome, n, lambda stored: _per_record(stored, n), respond)
         for i, answer in zip(members, answers, strict=True):
             out[i] = answer
 
-    def _when_flushed(
+    def _when_done(
         self,
         result: PutMessageResult,
-        flushed: asyncio.Future[bool],
+        waited: asyncio.Future[bool],
+        outcome: Callable[[PutMessageResult, bool], PutMessageResult],
         n: int,
         records: Callable[[PutMessageResult], list[PutMessageResult]],
         respond: Callable[[int, PutMessageResult], RemotingCommand],
     ) -> list[asyncio.Future[RemotingCommand]]:
-        """``n`` answers completed by one callback on ``flushed``: the ``i``-th is ``respond(i,
-        record)`` of the ``i``-th of ``records(result)`` once ``flush_outcome`` gave the result its
-        status (FLUSH_DISK_TIMEOUT when the flush timed out), holding one place in the send queue
-        meanwhile. An answer cancelled meanwhile (its connection closed) is skipped, its response
-        never made; a cancelled flush cancels the others, as it cancelled the sends' tasks before;
-        an error answers each as its handler's error."""
+        """``n`` answers completed by one callback on ``waited`` (a flush, or the replicas holding
+        the bytes): the ``i``-th is ``respond(i, record)`` of the ``i``-th of ``records(result)``
+        once ``outcome`` gave the result its status (FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT when
+        the wait timed out), holding one place in the send queue meanwhile. An answer cancelled
+        meanwhile (its connection closed) is skipped, its response never made; a cancelled wait
+        cancels the others, as it cancelled the sends' tasks before; an error answers each as its
+        handler's error."""
         ticket = self.send_queue.enter()
         loop = asyncio.get_running_loop()
         answers: list[asyncio.Future[RemotingCommand]] = [loop.create_future() for _ in range(n)]
 
-        def answer_when_flushed(done: asyncio.Future[bool]) -> None:
+        def answer_when_done(done: asyncio.Future[bool]) -> None:
             self.send_queue.leave(ticket)
             waiting = [i for i, answer in enumerate(answers) if not answer.done()]
             if not waiting:
@@ -371,7 +387,7 @@ class SendMessageProcessor:
                     answers[i].cancel()
                 return
             try:
-                stored = records(self.store.flush_outcome(result, done.result()))
+                stored = records(outcome(result, done.result()))
                 made = [(i, respond(i, stored[i])) for i in waiting]
             except Exception as exc:  # the channel answers it as each handler's error
                 for i in waiting:
@@ -380,14 +396,20 @@ class SendMessageProcessor:
             for i, response in made:
                 answers[i].set_result(response)
 
-        flushed.add_done_callback(answer_when_flushed)
+        waited.add_done_callback(answer_when_done)
         return answers
 
-    async def _group_results(self, put: Awaitable[PutMessageResult], n: int) -> list[PutMessageResult]:
-        """The per-record results of a group put that suspended (holding one place in the send queue)."""
+    async def _group_results(
+        self, put: Awaitable[PutMessageResult], n: int, wait: bool
+    ) -> list[PutMessageResult]:
+        """The per-record results of a group put that suspended (holding one place in the send
+        queue), once a SYNC_MASTER's replicas hold them."""
         ticket = self.send_queue.enter()
         try:
-            return _per_record(await put, n)
+            result = await put
+            if self.replica_future is not None:
+                await self._replicated(result, wait)
+            return _per_record(result, n)
         finally:
             self.send_queue.leave(ticket)
 
@@ -557,40 +579,77 @@ class SendMessageProcessor:
         elif may_be_timed(h.properties):  # DELAY / TIMER_*: stored to wait until due
             put = run_eager(self.delivery.put(msg))
         else:
-            durable = self.store.put_then_flush([msg]) if self.replica_wait is None else None
-            if durable is not None:
-                uniq = get_property(h.properties, UNIQ_SEP)
-                return self._answer_flushed(request, *durable, queue_id, uniq, 1, h.topic)
+            if self.replica_future is None:
+                durable = self.store.put_then_flush([msg])
+                if durable is not None:
+                    uniq = get_property(h.properties, UNIQ_SEP)
+                    return self._answer_when(
+                        request, *durable, self.store.flush_outcome, queue_id, uniq, 1, h.topic
+                    )
+            else:
+                stored = self.store.put_now([msg])
+                if stored is not None:
+                    uniq = get_property(h.properties, UNIQ_SEP)
+                    return self._answer_replicated(
+                        request, stored, msg.wait_store_msg_ok, queue_id, uniq, 1, h.topic
+                    )
             put = run_eager(self.store.put_message(msg))
-        if isinstance(put, PutMessageResult) and self.replica_wait is None:
+        if isinstance(put, PutMessageResult) and self.replica_future is None:
             uniq = get_property(h.properties, UNIQ_SEP)
             return self._response(request, put, queue_id, uniq, 1, len(request.body), h.topic)
         return self._finish_one(request, put, queue_id, h.properties, msg.wait_store_msg_ok, h.topic)
 
-    def _answer_flushed(
+    def _answer_when(
         self,
         request: RemotingCommand,
         result: PutMessageResult,
-        flushed: asyncio.Future[bool],
+        waited: asyncio.Future[bool],
+        outcome: Callable[[PutMessageResult, bool], PutMessageResult],
         queue_id: int,
         uniq: str | None,
         n: int,
         topic: str,
     ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
-        """The answer of a SYNC_FLUSH send (one message, or a batch of ``n`` with ``uniq`` their
-        comma-joined ids) once its flush ended: a future completed from the flush's own completion
-        (no task, no coroutine to resume: one callback), holding a place in the send queue
-        meanwhile; at once when there is nothing to wait for."""
-        if flushed.done() and not flushed.cancelled():
-            self.store.flush_outcome(result, flushed.result())
+        """The answer of a send (one message, or a batch of ``n`` with ``uniq`` their comma-joined
+        ids) once ``waited`` ended (its SYNC_FLUSH flush, or its SYNC_MASTER replicas; ``outcome``
+        gives the status): a future completed from the wait's own completion (no task, no coroutine
+        to resume: one callback), holding a place in the send queue meanwhile; at once when there
+        is nothing to wait for."""
+        if waited.done() and not waited.cancelled():
+            outcome(result, waited.result())
             return self._response(request, result, queue_id, uniq, n, len(request.body), topic)
-        return self._when_flushed(
+        return self._when_done(
             result,
-            flushed,
+            waited,
+            outcome,
             1,
             lambda stored: [stored],
             lambda _, stored: self._response(request, stored, queue_id, uniq, n, len(request.body), topic),
         )[0]
+
+    def _answer_replicated(
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        wait: bool,
+        queue_id: int,
+        uniq: str | None,
+        n: int,
+        topic: str,
+    ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+        """The answer of a SYNC_MASTER send stored at once: when its replicas hold it (``_answer_when``)."""
+        assert self.replica_future is not None
+        waited = self.replica_future(result, wait)
+        if waited is None:
+            return self._response(request, result, queue_id, uniq, n, len(request.body), topic)
+        return self._answer_when(request, result, waited, _replica_outcome, queue_id, uniq, n, topic)
+
+    async def _replicated(self, result: PutMessageResult, wait: bool) -> None:
+        """SYNC_MASTER on the coroutine path: wait until the replicas hold ``result``'s bytes."""
+        assert self.replica_future is not None
+        waited = self.replica_future(result, wait)
+        if waited is not None:
+            _replica_outcome(result, await waited)
 
     async def _finish_one(
         self,
@@ -605,8 +664,8 @@ class SendMessageProcessor:
         ticket = self.send_queue.enter()
         try:
             result = put if isinstance(put, PutMessageResult) else await put
-            if self.replica_wait is not None:
-                await self.replica_wait(result, wait)
+            if self.replica_future is not None:
+                await self._replicated(result, wait)
         finally:
             self.send_queue.leave(ticket)
         uniq = get_property(properties, UNIQ_SEP)
@@ -621,10 +680,16 @@ class SendMessageProcessor:
         if isinstance(checked, RemotingCommand):
             return checked
         msgs, uniqs, halves = checked
-        if not halves and self.replica_wait is None:
+        if not halves and self.replica_future is None:
             durable = self.store.put_then_flush(msgs)
             if durable is not None:
-                return self._answer_flushed(request, *durable, queue_id, uniqs, len(msgs), h.topic)
+                flushed = self.store.flush_outcome
+                return self._answer_when(request, *durable, flushed, queue_id, uniqs, len(msgs), h.topic)
+        elif not halves:
+            stored = self.store.put_now(msgs)
+            if stored is not None:
+                wait = msgs[0].wait_store_msg_ok
+                return self._answer_replicated(request, stored, wait, queue_id, uniqs, len(msgs), h.topic)
         return run_eager(self._store_batch(request, h, queue_id, msgs, uniqs, halves))
 
     def _batch_checked(
@@ -675,8 +740,8 @@ class SendMessageProcessor:
                 result = await self.transactions.put_halves(msgs, h.producer_group)
             else:
                 result = await self.store.put_messages(msgs)
-            if self.replica_wait is not None:
-                await self.replica_wait(result, msgs[0].wait_store_msg_ok)
+            if self.replica_future is not None:
+                await self._replicated(result, msgs[0].wait_store_msg_ok)
         finally:
             self.send_queue.leave(ticket)
         return self._response(request, result, queue_id, uniqs, len(msgs), len(request.body), h.topic)
@@ -712,6 +777,13 @@ class SendMessageProcessor:
         self.stats.on_put(topic, msg_num, size_bytes)
         ext = _send_answer(result.offset_msg_id, queue_id, result.queue_offset, uniq or None)
         return RemotingCommand(code, request.opaque, FLAG_RESPONSE, remark, ext, b"", request.serialize_type)
+
+
+def _replica_outcome(result: PutMessageResult, held: bool) -> PutMessageResult:
+    """``result`` once its replica wait ended: FLUSH_SLAVE_TIMEOUT when it timed out (stored here)."""
+    if not held:
+        result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    return result
 
 
 def _failed(exc: Exception) -> asyncio.Future[Any]:

@@ -42,6 +42,12 @@ class FakeStore:
         self.msgs += msgs
         return PutMessageResult(PutMessageStatus.PUT_OK, "", 4096, 100, 7, 0, 1, HOST8), self.flush
 
+    def put_now(self, msgs: list[Any]) -> PutMessageResult | None:
+        if self.gate is not None or self.flush is not None:
+            return None  # the put would suspend: nothing written
+        self.msgs += msgs
+        return PutMessageResult(PutMessageStatus.PUT_OK, "", 4096, 100, 7, 0, 1, HOST8)
+
     def flush_outcome(self, result: PutMessageResult, flushed: bool) -> PutMessageResult:
         if not flushed:
             result.status, result.remark = PutMessageStatus.FLUSH_DISK_TIMEOUT, "not flushed"
@@ -192,3 +198,59 @@ async def test_send_from_a_peer_that_cannot_be_the_born_host_is_refused() -> Non
         r = p.handle(_channel(peer), _request())
         assert r.code == ResponseCode.SYSTEM_ERROR and "born host" in r.remark, peer
     assert store.msgs == []  # nothing stored with a made-up address
+
+
+class FakeReplicas:
+    """SYNC_MASTER's replica wait: each stored send gets the next future handed out (or None)."""
+
+    def __init__(self) -> None:
+        self.next: asyncio.Future[bool] | None = None
+        self.asked: list[tuple[int, bool]] = []
+
+    def __call__(self, result: PutMessageResult, wait: bool) -> asyncio.Future[bool] | None:
+        self.asked.append((result.wrote_offset + result.wrote_bytes, wait))
+        return self.next
+
+
+async def test_sync_master_send_is_answered_when_its_replicas_hold_it_without_a_task() -> None:
+    """SYNC_MASTER: the answer is a future (not a task) completed by the replica wait's own
+    completion, holding a place in the send queue until then; a wait that timed out answers
+    FLUSH_SLAVE_TIMEOUT; nothing to wait for (no slave: the status says so) answers at once."""
+    loop = asyncio.get_running_loop()
+    store = FakeStore()
+    p = _processor(store)
+    replicas = p.replica_future = FakeReplicas()
+    replicas.next = loop.create_future()
+    pending = p.handle(_channel(), _request())
+    assert type(pending) is asyncio.Future and not pending.done()
+    assert replicas.asked == [(4196, True)]  # the stored record's end offset
+    assert p.send_queue.in_flight == 1 and p.stats.put_msgs_total == 0
+    replicas.next.set_result(True)
+    await asyncio.sleep(0)
+    assert pending.done() and p.send_queue.in_flight == 0
+    _check(pending.result(), store, p)
+
+    replicas.next = loop.create_future()
+    timed_out = p.handle(_channel(), _request())
+    replicas.next.set_result(False)
+    await asyncio.sleep(0)
+    assert timed_out.result().code == ResponseCode.FLUSH_SLAVE_TIMEOUT and p.send_queue.in_flight == 0
+
+    replicas.next = None
+    assert type(p.handle(_channel(), _request())) is RemotingCommand
+
+
+async def test_sync_master_send_whose_put_suspends_waits_for_replicas_on_the_coroutine_path() -> None:
+    loop = asyncio.get_running_loop()
+    store = FakeStore()
+    store.gate = loop.create_future()  # the next commitlog file (or a SYNC_FLUSH store)
+    p = _processor(store)
+    replicas = p.replica_future = FakeReplicas()
+    replicas.next = loop.create_future()
+    task = asyncio.ensure_future(p.handle(_channel(), _request()))
+    store.gate.set_result(None)
+    await asyncio.sleep(0.01)
+    assert not task.done() and replicas.asked == [(4196, True)]
+    replicas.next.set_result(False)
+    assert (await task).code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+    assert p.send_queue.in_flight == 0

@@ -306,3 +306,63 @@ async def test_the_guard_checks_each_request_of_a_run() -> None:
         3: ResponseCode.SUCCESS,
         4: ResponseCode.NO_PERMISSION,
     }
+
+
+async def test_a_sync_master_group_and_batch_are_answered_when_the_replicas_hold_them(tmp_path: Path) -> None:
+    """SYNC_MASTER (ASYNC_FLUSH store): a read's sends to one queue are one append whose members
+    are answered, each with its own record, by one callback once a replica reported the group's
+    end (``OffsetWaits``, as the HA service does); a SEND_BATCH request the same way; a wait that
+    times out answers FLUSH_SLAVE_TIMEOUT to every member. No task anywhere."""
+    from rocketpy.broker.ha.offset_waits import OffsetWaits
+    from rocketpy.message import Message
+    from rocketpy.record import encode_batch
+
+    store = await _store(tmp_path)
+    counting = CountingStore(store)
+    p = _processor(counting)
+    waits = OffsetWaits()
+    timeout_s = [5.0]
+    asked: list[int] = []
+
+    def replica_future(result: Any, wait: bool) -> asyncio.Future[bool]:
+        asked.append(result.wrote_offset + result.wrote_bytes)
+        return waits.future(asked[-1], timeout_s[0])
+
+    warm = p.handle(CHANNEL, v2(99, b"w", queue_id=1))  # type: ignore[arg-type]
+    assert (warm if isinstance(warm, RemotingCommand) else await warm).code == ResponseCode.SUCCESS
+    counting.appends.clear()  # the first put made the file and the queue (the coroutine path)
+    p.replica_future = replica_future
+    out = p.handle_run(CHANNEL, [v2(i, b"r%d" % i) for i in range(5)])  # type: ignore[arg-type]
+    assert counting.appends == [5] and asked == [store.max_physical_offset]
+    assert all(type(r) is asyncio.Future and not r.done() for r in out) and p.send_queue.in_flight == 1
+    waits.release(store.max_physical_offset - 1)  # one byte short: nothing answered
+    await asyncio.sleep(0)
+    assert not any(r.done() for r in out)  # type: ignore[union-attr]
+    waits.release(store.max_physical_offset)
+    results = [await r for r in out]  # type: ignore[misc]
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 5
+    assert [r.ext["queueOffset"] for r in results] == list(range(1, 6))
+    assert [_stored(store, r).body for r in results] == [b"r%d" % i for i in range(5)]
+    assert p.send_queue.in_flight == 0
+
+    body = encode_batch([Message("T", b"b%d" % i) for i in range(3)])
+    batch = RemotingCommand(
+        RequestCode.SEND_BATCH_MESSAGE, 9, 0, None, {"a": "pg", "b": "T", "e": 1, "i": "", "m": True}, body
+    )
+    answer = p.handle(CHANNEL, batch)  # type: ignore[arg-type]
+    assert type(answer) is asyncio.Future and counting.appends == [5, 3]
+    waits.release(store.max_physical_offset)
+    response = await answer
+    assert response.code == ResponseCode.SUCCESS and response.ext["queueOffset"] == 6
+
+    # a queue not seen yet: put_now declines, the coroutine put completes at once; still waits
+    fresh = p.handle_run(CHANNEL, [v2(i, b"q%d" % i, queue_id=3) for i in range(2)])  # type: ignore[arg-type]
+    assert not any(r.done() for r in fresh)  # type: ignore[union-attr]
+    waits.release(store.max_physical_offset)
+    assert [(await r).code for r in fresh] == [ResponseCode.SUCCESS] * 2  # type: ignore[misc]
+
+    timeout_s[0] = 0.02
+    late = p.handle_run(CHANNEL, [v2(i, b"t%d" % i) for i in range(3)])  # type: ignore[arg-type]
+    codes = [(await r).code for r in late]  # type: ignore[misc]
+    assert codes == [ResponseCode.FLUSH_SLAVE_TIMEOUT] * 3 and p.send_queue.in_flight == 0
+    await store.shutdown()
