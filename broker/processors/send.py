@@ -230,14 +230,14 @@ class SendMessageProcessor:
 
     def _plain(self, channel: Channel, requests: list[RemotingCommand]) -> list[BrokerMessage | None] | None:
         """``plain_messages`` of the run when the fast path may take its plain sends: the broker
-        writable, no write or acknowledgement gate, no slave wait, the send queue not refusing, the
-        producer's born host known. None: every request goes the general way."""
+        writable, no write or acknowledgement gate, the send queue not refusing, the producer's born
+        host known (a SYNC_MASTER's slave wait is the group's, ``_put_group``). None: every request
+        goes the general way."""
         born = channel.attrs.get("born_host")
         if (
             born is None
             or self.write_gate is not None
             or self.ack_gate is not None
-            or self.replica_future is not None
             or not self.broker_config.broker_permission & PERM_WRITE
             or self.send_queue.would_refuse()  # refusal() would count a SYSTEM_BUSY not answered
         ):
