@@ -25,7 +25,6 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,7 +48,7 @@ from tests.integration.controller_support import (
     wait_sync_state_set,
 )
 from tests.integration.test_ha import store_of, wait_identical, written_log
-from tests.integration.test_ha_netns import NetLab, netns_unavailable
+from tests.integration.test_ha_netns import NetLab
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
@@ -58,16 +57,11 @@ TOPIC = "JepsenT"
 
 
 @pytest.fixture
-def lab(daemons: DaemonPool) -> Iterator[NetLab]:
-    reason = netns_unavailable() or etcd_unavailable()
+def lab(netlab: NetLab) -> NetLab:
+    reason = etcd_unavailable()
     if reason:
         pytest.skip(reason)
-    net = NetLab()
-    try:
-        yield net
-    finally:
-        daemons.stop_all()  # before their namespaces go
-        net.close()
+    return netlab
 
 
 class Group:

@@ -15,7 +15,6 @@ import os
 import random
 import shutil
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -95,19 +94,6 @@ def netns_unavailable() -> str | None:
         return f"ip netns add is not permitted here: {made.stderr.strip()}"
     ip("netns", "del", probe, check=False)
     return None
-
-
-@pytest.fixture
-def netlab(daemons: DaemonPool) -> Iterator[NetLab]:
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
-    lab = NetLab()
-    try:
-        yield lab
-    finally:
-        daemons.stop_all()  # before their namespaces go
-        lab.close()
 
 
 async def test_replication_across_namespaces_survives_a_cut_link(daemons: DaemonPool, netlab: NetLab) -> None:

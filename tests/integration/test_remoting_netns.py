@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,24 +19,11 @@ from rocketpy.protocol.codes import RequestCode
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.command import RemotingCommand
 from tests.conftest import DaemonPool
-from tests.integration.test_ha_netns import NetLab, netns_unavailable
+from tests.integration.test_ha_netns import NetLab
 
 pytestmark = [pytest.mark.netns]
 
 ATTEMPT_S = 0.3
-
-
-@pytest.fixture
-def lab(daemons: DaemonPool) -> Iterator[NetLab]:
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
-    net = NetLab()
-    try:
-        yield net
-    finally:
-        daemons.stop_all()  # before their namespaces go
-        net.close()
 
 
 async def _ask(client: RemotingClient, addr: str) -> bool:
@@ -50,19 +36,19 @@ async def _ask(client: RemotingClient, addr: str) -> bool:
 
 
 async def test_requests_after_a_healed_partition_are_answered_at_once(
-    daemons: DaemonPool, lab: NetLab
+    daemons: DaemonPool, netlab: NetLab
 ) -> None:
-    space, host_ip = lab.host("n")
-    lab.host("o")  # another port keeps the bridge up: the cut link's packets are lost, not refused
+    space, host_ip = netlab.host("n")
+    netlab.host("o")  # another port keeps the bridge up: the cut link's packets are lost, not refused
     ns = daemons.namesrv(netns=space, bindAddress=host_ip)
     client = RemotingClient(connect_timeout=ATTEMPT_S)
     try:
         assert await _ask(client, ns.addr)
-        lab.set_link(space, up=False)
+        netlab.set_link(space, up=False)
         cut_until = time.monotonic() + 3.5  # long enough for the backoff to reach seconds
         while time.monotonic() < cut_until:
             assert not await _ask(client, ns.addr)
-        lab.set_link(space, up=True)
+        netlab.set_link(space, up=True)
         healed = time.monotonic()
         # a request or two may still be lost to the link coming up; nothing may wait for a backoff
         answered = False
