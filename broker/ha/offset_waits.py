@@ -19,6 +19,9 @@ import itertools
 
 #: Sends waiting for a replica at most, per broker.
 MAX_WAITS = 65_536
+#: Deadlines this close count as passed: loop timers have millisecond resolution, and re-arming for
+#: a sub-millisecond remainder would spin the loop.
+_TIMER_SLACK_S = 0.001
 
 
 class OffsetWaits:
@@ -85,7 +88,7 @@ class OffsetWaits:
     def _expire(self) -> None:
         self._timer = None
         loop = asyncio.get_running_loop()
-        now, deadlines = loop.time(), self._by_deadline
+        now, deadlines = loop.time() + _TIMER_SLACK_S, self._by_deadline
         while deadlines and (deadlines[0][0] <= now or deadlines[0][2].done()):
             fut = heapq.heappop(deadlines)[2]
             if not fut.done():
