@@ -38,3 +38,10 @@ async def wait_done(fut: asyncio.Future[Any], timeout_s: float) -> bool:
     finally:
         timer.cancel()
     return True
+
+
+def answered(value: bool) -> asyncio.Future[bool]:
+    """A future already holding ``value`` (a wait with nothing to wait for)."""
+    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut

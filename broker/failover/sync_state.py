@@ -26,6 +26,7 @@ import asyncio
 from collections.abc import Callable
 
 from rocketpy.broker.ha.offset_waits import OffsetWaits
+from rocketpy.waits import answered
 
 #: A replica this close to the master's end joins (acknowledgements start waiting for it).
 JOIN_GAP_BYTES = 1 << 20
@@ -111,14 +112,8 @@ class InSyncReplicas:
         if not self.all_ack or self.ack_point(master_max) >= end:
             if end > self.confirm_offset:
                 self.confirm_offset = end
-            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            fut.set_result(True)
-            return fut
+            return answered(True)
         return self.waits.future(end, timeout_s)
-
-    async def wait(self, end: int, master_max: int, timeout_s: float) -> bool:
-        """``future``'s answer, awaited."""
-        return await self.future(end, master_max, timeout_s)
 
     # -- membership -------------------------------------------------------------------------------
     def _keeps(self, broker_id: int, master_max: int, now: float) -> bool:

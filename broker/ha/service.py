@@ -20,6 +20,7 @@ from rocketpy.broker.ha.connection import HAConnection
 from rocketpy.broker.ha.offset_waits import OffsetWaits
 from rocketpy.broker.store import Store
 from rocketpy.config import StoreConfig
+from rocketpy.waits import answered
 
 log = logging.getLogger("rocketpy.broker.ha")
 
@@ -120,9 +121,7 @@ class HAService:
     def slave_future(self, end_offset: int, timeout_s: float) -> asyncio.Future[bool]:
         """A future: True once a slave reported ``end_offset`` or more, False after ``timeout_s``."""
         if self.push2slave_max_offset >= end_offset:
-            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            fut.set_result(True)
-            return fut
+            return answered(True)
         return self.waits.future(end_offset, timeout_s)
 
     # -- status and lifecycle ---------------------------------------------------------------------

@@ -20,6 +20,7 @@ from rocketpy.broker.store.message import WAIT_FALSE_MARK, BrokerMessage
 from rocketpy.broker.store.results import PutMessageResult, PutMessageStatus
 from rocketpy.broker.store.stats import StoreStats
 from rocketpy.record import END_FILE_MIN_BLANK_BYTES, HEAD_SIZE, MAX_PROPERTIES_BYTES, topic_part
+from rocketpy.waits import answered
 
 if TYPE_CHECKING:
     from rocketpy.broker.store.flush import FlushService
@@ -116,7 +117,7 @@ class PutService:
             return None
         batch = self._prepare(msgs)
         if isinstance(batch, PutMessageResult):
-            return batch, _done(True)
+            return batch, answered(True)  # a refused put: no flush to wait for
         r = self._commitlog.append(batch)
         if r is None:
             return None  # the next file
@@ -242,13 +243,6 @@ class PutService:
             result.status = _BAD.FLUSH_DISK_TIMEOUT
             result.remark = f"not flushed to disk within syncFlushTimeout {self._sync_flush_timeout_ms} ms"
         return result
-
-
-def _done(value: bool) -> asyncio.Future[bool]:
-    """A future already holding ``value`` (a refused put's flush: nothing to wait for)."""
-    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    fut.set_result(value)
-    return fut
 
 
 @twin

@@ -77,7 +77,7 @@ async def test_sync_acks_wait_for_every_member() -> None:
     isr, _ = _isr()
     isr.reset({1, 2, 3}, 0)
     isr.on_report(2, 500, 500)
-    waiter = asyncio.ensure_future(isr.wait(500, 500, 5.0))
+    waiter = isr.future(500, 500, 5.0)
     await asyncio.sleep(0)
     assert not waiter.done()  # member 3 has not reported it
     isr.on_report(3, 500, 500)
@@ -90,14 +90,14 @@ async def test_a_shrunk_set_releases_waits_and_a_joiner_waits_before_it_counts()
     isr.on_report(2, 100, 100)
     isr.on_disconnect(2)
     assert isr.plan(300) == {1}  # disconnected: out
-    waiter = asyncio.ensure_future(isr.wait(300, 300, 5.0))
+    waiter = isr.future(300, 300, 5.0)
     await asyncio.sleep(0)
     isr.apply({1}, 300)  # after etcd took the smaller set
     assert await waiter
     # replica 3 close to the end joins: acknowledgements wait for it, then it becomes a member
     isr.on_report(3, 300 - JOIN_GAP_BYTES // 2, 300)
     assert isr.plan(300) == {1} and 3 in isr.joining
-    late = asyncio.ensure_future(isr.wait(400, 400, 5.0))
+    late = isr.future(400, 400, 5.0)
     await asyncio.sleep(0)
     assert not late.done()
     isr.on_report(3, 400, 400)
@@ -111,7 +111,7 @@ async def test_a_shrunk_set_releases_waits_and_a_joiner_waits_before_it_counts()
 async def test_async_semantics_never_wait() -> None:
     isr, _ = _isr(all_ack=False)
     isr.reset({1, 2}, 0)
-    assert await isr.wait(10**9, 0, 0.01)
+    assert await isr.future(10**9, 0, 0.01)
     isr.on_report(2, 5000, 5000)
     assert isr.plan(6000) == {1, 2}
     assert isr.plan(6000 + 20_000) == {1}  # past haMaxGapNotInSync
@@ -120,7 +120,7 @@ async def test_async_semantics_never_wait() -> None:
 async def test_end_waits_answers_every_waiter() -> None:
     isr, _ = _isr()
     isr.reset({1, 2}, 0)
-    waiter = asyncio.ensure_future(isr.wait(10, 10, 5.0))
+    waiter = isr.future(10, 10, 5.0)
     await asyncio.sleep(0)
     isr.end_waits()
     assert await waiter  # the ack gate then refuses it
