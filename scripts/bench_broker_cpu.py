@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_core  # noqa: E402
+import bench_ha  # noqa: E402
 import bench_rpc  # noqa: E402
 import pinning  # noqa: E402
 
@@ -276,13 +277,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _wait_slave(namesrv: str, master: str) -> None:
-    """Until the master's runtime info shows a connected slave (30 s at most)."""
-    deadline = time.monotonic() + 30
     async with Admin(namesrv) as admin:
-        while not json.loads((await admin.broker_runtime_info(master)).get("haStatus") or "[]"):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the slave did not connect to the SYNC_MASTER within 30 s")
-            await asyncio.sleep(0.05)
+        await bench_ha.wait_connected(admin, master)
 
 
 def main() -> None:

@@ -43,7 +43,8 @@ async def _behind(admin: Admin, master: str) -> int:
     return int(status[0]["bytesBehind"]) if status else -1
 
 
-async def _wait_connected(admin: Admin, master: str) -> None:
+async def wait_connected(admin: Admin, master: str) -> None:
+    """Until ``master``'s runtime info shows a connected slave (30 s at most)."""
     deadline = time.monotonic() + 30
     while await _behind(admin, master) < 0:
         if time.monotonic() > deadline:
@@ -60,7 +61,7 @@ async def fill(ns: str, count: int, batch: int) -> None:
 
 async def catch_up(ns: str, master: str, count: int) -> None:
     async with Admin(ns) as admin:
-        await _wait_connected(admin, master)
+        await wait_connected(admin, master)
         first = json.loads((await admin.broker_runtime_info(master))["haStatus"])[0]
         t0 = time.monotonic()
         total = first["ackOffset"] + first["bytesBehind"]  # the master's log: the backlog only
@@ -78,7 +79,7 @@ async def catch_up(ns: str, master: str, count: int) -> None:
 async def keep_up(ns: str, master: str, count: int, batch: int) -> None:
     async with Admin(ns) as admin, Producer("bench_ha", ns) as p:
         await admin.create_topic("BenchHa", "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
-        await _wait_connected(admin, master)
+        await wait_connected(admin, master)
         t0 = time.monotonic()
         for _ in range(count // batch):
             await p.send_batch([Message("BenchHa", BODY) for _ in range(batch)])
@@ -147,7 +148,7 @@ async def lag(ns: str, master: str, rate: int, seconds: float) -> None:
 async def _lag_run(ns: str, master: str, rate: int, seconds: float) -> None:
     async with Admin(ns) as admin:
         await admin.create_topic("BenchHa", "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
-        await _wait_connected(admin, master)
+        await wait_connected(admin, master)
     await lag(ns, master, rate, seconds)
 
 
@@ -215,7 +216,7 @@ def main() -> None:
 
             async def sync_run() -> float:
                 async with Admin(ns.addr) as admin:
-                    await _wait_connected(admin, s.addr)
+                    await wait_connected(admin, s.addr)
                 return await inflight_rate(ns.addr, "BenchSync", args.sync_count, args.inflight)
 
             sync_rate = asyncio.run(sync_run())
