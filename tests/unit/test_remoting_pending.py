@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -66,28 +67,48 @@ async def test_fail_all_fails_everything_at_once() -> None:
     assert len(table) == 0 and table._timer is None
 
 
+class _ManualClock:
+    """A loop stand-in for the table's clock and timer: time moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.timers: list[tuple[float, object]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        handle = asyncio.TimerHandle(when, callback, (), asyncio.get_running_loop())
+        self.timers.append((when, handle))
+        return handle
+
+    def advance_to(self, when: float) -> None:
+        """Move to ``when`` and run every live timer due by then, as the loop would."""
+        self.now = when
+        due = [(at, h) for at, h in self.timers if at <= when and not h.cancelled()]
+        self.timers = [(at, h) for at, h in self.timers if at > when and not h.cancelled()]
+        for _, handle in sorted(due, key=lambda item: item[0]):
+            handle._run()
+
+
 async def test_on_expired_hears_the_newest_timed_out_call_once_per_timer_run() -> None:
     loop = asyncio.get_running_loop()
-    table = PendingRequests(loop, "a:1")
+    clock = _ManualClock()
+    table = PendingRequests(clock, "a:1")  # type: ignore[arg-type]
     heard: list[tuple[float, float]] = []
     table.on_expired = lambda sent, timeout: heard.append((sent, timeout))
     answered = _future(loop)
     table.add(1, answered, 10, 0.05)
     table.complete(RemotingCommand(0, opaque=1, flag=1))
     first, second = _future(loop), _future(loop)
-    sent_first = loop.time()
     table.add(2, first, 10, 0.06)
-    await asyncio.sleep(0.01)
-    sent_second = loop.time()
+    clock.now += 0.01
     table.add(3, second, 10, 0.05)  # the same deadline, sent later: the newest sent time is its
-    with pytest.raises(RemotingTimeoutError):
-        await second
-    with pytest.raises(RemotingTimeoutError):
-        await first
-    assert len(heard) == 1, heard  # an answered call is never reported
-    sent, timeout = heard[0]
-    assert sent_second - 0.002 <= sent <= sent_second + 0.002 and sent > sent_first
-    assert timeout == 0.05
+    clock.advance_to(1000.06)
+    for fut in (first, second):
+        with pytest.raises(RemotingTimeoutError):
+            fut.result()
+    assert heard == [(pytest.approx(1000.01), 0.05)]  # one report per run; an answered call is never reported
 
 
 async def test_on_expired_stays_silent_when_the_loop_itself_was_held_up() -> None:
