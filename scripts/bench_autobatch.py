@@ -8,6 +8,10 @@ auto-batch on and off, printing TPS, RT p50/p99 and messages per request beside 
 the load average before and after (the machine may be shared). Bounded: every run has a duration
 and the daemons are stopped at the end.
 
+The sequential cases are printed beside their ceiling, measured in the same rounds: a bare uvloop
+echo server's sequential round trip of a send-sized frame (``bench_rpc.py``'s echo; target for the
+ASYNC_FLUSH sync p50: <= 1.5x it).
+
 With ``--rounds N`` every case runs N times, the cases interleaved round by round (so a slow
 spell of a shared machine hits all of them), and each figure is the median with the range beside it.
 
@@ -30,8 +34,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_rpc  # noqa: E402
+
 from rocketpy import Admin  # noqa: E402
+from rocketpy.protocol.codes import RequestCode  # noqa: E402
+from rocketpy.remoting.codec import encode_frame_bytes  # noqa: E402
+from rocketpy.remoting.command import RemotingCommand  # noqa: E402
 from tests.daemons import start_broker, start_namesrv  # noqa: E402
+from tests.integration.test_broker_util import send_ext  # noqa: E402
 
 _COMPLETE = re.compile(
     r"\[Complete\] Send Total: (\d+) \| Send TPS: (\d+).*RT p50\(ms\): ([\d.]+) \| RT p99\(ms\): ([\d.]+)"
@@ -63,8 +75,19 @@ async def create_topic(ns: str) -> None:
         await admin.create_topic(TOPIC, "DefaultCluster", read_queue_nums=8, write_queue_nums=8)
 
 
-def cluster_runs(tmp: Path, flush: str, a: argparse.Namespace) -> list[tuple[str, list[dict[str, float]]]]:
-    """Every case ``a.rounds`` times against one fresh NameServer + broker with ``flushDiskType=flush``."""
+def echo_p50_ms(body: int) -> float:
+    """The bare echo's sequential round trip p50 (ms) of a SEND_MESSAGE_V2 frame with ``body`` bytes."""
+    ext = send_ext(TOPIC, 0, queue_nums=8)
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"x" * body)
+    frame = encode_frame_bytes(request)
+    return bench_rpc.measure_echo_sequential_p50_us(1.0, frame) / 1000
+
+
+def cluster_runs(
+    tmp: Path, flush: str, a: argparse.Namespace, echo: list[float]
+) -> list[tuple[str, list[dict[str, float]]]]:
+    """Every case ``a.rounds`` times against one fresh NameServer + broker with ``flushDiskType=flush``
+    (with sequential cases, the echo ceiling once per round, appended to ``echo``)."""
     ns = start_namesrv(tmp)
     broker = start_broker(tmp, ns.addr, flushDiskType=flush)
     cases: dict[str, list[str]] = {}
@@ -83,6 +106,8 @@ def cluster_runs(tmp: Path, flush: str, a: argparse.Namespace) -> list[tuple[str
         for _ in range(a.rounds):
             for name, args in cases.items():
                 runs[name].append(run_bench(ns.addr, *args))
+            if "sync" in a.only.split(","):
+                echo.append(echo_p50_ms(a.body))
     finally:
         broker.terminate()
         ns.terminate()
@@ -108,9 +133,10 @@ def main() -> None:
     a = ap.parse_args()
     load0 = os.getloadavg()
     rows = []
+    echo: list[float] = []
     with tempfile.TemporaryDirectory(prefix="rocketpy-autobatch-") as tmp:
         for flush in a.flush.split(","):
-            rows += cluster_runs(Path(tmp) / flush, flush, a)
+            rows += cluster_runs(Path(tmp) / flush, flush, a, echo)
     load1 = os.getloadavg()
     print(f"1 KiB bodies, {os.cpu_count()} cpus, client + namesrv + broker on this host;"
           f" load average {load0[0]:.2f} before, {load1[0]:.2f} after")  # fmt: skip
@@ -125,6 +151,12 @@ def main() -> None:
             _cell([r["per_request"] for r in rs], ".2f"),
         ]
         print(f"{name:<40} " + "  ".join(cells))
+    if echo:
+        print(f"{'ceiling: bare echo, sequential':<40} {'':>7}  {_cell(echo, '.3f')}")
+        for name, rs in rows:
+            if name.startswith("ASYNC_FLUSH sync"):
+                ratio = statistics.median(r["p50"] for r in rs) / statistics.median(echo)
+                print(f"{name}: sync p50 {ratio:.2f}x the echo's (target <= 1.5x)")
     print("targets: ASYNC_FLUSH async >= 40,000 msgs/s; sync p50 <= 0.150 ms, p99 <= 0.400 ms;"
           " SYNC_FLUSH sync p50 <= 0.5 ms, async >= 16,000 msgs/s")  # fmt: skip
 

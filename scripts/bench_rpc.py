@@ -339,6 +339,17 @@ def measure_echo_ceiling(seconds: float = 3.0, inflight: int = 64) -> BenchResul
     return _result("echo", window, inflight, samples)
 
 
+def measure_echo_sequential_p50_us(seconds: float = 1.0, frame: bytes | None = None) -> float:
+    """The bare uvloop echo's sequential round trip p50 (microseconds) for ``frame`` (default the
+    no-op request): the ceiling other benchmarks print beside their own sequential round trips."""
+    with (
+        serve_subprocess("echo") as (addr, _pid),
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        samples = runner.run(_echo_sequential(addr, seconds, frame or request_frame()))
+    return _percentile_us(samples, 0.50)
+
+
 def measure_rpc(seconds: float = 3.0, inflight: int = 64) -> BenchResult:
     """Run RemotingClient against a RemotingServer (in a child process) and return its numbers."""
     with serve_subprocess("rpc") as (addr, pid), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
