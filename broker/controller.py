@@ -34,6 +34,7 @@ from rocketpy.broker.failover.etcd import aiohttp_missing
 from rocketpy.broker.failover.processor import ControllerProcessor
 from rocketpy.broker.failover.replicas import ReplicasManager
 from rocketpy.broker.failover.role import ControllerReplication
+from rocketpy.broker.failover.routed_topics import RouteLookupError, routed_topics
 from rocketpy.broker.ha.role import SEND_CODES, Replication
 from rocketpy.broker.master_services import MasterOnlyServices
 from rocketpy.broker.metrics import BrokerCollector
@@ -65,7 +66,7 @@ from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
 from rocketpy.broker.store.faults import DiskFaults
 from rocketpy.broker.subscription_group import SubscriptionGroupManager
-from rocketpy.broker.topic_config import TopicConfigManager
+from rocketpy.broker.topic_config import TopicConfigManager, TopicLimitError
 from rocketpy.broker.trace import BrokerTracer
 from rocketpy.broker.transaction.service import TransactionService
 from rocketpy.config import BrokerConfig, StoreConfig, advertised_host, parse_delay_levels
@@ -80,6 +81,7 @@ from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.connection import Channel
 from rocketpy.remoting.processor import Handler, ProcessorTable
 from rocketpy.remoting.server import RemotingServer
+from rocketpy.route import MASTER_ID
 
 if TYPE_CHECKING:  # loaded only with grpcServerPort >= 0 (grpc and protobuf cost memory)
     from rocketpy.broker.grpc.channel import GrpcChannel
@@ -91,6 +93,8 @@ CLIENT_SCAN_INTERVAL_MS = 10_000
 STATS_SAMPLE_INTERVAL_MS = 1_000
 TABLE_PERSIST_INTERVAL_MS = 1_000
 SERVER_SHUTDOWN_TIMEOUT_S = 5.0
+#: Most time a replica promoted to master spends taking over topics from the NameServers' routes.
+TAKE_OVER_TOPICS_S = 2.0
 
 
 def _expand_store_paths(store_config: StoreConfig) -> StoreConfig:
@@ -356,11 +360,40 @@ class BrokerController:
         self.acl = await AclGuard.install(bc, server, None, owner)
 
     async def _registered_as(self, broker_id: int) -> None:
-        """Controller mode: this broker's id in routes changed (0 as master); tell the NameServers now."""
+        """Controller mode: this broker's id in routes changed (0 as master); tell the NameServers now
+        (as master, with the topics they route to this broker name that it lacks taken over first)."""
         if self.registrar is None or self.registrar.identity.broker_id == broker_id:
             return
+        if broker_id == MASTER_ID:
+            await self._take_over_routed_topics()
         self.registrar.identity.broker_id = broker_id
         await self.registrar.register_all()
+
+    async def _take_over_routed_topics(self) -> None:
+        """Add the topics the NameServers route to this broker name that this replica had not copied
+        from its master yet (``failover/routed_topics.py``), before registering as master."""
+        name = self.broker_config.broker_name
+        try:
+            found = await routed_topics(
+                self.client, self.namesrv_addrs(), name, self.topic_config.table, TAKE_OVER_TOPICS_S
+            )
+        except RouteLookupError as e:
+            log.warning("controller: no NameServer listed the topics (%s); topics created on the old "
+                        "master in its last slaveSyncInterval may be missing from this one", e)  # fmt: skip
+            return
+        taken = []
+        for tc in found:
+            try:
+                self.topic_config.update(tc)
+            except TopicLimitError as e:
+                log.error("controller: topic %s not taken over: %s", tc.topic_name, e)
+                break
+            taken.append(tc.topic_name)
+        if taken:
+            await self.topic_config.file.persist()
+            log.warning("controller: took over %d topic(s) the NameServers route to %s that this replica "
+                        "had not copied from the old master yet: %s", len(taken), name,
+                        ", ".join(taken[:20]) + (" ..." if len(taken) > 20 else ""))  # fmt: skip
 
     def _metrics_server(self, server: RemotingServer) -> MetricsServer:
         bc = self.broker_config
