@@ -247,7 +247,9 @@ async def test_etcd_down_at_boot_then_lost_fences_the_master_and_reads_go_on(
     metrics = f"http://127.0.0.1:{metrics_port}/metrics"
     a = daemons.broker(ns.addr, brokerName="broker-a", etcdEndpoints=endpoint, metricsPort=metrics_port,
                        **CONTROLLER_FAST)  # fmt: skip
-    assert "does not answer" in a.stderr_text() and "takes no role" in a.stderr_text()
+    said = lambda: "does not answer" in a.stderr_text() and "takes no role" in a.stderr_text()  # noqa: E731
+    # its log lines reach stderr through a logging thread: maybe after the broker is up
+    await wait_until_async(said, 10.0, message="the broker's log line saying etcd does not answer")
     async with Admin(ns.addr) as admin, Producer("ctl_etcd", ns.addr, send_timeout=2.0) as producer:
         assert (await role_of(admin, a)).get("controllerRole") == "NONE"
         samples = await scrape(metrics)

@@ -160,7 +160,7 @@ async def test_bad_peers_are_refused_with_a_clear_error(daemons: DaemonPool) -> 
         await wait_until_async(slave_connected, 10.0)
     second = start_slave(daemons, ns.addr)
     wait_until(lambda: "another slave with brokerId 1" in second.stderr_text(), 10.0)
-    assert "does not speak the HA protocol" in master.stderr_text()
+    wait_until(lambda: "does not speak the HA protocol" in master.stderr_text(), 10.0)
     assert not list((store_of(odd) / "commitlog").glob("*.bad"))
 
 

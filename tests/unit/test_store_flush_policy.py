@@ -49,8 +49,8 @@ class FlushSpy:
             real_write_back(cq)
 
         def write_durable(cp: Checkpoint, logics_ts: int, index_ts: int, point: int) -> None:
-            self.durable_points.append(point)
             real_durable(cp, logics_ts, index_ts, point)
+            self.durable_points.append(point)  # after the write: a test waiting for it reads the file
 
         monkeypatch.setattr(MappedFile, "flush", flush)
         monkeypatch.setattr(ConsumeQueue, "write_back", write_back)
