@@ -55,7 +55,7 @@ async def routed_topics(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    addr, names = await _topic_list(client, namesrv_addrs, timeout_s)
+    addr, names = await _topic_list(client, namesrv_addrs, deadline)
     missing = [n for n in names[:MAX_TOPIC_NAMES] if isinstance(n, str) and n not in known]
     found: dict[str, TopicConfig] = {}
     slots = asyncio.Semaphore(LOOKUPS_IN_FLIGHT)
@@ -78,13 +78,18 @@ async def routed_topics(
     return [found[n] for n in missing if n in found]
 
 
-async def _topic_list(client: RemotingClient, addrs: list[str], timeout_s: float) -> tuple[str, list[object]]:
-    """The first answering NameServer and its topic list."""
+async def _topic_list(client: RemotingClient, addrs: list[str], deadline: float) -> tuple[str, list[object]]:
+    """The first NameServer to answer before ``deadline`` (loop time) and its topic list."""
+    loop = asyncio.get_running_loop()
     errors = []
     for addr in addrs:
+        left = deadline - loop.time()
+        if left <= 0:
+            errors.append(f"{addr}: not asked, no time left")
+            continue
         cmd = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         try:
-            resp = await client.invoke(addr, cmd, timeout_s)
+            resp = await client.invoke(addr, cmd, left)
             if resp.code != ResponseCode.SUCCESS:
                 raise HeaderError(f"answered {resp.code}: {resp.remark}")
             # a cluster's whole list can be megabytes: decoded off the loop
