@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Container
 
-from rocketpy.errors import HeaderError, RemotingConnectError, RemotingTimeoutError
+from rocketpy.errors import HeaderError, RemotingConnectError, RemotingTimeoutError, RocketpyError
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.admin import TopicRequestHeader
 from rocketpy.remoting.body import decode_body
@@ -36,7 +36,7 @@ MAX_TOPIC_NAMES = 100_000
 LOOKUPS_IN_FLIGHT = 16
 
 
-class RouteLookupError(Exception):
+class RouteLookupError(RocketpyError):
     """No NameServer gave the topic list."""
 
 
