@@ -12,9 +12,10 @@ NameServer for the topic list and, for each topic it lacks, the topic's route; a
 of this broker name gives the topic back (queue counts, permission and system flag; a topic's
 attributes are not in routes and stay empty).
 
-Bounded: at most ``MAX_TOPIC_NAMES`` names looked at, ``LOOKUPS_IN_FLIGHT`` route lookups at once,
-and the whole step within the caller's time budget; a NameServer that does not answer only costs
-the topics it would have given back (logged by the caller).
+Bounded: at most ``MAX_TOPIC_NAMES`` names looked at, ``LOOKUPS_IN_FLIGHT`` route lookups at once
+(as many workers, never a task per topic), and the whole step within the caller's time budget; a
+NameServer that does not answer only costs the topics it would have given back (logged by the
+caller).
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ async def routed_topics(
     addr, names = await _topic_list(client, namesrv_addrs, deadline)
     missing = [n for n in names[:MAX_TOPIC_NAMES] if isinstance(n, str) and n not in known]
     found: dict[str, TopicConfig] = {}
-    slots = asyncio.Semaphore(LOOKUPS_IN_FLIGHT)
+    queue = iter(missing)  # shared by the workers: each takes the next topic when it is free
 
-    async def look_up(topic: str) -> None:
-        async with slots:
+    async def worker() -> None:
+        for topic in queue:
             left = deadline - loop.time()
             if left <= 0:
                 return
@@ -69,12 +70,12 @@ async def routed_topics(
             if tc is not None:
                 found[topic] = tc
 
-    tasks = [asyncio.ensure_future(look_up(topic)) for topic in missing]
-    if tasks:
-        await asyncio.wait(tasks, timeout=max(deadline - loop.time(), 0.0))
-        for task in tasks:
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(LOOKUPS_IN_FLIGHT, len(missing)))]
+    if workers:
+        await asyncio.wait(workers, timeout=max(deadline - loop.time(), 0.0))
+        for task in workers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*workers, return_exceptions=True)
     return [found[n] for n in missing if n in found]
 
 
