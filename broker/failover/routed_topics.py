@@ -23,13 +23,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Container
 
+from rocketpy.broker.topic_route import ask_topic_route
 from rocketpy.errors import HeaderError, RemotingConnectError, RemotingTimeoutError, RocketpyError
 from rocketpy.protocol.codes import RequestCode, ResponseCode
-from rocketpy.protocol.headers.admin import TopicRequestHeader
 from rocketpy.remoting.body import decode_body
 from rocketpy.remoting.client import RemotingClient
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.route import TopicConfig, TopicRouteData
+from rocketpy.route import TopicConfig
 
 #: Most topic names of a NameServer's list looked at (a larger list is cut, the rest not restored).
 MAX_TOPIC_NAMES = 100_000
@@ -110,13 +110,11 @@ async def _routed_config(
 ) -> TopicConfig | None:
     """``topic``'s config as ``addr``'s route gives it for ``broker_name`` (None: not routed there,
     gone meanwhile, or no usable answer)."""
-    cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, TopicRequestHeader.pack(topic))
     try:
-        resp = await client.invoke(addr, cmd, timeout_s)
-        if resp.code != ResponseCode.SUCCESS:
-            return None
-        route = TopicRouteData.from_wire(decode_body(resp.body, resp.serialize_type, "TopicRouteData"))
+        _, route = await ask_topic_route(client, addr, topic, timeout_s)
     except (RemotingConnectError, RemotingTimeoutError, HeaderError, ValueError):
+        return None
+    if route is None:  # TOPIC_NOT_EXIST (deleted meanwhile) or another refusal
         return None
     for qd in route.queue_datas:
         if qd.broker_name == broker_name:

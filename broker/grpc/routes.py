@@ -14,14 +14,12 @@ import ipaddress
 from collections.abc import Callable
 
 from rocketpy.broker.grpc.status import Code, RpcError
+from rocketpy.broker.topic_route import ask_topic_route
 from rocketpy.errors import RemotingConnectError, RemotingTimeoutError
 from rocketpy.grpc_api.v2 import definition_pb2 as pb
 from rocketpy.perm import is_readable, is_writeable
-from rocketpy.protocol.codes import RequestCode, ResponseCode
-from rocketpy.protocol.headers.admin import TopicRequestHeader
-from rocketpy.remoting.body import decode_body
+from rocketpy.protocol.codes import ResponseCode
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.command import RemotingCommand
 from rocketpy.route import QueueData, TopicRouteData
 
 MASTER_ID = 0
@@ -97,9 +95,8 @@ class RouteSource:
             raise RpcError(Code.INTERNAL_SERVER_ERROR, "this broker has no NameServer (namesrvAddr) to ask")
         errors = []
         for i, addr in enumerate(list(self._addrs)):
-            cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, TopicRequestHeader.pack(topic))
             try:
-                resp = await self._client.invoke(addr, cmd, self._timeout_s)
+                resp, route = await ask_topic_route(self._client, addr, topic, self._timeout_s)
             except (RemotingConnectError, RemotingTimeoutError) as e:
                 errors.append(f"{addr}: {e}")
                 continue
@@ -111,7 +108,7 @@ class RouteSource:
                     f"topic {topic!r} does not exist; "
                     f"create it with mqadmin updateTopic -t {topic} -c CLUSTER",
                 )
-            if resp.code != ResponseCode.SUCCESS:
+            if route is None:
                 raise RpcError(Code.INTERNAL_SERVER_ERROR, f"NameServer {addr}: {resp.remark}")
-            return TopicRouteData.from_wire(decode_body(resp.body, resp.serialize_type, "TopicRouteData"))
+            return route
         raise RpcError(Code.INTERNAL_SERVER_ERROR, "no NameServer answered: " + "; ".join(errors))

@@ -26,16 +26,13 @@ from typing import Any
 from rocketpy.allocate import allocate_averagely, allocate_averagely_by_circle
 from rocketpy.broker.consumer_manager import ConsumerManager
 from rocketpy.broker.persistence import JsonTable
+from rocketpy.broker.topic_route import ask_topic_route
 from rocketpy.config import BrokerConfig
 from rocketpy.errors import HeaderError, RocketpyError
 from rocketpy.message import MessageQueue
-from rocketpy.protocol.codes import RequestCode, ResponseCode
-from rocketpy.protocol.headers.admin import TopicRequestHeader
 from rocketpy.protocol.headers.pop import MessageRequestMode
-from rocketpy.remoting.body import decode_body
 from rocketpy.remoting.client import RemotingClient
-from rocketpy.remoting.command import RemotingCommand
-from rocketpy.route import TopicRouteData, subscribe_queues
+from rocketpy.route import subscribe_queues
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketpy.broker.pop")
@@ -122,24 +119,16 @@ class RouteCache:
         return queues
 
     async def _fetch(self, topic: str) -> list[MessageQueue] | None:
-        cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, TopicRequestHeader.pack(topic))
         for addr in self._namesrv_addrs():
             try:
-                resp = await self._client.invoke(addr, cmd, ROUTE_TIMEOUT_S)
-            except RocketpyError as e:
-                log.info("route of %s from %s failed: %s", topic, addr, e)
-                cmd = RemotingCommand.request(cmd.code, cmd.ext)
-                continue
-            if resp.code != ResponseCode.SUCCESS:
-                return None
-            try:
-                route = TopicRouteData.from_wire(
-                    decode_body(resp.body, resp.serialize_type, "TopicRouteData")
-                )
-            except (HeaderError, ValueError) as e:
+                _, route = await ask_topic_route(self._client, addr, topic, ROUTE_TIMEOUT_S)
+            except (HeaderError, ValueError) as e:  # answered, with a body that is not a route
                 log.warning("route of %s from %s unreadable: %s", topic, addr, e)
                 return None
-            return subscribe_queues(topic, route)
+            except RocketpyError as e:
+                log.info("route of %s from %s failed: %s", topic, addr, e)
+                continue
+            return None if route is None else subscribe_queues(topic, route)
         return None
 
 
