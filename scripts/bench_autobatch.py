@@ -33,7 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_rpc  # noqa: E402
