@@ -50,7 +50,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     """Split an offset msg id into ``(ip, port, commitlog_offset)``.
 
     Raises:
-        ValueError: when ``msg_id`` is not 32 hex chars (the message says what is expected).
+        ValueError: when ``msg_id`` is not 32 hex chars, or its port is not a port (a unique message
+            id, ``SendResult.msg_id``, is 32 hex chars too; the message says what is expected).
     """
     if len(msg_id) != _HEX_LEN:
         raise ValueError(f"offset msg id must be 32 hex chars, got {len(msg_id)}: {msg_id!r}")
@@ -59,6 +60,11 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     except ValueError as e:
         raise ValueError(f"offset msg id is not hex: {msg_id!r}") from e
     ip, port, offset = _OFFSET_ID.unpack(raw)
+    if not 0 < port <= 65535:
+        raise ValueError(
+            f"{msg_id!r} is not an offset msg id (its port would be {port}); a unique message id "
+            "(SendResult.msg_id) is found by its topic and key instead"
+        )
     return socket.inet_ntoa(ip), port, offset
 
 

@@ -15,6 +15,7 @@ queries re-check every candidate record's topic and keys.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import time
@@ -245,6 +246,9 @@ class IndexService:
         self.files: list[IndexFile] = []
         self._allocator: AllocateService | None = None
         self._pending: list[tuple[int, int, int]] = []
+        # The waiting entries by key hash, so a query finds them without scanning the list: a message
+        # is findable from its put on, also while the first file (or the next) is still being created.
+        self._pending_by_hash: dict[int, list[tuple[int, int]]] = {}
         self._requested = False
         self._unsynced = 0
         self._topic_hashes: dict[str, int] = {}
@@ -345,6 +349,7 @@ class IndexService:
     def _enqueue(self, h: int, phys: int, store_ts: int) -> None:
         if len(self._pending) < MAX_PENDING_ENTRIES:
             self._pending.append((h, phys, store_ts))
+            self._pending_by_hash.setdefault(h, []).append((phys, store_ts))
         self._request_file()
 
     def retry_file(self) -> None:
@@ -375,6 +380,7 @@ class IndexService:
             return
         self.files.append(IndexFile(mf, self.slots, self.max_index))
         pending, self._pending = self._pending, []
+        self._pending_by_hash = {}
         for h, phys, ts in pending:
             cur = self.files[-1]
             if cur.full:
@@ -387,13 +393,14 @@ class IndexService:
         """Candidate commitlog offsets for ``key`` (newest first; the caller re-checks records)."""
         h = topic_key_hash(topic, key)
         h = (-h if h < 0 else h) & 0x7FFFFFFF
-        out: list[int] = []
+        waiting = self._pending_by_hash.get(h, ())
+        out = list(itertools.islice((p for p, ts in reversed(waiting) if begin_ts <= ts <= end_ts), max_num))
         for f in reversed(self.files):
+            if len(out) >= max_num:
+                break
             if f.index_count <= 1 or f.begin_ts > end_ts:
                 continue
             out.extend(f.lookup(h, begin_ts, end_ts, max_num - len(out)))
-            if len(out) >= max_num:
-                break
         return out
 
     def sync_header(self) -> None:

@@ -52,6 +52,9 @@ def test_offset_msg_id_roundtrip() -> None:
     assert mid.startswith("0A010203") and decode_offset_msg_id(mid) == ("10.1.2.3", 10911, 123456789)
     with pytest.raises(ValueError, match="32 hex"):
         decode_offset_msg_id("abc")
+    # a unique id's bytes 4..8 are the client's pid and more: never a port, so never an address
+    with pytest.raises(ValueError, match="not an offset msg id"):
+        decode_offset_msg_id("C0000202" + "3752C4E1" + "0" * 16)
 
 
 def test_unique_ids_distinct_and_hex() -> None:
