@@ -43,6 +43,7 @@ from rocketpy.broker.pop.assignment import AssignmentService, MessageRequestMode
 from rocketpy.broker.pop.service import PopService
 from rocketpy.broker.processors.ack import AckMessageProcessor
 from rocketpy.broker.processors.admin import AdminProcessor
+from rocketpy.broker.processors.admin_queue import ConsumeQueueViewProcessor
 from rocketpy.broker.processors.admin_stats import AdminStatsProcessor
 from rocketpy.broker.processors.admin_stats_view import BrokerStatsViewProcessor
 from rocketpy.broker.processors.admin_store import StoreCleanProcessor
@@ -483,6 +484,7 @@ class BrokerController:
             bc, topics, consumers, offsets, store, self.stats, pull.holds, self.delivery
         )
         store_clean = StoreCleanProcessor(topics, store)
+        queue_view = ConsumeQueueViewProcessor(topics, consumers, store)
         stats_view = BrokerStatsViewProcessor(
             bc, topics, consumers, offsets, store, self.stats, lambda: self.broker_addr
         )
@@ -556,6 +558,8 @@ class BrokerController:
             # the store's housekeeping
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: store_clean.clean_expired_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: store_clean.clean_unused_topic,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: store_clean.delete_expired_commitlog,
+            RequestCode.QUERY_CONSUME_QUEUE: queue_view.query_consume_queue,
             # a group's live clients, called on their own connections
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: calls.invoke_reset_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: calls.invoke_get_consumer_status,

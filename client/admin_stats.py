@@ -1,8 +1,8 @@
 """``Admin``'s broker-wide statistics behind mqadmin's statsAll: VIEW_BROKER_STATS_DATA (a named
 stats item's minute, hour and day figures) and GET_BROKER_CONSUME_STATS (every group's progress on
 one broker), and statsAll's per topic and group rows assembled from them as RocketMQ's
-``StatsAllSubCommand`` does; and the store housekeeping calls CLEAN_EXPIRED_CONSUMEQUEUE and
-CLEAN_UNUSED_TOPIC.
+``StatsAllSubCommand`` does; and the store housekeeping calls CLEAN_EXPIRED_CONSUMEQUEUE,
+CLEAN_UNUSED_TOPIC and DELETE_EXPIRED_COMMITLOG.
 """
 
 from __future__ import annotations
@@ -173,3 +173,11 @@ async def clean_unused_topic(admin: Admin, addr: str) -> list[str]:
     return [
         str(t) for t in (await admin.call_map(addr, RequestCode.CLEAN_UNUSED_TOPIC, None)).get("topics", [])
     ]
+
+
+async def delete_expired_commitlog(admin: Admin, addr: str) -> int:
+    """DELETE_EXPIRED_COMMITLOG on the broker at ``addr``: the store files it deleted now (commitlog
+    files past ``fileReservedTime``, and queue and index files only they needed)."""
+    return int(
+        (await admin.call_map(addr, RequestCode.DELETE_EXPIRED_COMMITLOG, None)).get("filesDeleted", 0)
+    )

@@ -1,5 +1,5 @@
 """``mqadmin`` commands that read queues, measure sends and export a cluster's metadata: printMsg,
-printMsgByQueue, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, clusterRT, exportMetadata,
+printMsgByQueue, queryCq, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, clusterRT, exportMetadata,
 exportConfigs (the NameServer and replication commands are in ``rocketpy.admin_cli_cluster``).
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); names,
@@ -22,6 +22,7 @@ from rocketpy.client.answers import unpack_body
 from rocketpy.errors import RocketpyError
 from rocketpy.message import Message, MessageExt, MessageQueue
 from rocketpy.protocol.codes import RequestCode
+from rocketpy.protocol.headers.admin import MAX_QUERY_CQ_COUNT
 
 #: messages one printMsg / printMsgByQueue prints at most per queue (a bound on a huge queue)
 PRINT_MAX_PER_QUEUE = 10_000
@@ -120,6 +121,66 @@ async def print_msg_by_queue(
         for tag, n in sorted(tags.items(), key=lambda kv: -kv[1]):
             click.echo(f"{tag:<32} {n}")
     click.echo(f"minOffset={lo}, maxOffset={hi}, read={len(msgs)}")
+
+
+_RULE = "======================================"
+
+
+def consume_queue_lines(body: dict[str, Any], index: int) -> list[str]:
+    """queryCq's text, RocketMQ's layout: the subscription and filter (with a group), the queue's
+    max and min, then each unit as ``idx: N`` and its ConsumeQueueData."""
+    out: list[str] = []
+    if body.get("subscriptionData") is not None:
+        out += ["Subscription data: ", json.dumps(body["subscriptionData"], indent=2), _RULE]
+    if body.get("filterData") is not None:
+        out += ["Filter data: ", str(body["filterData"]), _RULE]
+    out += ["Queue data: ", f"max: {body['maxQueueIndex']}, min: {body['minQueueIndex']}", _RULE]
+    for i, u in enumerate(body.get("queueData") or (), start=index):
+        out += [
+            f"idx: {i}",
+            f"ConsumeQueueData{{physicOffset={u['physicOffset']}, physicSize={u['physicSize']}, "
+            f"tagsCode={u['tagsCode']}, extendDataJson='{_java(u.get('extendDataJson'))}', "
+            f"bitMap='{_java(u.get('bitMap'))}', eval={_java(bool(u.get('eval')))}, "
+            f"msg='{_java(u.get('msg'))}'}}",
+            _RULE,
+        ]
+    return out
+
+
+def _java(value: Any) -> str:
+    """A value as Java's string concatenation prints it (null, true, false)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-q", "--queue", "queue_id", type=click.IntRange(min=0), required=True, help="Queue id.")
+@click.option("-i", "--index", type=click.IntRange(min=0), required=True, help="Start queue offset.")
+@click.option("-c", "--count", type=click.IntRange(1, MAX_QUERY_CQ_COUNT), default=10, show_default=True)
+@click.option("-b", "--broker", "broker_addr", default=None, help="Broker address (default: topic's first).")
+@click.option("-g", "--consumer", "group", default=None, help="Also say which units this group takes.")
+@_admin_command("queryCq")
+async def query_cq(
+    admin: Any, as_json: bool, topic: str, queue_id: int, index: int, count: int,
+    broker_addr: str | None, group: str | None,
+) -> None:  # fmt: skip
+    """Query a consume queue's units (commitlog offset, size, tag code; with -g, whether each matches)."""
+    from rocketpy.client.admin_queue import first_master, query_consume_queue
+
+    addr = broker_addr or await first_master(admin, topic)
+    body = await query_consume_queue(admin, addr, topic, queue_id, index, count, group)
+    if as_json:
+        _emit(True, {"broker": addr, **body})
+        return
+    for line in consume_queue_lines(body, index):
+        click.echo(line)
+    if not body.get("queueData"):
+        lo, hi = body["minQueueIndex"], body["maxQueueIndex"]
+        held = f"offsets {lo} to {hi - 1}" if hi > lo else "no unit"
+        click.echo(f"index {index} of {queue_id}@{topic} is not stored: the queue holds {held}", err=True)
 
 
 @click.option("-b", "--brokerAddr", "broker_addr", required=True)

@@ -1,5 +1,6 @@
 """``mqadmin`` commands over a broker's statistics and its store's housekeeping: statsAll
-(RocketMQ's per topic and group TPS and day counts), cleanExpiredCQ and cleanUnusedTopic.
+(RocketMQ's per topic and group TPS and day counts), cleanExpiredCQ, cleanUnusedTopic and
+deleteExpiredCommitLog.
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); names,
 options and output follow RocketMQ's tools (plain text, or one JSON document with ``--json``).
@@ -68,6 +69,8 @@ async def _clean(admin: Any, as_json: bool, cluster: str | None, broker_addr: st
         try:
             if what == "cq":
                 results[addr] = {"filesDeleted": await admin_stats.clean_expired_cq(admin, addr)}
+            elif what == "commitlog":
+                results[addr] = {"filesDeleted": await admin_stats.delete_expired_commitlog(admin, addr)}
             else:
                 results[addr] = {"topics": await admin_stats.clean_unused_topic(admin, addr)}
         except RocketpyError as e:
@@ -100,3 +103,13 @@ async def clean_expired_cq(admin: Any, as_json: bool, cluster: str | None, broke
 async def clean_unused_topic(admin: Any, as_json: bool, cluster: str | None, broker_addr: str | None) -> None:
     """Clean unused topic on broker (the queues of topics it no longer has)."""
     await _clean(admin, as_json, cluster, broker_addr, "topic")
+
+
+@_CLUSTER
+@_BROKER
+@_admin_command("deleteExpiredCommitLog")
+async def delete_expired_commitlog(
+    admin: Any, as_json: bool, cluster: str | None, broker_addr: str | None
+) -> None:
+    """Delete expired CommitLog files (past fileReservedTime) now, not at the deleteWhen hour."""
+    await _clean(admin, as_json, cluster, broker_addr, "commitlog")

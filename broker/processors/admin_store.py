@@ -1,5 +1,6 @@
-"""The store's housekeeping on an operator's request: CLEAN_EXPIRED_CONSUMEQUEUE and
-CLEAN_UNUSED_TOPIC (``mqadmin cleanExpiredCQ``, ``cleanUnusedTopic``).
+"""The store's housekeeping on an operator's request: CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC
+and DELETE_EXPIRED_COMMITLOG (``mqadmin cleanExpiredCQ``, ``cleanUnusedTopic``,
+``deleteExpiredCommitLog``).
 
 Owns which topics the store keeps: those in the topic table and the brokers' own
 (``rocketpy.topic.is_system_topic``: schedule, transaction, POP revive, trace topics). The store
@@ -21,7 +22,7 @@ log = logging.getLogger("rocketpy.broker")
 
 
 class StoreCleanProcessor:
-    """Handles CLEAN_EXPIRED_CONSUMEQUEUE and CLEAN_UNUSED_TOPIC.
+    """Handles CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC and DELETE_EXPIRED_COMMITLOG.
 
     Args:
         topic_config: the topics to keep.
@@ -48,3 +49,11 @@ class StoreCleanProcessor:
         topics = await self.store.clean_unused_topics(self._retain)
         log.info("cleanUnusedTopic from %s: queues of %s deleted", channel.remote_addr, topics or "no topic")
         return RemotingCommand.response(request, body=encode({"topics": topics}, request))
+
+    async def delete_expired_commitlog(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG: body ``{"filesDeleted": n}``: the commitlog files past
+        ``fileReservedTime`` (and the queue and index files only they needed) deleted now, not at
+        the next ``deleteWhen`` hour (RocketMQ answers SUCCESS alone)."""
+        deleted = await self.store.delete_expired_commitlog()
+        log.info("deleteExpiredCommitLog from %s: %d store files deleted", channel.remote_addr, deleted)
+        return RemotingCommand.response(request, body=encode({"filesDeleted": deleted}, request))

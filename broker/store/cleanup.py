@@ -93,8 +93,12 @@ class CleanupService:
             if self._stop.wait(interval_s):
                 return
 
-    def run_once(self) -> int:
-        """One cleanup pass (blocking: cleanup thread or ``asyncio.to_thread``). Returns files deleted."""
+    def run_once(self, manual: bool = False) -> int:
+        """One cleanup pass (blocking: cleanup thread or ``asyncio.to_thread``). Returns files deleted.
+
+        ``manual`` (an operator's DELETE_EXPIRED_COMMITLOG): expired files go now, whatever the hour
+        (RocketMQ's manual delete); unexpired ones stay unless the disk is past the forced ratio.
+        """
         with self._run_lock:
             ratio = self._check_disk()
             c = self._config
@@ -103,7 +107,7 @@ class CleanupService:
             by_space = ratio >= c.disk_max_used_space_ratio / 100
             forced = ratio >= c.disk_space_clean_forcibly_ratio / 100
             deleted = self._retry_destroy(now)
-            if by_time or by_space:
+            if by_time or by_space or manual:
                 count = self._expired_count(now, forced)
                 if count:
                     deleted += self._destroy(self._handoff(count), now)

@@ -91,6 +91,10 @@ class Store(Protocol):
     async def clean_unused_topics(self, retain: Callable[[str], bool]) -> list[str]:
         """Delete the consume queues of every topic ``retain`` rejects; returns those topics."""
 
+    async def delete_expired_commitlog(self) -> int:
+        """Delete the commitlog files past ``fileReservedTime`` now, whatever ``deleteWhen`` says (and
+        the queue and index files that only point before them); returns the files deleted."""
+
     # -- raw commitlog (replication) -----------------------------------------------------------------
     @property
     def max_physical_offset(self) -> int:

@@ -449,6 +449,14 @@ class MessageStore:
         await self._in_cq_thread(functools.partial(cq_clean.delete_plan, plan))
         return topics
 
+    async def delete_expired_commitlog(self) -> int:
+        """DELETE_EXPIRED_COMMITLOG: one cleanup pass now, whatever the hour (``CleanupService.run_once``
+        in a thread); the files it deleted (0 before ``start``)."""
+        cleanup = self.cleanup
+        if cleanup is None:
+            return 0
+        return await asyncio.to_thread(cleanup.run_once, True)
+
     async def _in_cq_thread(self, fn: Callable[[], int]) -> int:
         """``fn()`` in the consume-queue allocate thread after the file creations queued so far."""
         allocator = self._cq_allocator

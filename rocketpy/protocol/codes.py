@@ -98,6 +98,7 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    DELETE_EXPIRED_COMMITLOG = 329
     LITE_PULL_MESSAGE = 361
     #: server-side load balancing (RocketMQ 5): the queues a consumer should take, and how
     QUERY_ASSIGNMENT = 400

@@ -271,6 +271,8 @@ _ALL: tuple[RequestSpec, ...] = (
     _spec(C.GET_BROKER_CONSUME_STATS, "broker", admin.GetConsumeStatsInBrokerHeader, access=GET),
     _spec(C.CLEAN_EXPIRED_CONSUMEQUEUE, "broker", access=ADMIN),
     _spec(C.CLEAN_UNUSED_TOPIC, "broker", access=ADMIN),
+    _spec(C.DELETE_EXPIRED_COMMITLOG, "broker", access=ADMIN),
+    _spec(C.QUERY_CONSUME_QUEUE, "broker", admin.QueryConsumeQueueRequestHeader, access=GET),
     # what a slave copies from its master (with GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     _spec(C.GET_ALL_CONSUMER_OFFSET, "broker", access=GET),
     _spec(C.GET_ALL_DELAY_OFFSET, "broker", access=GET),

@@ -51,9 +51,10 @@ ADDED_SINCE = {
     # ClientCallsProcessor (broker -> client calls on a group's own connections)
     C.INVOKE_BROKER_TO_RESET_OFFSET, C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
     C.GET_CONSUMER_RUNNING_INFO, C.CONSUME_MESSAGE_DIRECTLY, C.GET_PRODUCER_CONNECTION_LIST,
-    # BrokerStatsViewProcessor (statsAll), StoreCleanProcessor (cleanExpiredCQ, cleanUnusedTopic)
+    # BrokerStatsViewProcessor (statsAll), StoreCleanProcessor (cleanExpiredCQ, cleanUnusedTopic,
+    # deleteExpiredCommitLog), ConsumeQueueViewProcessor (queryCq)
     C.VIEW_BROKER_STATS_DATA, C.GET_BROKER_CONSUME_STATS,
-    C.CLEAN_EXPIRED_CONSUMEQUEUE, C.CLEAN_UNUSED_TOPIC,
+    C.CLEAN_EXPIRED_CONSUMEQUEUE, C.CLEAN_UNUSED_TOPIC, C.DELETE_EXPIRED_COMMITLOG, C.QUERY_CONSUME_QUEUE,
 }  # fmt: skip
 
 
@@ -80,8 +81,8 @@ def test_processors_hold_managers_not_the_controller(tmp_path: Path) -> None:
     processors = {id(h.__self__): h.__self__ for h in table.values()}  # type: ignore[attr-defined]
     # seven families, EndTransaction, SendBack, the replication tables, Pop, Ack, Assignment,
     # the controller codes, ACL 2.0's users and ACLs, the broker -> client calls, statsAll's view,
-    # the store's clean commands
-    assert len(processors) == 18
+    # the store's clean commands, queryCq's view of a consume queue
+    assert len(processors) == 19
     for processor in processors.values():
         held = vars(processor).values()
         assert all(value is not controller for value in held), type(processor).__name__

@@ -1,6 +1,6 @@
 """Broker administration: topics (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER), subscription
-groups (DELETE_SUBSCRIPTIONGROUP) and the statistics calls (GET_CONSUME_STATS,
-GET_TOPIC_STATS_INFO), RocketMQ's field names.
+groups (DELETE_SUBSCRIPTIONGROUP), the statistics calls (GET_CONSUME_STATS, GET_TOPIC_STATS_INFO) and
+a consume queue's units (QUERY_CONSUME_QUEUE), RocketMQ's field names.
 """
 
 from __future__ import annotations
@@ -69,3 +69,19 @@ class GetConsumeStatsInBrokerHeader(Header):
     ``is_order``; RocketMQ's GetConsumeStatsInBrokerHeader)."""
 
     is_order: bool = wire("isOrder", default=False)
+
+
+#: Units one QUERY_CONSUME_QUEUE answers at most (``mqadmin queryCq -c``; 20 bytes each on disk).
+MAX_QUERY_CQ_COUNT = 1_000
+
+
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE: ``count`` units of one consume queue from unit ``index`` (``mqadmin
+    queryCq``; RocketMQ's QueryConsumeQueueRequestHeader). With ``consumer_group``, the answer also
+    holds that group's subscription of the topic and whether each unit's message matches it."""
+
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId", lo=0)
+    index: int = wire("index", lo=0, hint="a queue offset (mqadmin topicStatus shows a queue's range)")
+    count: int = wire("count", default=10, lo=1, hi=MAX_QUERY_CQ_COUNT)
+    consumer_group: str | None = wire("consumerGroup", default=None)
