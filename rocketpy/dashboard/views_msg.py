@@ -1,4 +1,5 @@
-"""Message search (by key, by id, by queue offset) and dead-letter browsing and resend."""
+"""Message search (by key, by id, by queue offset), a message's trace timeline, and dead-letter
+browsing and resend."""
 
 from __future__ import annotations
 
@@ -91,6 +92,42 @@ async def messages_page(request: web.Request) -> web.StreamResponse:
     return render(request, "messages.html", q=q, mode=q.get("mode", "key"), results=results)
 
 
+# ---- message trace ---------------------------------------------------------------------------------------
+
+
+def _trace_query(q: dict[str, str]) -> tuple[str, str | None, int, int | None]:
+    """``(msg id, trace topic or None, begin ms, end ms or None)`` of the trace form (any window:
+    from the epoch to now when the times are left empty)."""
+    msg_id = forms.text(q, "msg_id", "Message id")
+    trace_topic = forms.name(q, "trace_topic", "Trace topic") if q.get("trace_topic", "").strip() else None
+    begin = forms.timestamp_ms(q, "begin", "From") if q.get("begin", "").strip() else 0
+    end = forms.timestamp_ms(q, "end", "Until") if q.get("end", "").strip() else None
+    if end is not None and end < begin:
+        raise forms.FormError("Until must not be before From: widen the time window")
+    return msg_id, trace_topic, begin, end
+
+
+async def trace_page(request: web.Request) -> web.StreamResponse:
+    """A message's timeline from the trace records (``mqadmin queryMsgTraceById``): sent, stored,
+    delivered, consumed (result, cost, retries), retried, dead-lettered; each group's progress."""
+    q = {k: v for k, v in request.query.items()}
+    trace = None
+    if q.get("msg_id", "").strip():
+        msg_id, trace_topic, begin, end = _trace_query(q)
+        admin = await admin_of(request)
+        trace = await admin.query_msg_trace(msg_id, trace_topic=trace_topic, begin_ms=begin, end_ms=end)
+    return render(request, "trace.html", q=q, trace=trace)
+
+
+async def trace_api(request: web.Request) -> web.StreamResponse:
+    """The trace page's data as JSON (``mqadmin queryMsgTraceById --json``'s document)."""
+    q = {k: v for k, v in request.query.items()}
+    msg_id, trace_topic, begin, end = _trace_query(q)
+    admin = await admin_of(request)
+    trace = await admin.query_msg_trace(msg_id, trace_topic=trace_topic, begin_ms=begin, end_ms=end)
+    return web.json_response(trace.to_json())
+
+
 # ---- dead letters ---------------------------------------------------------------------------------------
 
 
@@ -148,5 +185,7 @@ async def dlq_resend(request: web.Request) -> web.StreamResponse:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/messages", messages_page)
+    app.router.add_get("/messages/trace", trace_page)
+    app.router.add_get("/api/messages/trace", trace_api)
     app.router.add_get("/dlq", dlq_page)
     app.router.add_post("/dlq/resend", dlq_resend)
