@@ -172,12 +172,22 @@ def test_simple_consumer_receives_extends_and_acks(namesrv_addr: str, tmp_path: 
     assert "done: received and acked 0 messages" in again, again  # acked: the group gets nothing again
 
 
+def test_traced_messages_print_a_timeline(namesrv_addr: str, tmp_path: Path) -> None:
+    out = run("traced_messages", namesrv_addr, tmp_path, "-t", "ExTraced", "-c", "3")
+    assert "sent 3 traced messages" in out and "dropped=0, sent_records=3" in out, out
+    events = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert events[0] == "sent" and "consumed" in events, out
+    assert "group=example_traced_producer_group" in out and "status=SEND_OK" in out
+    assert "done: 3 of 3 consumed" in out
+
+
 def test_every_example_is_tested() -> None:
     tested = {
         "producer_sync", "push_consumer", "producer_async", "producer_oneway", "lite_pull_consumer",
         "ordered_producer", "ordered_consumer", "batch_producer", "broadcast_consumer",
         "blocking_producer", "blocking_consumer", "sql_filter_consumer",
         "transaction_producer", "delay_producer", "retry_consumer", "dlq_consumer", "simple_consumer",
+        "traced_messages",
     }  # fmt: skip
     spark = {p.stem for p in EXAMPLES.glob("spark_*.py")}  # tested in test_spark_examples.py
     assert {p.stem for p in EXAMPLES.glob("*.py")} - spark == tested
