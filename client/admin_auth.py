@@ -191,3 +191,73 @@ class AuthAdmin:
         ext = ListAclsRequestHeader(subject_filter, resource_filter).to_ext()
         docs = await self._each(addrs, RequestCode.AUTH_LIST_ACL, ext)
         return [(a, list(d or [])) for a, d in zip(addrs, docs, strict=True)]
+
+    # -- copies between brokers ------------------------------------------------------------------
+
+    async def copy_users(
+        self, from_addr: str, to_addr: str, usernames: str | Sequence[str] | None = None
+    ) -> list[str]:
+        """RocketMQ's ``copyUser``: the source broker's users (all, or those named) created on the
+        target, or updated there when it has them (password, type and status as at the source).
+        Returns the names copied.
+
+        Raises:
+            MQClientError: a named user is not on the source broker (nothing was copied).
+        """
+        names = split_list(usernames)
+        users = await self._docs(from_addr, RequestCode.AUTH_LIST_USER, ListUsersRequestHeader("").to_ext())
+        if names:
+            by_name = {u.get("username"): u for u in users}
+            missing = [n for n in names if n not in by_name]
+            if missing:
+                raise MQClientError(
+                    f"no user {', '.join(missing)} on {from_addr}: nothing copied (listUser -b)"
+                )
+            users = [by_name[n] for n in names]
+        present = {
+            u.get("username")
+            for u in await self._docs(
+                to_addr, RequestCode.AUTH_LIST_USER, ListUsersRequestHeader("").to_ext()
+            )
+        }
+        for doc in users:
+            name = str(doc.get("username"))
+            code = RequestCode.AUTH_UPDATE_USER if name in present else RequestCode.AUTH_CREATE_USER
+            await self._call(to_addr, code, UserRequestHeader(name).to_ext(), doc)
+        return [str(u.get("username")) for u in users]
+
+    async def copy_acls(
+        self, from_addr: str, to_addr: str, subjects: str | Sequence[str] | None = None
+    ) -> list[str]:
+        """RocketMQ's ``copyAcl``: the source broker's ACLs (all, or those of the subjects named)
+        created on the target, or merged into the target's ACL of the same subject (by resource).
+        Returns the subjects copied.
+
+        Raises:
+            MQClientError: a named subject has no ACL on the source broker (nothing was copied).
+        """
+        wanted = split_list(subjects)
+        acls = await self._docs(from_addr, RequestCode.AUTH_LIST_ACL, ListAclsRequestHeader("", "").to_ext())
+        if wanted:
+            by_subject = {a.get("subject"): a for a in acls}
+            missing = [s for s in wanted if s not in by_subject]
+            if missing:
+                raise MQClientError(
+                    f"no ACL of {', '.join(missing)} on {from_addr}: nothing copied (listAcl -b)"
+                )
+            acls = [by_subject[s] for s in wanted]
+        present = {
+            a.get("subject")
+            for a in await self._docs(
+                to_addr, RequestCode.AUTH_LIST_ACL, ListAclsRequestHeader("", "").to_ext()
+            )
+        }
+        for doc in acls:
+            subject = str(doc.get("subject"))
+            code = RequestCode.AUTH_UPDATE_ACL if subject in present else RequestCode.AUTH_CREATE_ACL
+            await self._call(to_addr, code, AclRequestHeader(subject).to_ext(), doc)
+        return [str(a.get("subject")) for a in acls]
+
+    async def _docs(self, addr: str, code: RequestCode, ext: dict[str, Any]) -> list[dict[str, Any]]:
+        """A list answer's documents (maps only)."""
+        return [d for d in (await self._call(addr, code, ext) or []) if isinstance(d, dict)]

@@ -119,8 +119,8 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
     "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",
                    "updateNamesrvConfig"),
     "Controller mode": ("getSyncStateSet", "getBrokerEpoch", "getControllerMetaData", "electMaster"),
-    "ACL 2.0": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl", "updateAcl",
-                "deleteAcl", "getAcl", "listAcl"),
+    "ACL 2.0": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "copyUser", "createAcl",
+                "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyAcl"),
 }  # fmt: skip
 
 

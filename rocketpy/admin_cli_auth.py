@@ -1,6 +1,6 @@
 """``mqadmin`` ACL 2.0 commands: createUser, updateUser, deleteUser, getUser, listUser, createAcl,
 updateAcl, deleteAcl, getAcl, listAcl (RocketMQ 5's names and options; ``-c`` every master of a
-cluster, or ``-b`` one broker).
+cluster, or ``-b`` one broker), and copyUser, copyAcl (``-f`` one broker to ``-t`` another).
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); output
 follows the same rules (a plain table, or one JSON document with ``--json``). Changes print
@@ -284,3 +284,32 @@ async def list_acl(
         ACL_HEADERS,
         acl_rows(found[0][1] if found else []),
     )
+
+
+# ---- copies between brokers -----------------------------------------------------------------------
+
+
+def _copied(as_json: bool, what: str, names: list[str], source: str, target: str) -> None:
+    if as_json:
+        _emit(True, {"result": "success", "from": source, "to": target, "copied": names})
+        return
+    for name in names:
+        click.echo(f"copy {what} of {name} from {source} to {target} success.")
+
+
+@click.option("-f", "--fromBroker", "source", required=True, help="The broker the users are copied from.")
+@click.option("-t", "--toBroker", "target", required=True, help="The broker they are copied to.")
+@click.option("-u", "--username", "usernames", default=None, help="Only these users (','-separated).")
+@_admin_command("copyUser")
+async def copy_user(admin: Any, as_json: bool, source: str, target: str, usernames: str | None) -> None:
+    """Copy users (ACL 2.0) from one broker to another: created there, or updated when present."""
+    _copied(as_json, "user", await admin.auth.copy_users(source, target, usernames), source, target)
+
+
+@click.option("-f", "--fromBroker", "source", required=True, help="The broker the ACLs are copied from.")
+@click.option("-t", "--toBroker", "target", required=True, help="The broker they are copied to.")
+@click.option("-s", "--subjects", default=None, help="Only these subjects (User:NAME, ','-separated).")
+@_admin_command("copyAcl")
+async def copy_acl(admin: Any, as_json: bool, source: str, target: str, subjects: str | None) -> None:
+    """Copy ACLs (ACL 2.0) from one broker to another: created there, or merged by resource."""
+    _copied(as_json, "acl", await admin.auth.copy_acls(source, target, subjects), source, target)

@@ -182,3 +182,48 @@ def test_users_and_acls_survive_a_restart(cluster: Cluster) -> None:
     assert "may not Pub Topic:OrdersSecret" in refused(ns, "OrdersSecret", ALICE)
     out = ok(ROOT, "getUser", "-n", ns, "-b", cluster.master.addr, "-u", "alice", "--json")
     assert "Normal" in out and "enable" in out
+
+
+def test_copy_user_and_acl_to_another_master(cluster: Cluster) -> None:
+    """copyUser / copyAcl: a second master (its own broker name) gets the first's user and ACL;
+    a second copy updates what it has; a name the source lacks copies nothing."""
+    ns, source = cluster.ns, cluster.master.addr
+    other = cluster.pool.broker(ns, brokerName="broker-copy", **AUTH)
+    try:
+        target = other.addr
+        ok(ROOT, "createUser", "-n", ns, "-b", source, "-u", "dave", "-p", "daveSecret1")
+        ok(ROOT, "createAcl", "-n", ns, "-b", source, "-s", "User:dave", "-r", "Topic:Dave*", "-a", "Pub",
+           "-d", "Allow")  # fmt: skip
+        assert "no user" in str(mqadmin(ROOT, "getUser", "-n", ns, "-b", target, "-u", "dave").exception)
+
+        out = ok(ROOT, "copyUser", "-n", ns, "-f", source, "-t", target, "-u", "dave")
+        assert out == f"copy user of dave from {source} to {target} success.\n"
+        out = ok(ROOT, "copyAcl", "-n", ns, "-f", source, "-t", target, "-s", "User:dave")
+        assert out == f"copy acl of User:dave from {source} to {target} success.\n"
+
+        def user_at(addr: str) -> Any:
+            doc = json.loads(ok(ROOT, "getUser", "-n", ns, "-b", addr, "-u", "dave", "--json"))
+            return doc["brokers"][0]["user"]
+
+        def acl_at(addr: str) -> Any:
+            return json.loads(ok(ROOT, "getAcl", "-n", ns, "-b", addr, "-s", "User:dave", "--json"))[
+                "brokers"
+            ][0]
+
+        assert user_at(target) == user_at(source)
+        assert acl_at(target)["acl"] == acl_at(source)["acl"]
+
+        # the second copy updates: a new password and a wider ACL reach the target
+        ok(ROOT, "updateUser", "-n", ns, "-b", source, "-u", "dave", "-p", "daveSecret2", "-s", "disable")
+        ok(ROOT, "createAcl", "-n", ns, "-b", source, "-s", "User:dave", "-r", "Group:gDave", "-a", "Sub",
+           "-d", "Allow")  # fmt: skip
+        doc = json.loads(ok(ROOT, "copyUser", "-n", ns, "-f", source, "-t", target, "--json"))
+        assert "dave" in doc["copied"] and {"root", "inner"} <= set(doc["copied"])
+        ok(ROOT, "copyAcl", "-n", ns, "-f", source, "-t", target)
+        assert user_at(target)["password"] == "daveSecret2" and user_at(target)["userStatus"] == "disable"
+        assert acl_at(target)["acl"] == acl_at(source)["acl"]
+
+        missing = mqadmin(ROOT, "copyUser", "-n", ns, "-f", source, "-t", target, "-u", "dave,nobody")
+        assert missing.exit_code != 0 and "no user nobody" in str(missing.exception)
+    finally:
+        other.terminate()
