@@ -1,18 +1,19 @@
 """``Admin``'s broker-wide statistics behind mqadmin's statsAll: VIEW_BROKER_STATS_DATA (a named
 stats item's minute, hour and day figures) and GET_BROKER_CONSUME_STATS (every group's progress on
 one broker), and statsAll's per topic and group rows assembled from them as RocketMQ's
-``StatsAllSubCommand`` does; and the store housekeeping calls CLEAN_EXPIRED_CONSUMEQUEUE,
-CLEAN_UNUSED_TOPIC and DELETE_EXPIRED_COMMITLOG.
+``StatsAllSubCommand`` does; exportMetrics' per-broker report; and the store housekeeping calls
+CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC and DELETE_EXPIRED_COMMITLOG.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rocketpy.client.answers import unpack_body
 from rocketpy.errors import MQBrokerError, MQClientError, RocketpyError
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.admin import GetConsumeStatsInBrokerHeader, ViewBrokerStatsDataRequestHeader
-from rocketpy.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rocketpy.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
 if TYPE_CHECKING:
     from rocketpy.client.admin import Admin
@@ -181,3 +182,89 @@ async def delete_expired_commitlog(admin: Admin, addr: str) -> int:
     return int(
         (await admin.call_map(addr, RequestCode.DELETE_EXPIRED_COMMITLOG, None)).get("filesDeleted", 0)
     )
+
+
+async def export_metrics(admin: Admin, cluster: str) -> dict[str, Any]:
+    """mqadmin exportMetrics' document (RocketMQ's ``ExportMetricsCommand``): per master of
+    ``cluster`` its runtime environment, quotas (disk ratios; normal, transaction and schedule
+    TPS over the last minute and counts over the day; average message size; topics and groups)
+    and the versions of its clients; and the cluster's totals.
+
+    Raises:
+        MQClientError: the cluster is unknown (the message lists the known ones).
+    """
+    report: dict[str, Any] = {}
+    total_tps = dict.fromkeys(
+        ("totalNormalInTps", "totalNormalOutTps", "totalTransInTps", "totalScheduleInTps"), 0.0
+    )
+    total_day = dict.fromkeys(
+        ("normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum", "scheduleOneDayInNum"), 0
+    )
+    for name, addr in sorted(await admin.cluster_masters(cluster)):
+        kv = await admin.broker_runtime_info(addr)
+        config = await admin.get_broker_config(addr)
+        groups = unpack_body(await admin._invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)) or {}
+        group_names = sorted((groups.get("subscriptionGroupTable") or {}).keys())
+        topics = unpack_body(await admin._invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG)) or {}
+        trans = await view_broker_stats_data(admin, addr, "TOPIC_PUT_NUMS", TRANS_HALF_TOPIC)
+        schedule = await view_broker_stats_data(admin, addr, "TOPIC_PUT_NUMS", SCHEDULE_TOPIC)
+        puts = await view_broker_stats_data(admin, addr, "BROKER_PUT_NUMS", cluster)
+        gets = await view_broker_stats_data(admin, addr, "BROKER_GET_NUMS", cluster)
+        tps = {
+            "normalInTps": _first_float(kv.get("putTps")),
+            "normalOutTps": _first_float(kv.get("getTransferedTps")),
+            "transInTps": minute_tps(trans),
+            "scheduleInTps": minute_tps(schedule),
+        }
+        day = {
+            "normalOneDayInNum": day_sum(puts),
+            "normalOneDayOutNum": day_sum(gets),
+            "transOneDayInNum": day_sum(trans),
+            "scheduleOneDayInNum": day_sum(schedule),
+        }
+        for key, value in tps.items():
+            total_tps["total" + key[0].upper() + key[1:]] += value
+        for key, count in day.items():
+            total_day[key] += count
+        report[name] = {
+            "runtimeEnv": {
+                "cpuNum": config.get("clientCallbackExecutorThreads") or kv.get("availableProcessors"),
+                "totalMemKBytes": kv.get("totalMemKBytes"),
+            },
+            "runtimeQuota": {
+                "diskRatio": {
+                    "commitLogDiskRatio": kv.get("commitLogDiskRatio"),
+                    "consumeQueueDiskRatio": kv.get("consumeQueueDiskRatio"),
+                },
+                "tps": tps,
+                "oneDayNum": day,
+                "messageAverageSize": kv.get("putMessageAverageSize"),
+                "topicSize": len(topics.get("topicConfigTable") or {}),
+                "groupSize": len(group_names),
+            },
+            "runtimeVersion": {
+                "rocketmqVersion": kv.get("brokerVersionDesc"),
+                "clientInfo": sorted(await _client_versions(admin, group_names)),
+            },
+        }
+    return {"evaluateReport": report, "totalData": {"totalTps": total_tps, "totalOneDayNum": total_day}}
+
+
+def _first_float(text: str | None) -> float:
+    """The first figure of a runtime TPS entry (``"12.50 11.20"``: the last 10 s, then the minute)."""
+    try:
+        return float((text or "0").split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+async def _client_versions(admin: Admin, groups: list[str]) -> set[str]:
+    """``LANGUAGE%version`` of every live consumer of ``groups`` (RocketMQ's clientInfo)."""
+    out: set[str] = set()
+    for group in groups:
+        try:
+            conns = await admin.consumer_connections(group)
+        except RocketpyError:  # a group no broker can answer for: left out, as RocketMQ does
+            continue
+        out.update(f"{c.get('language')}%{c.get('versionDesc') or c.get('version')}" for c in conns)
+    return out

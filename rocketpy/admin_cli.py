@@ -114,6 +114,7 @@ HELP_SECTIONS: dict[str, tuple[str, ...]] = {
                 "clusterRT", "sendMessage", "consumeMessage", "resendDlq"),
     "Broker and cluster": ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig",
                            "wipeWritePerm", "addWritePerm", "haStatus", "exportMetadata", "exportConfigs",
+                           "exportMetrics",
                            "statsAll", "cleanExpiredCQ", "deleteExpiredCommitLog",
                            "cleanUnusedTopic"),
     "NameServer": ("updateKvConfig", "getKvConfig", "deleteKvConfig", "getNamesrvConfig",

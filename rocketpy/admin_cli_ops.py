@@ -1,6 +1,6 @@
 """``mqadmin`` commands that read queues, measure sends and export a cluster's metadata: printMsg,
 printMsgByQueue, queryCq, brokerConsumeStats, checkMsgSendRT, sendMsgStatus, clusterRT, exportMetadata,
-exportConfigs (the NameServer and replication commands are in ``rocketpy.admin_cli_cluster``).
+exportConfigs, exportMetrics (the NameServer and replication commands are in ``rocketpy.admin_cli_cluster``).
 
 Registered on the ``mqadmin`` group of ``rocketpy.admin_cli`` (which imports this module); names,
 options and output follow RocketMQ's tools (plain text, or one JSON document with ``--json``).
@@ -362,6 +362,17 @@ async def export_configs(admin: Any, as_json: bool, cluster: str, file_path: str
     doc = {"namesrvConfig": {"namesrvAddr": admin.namesrv_addr}, "brokerConfigs": brokers,
            "clusterScale": {"masterBrokerSize": len(brokers)}}  # fmt: skip
     _write(as_json, Path(file_path) / "configs.json", doc)
+
+
+@click.option("-c", "--clusterName", "cluster", required=True)
+@click.option("-f", "--filePath", "file_path", default="/tmp/rocketmq/export", show_default=True)
+@_admin_command("exportMetrics")
+async def export_metrics(admin: Any, as_json: bool, cluster: str, file_path: str) -> None:
+    """Write each master's runtime figures (disk, TPS, day counts, sizes, client versions) and the
+    cluster's totals to FILEPATH/metrics.json (RocketMQ's file and layout)."""
+    from rocketpy.client.admin_stats import export_metrics as collect
+
+    _write(as_json, Path(file_path) / "metrics.json", await collect(admin, cluster))
 
 
 def _write(as_json: bool, path: Path, doc: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ Owns how counters, store offsets and group state are assembled into RocketMQ-sha
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Callable
@@ -33,6 +34,16 @@ from rocketpy.remoting.connection import Channel
 from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_origin
 
 _TS = struct.Struct(">q")
+
+
+def _total_mem_kib() -> int:
+    """The host's memory in KiB (0 when the platform does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024
+    except (ValueError, OSError):
+        return 0
+
+
 VERSION_DESC = "rocketpy-0.1.0"
 
 
@@ -94,6 +105,12 @@ class AdminStatsProcessor:
             "topicCount": str(len(self.topic_config.table)),
             "consumerGroupCount": str(len(self.consumer_manager.groups)),
             "brokerPermission": str(self.broker_config.broker_permission),
+            # the host and average message size (mqadmin exportMetrics reads them, as RocketMQ's)
+            "putMessageAverageSize": f"{s.put_bytes_total / s.put_msgs_total:.2f}"
+            if s.put_msgs_total
+            else "0",
+            "totalMemKBytes": str(_total_mem_kib()),
+            "availableProcessors": str(os.cpu_count() or 1),
         }
         if self.delivery is not None:
             table["timerWaitingCount"] = str(self.delivery.timer_waiting())

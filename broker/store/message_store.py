@@ -598,6 +598,8 @@ class MessageStore:
             "getMessageTransferedMsgCount": str(self.stats.get_total),
             "consumeQueueCount": str(len(self.dispatcher.cqs)),
             "commitLogDiskRatio": f"{self.disk_ratio:.4f}",
+            # the consume queues live under the same root (storePathRootDir): the same disk
+            "consumeQueueDiskRatio": f"{self.disk_ratio:.4f}",
             "diskFullRemark": self.disk_full_remark,
             "readOnlyRemark": self.read_only_remark,
             "storeRootDir": self.root,

@@ -22,7 +22,7 @@ from tests.waiting import wait_until_async
 TOPIC, IDLE, GROUP = "StatsT", "StatsIdleT", "stats_g"
 
 
-async def test_stats_all(daemons: DaemonPool) -> None:
+async def test_stats_all_and_export_metrics(daemons: DaemonPool, tmp_path: Path) -> None:
     ns = daemons.namesrv().addr
     broker = daemons.broker(ns)
     admin = Admin(ns, timeout=3.0)
@@ -85,6 +85,27 @@ async def test_stats_all(daemons: DaemonPool) -> None:
         assert listing["brokerAddr"] == broker.addr and listing["totalDiff"] == 0
         groups = {g for entry in listing["consumeStatsList"] for g in entry}
         assert GROUP in groups
+
+        # exportMetrics: RocketMQ's metrics.json from the same figures
+        said = await mqadmin(ns, "exportMetrics", "-c", "DefaultCluster", "-f", str(tmp_path))
+        assert said.strip() == f"export {tmp_path / 'metrics.json'} success"
+        metrics = json.loads((tmp_path / "metrics.json").read_text())
+        report = metrics["evaluateReport"]["broker-a"]
+        quota = report["runtimeQuota"]
+        assert quota["oneDayNum"]["normalOneDayInNum"] >= 5 and quota["oneDayNum"]["normalOneDayOutNum"] >= 5
+        assert quota["oneDayNum"]["transOneDayInNum"] == quota["oneDayNum"]["scheduleOneDayInNum"] == 0
+        assert set(quota["tps"]) == {"normalInTps", "normalOutTps", "transInTps", "scheduleInTps"}
+        assert quota["topicSize"] >= 2 and quota["groupSize"] >= 1 and float(quota["messageAverageSize"]) > 0
+        assert set(quota["diskRatio"]) == {"commitLogDiskRatio", "consumeQueueDiskRatio"}
+        assert int(report["runtimeEnv"]["totalMemKBytes"]) > 0 and int(report["runtimeEnv"]["cpuNum"]) >= 1
+        version = report["runtimeVersion"]
+        assert version["rocketmqVersion"].startswith("rocketpy") and version["clientInfo"]
+        assert all("%" in c for c in version["clientInfo"])
+        totals = metrics["totalData"]
+        assert totals["totalOneDayNum"]["normalOneDayInNum"] == quota["oneDayNum"]["normalOneDayInNum"]
+        assert totals["totalTps"]["totalNormalInTps"] == quota["tps"]["normalInTps"]
+        unknown = await mqadmin(ns, "exportMetrics", "-c", "NoSuchCluster", "-f", str(tmp_path), ok=False)
+        assert "NoSuchCluster" in unknown
     finally:
         await producer.shutdown()
         await consumer.shutdown()
