@@ -258,6 +258,26 @@ async def test_cleanup_expired_files_with_injected_clock(tmp_path: Path) -> None
     await s.shutdown()
 
 
+async def test_manual_delete_takes_expired_files_only_and_at_any_hour(tmp_path: Path) -> None:
+    """DELETE_EXPIRED_COMMITLOG (``delete_expired_commitlog``): outside the deleteWhen hours and
+    with the disk fine, expired files go on request; unexpired ones stay."""
+    now = {"t": 1_000_000.0}
+    cfg = tiny_config(str(tmp_path), file_reserved_time=1, delete_when="99")
+    s = MessageStore(cfg, clock=lambda: now["t"], disk_usage=lambda _p: 0.1)
+    await s.start()
+    for i in range(40):
+        await s.put_message(bmsg("T", 0, b"p" * 500 + b"%d" % i))
+    assert len(s.commitlog.files) >= 5
+    now["t"] = await asyncio.to_thread(os.path.getmtime, s.commitlog.files[-1].path) + 1800  # half an hour
+    assert await s.delete_expired_commitlog() == 0  # none is an hour old yet
+    assert s.min_physical_offset == 0
+    now["t"] += 3600
+    assert await asyncio.to_thread(s.cleanup.run_once) == 0  # type: ignore[union-attr]  # not the hour
+    assert await s.delete_expired_commitlog() > 0
+    assert len(s.commitlog.files) == 1 and s.get_min_offset_in_queue("T", 0) > 0
+    await s.shutdown()
+
+
 async def test_schedule_topic_unit_holds_delivery_time(store: MessageStore) -> None:
     from rocketpy.message import properties_to_string
 
