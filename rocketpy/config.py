@@ -260,6 +260,17 @@ class StoreConfig(BaseModel):
         parse_delay_levels(value)
         return value
 
+    @field_validator("delete_when")
+    @classmethod
+    def _check_delete_when(cls, value: str) -> str:
+        # RocketMQ's rule: whole hours of the day, ';'-separated; an hour past 23 never comes
+        parts = [p.strip() for p in value.replace(",", ";").split(";")]
+        if not all(p.isdigit() for p in parts):
+            raise ValueError(
+                f"deleteWhen is hours of the day separated by ';' (e.g. 04 or 04;16), got {value!r}"
+            )
+        return value
+
     @field_validator("store_path_root_dir", "store_path_commit_log")
     @classmethod
     def _expand_paths(cls, value: str | None) -> str | None:

@@ -53,6 +53,18 @@ LIVE_BROKER_KEYS = {
     "sendThreadPoolQueueCapacity": "send_thread_pool_queue_capacity",
 }
 
+#: RocketMQ key -> StoreConfig field, for the store keys that take effect without a restart: the
+#: cleanup reads them on each pass (``broker/store/cleanup.py``), so an operator can free a filling
+#: disk now (with ``mqadmin deleteExpiredCommitLog``) without restarting the broker.
+LIVE_STORE_KEYS = {
+    "fileReservedTime": "file_reserved_time",
+    "deleteWhen": "delete_when",
+    "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
+    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
+    "destroyMapedFileIntervalForcibly": "destroy_mapped_file_interval_forcibly",
+}
+
 
 class AdminProcessor:
     """Handles topic, subscription-group and broker-config administration.
@@ -182,18 +194,25 @@ class AdminProcessor:
     async def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: change live keys (all or nothing); others get a clear refusal."""
         entries = config_update_entries(request.body, "UPDATE_BROKER_CONFIG")
-        fixed = [e.key for e in entries if e.key not in LIVE_BROKER_KEYS]
+        fixed = [e.key for e in entries if e.key not in LIVE_BROKER_KEYS and e.key not in LIVE_STORE_KEYS]
         if fixed:
+            live = sorted([*LIVE_BROKER_KEYS, *LIVE_STORE_KEYS])
             return RemotingCommand.response(
                 request,
                 ResponseCode.INVALID_PARAMETER,
                 f"cannot change {', '.join(fixed)} while the broker runs (edit the config file and restart); "
-                f"keys that can change live: {', '.join(sorted(LIVE_BROKER_KEYS))}",
+                f"keys that can change live: {', '.join(live)}",
             )
         updates = {e.key: e.value for e in entries}
-        current = self.broker_config.model_dump(by_alias=True)
-        try:
-            checked = BrokerConfig.model_validate({**current, **updates})
+        broker_updates = {k: v for k, v in updates.items() if k in LIVE_BROKER_KEYS}
+        store_updates = {k: v for k, v in updates.items() if k in LIVE_STORE_KEYS}
+        try:  # both checked before either changes: all or nothing
+            broker = BrokerConfig.model_validate(
+                {**self.broker_config.model_dump(by_alias=True), **broker_updates}
+            )
+            store = StoreConfig.model_validate(
+                {**self.store_config.model_dump(by_alias=True), **store_updates}
+            )
         except ValidationError as e:
             first = e.errors()[0]
             return RemotingCommand.response(
@@ -201,9 +220,12 @@ class AdminProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"bad value for {first['loc'][0] if first['loc'] else '?'}: {first['msg']}",
             )
-        for key in updates:
+        for key in broker_updates:
             field = LIVE_BROKER_KEYS[key]
-            setattr(self.broker_config, field, getattr(checked, field))
+            setattr(self.broker_config, field, getattr(broker, field))
+        for key in store_updates:
+            field = LIVE_STORE_KEYS[key]
+            setattr(self.store_config, field, getattr(store, field))
         log.info("broker config updated live: %s", updates)
         await self._broker_config_changed(set(updates))
         return RemotingCommand.response(request)

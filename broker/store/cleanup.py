@@ -68,7 +68,6 @@ class CleanupService:
         self._refuse_writes = refuse_writes
         self._remark = ""
         self.disk_ratio = 0.0
-        self._hours = parse_hours(config.delete_when)
         self._stop = threading.Event()
         self._run_lock = threading.Lock()
         self._to_destroy: list[tuple[MappedFile, float]] = []
@@ -103,7 +102,9 @@ class CleanupService:
             ratio = self._check_disk()
             c = self._config
             now = self._clock()
-            by_time = time.localtime(now).tm_hour in self._hours
+            # read each pass: deleteWhen, fileReservedTime and the ratios may change while the
+            # broker runs (UPDATE_BROKER_CONFIG)
+            by_time = time.localtime(now).tm_hour in parse_hours(c.delete_when)
             by_space = ratio >= c.disk_max_used_space_ratio / 100
             forced = ratio >= c.disk_space_clean_forcibly_ratio / 100
             deleted = self._retry_destroy(now)

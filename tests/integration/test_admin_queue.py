@@ -1,6 +1,7 @@
 """mqadmin queryCq and deleteExpiredCommitLog against real daemons: a consume queue's units as the
 broker stores them (with a named group, which of them its TAG or SQL92 subscription takes), and
-the commitlog files past fileReservedTime deleted on request instead of at the deleteWhen hour."""
+the commitlog files past fileReservedTime (changed live) deleted on request instead of at the
+deleteWhen hour."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ async def test_delete_expired_commitlog_deletes_now_not_at_the_delete_hour(
     ns = daemons.namesrv().addr
     store = tmp_path / "expire-store"
     other_hour = f"{(time.localtime().tm_hour + 12) % 24:02d}"  # the periodic pass does not delete
-    props = {"mappedFileSizeCommitLog": 64 * 1024, "fileReservedTime": 0, "deleteWhen": other_hour}
+    props = {"mappedFileSizeCommitLog": 64 * 1024, "deleteWhen": other_hour}  # fileReservedTime 72 h
     broker = daemons.broker(ns, storePathRootDir=store, **props)
     async with Admin(ns, timeout=3.0) as admin:
         await admin.create_topic("ExpireT", broker_addr=broker.addr, read_queue_nums=1, write_queue_nums=1)
@@ -121,6 +122,12 @@ async def test_delete_expired_commitlog_deletes_now_not_at_the_delete_hour(
     status = (await mqadmin_json(ns, "topicStatus", "-t", "ExpireT"))["queues"][0]
     assert (status["min_offset"], status["max_offset"]) == (0, 100)
 
+    nothing = await mqadmin_json(ns, "deleteExpiredCommitLog", "-b", broker.addr)
+    assert nothing["brokers"] == {broker.addr: {"filesDeleted": 0}}  # none is 72 h old
+    # the operator shortens the reservation while the broker runs, then deletes at once
+    await mqadmin(ns, "updateBrokerConfig", "-b", broker.addr, "-k", "fileReservedTime", "-v", "0")
+    config = await mqadmin_json(ns, "getBrokerConfig", "-b", broker.addr)
+    assert config[broker.addr]["fileReservedTime"] == "0"
     assert (await mqadmin(ns, "deleteExpiredCommitLog", "-b", broker.addr)).strip() == "success"
     after = sorted(p.name for p in (store / "commitlog").iterdir())
     # every file before the one being written was past fileReservedTime (0 h); that one stays, and

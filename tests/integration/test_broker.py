@@ -133,6 +133,14 @@ async def test_auto_create_off(daemons: DaemonPool, namesrv: Daemon, client: Rem
     assert r.code == ResponseCode.NO_PERMISSION and "write permission" in (r.remark or "")
     r = await call(client, b.addr, RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=1\n")
     assert r.code == ResponseCode.INVALID_PARAMETER and "brokerPermission" in (r.remark or "")
+    assert "fileReservedTime" in (r.remark or "")  # the live store keys are listed too
+    # a bad value of a live store key changes nothing, the broker key beside it neither
+    r = await call(
+        client, b.addr, RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\ndeleteWhen=4pm\n"
+    )
+    assert r.code == ResponseCode.INVALID_PARAMETER and "deleteWhen" in (r.remark or "")
+    r = await send(client, b.addr, "Made", b"x")
+    assert r.code == ResponseCode.NO_PERMISSION  # brokerPermission is still 4
 
 
 async def test_long_polling_wake_and_timeout(broker: Daemon, client: RemotingClient) -> None:
