@@ -109,6 +109,11 @@ def test_namesrv_error_messages(tmp_path: Path, text: str, message: str) -> None
             "IP and a port from 1 to 65535 (several separated by ';')",
         ),
         (
+            "deleteWhen=4pm",
+            "error: FILE:1: deleteWhen='4pm' is invalid: Value error, deleteWhen is hours of the day "
+            "separated by ';' (e.g. 04 or 04;16), got '4pm'",
+        ),
+        (
             "brokerRole=SLAVE\n",
             "error: FILE:1: brokerId='0' with brokerRole=SLAVE: "
             "a slave needs brokerId >= 1 (0 is the master)",
