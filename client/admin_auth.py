@@ -10,6 +10,7 @@ command-line splitting (``,``-separated lists) happens here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocketpy.client.answers import check, pack_body, unpack_body
@@ -204,27 +205,7 @@ class AuthAdmin:
         Raises:
             MQClientError: a named user is not on the source broker (nothing was copied).
         """
-        names = split_list(usernames)
-        users = await self._docs(from_addr, RequestCode.AUTH_LIST_USER, ListUsersRequestHeader("").to_ext())
-        if names:
-            by_name = {u.get("username"): u for u in users}
-            missing = [n for n in names if n not in by_name]
-            if missing:
-                raise MQClientError(
-                    f"no user {', '.join(missing)} on {from_addr}: nothing copied (listUser -b)"
-                )
-            users = [by_name[n] for n in names]
-        present = {
-            u.get("username")
-            for u in await self._docs(
-                to_addr, RequestCode.AUTH_LIST_USER, ListUsersRequestHeader("").to_ext()
-            )
-        }
-        for doc in users:
-            name = str(doc.get("username"))
-            code = RequestCode.AUTH_UPDATE_USER if name in present else RequestCode.AUTH_CREATE_USER
-            await self._call(to_addr, code, UserRequestHeader(name).to_ext(), doc)
-        return [str(u.get("username")) for u in users]
+        return await self._copy(_USERS, from_addr, to_addr, split_list(usernames))
 
     async def copy_acls(
         self, from_addr: str, to_addr: str, subjects: str | Sequence[str] | None = None
@@ -236,28 +217,54 @@ class AuthAdmin:
         Raises:
             MQClientError: a named subject has no ACL on the source broker (nothing was copied).
         """
-        wanted = split_list(subjects)
-        acls = await self._docs(from_addr, RequestCode.AUTH_LIST_ACL, ListAclsRequestHeader("", "").to_ext())
+        return await self._copy(_ACLS, from_addr, to_addr, split_list(subjects))
+
+    async def _copy(self, kind: _Copied, from_addr: str, to_addr: str, wanted: list[str]) -> list[str]:
+        """Each document of ``kind`` on ``from_addr`` (or those ``wanted``, all checked first)
+        created on ``to_addr``, or updated where it has one with the same key."""
+        docs = await self._docs(from_addr, kind.list_code, kind.list_ext)
         if wanted:
-            by_subject = {a.get("subject"): a for a in acls}
-            missing = [s for s in wanted if s not in by_subject]
+            by_key = {d.get(kind.key): d for d in docs}
+            missing = [w for w in wanted if w not in by_key]
             if missing:
                 raise MQClientError(
-                    f"no ACL of {', '.join(missing)} on {from_addr}: nothing copied (listAcl -b)"
+                    f"no {kind.noun} {', '.join(missing)} on {from_addr}: nothing copied ({kind.hint} -b)"
                 )
-            acls = [by_subject[s] for s in wanted]
-        present = {
-            a.get("subject")
-            for a in await self._docs(
-                to_addr, RequestCode.AUTH_LIST_ACL, ListAclsRequestHeader("", "").to_ext()
-            )
-        }
-        for doc in acls:
-            subject = str(doc.get("subject"))
-            code = RequestCode.AUTH_UPDATE_ACL if subject in present else RequestCode.AUTH_CREATE_ACL
-            await self._call(to_addr, code, AclRequestHeader(subject).to_ext(), doc)
-        return [str(a.get("subject")) for a in acls]
+            docs = [by_key[w] for w in wanted]
+        present = {d.get(kind.key) for d in await self._docs(to_addr, kind.list_code, kind.list_ext)}
+        for doc in docs:
+            key = str(doc.get(kind.key))
+            code = kind.update_code if key in present else kind.create_code
+            await self._call(to_addr, code, {kind.header_field: key}, doc)
+        return [str(d.get(kind.key)) for d in docs]
 
     async def _docs(self, addr: str, code: RequestCode, ext: dict[str, Any]) -> list[dict[str, Any]]:
         """A list answer's documents (maps only)."""
         return [d for d in (await self._call(addr, code, ext) or []) if isinstance(d, dict)]
+
+
+@dataclass(frozen=True)
+class _Copied:
+    """What ``copyUser`` / ``copyAcl`` copy: how to list them, their key, and the calls that make
+    or change one (its key in the request header)."""
+
+    list_code: RequestCode
+    list_ext: dict[str, Any]
+    key: str
+    header_field: str
+    create_code: RequestCode
+    update_code: RequestCode
+    noun: str
+    hint: str
+
+
+_USERS = _Copied(
+    RequestCode.AUTH_LIST_USER, ListUsersRequestHeader("").to_ext(), "username",
+    UserRequestHeader.wire_name("username"), RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_UPDATE_USER,
+    "user", "listUser",
+)  # fmt: skip
+_ACLS = _Copied(
+    RequestCode.AUTH_LIST_ACL, ListAclsRequestHeader("", "").to_ext(), "subject",
+    AclRequestHeader.wire_name("subject"), RequestCode.AUTH_CREATE_ACL, RequestCode.AUTH_UPDATE_ACL,
+    "ACL of", "listAcl",
+)  # fmt: skip
