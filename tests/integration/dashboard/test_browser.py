@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocketpy import Admin, Message
+from rocketpy import Admin, ConsumeStatus, Message, Producer, PushConsumer
 from rocketpy.topic import retry_topic
 from tests.conftest import DaemonPool
+from tests.consumer_settings import FAST_CONSUMER
 from tests.dashboard_support import (
     HOSTILE,
     DashboardProcess,
@@ -20,7 +21,8 @@ from tests.dashboard_support import (
     send,
     total_max_offset,
 )
-from tests.integration.dashboard.conftest import Page
+from tests.integration.dashboard.conftest import ARTIFACTS, Page
+from tests.waiting import wait_until_async
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +187,44 @@ def test_dead_letters_browse_and_resend(page: Page, ns: str) -> None:
             return await total_max_offset(admin, retry_topic("g_dead_browser"))
 
     assert run_async(retry_now()) == retry_before + 1
+
+
+def test_message_trace_timeline_from_the_search_page(page: Page, ns: str) -> None:
+    async def traced() -> str:
+        async with Admin(ns) as admin:
+            await admin.create_topic("TraceB", "DefaultCluster", read_queue_nums=1, write_queue_nums=1)
+        consumer = PushConsumer("g_trace_browser", ns, enable_trace=True, **FAST_CONSUMER)
+        consumer.subscribe("TraceB", "*")
+        consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+        await consumer.start()
+        try:
+            async with Producer("pg_trace_browser", namesrv_addr=ns, enable_trace=True) as producer:
+                msg_id = str((await producer.send(Message("TraceB", b"traced in a browser"))).msg_id)
+            async with Admin(ns) as admin:
+
+                async def consumed() -> bool:
+                    trace = await admin.query_msg_trace(msg_id)
+                    return any(e.event == "consumed" for e in trace.events)
+
+                await wait_until_async(consumed, 30, interval=0.3, message="the traced consume")
+        finally:
+            await consumer.shutdown()
+        return msg_id
+
+    msg_id = run_async(traced())
+    page.go("/messages")
+    page.page.locator("#search-trace input[name=msg_id]").fill(msg_id)
+    page.page.locator("#search-trace button").click()
+    page.page.wait_for_selector("#timeline")
+    kinds = page.page.locator("#timeline .event-kind").all_inner_texts()
+    assert kinds[0] == "sent" and "consumed" in kinds
+    assert "g_trace_browser" in page.text("#timeline") and "pg_trace_browser" in page.text("#timeline")
+    page.page.screenshot(path=str(ARTIFACTS / "test_browser-trace-timeline.png"), full_page=True)
+    # the same page with a window that ends before the send: nothing, and what to check
+    page.page.locator("#trace-form input[name=end]").fill("2001-01-01T00:00:00")
+    page.page.locator("#trace-form button").click()
+    page.page.wait_for_selector("#no-trace")
+    assert "enable_trace=True" in page.text("#no-trace") and page.dialogs == []
 
 
 def test_a_post_without_the_csrf_token_is_refused(page: Page, ns: str) -> None:
