@@ -65,6 +65,36 @@ async def make_dead_letters(ns: str, topic: str, group: str, bodies: list[bytes]
         await consumer.shutdown()
 
 
+async def traced_message(ns: str, topic: str, group: str, producer_group: str, msg: Message) -> str:
+    """Create ``topic``, consume it in ``group`` and send ``msg`` to it, both traced; the message's
+    id once its trace shows the send, the consume and the group's CONSUMED progress (the consumer
+    is stopped again)."""
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, "DefaultCluster", read_queue_nums=1, write_queue_nums=1)
+    consumer = PushConsumer(group, ns, enable_trace=True, **FAST_CONSUMER)
+    consumer.subscribe(topic, "*")
+    consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+    await consumer.start()
+    try:
+        async with Producer(producer_group, namesrv_addr=ns, enable_trace=True) as producer:
+            msg_id = str((await producer.send(msg)).msg_id)
+        async with Admin(ns) as admin:
+
+            async def complete() -> bool:
+                trace = await admin.query_msg_trace(msg_id)
+                kinds = {(e.event, e.group, e.status) for e in trace.events}
+                return (
+                    ("sent", producer_group, "SEND_OK") in kinds
+                    and ("consumed", group, "SUCCESS") in kinds
+                    and trace.groups.get(group) == "CONSUMED"
+                )
+
+            await wait_until_async(complete, 30, interval=0.3, message="the traced send and consume")
+    finally:
+        await consumer.shutdown()
+    return msg_id
+
+
 class DashboardProcess:
     """``rocketpy dashboard -n NS --port 0`` as a subprocess; ``url`` from its start line."""
 

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocketpy import Admin, ConsumeStatus, Message, Producer, PushConsumer
+from rocketpy import Admin, Message
 from rocketpy.topic import retry_topic
 from tests.conftest import DaemonPool
-from tests.consumer_settings import FAST_CONSUMER
 from tests.dashboard_support import (
     HOSTILE,
     DashboardProcess,
@@ -20,9 +19,9 @@ from tests.dashboard_support import (
     run_async,
     send,
     total_max_offset,
+    traced_message,
 )
 from tests.integration.dashboard.conftest import ARTIFACTS, Page
-from tests.waiting import wait_until_async
 
 
 @pytest.fixture(scope="module")
@@ -190,28 +189,8 @@ def test_dead_letters_browse_and_resend(page: Page, ns: str) -> None:
 
 
 def test_message_trace_timeline_from_the_search_page(page: Page, ns: str) -> None:
-    async def traced() -> str:
-        async with Admin(ns) as admin:
-            await admin.create_topic("TraceB", "DefaultCluster", read_queue_nums=1, write_queue_nums=1)
-        consumer = PushConsumer("g_trace_browser", ns, enable_trace=True, **FAST_CONSUMER)
-        consumer.subscribe("TraceB", "*")
-        consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
-        await consumer.start()
-        try:
-            async with Producer("pg_trace_browser", namesrv_addr=ns, enable_trace=True) as producer:
-                msg_id = str((await producer.send(Message("TraceB", b"traced in a browser"))).msg_id)
-            async with Admin(ns) as admin:
-
-                async def consumed() -> bool:
-                    trace = await admin.query_msg_trace(msg_id)
-                    return any(e.event == "consumed" for e in trace.events)
-
-                await wait_until_async(consumed, 30, interval=0.3, message="the traced consume")
-        finally:
-            await consumer.shutdown()
-        return msg_id
-
-    msg_id = run_async(traced())
+    msg = Message("TraceB", b"traced in a browser")
+    msg_id = run_async(traced_message(ns, "TraceB", "g_trace_browser", "pg_trace_browser", msg))
     page.go("/messages")
     page.page.locator("#search-trace input[name=msg_id]").fill(msg_id)
     page.page.locator("#search-trace button").click()
