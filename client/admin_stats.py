@@ -200,6 +200,7 @@ async def export_metrics(admin: Admin, cluster: str) -> dict[str, Any]:
     total_day = dict.fromkeys(
         ("normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum", "scheduleOneDayInNum"), 0
     )
+    versions: dict[str, set[str]] = {}  # group -> its clients' versions (asked once for all brokers)
     for name, addr in sorted(await admin.cluster_masters(cluster)):
         kv = await admin.broker_runtime_info(addr)
         config = await admin.get_broker_config(addr)
@@ -244,7 +245,7 @@ async def export_metrics(admin: Admin, cluster: str) -> dict[str, Any]:
             },
             "runtimeVersion": {
                 "rocketmqVersion": kv.get("brokerVersionDesc"),
-                "clientInfo": sorted(await _client_versions(admin, group_names)),
+                "clientInfo": sorted(await _client_versions(admin, group_names, versions)),
             },
         }
     return {"evaluateReport": report, "totalData": {"totalTps": total_tps, "totalOneDayNum": total_day}}
@@ -258,13 +259,17 @@ def _first_float(text: str | None) -> float:
         return 0.0
 
 
-async def _client_versions(admin: Admin, groups: list[str]) -> set[str]:
-    """``LANGUAGE%version`` of every live consumer of ``groups`` (RocketMQ's clientInfo)."""
+async def _client_versions(admin: Admin, groups: list[str], known: dict[str, set[str]]) -> set[str]:
+    """``LANGUAGE%version`` of every live consumer of ``groups`` (RocketMQ's clientInfo).
+    ``consumer_connections`` asks every broker, so each group's answer is kept in ``known`` for
+    the next broker's groups."""
     out: set[str] = set()
     for group in groups:
-        try:
-            conns = await admin.consumer_connections(group)
-        except RocketpyError:  # a group no broker can answer for: left out, as RocketMQ does
-            continue
-        out.update(f"{c.get('language')}%{c.get('versionDesc') or c.get('version')}" for c in conns)
+        if group not in known:
+            try:
+                conns = await admin.consumer_connections(group)
+            except RocketpyError:  # a group no broker can answer for: left out, as RocketMQ does
+                conns = []
+            known[group] = {f"{c.get('language')}%{c.get('versionDesc') or c.get('version')}" for c in conns}
+        out |= known[group]
     return out

@@ -264,8 +264,7 @@ class StoreConfig(BaseModel):
     @classmethod
     def _check_delete_when(cls, value: str) -> str:
         # RocketMQ's rule: whole hours of the day, ';'-separated; an hour past 23 never comes
-        parts = [p.strip() for p in value.replace(",", ";").split(";")]
-        if not all(p.isdigit() for p in parts):
+        if not all(p.isdigit() for p in _hour_parts(value)):
             raise ValueError(
                 f"deleteWhen is hours of the day separated by ';' (e.g. 04 or 04;16), got {value!r}"
             )
@@ -279,6 +278,15 @@ class StoreConfig(BaseModel):
     def commit_log_dir(self) -> str:
         """Directory of the commitlog files."""
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+
+def _hour_parts(delete_when: str) -> list[str]:
+    return [p.strip() for p in delete_when.replace(",", ";").split(";")]
+
+
+def delete_hours(delete_when: str) -> set[int]:
+    """``deleteWhen`` ("04" or "04;16") as a set of hours (checked when the config is read)."""
+    return {int(p) for p in _hour_parts(delete_when) if p.isdigit()}
 
 
 def _default_broker_name() -> str:

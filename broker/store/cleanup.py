@@ -24,17 +24,12 @@ from rocketpy.broker.store.commitlog import CommitLog
 from rocketpy.broker.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
 from rocketpy.broker.store.dispatch import Dispatcher
 from rocketpy.broker.store.mapped_file import MappedFile
-from rocketpy.config import StoreConfig
+from rocketpy.config import StoreConfig, delete_hours
 
 log = logging.getLogger("rocketpy.store")
 
 FORCED_DELETE_BATCH = 10
 HANDOFF_TIMEOUT_S = 10.0
-
-
-def parse_hours(delete_when: str) -> set[int]:
-    """``deleteWhen`` ("04" or "04;16") as a set of hours."""
-    return {int(h) for h in delete_when.replace(",", ";").split(";") if h.strip().isdigit()}
 
 
 class CleanupService:
@@ -104,7 +99,7 @@ class CleanupService:
             now = self._clock()
             # read each pass: deleteWhen, fileReservedTime and the ratios may change while the
             # broker runs (UPDATE_BROKER_CONFIG)
-            by_time = time.localtime(now).tm_hour in parse_hours(c.delete_when)
+            by_time = time.localtime(now).tm_hour in delete_hours(c.delete_when)
             by_space = ratio >= c.disk_max_used_space_ratio / 100
             forced = ratio >= c.disk_space_clean_forcibly_ratio / 100
             deleted = self._retry_destroy(now)

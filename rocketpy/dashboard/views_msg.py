@@ -95,36 +95,30 @@ async def messages_page(request: web.Request) -> web.StreamResponse:
 # ---- message trace ---------------------------------------------------------------------------------------
 
 
-def _trace_query(q: dict[str, str]) -> tuple[str, str | None, int, int | None]:
-    """``(msg id, trace topic or None, begin ms, end ms or None)`` of the trace form (any window:
-    from the epoch to now when the times are left empty)."""
+async def _trace(request: web.Request, q: dict[str, str]) -> Any:
+    """The ``MessageTrace`` the trace form asks for: its message id, trace topic (all when empty)
+    and time window (from the epoch to now when the times are left empty)."""
     msg_id = forms.text(q, "msg_id", "Message id")
     trace_topic = forms.name(q, "trace_topic", "Trace topic") if q.get("trace_topic", "").strip() else None
     begin = forms.timestamp_ms(q, "begin", "From") if q.get("begin", "").strip() else 0
     end = forms.timestamp_ms(q, "end", "Until") if q.get("end", "").strip() else None
     if end is not None and end < begin:
         raise forms.FormError("Until must not be before From: widen the time window")
-    return msg_id, trace_topic, begin, end
+    admin = await admin_of(request)
+    return await admin.query_msg_trace(msg_id, trace_topic=trace_topic, begin_ms=begin, end_ms=end)
 
 
 async def trace_page(request: web.Request) -> web.StreamResponse:
     """A message's timeline from the trace records (``mqadmin queryMsgTraceById``): sent, stored,
     delivered, consumed (result, cost, retries), retried, dead-lettered; each group's progress."""
     q = {k: v for k, v in request.query.items()}
-    trace = None
-    if q.get("msg_id", "").strip():
-        msg_id, trace_topic, begin, end = _trace_query(q)
-        admin = await admin_of(request)
-        trace = await admin.query_msg_trace(msg_id, trace_topic=trace_topic, begin_ms=begin, end_ms=end)
+    trace = await _trace(request, q) if q.get("msg_id", "").strip() else None
     return render(request, "trace.html", q=q, trace=trace)
 
 
 async def trace_api(request: web.Request) -> web.StreamResponse:
     """The trace page's data as JSON (``mqadmin queryMsgTraceById --json``'s document)."""
-    q = {k: v for k, v in request.query.items()}
-    msg_id, trace_topic, begin, end = _trace_query(q)
-    admin = await admin_of(request)
-    trace = await admin.query_msg_trace(msg_id, trace_topic=trace_topic, begin_ms=begin, end_ms=end)
+    trace = await _trace(request, {k: v for k, v in request.query.items()})
     return web.json_response(trace.to_json())
 
 
