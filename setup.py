@@ -26,6 +26,7 @@ MODULES = [
     "rocketpy.broker.pop._plain",
     "rocketpy.client._traceenc",
     "rocketpy.broker.processors._pullpath",
+    "rocketpy.broker.processors._poppath",
 ]
 
 setup(

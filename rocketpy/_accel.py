@@ -66,6 +66,7 @@ MODULES = (
     "rocketpy.broker.pop._plain",  # a plain pop's read of its topic
     "rocketpy.client._traceenc",  # message trace's record encoders (Pub, SubBefore, SubAfter)
     "rocketpy.broker.processors._pullpath",  # a pull answered at once, in one call
+    "rocketpy.broker.processors._poppath",  # a plain pop answered at once, in one call
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -210,7 +210,7 @@ class PopService:
         """
         self.checks.consumer(req.group, req.topic, req.queue_id, pop=True)
         flt = self.checks.message_filter(req.topic, req.expression_type, req.expression)
-        result, writes = self._read_once(req, flt)
+        result, writes = self.read_once(req, flt)
         return flt, result, writes
 
     async def pop_rest(
@@ -233,9 +233,9 @@ class PopService:
             except PollingFull:
                 result.status = PopStatus.POLLING_FULL
                 return result
-            result, writes = self._read_once(req, flt)
+            result, writes = self.read_once(req, flt)
 
-    def _read_once(self, req: PopRequest, flt: Any) -> tuple[PopResult, list[Records]]:
+    def read_once(self, req: PopRequest, flt: Any) -> tuple[PopResult, list[Records]]:
         """One read and its bookkeeping, in one step; the records it asks to write, in order (the
         ACKS records of what it filtered out, then the CK records of cks it could not hold)."""
         read = self.reader.read(req, flt, self.clock_ms())

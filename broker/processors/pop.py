@@ -1,13 +1,14 @@
 """POP_MESSAGE, PEEK_MESSAGE, NOTIFICATION and POLLING_INFO over remoting: thin wrappers of ``PopService``.
 
 Owns the reading of the headers (``rocketpy/protocol/headers/pop.py``) and the answers in
-RocketMQ's shape: a pop that found messages is SUCCESS with the stored records as its body and
-``popTime`` / ``invisibleTime`` / ``reviveQid`` / ``restNum`` / ``startOffsetInfo`` /
-``msgOffsetInfo`` (/ ``orderCountInfo``) in its header, from which the client builds each message's
-receipt handle; one that found nothing within its ``pollTime`` is POLLING_TIMEOUT, one with no
-room to wait POLLING_FULL. A pop's first step (checks and one read) is a plain call; only a pop
-that waits or writes records first goes on as a coroutine, run eagerly (``run_eager``): when it
-does not suspend on the store it is still answered inline, with no task.
+RocketMQ's shape (``poppath.pop_response``): a pop that found messages is SUCCESS with the stored
+records as its body and ``popTime`` / ``invisibleTime`` / ``reviveQid`` / ``restNum`` /
+``startOffsetInfo`` / ``msgOffsetInfo`` (/ ``orderCountInfo``) in its header, from which the client
+builds each message's receipt handle; one that found nothing within its ``pollTime`` is
+POLLING_TIMEOUT, one with no room to wait POLLING_FULL. The common pop is taken in one call by the
+fast path (``poppath.pop_now``, compiled); any other's first step (checks and one read) is a plain
+call; only a pop that waits or writes records first goes on as a coroutine, run eagerly
+(``run_eager``): when it does not suspend on the store it is still answered inline, with no task.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from rocketpy.broker.pop.service import PopService
+from rocketpy.broker.pop.service import PopService, Records
 from rocketpy.broker.pop.types import PopError, PopRequest, PopResult, PopStatus
 from rocketpy.broker.processors.eager import run_eager
+from rocketpy.broker.processors.poppath import pop_now, pop_request, pop_response
 from rocketpy.protocol.codes import RequestCode, ResponseCode
 from rocketpy.protocol.headers.pop import (
     NotificationRequestHeader,
@@ -45,52 +47,6 @@ POP_CODES = (
 )
 
 
-def pop_request(h: PopMessageRequestHeader) -> PopRequest:
-    """The service's request for a POP_MESSAGE header (any negative queue id is -1: any queue)."""
-    return PopRequest(
-        h.group,
-        h.topic,
-        max(h.queue_id, -1),
-        h.max_msgs,
-        h.invisible_time_ms,
-        h.poll_time_ms,
-        h.exp_type or "TAG",
-        h.exp,
-        h.order,
-        h.init_mode,
-    )
-
-
-def _answer_header(result: PopResult) -> dict[str, object]:
-    """``PopMessageResponseHeader(...).to_ext()`` of ``result``, built as a map directly (one per pop)."""
-    ext: dict[str, object] = {
-        "popTime": result.pop_time,
-        "invisibleTime": result.invisible_ms,
-        "reviveQid": result.revive_qid,
-        "restNum": result.rest_num,
-        "startOffsetInfo": result.start_offset_info(),
-        "msgOffsetInfo": result.msg_offset_info(),
-    }
-    if result.order:
-        ext["orderCountInfo"] = result.order_count_info()
-    return ext
-
-
-def pop_response(request: RemotingCommand, req: PopRequest, result: PopResult) -> RemotingCommand:
-    """The POP_MESSAGE answer of ``result``."""
-    ext = _answer_header(result)
-    if result.status is PopStatus.FOUND:
-        return RemotingCommand.response(request, ResponseCode.SUCCESS, "FOUND", ext, result.body())
-    if result.status is PopStatus.POLLING_FULL:
-        remark = (
-            f"the broker holds its maximum of waiting POP requests (popPollingSize / maxPopPollingSize) "
-            f"for group {req.group} on {req.topic}; retry later"
-        )
-        return RemotingCommand.response(request, ResponseCode.POLLING_FULL, remark, ext)
-    remark = f"no message for group {req.group} in topic {req.topic} within its pollTime of {req.poll_ms} ms"
-    return RemotingCommand.response(request, ResponseCode.POLLING_TIMEOUT, remark, ext)
-
-
 class PopMessageProcessor:
     """Handles POP_MESSAGE, PEEK_MESSAGE, NOTIFICATION and POLLING_INFO for one broker.
 
@@ -102,9 +58,12 @@ class PopMessageProcessor:
         self.service = service
 
     def pop(self, channel: Channel, request: RemotingCommand) -> HandlerResult:
-        """POP_MESSAGE: its first step runs here (``PopService.pop_first``); a pop that found
-        messages, or may not wait, with no record to write first, is answered inline, the rest by
-        ``PopService.pop_rest``."""
+        """POP_MESSAGE: the common pop in one step (``pop_now``); any other, its first step here
+        (``PopService.pop_first``): one that found messages, or may not wait, with no record to
+        write first, is answered inline, the rest by ``rest``."""
+        answer = pop_now(self, request)
+        if answer is not None:
+            return answer
         service = self.service
         req = pop_request(PopMessageRequestHeader.from_ext(request.ext))
         started = asyncio.get_running_loop().time()
@@ -114,7 +73,23 @@ class PopMessageProcessor:
             return RemotingCommand.response(request, e.code, e.remark)
         if not writes and (result.status is PopStatus.FOUND or req.poll_ms <= 0):
             return pop_response(request, req, result)
-        return run_eager(self._pop_rest(request, req, service.pop_rest(req, flt, result, writes, started)))
+        return self.rest(request, req, result, writes, flt, started)
+
+    def rest(
+        self,
+        request: RemotingCommand,
+        req: PopRequest,
+        result: PopResult,
+        writes: list[Records],
+        flt: Any = None,
+        started: float | None = None,
+    ) -> HandlerResult:
+        """The rest of a pop after its first read (``PopService.pop_rest``: the records to write,
+        the wait), run eagerly; ``started``: when the pop began (the loop's time; None: now)."""
+        if started is None:
+            started = asyncio.get_running_loop().time()
+        rest = self.service.pop_rest(req, flt, result, writes, started)
+        return run_eager(self._pop_rest(request, req, rest))
 
     async def _pop_rest(
         self, request: RemotingCommand, req: PopRequest, rest: Coroutine[Any, Any, PopResult]

@@ -37,7 +37,10 @@ from rocketpy import _accel, record, record_columns
 from rocketpy.acl import signing
 from rocketpy.broker.pop import acks, ledger, revive_log  # noqa: F401  (their twins join PURE)
 from rocketpy.broker.pop import plain as pop_plain  # noqa: F401  (its twin joins PURE)
-from rocketpy.broker.processors import pullpath  # noqa: F401  (its twin joins PURE)
+from rocketpy.broker.processors import (
+    poppath,  # noqa: F401  (its twin joins PURE)
+    pullpath,  # noqa: F401  (its twin joins PURE)
+)
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.consume_queue import UNIT_SIZE
 from rocketpy.broker.store.message import BrokerMessage
@@ -175,7 +178,11 @@ SOURCE = Path(__file__).resolve().parents[2]
 #: The lower packages a compiled module may read besides its own package and rocketpy's own modules.
 READS_BELOW = {
     "rocketpy.acl": ("rocketpy.remoting",),
-    "rocketpy.broker.processors": ("rocketpy.broker.store", "rocketpy.broker.transaction"),
+    "rocketpy.broker.processors": (
+        "rocketpy.broker.store",
+        "rocketpy.broker.transaction",
+        "rocketpy.broker.pop",
+    ),
     "rocketpy.broker.pop": ("rocketpy.broker.store",),
 }
 

@@ -1,0 +1,256 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""C twin of the broker's plain-pop fast path: ``pop_now`` of ``rocketpy/broker/processors/poppath.py``.
+
+``rocketpy._accel`` chooses it or its pure twin. The classes, limits and helpers are read from
+``rocketpy.broker.processors.poppath`` (and what it imports) the first time it runs (``_bind_pop``),
+not copied: ``rocketpy._accel`` loads this module before those exist.
+
+The pure twin calls ``PopService.read_once``; this one does what it does for a plain pop in this
+frame: ``PopReader.read`` (the rotor, the POP retry topic read only when that topic exists and is
+readable, else skipped as ``_read_topic`` skips it, the plain read by the compiled ``read_plain``),
+the queues' commits (``PopService.commit``), the cks held back (``CkBuffer.hold``; any it may not
+hold go through ``CkBuffer.records_for_pops``), the counts; then the answer's header and body.
+
+The signature is declared in ``_poppath.pyi`` (mypy checks it against the pure twin, stubtest
+against this module: see ``rocketpy/_accel.py``).
+"""
+
+from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t
+
+__all__ = ["pop_now"]
+
+cdef bint _bound = False
+cdef object _PopRequest = None
+cdef object _PopResult = None
+cdef object _PopRead = None
+cdef object _FOUND = None
+cdef object _NO_MESSAGE = None
+cdef object _RemotingCommand = None
+cdef object _SUCCESS = None
+cdef object _pop_response = None
+cdef object _retry_topic_fits = None
+cdef object _read_plain = None
+cdef object _format_start = None
+cdef object _format_msgs = None
+cdef object _monotonic_ns = None
+cdef object _deque = None
+cdef object _ACK_PROPERTIES = None
+cdef object _CK_PROPERTIES = None
+cdef str _TAG = ""
+cdef str _FOUND_REMARK = "FOUND"
+cdef long _PERM_READ = 0
+cdef long _FLAG_RESPONSE = 0
+cdef int64_t _MAX_QUEUE_ID = 0
+cdef int64_t _MAX_POP_MSGS = 0
+cdef int64_t _MAX_INVISIBLE = 0
+cdef object _INT64_MAX = None
+
+
+cdef int _bind_pop() except -1:
+    global _bound, _PopRequest, _PopResult, _PopRead, _FOUND, _NO_MESSAGE, _RemotingCommand, _SUCCESS
+    global _pop_response, _retry_topic_fits, _read_plain, _format_start, _format_msgs, _monotonic_ns
+    global _deque, _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
+    global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
+    import time
+    from collections import deque
+
+    from rocketpy.broker.pop import plain, reader, revive_log, types
+    from rocketpy.broker.processors import poppath
+
+    _PopRequest = poppath.PopRequest
+    _PopResult = poppath.PopResult
+    _PopRead = reader.PopRead
+    _FOUND = poppath.PopStatus.FOUND
+    _NO_MESSAGE = poppath.PopStatus.NO_MESSAGE
+    _RemotingCommand = poppath.RemotingCommand
+    _SUCCESS = poppath.ResponseCode.SUCCESS
+    _pop_response = poppath.pop_response
+    _retry_topic_fits = poppath.retry_topic_fits
+    _read_plain = plain.read_plain  # the active twin
+    _format_start = types.format_start_offsets  # rocketpy.protocol.receipt's, as PopResult has them
+    _format_msgs = types.format_msg_offsets
+    _monotonic_ns = time.monotonic_ns
+    _deque = deque
+    _ACK_PROPERTIES = revive_log.ACK_PROPERTIES
+    _CK_PROPERTIES = revive_log.CK_PROPERTIES
+    _TAG = poppath._TAG
+    _PERM_READ = poppath.PERM_READ
+    _FLAG_RESPONSE = poppath.FLAG_RESPONSE
+    _MAX_QUEUE_ID = poppath.MAX_QUEUE_ID
+    _MAX_POP_MSGS = poppath.MAX_POP_MSGS
+    _MAX_INVISIBLE = poppath.MAX_INVISIBLE_TIME_MS
+    _INT64_MAX = poppath.INT64_MAX
+    _bound = True
+    return 0
+
+
+cdef inline object _get(dict d, str key, object default):
+    cdef PyObject* v = PyDict_GetItem(d, key)
+    return default if v == NULL else <object>v
+
+
+cdef bint _readable(object tc) except -1:
+    """``PopReader._read_topic`` reads the topic of ``tc`` (it returns at once otherwise)."""
+    return tc is not None and (<long>tc.perm & _PERM_READ) != 0 and tc.read_queue_nums > 0
+
+
+cdef int _commit(object service, list touched) except -1:
+    """``PopService.commit`` of each queue the read touched."""
+    cdef Py_ssize_t i
+    offsets = None
+    for i in range(PyList_GET_SIZE(touched)):
+        q = <object>PyList_GET_ITEM(touched, i)
+        low = q.low_water()
+        if low != q.committed:
+            q.committed = low
+            if offsets is None:
+                offsets = service.offsets
+            offsets.commit_offset(q.group, q.topic, q.queue_id, low)
+    return 0
+
+
+cdef list _hold(object buffer, list cks):
+    """``buffer.records_for_pops(cks, now)``: the CK records to write (none while every ck is held)."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(cks)
+    cdef dict by_queue
+    now = _monotonic_ns() // 1_000_000
+    window = buffer.window_ms
+    if not window:
+        return buffer.records_for_pops(cks, now)
+    fifo = buffer._fifo
+    by_queue = buffer._by_queue
+    max_held = buffer.max_held
+    due = now + window
+    for i in range(n):
+        entry = <object>PyList_GET_ITEM(cks, i)
+        ck, counts = entry
+        if counts is not None or len(fifo) >= max_held:
+            return buffer.records_for_pops(cks[i:], now)  # what ``hold`` would refuse, and after
+        ck.unwritten = True
+        fifo.append((due, ck))
+        key = ck.queue.key
+        found = PyDict_GetItem(by_queue, key)
+        if found == NULL:
+            held = _deque()
+            by_queue[key] = held
+        else:
+            held = <object>found
+        held.append(ck)
+        buffer.held += 1
+    return []
+
+
+cdef object _answer(object request, object result):
+    """``pop_response`` of a FOUND result."""
+    cdef list queues = result.queues
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(queues)
+    starts = []
+    msgs = []
+    for i in range(n):
+        pq = <object>PyList_GET_ITEM(queues, i)
+        kind = pq.kind
+        qid = pq.queue_id
+        starts.append((kind, qid, pq.start_offset))
+        msgs.append((kind, qid, pq.offsets))
+    ext = {
+        "popTime": result.pop_time,
+        "invisibleTime": result.invisible_ms,
+        "reviveQid": result.revive_qid,
+        "restNum": result.rest_num,
+        "startOffsetInfo": _format_start(starts),
+        "msgOffsetInfo": _format_msgs(msgs),
+    }
+    body = b"".join(result.parts)
+    return _RemotingCommand(_SUCCESS, request.opaque, _FLAG_RESPONSE, _FOUND_REMARK, ext, body,
+                            request.serialize_type)
+
+
+def pop_now(processor, request):
+    """``processor.pop``'s answer to a pop the fast path takes, else None with nothing changed
+    (twin of ``rocketpy.broker.processors.poppath.pop_now``)."""
+    if not _bound:
+        _bind_pop()
+    cdef dict ext
+    e = request.ext
+    if type(e) is not dict:
+        return None
+    ext = <dict>e
+    group = _get(ext, "consumerGroup", None)
+    topic = _get(ext, "topic", None)
+    queue_id = _get(ext, "queueId", None)
+    max_msgs = _get(ext, "maxMsgNums", None)
+    invisible = _get(ext, "invisibleTime", None)
+    poll = _get(ext, "pollTime", 0)
+    born = _get(ext, "bornTime", 0)
+    init_mode = _get(ext, "initMode", 0)
+    order = _get(ext, "order", False)
+    exp_type = _get(ext, "expType", None)
+    exp = _get(ext, "exp", None)
+    attempt = _get(ext, "attemptId", None)
+    if (type(group) is not str or not group or type(topic) is not str or not topic
+            or type(queue_id) is not int or type(max_msgs) is not int or type(invisible) is not int
+            or type(poll) is not int or type(born) is not int or type(init_mode) is not int
+            or order is not False
+            or (exp_type is not None and type(exp_type) is not str)
+            or (exp is not None and type(exp) is not str)
+            or (attempt is not None and type(attempt) is not str)):
+        return None
+    if not (queue_id <= _MAX_QUEUE_ID and 1 <= max_msgs <= _MAX_POP_MSGS
+            and 1 <= invisible <= _MAX_INVISIBLE and 0 <= poll <= _INT64_MAX and 0 <= init_mode <= 1):
+        return None
+    if exp and (exp != "*" or (exp_type and exp_type != _TAG)):
+        return None
+    service = processor.service
+    checks = service.checks
+    if not (<long>checks.broker_config.broker_permission & _PERM_READ):
+        return None
+    topics = checks.topics.table
+    tc = topics.get(topic)
+    if tc is None or not (<long>tc.perm & _PERM_READ) or queue_id >= tc.read_queue_nums:
+        return None
+    group_config = checks.groups.table.get(group)
+    if group_config is None or not group_config.consume_enable:
+        return None
+    retry = _retry_topic_fits(group, topic)
+    if retry is None:
+        return None
+    req = _PopRequest(group, topic, -1 if queue_id < 0 else queue_id, max_msgs, invisible, poll,
+                      exp_type or _TAG, exp, False, init_mode)
+    # PopReader.read of a plain pop
+    reader = service.reader
+    result = _PopResult(_NO_MESSAGE, reader._broker_name(), service.clock_ms(), invisible, False)
+    out = _PopRead(result, [], [], [])
+    rotor = reader._rotor + 1
+    reader._rotor = rotor
+    retry_first = rotor % 5 == 0
+    retry_readable = _readable(topics.get(retry))
+    if retry_first and retry_readable:
+        reader._read_topic(req, retry, -1, None, out)
+    _read_plain(reader, req, out)
+    if not retry_first and result.count < max_msgs and retry_readable:
+        reader._read_topic(req, retry, -1, None, out)
+    found = bool(result.queues)
+    if found:
+        result.status = _FOUND
+    # the rest of PopService.read_once
+    _commit(service, out.touched)
+    writes = []
+    if out.acks:
+        writes.append((out.acks, _ACK_PROPERTIES))
+    if out.cks:
+        bodies = _hold(service.buffer, out.cks)
+        if bodies:
+            writes.append((bodies, _CK_PROPERTIES))
+    if found:
+        count = result.count
+        service.stats.on_get(group, topic, count, result.size)
+        service._count(group, topic, 0, count)
+    if not writes:
+        if found:
+            return _answer(request, result)
+        if poll <= 0:
+            return _pop_response(request, req, result)
+    return processor.rest(request, req, result, writes)
