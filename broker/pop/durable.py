@@ -69,6 +69,9 @@ class ReviveLog:
             for b, p in zip(bodies, props, strict=True)
         ]
         self.records_written += len(msgs)
+        stored = self.store.put_now(msgs)  # the common case without the put's coroutine (compiled)
+        if stored is not None:
+            return stored
         return await self.store.put_messages(msgs)
 
     def read_from(self, offset: int) -> Iterator[tuple[int, Record]]:
