@@ -36,7 +36,12 @@ setup(
                 name,
                 [name.replace(".", "/") + ".pyx"],
                 include_dirs=["rocketpy"],
-                depends=["rocketpy/crc32_fold.h", "rocketpy/_cshared.pxd", "broker/processors/_brokermsg.pxd"],
+                depends=[
+                    "rocketpy/crc32_fold.h",
+                    "rocketpy/_cshared.pxd",
+                    "broker/processors/_brokermsg.pxd",
+                    "broker/processors/_getstats.pxd",
+                ],
                 libraries=["z"],
             )
             for name in MODULES

@@ -20,6 +20,8 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
+from rocketpy.broker.processors._getstats cimport count_get
+
 __all__ = ["pop_now"]
 
 cdef bint _bound = False
@@ -31,7 +33,6 @@ cdef object _NO_MESSAGE = None
 cdef object _RemotingCommand = None
 cdef object _SUCCESS = None
 cdef object _pop_response = None
-cdef object _retry_topic_fits = None
 cdef object _read_plain = None
 cdef object _format_start = None
 cdef object _format_msgs = None
@@ -47,17 +48,26 @@ cdef int64_t _MAX_QUEUE_ID = 0
 cdef int64_t _MAX_POP_MSGS = 0
 cdef int64_t _MAX_INVISIBLE = 0
 cdef object _INT64_MAX = None
+cdef object _BrokerStats = None
+cdef object _new_pair = None
+cdef Py_ssize_t _MAX_GROUP_COUNTERS = 0
+cdef object _drop_done = None
+cdef object _pop_retry_topic = None
+cdef str _RETRY_PREFIX = ""
+cdef Py_ssize_t _TOPIC_MAX_LENGTH = 0
 
 
 cdef int _bind_pop() except -1:
     global _bound, _PopRequest, _PopResult, _PopRead, _FOUND, _NO_MESSAGE, _RemotingCommand, _SUCCESS
-    global _pop_response, _retry_topic_fits, _read_plain, _format_start, _format_msgs, _monotonic_ns
+    global _pop_response, _read_plain, _format_start, _format_msgs, _monotonic_ns
     global _deque, _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
     global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
+    global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _drop_done, _pop_retry_topic, _RETRY_PREFIX
+    global _TOPIC_MAX_LENGTH
     import time
     from collections import deque
 
-    from rocketpy.broker.pop import plain, reader, revive_log, types
+    from rocketpy.broker.pop import ledger, plain, reader, revive_log, types
     from rocketpy.broker.processors import poppath
 
     _PopRequest = poppath.PopRequest
@@ -68,7 +78,6 @@ cdef int _bind_pop() except -1:
     _RemotingCommand = poppath.RemotingCommand
     _SUCCESS = poppath.ResponseCode.SUCCESS
     _pop_response = poppath.pop_response
-    _retry_topic_fits = poppath.retry_topic_fits
     _read_plain = plain.read_plain  # the active twin
     _format_start = types.format_start_offsets  # rocketpy.protocol.receipt's, as PopResult has them
     _format_msgs = types.format_msg_offsets
@@ -83,6 +92,13 @@ cdef int _bind_pop() except -1:
     _MAX_POP_MSGS = poppath.MAX_POP_MSGS
     _MAX_INVISIBLE = poppath.MAX_INVISIBLE_TIME_MS
     _INT64_MAX = poppath.INT64_MAX
+    _BrokerStats = poppath.BrokerStats
+    _new_pair = poppath._new_pair
+    _MAX_GROUP_COUNTERS = poppath.MAX_GROUP_COUNTERS
+    _drop_done = ledger.drop_done  # the active twin
+    _pop_retry_topic = poppath.pop_retry_topic
+    _RETRY_PREFIX = poppath.RETRY_GROUP_TOPIC_PREFIX
+    _TOPIC_MAX_LENGTH = poppath.TOPIC_MAX_LENGTH
     _bound = True
     return 0
 
@@ -97,13 +113,22 @@ cdef bint _readable(object tc) except -1:
     return tc is not None and (<long>tc.perm & _PERM_READ) != 0 and tc.read_queue_nums > 0
 
 
+cdef object _low_water(object q):
+    """``q.low_water()``; its frame only for a queue with offsets acked ahead (orderly)."""
+    if q.acked_ahead:
+        return q.low_water()
+    order = q._order
+    _drop_done(order, q.inflight)
+    return order[0] if order else q.next_offset
+
+
 cdef int _commit(object service, list touched) except -1:
     """``PopService.commit`` of each queue the read touched."""
     cdef Py_ssize_t i
     offsets = None
     for i in range(PyList_GET_SIZE(touched)):
         q = <object>PyList_GET_ITEM(touched, i)
-        low = q.low_water()
+        low = _low_water(q)
         if low != q.committed:
             q.committed = low
             if offsets is None:
@@ -141,6 +166,71 @@ cdef list _hold(object buffer, list cks):
         held.append(ck)
         buffer.held += 1
     return []
+
+
+cdef object _new_request(str group, str topic, object queue_id, object max_msgs, object invisible,
+                         object poll, object exp_type, object exp, object init_mode):
+    """``PopRequest(group, topic, queue_id, max_msgs, invisible, poll, exp_type, exp, False,
+    init_mode)`` without its ``__init__`` frame."""
+    req = _PopRequest.__new__(_PopRequest)
+    req.group = group
+    req.topic = topic
+    req.queue_id = queue_id
+    req.max_msgs = max_msgs
+    req.invisible_ms = invisible
+    req.poll_ms = poll
+    req.expression_type = exp_type
+    req.expression = exp
+    req.order = False
+    req.init_mode = init_mode
+    return req
+
+
+cdef object _new_result(object broker_name, object pop_time, object invisible):
+    """``PopResult(PopStatus.NO_MESSAGE, broker_name, pop_time, invisible, False)`` without its
+    ``__init__`` frame."""
+    result = _PopResult.__new__(_PopResult)
+    result.status = _NO_MESSAGE
+    result.broker_name = broker_name
+    result.pop_time = pop_time
+    result.invisible_ms = invisible
+    result.order = False
+    result.rest_num = 0
+    result.parts = []
+    result.queues = []
+    result.size = 0
+    result.count = 0
+    return result
+
+
+cdef object _new_read(object result):
+    """``PopRead(result, [], [], [])`` without its ``__init__`` frame."""
+    out = _PopRead.__new__(_PopRead)
+    out.result = result
+    out.cks = []
+    out.acks = []
+    out.touched = []
+    return out
+
+
+cdef object _retry_fits(str group, str topic):
+    """``poppath.retry_topic_fits(group, topic)``."""
+    if topic.startswith(_RETRY_PREFIX):
+        return None
+    retry = _pop_retry_topic(group, topic)
+    if len(<str>retry) > _TOPIC_MAX_LENGTH or (not retry.isascii() and len(retry.encode()) > _TOPIC_MAX_LENGTH):
+        return None
+    return retry
+
+
+cdef int _count_pops(object service, object group, object topic, object count) except -1:
+    """``service._count(group, topic, 0, count)``; its frame only for a row not made yet."""
+    cdef PyObject* row = PyDict_GetItem(service.counts, (group, topic))
+    if row == NULL:
+        service._count(group, topic, 0, count)
+    else:
+        (<object>row)[0] += count
+    return 0
 
 
 cdef object _answer(object request, object result):
@@ -214,15 +304,16 @@ def pop_now(processor, request):
     group_config = checks.groups.table.get(group)
     if group_config is None or not group_config.consume_enable:
         return None
-    retry = _retry_topic_fits(group, topic)
+    retry = _retry_fits(group, topic)
     if retry is None:
         return None
-    req = _PopRequest(group, topic, -1 if queue_id < 0 else queue_id, max_msgs, invisible, poll,
-                      exp_type or _TAG, exp, False, init_mode)
+    req = _new_request(group, topic, -1 if queue_id < 0 else queue_id, max_msgs, invisible, poll,
+                       exp_type or _TAG, exp, init_mode)
     # PopReader.read of a plain pop
     reader = service.reader
-    result = _PopResult(_NO_MESSAGE, reader._broker_name(), service.clock_ms(), invisible, False)
-    out = _PopRead(result, [], [], [])
+    now_ms = service.clock_ms()
+    result = _new_result(reader._broker_name(), now_ms, invisible)
+    out = _new_read(result)
     rotor = reader._rotor + 1
     reader._rotor = rotor
     retry_first = rotor % 5 == 0
@@ -246,8 +337,12 @@ def pop_now(processor, request):
             writes.append((bodies, _CK_PROPERTIES))
     if found:
         count = result.count
-        service.stats.on_get(group, topic, count, result.size)
-        service._count(group, topic, 0, count)
+        stats = service.stats
+        if type(stats) is _BrokerStats:
+            count_get(stats, group, topic, count, result.size, _MAX_GROUP_COUNTERS, _new_pair)
+        else:
+            stats.on_get(group, topic, count, result.size)
+        _count_pops(service, group, topic, count)
     if not writes:
         if found:
             return _answer(request, result)

@@ -9,7 +9,8 @@ The header's fields are read from the request's map with C dict lookups, the che
 tables' dicts directly, the store's one-view read is its own compiled ``get_now``, the units' tag
 codes are checked in C, and the body is one copy out of the commitlog's view. The read's views are
 released and the pull is counted in the broker's statistics here too, as ``GetMessageResult.release``
-and ``BrokerStats.on_get`` do (the twin test compares the statistics), without their Python frames.
+and ``BrokerStats.on_get`` do (the twin test compares the statistics), without their Python frames
+(``_getstats.pxd``'s ``count_get``, shared with the pop fast path).
 
 The signature is declared in ``_pullpath.pyi`` (mypy checks it against the pure twin, stubtest
 against this module: see ``rocketpy/_accel.py``).
@@ -22,6 +23,7 @@ from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
 from rocketpy._cshared cimport _get_u32
+from rocketpy.broker.processors._getstats cimport count_get
 
 __all__ = ["pull_now"]
 
@@ -100,28 +102,6 @@ cdef int _release(object result) except -1:
         if type(b) is memoryview:  # (memoryview cannot be subclassed: isinstance's answer)
             b.release()
     result.buffers = []
-    return 0
-
-
-cdef int _count_get(object stats, str group, str topic, Py_ssize_t n, Py_ssize_t size) except -1:
-    """``BrokerStats.on_get`` without its frame: the same counters, bounds and order."""
-    cdef dict per_group = stats.group_get_msgs
-    cdef dict per_pair = stats.group_topic_gets
-    cdef PyObject* found
-    stats.get_msgs_total += n
-    stats.get_bytes_total += size
-    stats.get_requests_total += 1
-    found = PyDict_GetItem(per_group, group)
-    if found != NULL:
-        per_group[group] = <object>found + n
-    elif len(per_group) < _MAX_GROUP_COUNTERS:
-        per_group[group] = n
-    key = (group, topic)
-    found = PyDict_GetItem(per_pair, key)
-    pair = <object>found if found != NULL and <object>found else _new_pair(per_pair, key)
-    pair[0] += n
-    pair[1] += size
-    pair[2] += 1
     return 0
 
 
@@ -212,7 +192,7 @@ def pull_now(processor, channel, request):
     _release(result)
     broker_stats = processor.stats
     if type(broker_stats) is _BrokerStats:
-        _count_get(broker_stats, group, topic, n, len(body))
+        count_get(broker_stats, group, topic, n, len(body), _MAX_GROUP_COUNTERS, _new_pair)
     else:
         broker_stats.on_get(group, topic, n, len(body))
     tracer = processor.tracer

@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
 from rocketpy.broker.pop.types import PopRequest, PopResult, PopStatus
+
+# The compiled twin counts a pop as BrokerStats.on_get does and reads these from here (_poppath.pyx).
+from rocketpy.broker.stats import MAX_GROUP_COUNTERS, BrokerStats, _new_pair  # noqa: F401
 from rocketpy.perm import PERM_READ
 from rocketpy.protocol.codes import ResponseCode
 from rocketpy.protocol.headers.offset import INT64_MAX, MAX_QUEUE_ID
