@@ -9,10 +9,19 @@ from collections import deque
 from typing import Any
 
 from rocketpy.broker.pop.acks import AckedRun
+from rocketpy.broker.pop.ledger import PopQueue
 from rocketpy.broker.pop.service import PopService
 from rocketpy.protocol.headers.pop import BatchAck
 
-__all__ = ["acks_entry", "apply_batch_acks", "drop_done", "offsets_of", "read_acks", "take_run"]
+__all__ = [
+    "acks_entry",
+    "apply_batch_acks",
+    "commit_queues",
+    "drop_done",
+    "offsets_of",
+    "read_acks",
+    "take_run",
+]
 
 def take_run(inflight: dict[int, Any], offsets: list[int], pop_time: int) -> Any: ...
 def drop_done(order: deque[int], inflight: dict[int, Any]) -> None: ...
@@ -20,3 +29,4 @@ def acks_entry(queue_id: int, seq: int, committed: int, offsets: list[int]) -> b
 def offsets_of(start: int, bits: tuple[int, ...]) -> list[int]: ...
 def read_acks(doc: dict[str, Any]) -> list[BatchAck] | None: ...
 def apply_batch_acks(service: PopService, acks: list[BatchAck]) -> tuple[list[AckedRun], int, int]: ...
+def commit_queues(service: PopService, queues: list[PopQueue]) -> None: ...

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """C twins of POP's per-message loops: ``take_run`` and ``drop_done`` (``ledger.py``), ``acks_entry``
-(``revive_log.py``), ``read_acks``, ``offsets_of`` and ``apply_batch_acks`` (``acks.py``).
+(``revive_log.py``), ``read_acks``, ``offsets_of``, ``commit_queues`` and ``apply_batch_acks``
+(``acks.py``).
 
 ``rocketpy._accel`` chooses them or their pure twins. Each handles the common case in C and calls
 its pure twin (``rocketpy._accel.PURE``) for anything else (values out of a C integer's range),
@@ -25,14 +26,15 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
-from rocketpy._cshared cimport _as_i64, _put_u32, _put_u64
+from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, _as_i64, _put_u32, _put_u64
 
-__all__ = ["acks_entry", "apply_batch_acks", "drop_done", "offsets_of", "read_acks", "take_run"]
+__all__ = ["acks_entry", "apply_batch_acks", "commit_queues", "drop_done", "offsets_of", "read_acks", "take_run"]
 
 cdef enum:
     MAX_FIELD_CHARS = 4096  # acks.MAX_FIELD_CHARS
     MAX_BATCH_ACKS = 1024  # rocketpy.protocol.headers.pop's
     MAX_BATCH_ACK_BITS = 4096
+    MAX_BITSET_BYTES = 512  # MAX_BATCH_ACK_BITS // 8
     ACKS_ENTRY_SIZE = 30  # revive_log.ACKS_ENTRY.size
 
 
@@ -194,16 +196,74 @@ def read_acks(dict doc):
         for k in range(3, 8):
             if type(<object>fields[k]) is not int:
                 return None
-        try:
-            bits = _decode_bitset(b)
-        except ValueError:
-            return None
+        bits = _canonical_bits(<str>b)
+        if bits is None:  # anything but canonical base64 within the width: the pure function decides
+            try:
+                bits = _decode_bitset(b)
+            except ValueError:
+                return None
         out.append(_make_ack((c, t, r == "1", <object>fields[3], <object>fields[4], <object>fields[5],
                               <object>fields[6], <object>fields[7], bits)))
     return out
 
 
 cdef tuple _KEYS = ("c", "t", "r", "so", "q", "rq", "pt", "it", "b")
+
+
+cdef inline int _b64_value(unsigned char c) noexcept nogil:
+    """The 6-bit value of a base64 character of the standard alphabet, else -1."""
+    if 65 <= c <= 90:  # A-Z
+        return c - 65
+    if 97 <= c <= 122:  # a-z
+        return c - 71
+    if 48 <= c <= 57:  # 0-9
+        return c + 4
+    if c == 43:  # +
+        return 62
+    if c == 47:  # /
+        return 63
+    return -1
+
+
+cdef object _canonical_bits(str text):
+    """``decode_bitset(text)`` when ``text`` is canonical base64 (groups of 4 characters of the
+    standard alphabet, at most two ``=`` at its end) no wider than ``MAX_BATCH_ACK_BITS``: the set
+    bits, lowest first, as its pure twin gives them; None for anything else (the pure function
+    then decides, and raises where it does)."""
+    cdef Py_ssize_t n = len(text), pad = 0, i, k, m = 0
+    cdef const unsigned char* p
+    cdef unsigned char raw[MAX_BITSET_BYTES + 3]
+    cdef unsigned int acc
+    cdef int v, j
+    if n == 0 or n % 4 or not PyUnicode_IS_ASCII(text) or n // 4 * 3 > MAX_BITSET_BYTES + 2:
+        return None
+    p = <const unsigned char*>PyUnicode_DATA(text)
+    while pad < 2 and p[n - 1 - pad] == 61:  # '='
+        pad += 1
+    for i in range(0, n, 4):
+        acc = 0
+        for k in range(4):
+            if i + k >= n - pad:
+                v = 0
+            else:
+                v = _b64_value(p[i + k])
+                if v < 0:
+                    return None
+            acc = (acc << 6) | <unsigned int>v
+        raw[m] = (acc >> 16) & 0xFF
+        raw[m + 1] = (acc >> 8) & 0xFF
+        raw[m + 2] = acc & 0xFF
+        m += 3
+    m -= pad
+    if m * 8 > MAX_BATCH_ACK_BITS:
+        return None
+    cdef list out = []
+    for i in range(m):
+        if raw[i]:
+            for j in range(8):
+                if raw[i] >> j & 1:
+                    out.append(i * 8 + j)
+    return tuple(out)
 
 
 cdef object _take_plain(object ledger, object q, list offsets, object pop_time):
@@ -235,6 +295,15 @@ cdef int _commit(object service, object q) except -1:
         service.offsets.commit_offset(<object>PyTuple_GET_ITEM(key, 0), <object>PyTuple_GET_ITEM(key, 1),
                                       <object>PyTuple_GET_ITEM(key, 2), low)
     return 0
+
+
+def commit_queues(service, list queues):
+    """``service.commit(q)`` of each of ``queues`` (twin of
+    ``rocketpy.broker.pop.acks.commit_queues``)."""
+    cdef Py_ssize_t i
+    for i in range(PyList_GET_SIZE(queues)):
+        _commit(service, <object>PyList_GET_ITEM(queues, i))
+    return None
 
 
 def apply_batch_acks(service, list acks):

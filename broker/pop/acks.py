@@ -6,8 +6,9 @@ exact types, a base64 bit set): one pass, no shape walk. Anything else (long fie
 as text, a field missing or malformed) gives None, and the caller checks the body against
 ``BATCH_ACK_BODY`` and reads it with ``read_batch_acks``, which accept every form and name what is
 wrong. ``offsets_of`` turns an ack's bit set into offsets. ``apply_batch_acks`` is the service's
-bookkeeping of a batch ack's entries (the ledger's acks, the offset commits, the counters). All three
-have compiled twins (``_speedups.pyx``).
+bookkeeping of a batch ack's entries (the ledger's acks, the offset commits, the counters);
+``commit_queues`` the offset commit of the queues a pop or an ack moved. All four have compiled
+twins (``_speedups.pyx``).
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ def offsets_of(start: int, bits: tuple[int, ...]) -> list[int]:
 
 
 @twin
+def commit_queues(service: PopService, queues: list[PopQueue]) -> None:
+    """``service.commit(q)`` of each of ``queues`` (the compiled twin takes each low-water mark
+    without ``PopQueue.low_water``'s frame when nothing is acked ahead of it)."""
+    for q in queues:
+        service.commit(q)
+
+
+@twin
 def apply_batch_acks(service: PopService, acks: list[BatchAck]) -> tuple[list[AckedRun], int, int]:
     """The bookkeeping of a BATCH_ACK_MESSAGE's entries on ``service`` (``PopService.ack_batch``
     checks the broker name first and writes the records after): each ack's offsets in flight under
@@ -117,3 +126,5 @@ if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same si
     same_signature(_speedups.apply_batch_acks)(apply_batch_acks)
     same_signature(offsets_of)(_speedups.offsets_of)
     same_signature(_speedups.offsets_of)(offsets_of)
+    same_signature(commit_queues)(_speedups.commit_queues)
+    same_signature(_speedups.commit_queues)(commit_queues)

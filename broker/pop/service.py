@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketpy.broker.offsets import ConsumerOffsetManager
-from rocketpy.broker.pop.acks import apply_batch_acks
+from rocketpy.broker.pop.acks import apply_batch_acks, commit_queues
 from rocketpy.broker.pop.checks import PopChecks
 from rocketpy.broker.pop.ck_buffer import CkBuffer, ck_records
 from rocketpy.broker.pop.durable import PopStateFile, ReviveLog
@@ -239,8 +239,7 @@ class PopService:
         """One read and its bookkeeping, in one step; the records it asks to write, in order (the
         ACKS records of what it filtered out, then the CK records of cks it could not hold)."""
         read = self.reader.read(req, flt, self.clock_ms())
-        for q in read.touched:
-            self.commit(q)
+        commit_queues(self, read.touched)
         writes: list[Records] = []
         if read.acks:
             writes.append((read.acks, ACK_PROPERTIES))

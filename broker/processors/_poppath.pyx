@@ -8,7 +8,7 @@ not copied: ``rocketpy._accel`` loads this module before those exist.
 The pure twin calls ``PopService.read_once``; this one does what it does for a plain pop in this
 frame: ``PopReader.read`` (the rotor, the POP retry topic read only when that topic exists and is
 readable, else skipped as ``_read_topic`` skips it, the plain read by the compiled ``read_plain``),
-the queues' commits (``PopService.commit``), the cks held back (``CkBuffer.hold``; any it may not
+the queues' commits (``commit_queues``, compiled in ``rocketpy.broker.pop``), the cks held back (``CkBuffer.hold``; any it may not
 hold go through ``CkBuffer.records_for_pops``), the counts; then the answer's header and body.
 
 The signature is declared in ``_poppath.pyi`` (mypy checks it against the pure twin, stubtest
@@ -51,7 +51,7 @@ cdef object _INT64_MAX = None
 cdef object _BrokerStats = None
 cdef object _new_pair = None
 cdef Py_ssize_t _MAX_GROUP_COUNTERS = 0
-cdef object _drop_done = None
+cdef object _commit_queues = None
 cdef object _pop_retry_topic = None
 cdef str _RETRY_PREFIX = ""
 cdef Py_ssize_t _TOPIC_MAX_LENGTH = 0
@@ -62,12 +62,12 @@ cdef int _bind_pop() except -1:
     global _pop_response, _read_plain, _format_start, _format_msgs, _monotonic_ns
     global _deque, _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
     global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
-    global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _drop_done, _pop_retry_topic, _RETRY_PREFIX
+    global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _commit_queues, _pop_retry_topic, _RETRY_PREFIX
     global _TOPIC_MAX_LENGTH
     import time
     from collections import deque
 
-    from rocketpy.broker.pop import ledger, plain, reader, revive_log, types
+    from rocketpy.broker.pop import acks, plain, reader, revive_log, types
     from rocketpy.broker.processors import poppath
 
     _PopRequest = poppath.PopRequest
@@ -95,7 +95,7 @@ cdef int _bind_pop() except -1:
     _BrokerStats = poppath.BrokerStats
     _new_pair = poppath._new_pair
     _MAX_GROUP_COUNTERS = poppath.MAX_GROUP_COUNTERS
-    _drop_done = ledger.drop_done  # the active twin
+    _commit_queues = acks.commit_queues  # the active twin
     _pop_retry_topic = poppath.pop_retry_topic
     _RETRY_PREFIX = poppath.RETRY_GROUP_TOPIC_PREFIX
     _TOPIC_MAX_LENGTH = poppath.TOPIC_MAX_LENGTH
@@ -111,30 +111,6 @@ cdef inline object _get(dict d, str key, object default):
 cdef bint _readable(object tc) except -1:
     """``PopReader._read_topic`` reads the topic of ``tc`` (it returns at once otherwise)."""
     return tc is not None and (<long>tc.perm & _PERM_READ) != 0 and tc.read_queue_nums > 0
-
-
-cdef object _low_water(object q):
-    """``q.low_water()``; its frame only for a queue with offsets acked ahead (orderly)."""
-    if q.acked_ahead:
-        return q.low_water()
-    order = q._order
-    _drop_done(order, q.inflight)
-    return order[0] if order else q.next_offset
-
-
-cdef int _commit(object service, list touched) except -1:
-    """``PopService.commit`` of each queue the read touched."""
-    cdef Py_ssize_t i
-    offsets = None
-    for i in range(PyList_GET_SIZE(touched)):
-        q = <object>PyList_GET_ITEM(touched, i)
-        low = _low_water(q)
-        if low != q.committed:
-            q.committed = low
-            if offsets is None:
-                offsets = service.offsets
-            offsets.commit_offset(q.group, q.topic, q.queue_id, low)
-    return 0
 
 
 cdef list _hold(object buffer, list cks):
@@ -327,7 +303,7 @@ def pop_now(processor, request):
     if found:
         result.status = _FOUND
     # the rest of PopService.read_once
-    _commit(service, out.touched)
+    _commit_queues(service, out.touched)
     writes = []
     if out.acks:
         writes.append((out.acks, _ACK_PROPERTIES))

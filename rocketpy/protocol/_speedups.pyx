@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twins of the request header check (``check_ext`` of ``rocketpy/protocol/shape.py``) and of the
-offset lists of a POP answer's header (``format_start_offsets`` / ``format_msg_offsets`` of
+"""C twins of the request header and body checks (``check_ext`` and ``check_doc`` of
+``rocketpy/protocol/shape.py``) and of the offset lists of a POP answer's header (``format_start_offsets`` / ``format_msg_offsets`` of
 ``rocketpy/protocol/receipt.py``).
 
 Every request's ``ext`` passes the check before its handler runs, so it is on every request's
@@ -9,6 +9,10 @@ length limit) is decided here in one pass over the dict; anything else goes to t
 which raises the precise ``HeaderError``. The limits are read from ``rocketpy.protocol.shape`` the
 first time it runs (``_bind_shape``), not copied: ``rocketpy._accel`` loads this module before
 that one exists.
+
+Every structured request body (heartbeats, batch acks, lock requests...) passes ``check_doc`` once
+decoded: a body of plain maps and lists within ``MAX_BODY_DEPTH`` with str or int map keys is
+walked here (recursion bounded by that depth); anything else goes to the pure twin, which raises.
 
 Every POP answer carries each message's queue offset in decimal (``msgOffsetInfo``): formatted
 here into one buffer, where ``str`` of each int and the joins cost ~4 µs a 32-message answer.
@@ -29,7 +33,7 @@ from libc.string cimport memcpy
 
 from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, _as_i64
 
-__all__ = ["check_ext", "format_msg_offsets", "format_start_offsets"]
+__all__ = ["check_doc", "check_ext", "format_msg_offsets", "format_start_offsets"]
 
 
 
@@ -37,16 +41,20 @@ cdef bint _shape_bound = False
 cdef Py_ssize_t _MAX_FIELDS = 0
 cdef Py_ssize_t _MAX_VALUE_CHARS = 0
 cdef object _pure_check_ext = None
+cdef object _pure_check_doc = None
+cdef Py_ssize_t _MAX_DEPTH = 0
 
 
 cdef int _bind_shape() except -1:
-    global _shape_bound, _MAX_FIELDS, _MAX_VALUE_CHARS, _pure_check_ext
+    global _shape_bound, _MAX_FIELDS, _MAX_VALUE_CHARS, _pure_check_ext, _pure_check_doc, _MAX_DEPTH
     from rocketpy import _accel
     from rocketpy.protocol import shape
 
     _MAX_FIELDS = shape.MAX_EXT_FIELDS
     _MAX_VALUE_CHARS = shape.MAX_EXT_VALUE_CHARS
     _pure_check_ext = _accel.PURE["check_ext"]
+    _pure_check_doc = _accel.PURE["check_doc"]
+    _MAX_DEPTH = shape.MAX_BODY_DEPTH
     _shape_bound = True
     return 0
 
@@ -76,6 +84,46 @@ def check_ext(ext):
         elif not (kind is int or kind is bool or kind is float or <object>value is None):
             return _pure_check_ext(ext)
     return None
+
+cdef bint _plain_item(object value, Py_ssize_t depth) except -1:
+    """A map value or list item is fine: a scalar, or a plain map or list that is (``_plain_doc``)."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _plain_doc(value, depth)
+    return not isinstance(value, (dict, list))  # a subclass: the pure twin decides
+
+
+cdef bint _plain_doc(object node, Py_ssize_t depth) except -1:
+    """``node`` (a dict or list at ``depth``) and all below it pass ``check_doc``: False when the
+    pure twin must decide (too deep, a key that is neither str nor int, a subclass)."""
+    cdef Py_ssize_t pos = 0, i
+    cdef PyObject* key
+    cdef PyObject* value
+    if depth > _MAX_DEPTH:
+        return False
+    if type(node) is dict:
+        while PyDict_Next(<dict>node, &pos, &key, &value):
+            kind = type(<object>key)
+            if kind is not str and kind is not int:
+                return False
+            if not _plain_item(<object>value, depth + 1):
+                return False
+        return True
+    for i in range(PyList_GET_SIZE(<list>node)):
+        if not _plain_item(<object>PyList_GET_ITEM(<list>node, i), depth + 1):
+            return False
+    return True
+
+
+def check_doc(doc, what):
+    """Raise ``HeaderError`` unless ``doc`` nests at most ``MAX_BODY_DEPTH`` levels with str or int
+    map keys (twin of ``rocketpy.protocol.shape.check_doc``)."""
+    if not _shape_bound:
+        _bind_shape()
+    if not _plain_item(doc, 1):
+        _pure_check_doc(doc, what)
+    return None
+
 
 
 # -- POP answer header: offsets in decimal ------------------------------------------------------------

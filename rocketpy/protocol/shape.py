@@ -70,10 +70,13 @@ def check_ext(ext: Mapping[Any, Any] | None) -> None:
             )
 
 
+@twin
 def check_doc(doc: Any, what: str) -> None:
     """Check a decoded body nests at most ``MAX_BODY_DEPTH`` levels with str or int map keys.
 
-    Iterative (an explicit stack), so a hostile depth cannot exhaust the interpreter's stack.
+    Iterative (an explicit stack), so a hostile depth cannot exhaust the interpreter's stack. The
+    compiled twin in ``_speedups`` walks a body of plain maps and lists in C and hands anything
+    else (a fault to report, a subclass) to this function.
 
     Raises:
         HeaderError: too deep, or a map key that is not a string or an integer.
@@ -226,3 +229,5 @@ if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signatu
 
     same_signature(check_ext)(_speedups.check_ext)
     same_signature(_speedups.check_ext)(check_ext)
+    same_signature(check_doc)(_speedups.check_doc)
+    same_signature(_speedups.check_doc)(check_doc)

@@ -136,6 +136,9 @@ def _entry() -> st.SearchStrategy[dict[str, Any]]:
         st.lists(st.integers(0, 64), max_size=8).map(encode_bitset),
         st.just("!!"),
         st.just(base64.b64encode(b"\xff" * 513).decode()),
+        st.sampled_from([base64.b64encode(b"\xff" * 512).decode(), "", "AAAA", "AB==", "AB=C", "A===", "/w"]),
+        st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode()),  # any bits, any padding
+        st.text(alphabet="AZaz09+/=-_ \n", max_size=9),  # noncanonical: the pure twin decides
     )
     usual = st.fixed_dictionaries(
         {
@@ -313,6 +316,30 @@ def test_apply_batch_acks_same_result_and_changes(pops: Any, entries: Any, first
             outs.append((kind, value))
             states.append(_state(svc))
     assert outs[0] == outs[1]
+    assert states[0] == states[1]
+
+
+@needs_compiled
+@settings(max_examples=200, deadline=None)
+@given(POPS, st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), max_size=8), st.integers(0, 3))
+def test_commit_queues_same_changes(pops: Any, acks: Any, first_ack: int) -> None:
+    """Acks without commits (some out of order, some orderly queues), then each twin commits the
+    queues (one listed twice): the same low-water marks, offsets and ledger."""
+    import tempfile
+
+    states = []
+    for fn in (PURE["commit_queues"], speedups.commit_queues):
+        with tempfile.TemporaryDirectory() as root:
+            svc = Service(root)
+            cks = _play(svc, pops, first_ack)
+            for which, at in acks:
+                if cks:
+                    ck = cks[which % len(cks)]
+                    if at < len(ck.offsets):
+                        svc.ledger.ack(ck.queue, ck.offsets[at], ck.pop_time)
+            queues = list(svc.ledger.queues.values())
+            kind, value = outcome(fn, svc, queues + queues[:1])
+            states.append((kind, value, _state(svc)))
     assert states[0] == states[1]
 
 

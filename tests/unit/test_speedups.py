@@ -63,14 +63,17 @@ TWINNED = (
     "encode_frame", "split_frames", "assemble_body", "read_typical_v2", "decode_columns", "signed_ext",
     "crc32", "hmac_signature", "tags_hash", "put_unique_key_entry", "read_record", "dispatch_run",
     "batch_messages", "redispatch", "string_to_properties", "properties_to_string", "check_ext",
+    "check_doc",
     "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
     "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
+    "commit_queues",
     "plain_messages", "group_plain", "stored_answers", "put_now", "get_now", "serve_turn", "receive",
     "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
     "read_plain",  # POP's plain read (test_pop_plain.py)
     "_encode_pub", "_encode_before", "_encode_after",  # trace records (test_trace_records.py)
     "pull_now",  # the pull fast path (test_pull_fast.py)
+    "pop_now",  # the plain-pop fast path (test_pop_fast.py)
 )  # fmt: skip
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -1070,6 +1073,49 @@ def test_check_ext_same_outcome_at_the_limits(ext: Any) -> None:
 
     other = OrderedDict(ext) if ext else ext
     assert outcome(speedups.check_ext, other) == outcome(PURE["check_ext"], other)
+
+
+# -- the check every structured request body passes (rocketpy.protocol.shape.check_doc) ------------
+DOC_KEY = st.text(max_size=3) | st.integers(-2, 3) | st.booleans() | st.floats(0, 1) | st.none()
+DOC = st.recursive(
+    ANY_VALUE | st.binary(max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(DOC_KEY, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _nest(depth: int, leaf: Any, as_list: bool) -> Any:
+    doc = leaf
+    for i in range(depth - 1):
+        doc = [doc] if as_list and i % 2 else {"k": doc}
+    return doc
+
+
+@needs_compiled
+@FUZZ
+@given(DOC)
+def test_check_doc_same_outcome(doc: Any) -> None:
+    assert outcome(speedups.check_doc, doc, "Body") == outcome(PURE["check_doc"], doc, "Body")
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {}, [], 7, None, {"a": 1, 2: [3, {"b": None}]}, {(1, 2): 1}, {True: 1}, {1.5: 2}, {b"k": 1},
+        _nest(32, {}, False), _nest(33, {}, False), _nest(32, [], True), _nest(33, [], True),
+        _nest(33, 1, False), _nest(40, {}, True), {"a": [{"b": {1.0: 1}}]},
+    ],
+)  # fmt: skip
+def test_check_doc_same_outcome_at_the_limits(doc: Any) -> None:
+    assert outcome(speedups.check_doc, doc, "Body") == outcome(PURE["check_doc"], doc, "Body")
+    from collections import OrderedDict  # a map or list subclass: the pure twin decides
+
+    class Items(list):  # type: ignore[type-arg]
+        pass
+
+    for other in (OrderedDict(a=doc), Items([doc]), {"a": Items([doc])}):
+        assert outcome(speedups.check_doc, other, "Body") == outcome(PURE["check_doc"], other, "Body")
 
 
 # -- a POP answer's offset lists --------------------------------------------------------------------
