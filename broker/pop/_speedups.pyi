@@ -10,6 +10,7 @@ from typing import Any
 
 from rocketpy.broker.pop.acks import AckedRun
 from rocketpy.broker.pop.ledger import PopQueue
+from rocketpy.broker.pop.revive_log import AckEntry
 from rocketpy.broker.pop.service import PopService
 from rocketpy.protocol.headers.pop import BatchAck
 
@@ -18,6 +19,7 @@ __all__ = [
     "apply_batch_acks",
     "commit_queues",
     "drop_done",
+    "encode_acks",
     "offsets_of",
     "read_acks",
     "take_run",
@@ -26,6 +28,7 @@ __all__ = [
 def take_run(inflight: dict[int, Any], offsets: list[int], pop_time: int) -> Any: ...
 def drop_done(order: deque[int], inflight: dict[int, Any]) -> None: ...
 def acks_entry(queue_id: int, seq: int, committed: int, offsets: list[int]) -> bytes: ...
+def encode_acks(group: str, topic: str, entries: list[AckEntry], reason: int = 0) -> list[bytes]: ...
 def offsets_of(start: int, bits: tuple[int, ...]) -> list[int]: ...
 def read_acks(doc: dict[str, Any]) -> list[BatchAck] | None: ...
 def apply_batch_acks(service: PopService, acks: list[BatchAck]) -> tuple[list[AckedRun], int, int]: ...

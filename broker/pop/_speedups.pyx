@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """C twins of POP's per-message loops: ``take_run`` and ``drop_done`` (``ledger.py``), ``acks_entry``
-(``revive_log.py``), ``read_acks``, ``offsets_of``, ``commit_queues`` and ``apply_batch_acks``
+and ``encode_acks`` (``revive_log.py``), ``read_acks``, ``offsets_of``, ``commit_queues`` and ``apply_batch_acks``
 (``acks.py``).
 
 ``rocketpy._accel`` chooses them or their pure twins. Each handles the common case in C and calls
@@ -28,7 +28,16 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, _as_i64, _put_u32, _put_u64
 
-__all__ = ["acks_entry", "apply_batch_acks", "commit_queues", "drop_done", "offsets_of", "read_acks", "take_run"]
+__all__ = [
+    "acks_entry",
+    "apply_batch_acks",
+    "commit_queues",
+    "drop_done",
+    "encode_acks",
+    "offsets_of",
+    "read_acks",
+    "take_run",
+]
 
 cdef enum:
     MAX_FIELD_CHARS = 4096  # acks.MAX_FIELD_CHARS
@@ -44,12 +53,22 @@ cdef object _make_ack = None
 cdef object _decode_bitset = None
 cdef object _pure = None
 cdef object _retry_topic = None
+cdef object _acks_head = None  # revive_log.ACKS_HEAD.pack
+cdef object _KIND_ACKS = None
+cdef Py_ssize_t _MAX_RECORD_OFFSETS = 0
 
 
 cdef int _bind() except -1:
-    global _bound, _make_ack, _decode_bitset, _pure, _retry_topic
+    global _bound, _make_ack, _decode_bitset, _pure, _retry_topic, _acks_head, _KIND_ACKS
+    global _MAX_RECORD_OFFSETS
     from rocketpy._accel import PURE
-    from rocketpy.broker.pop import acks
+    from rocketpy.broker.pop import acks, revive_log
+
+    if revive_log.ACKS_ENTRY.size != ACKS_ENTRY_SIZE:
+        raise ImportError("rocketpy.broker.pop._speedups was built for another ACKS entry; rebuild it")
+    _acks_head = revive_log.ACKS_HEAD.pack
+    _KIND_ACKS = revive_log.KIND_ACKS
+    _MAX_RECORD_OFFSETS = revive_log.MAX_RECORD_OFFSETS
 
     _make_ack = acks.BatchAck._make
     _decode_bitset = acks.decode_bitset
@@ -146,6 +165,40 @@ def acks_entry(queue_id, seq, committed, list offsets):
         _put_u32(p, <unsigned int>(o - base))
         p += 4
     return out
+
+
+def encode_acks(group, topic, list entries, reason=0):
+    """ACKS record bodies of ``entries`` (twin of ``rocketpy.broker.pop.revive_log.encode_acks``):
+    here when they make one record (names and counts within their fields, at most
+    ``MAX_RECORD_OFFSETS`` offsets in all); anything else by the pure twin, which splits them."""
+    if not _bound:
+        _bind()
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(entries), total = 0
+    if type(group) is not str or type(topic) is not str or type(reason) is not int or n > 0xFFFF:
+        return _pure["encode_acks"](group, topic, entries, reason)
+    g = (<str>group).encode()
+    t = (<str>topic).encode()
+    if len(g) > 0xFFFF or len(t) > 0xFFFF or not 0 <= reason <= 0xFF:
+        return _pure["encode_acks"](group, topic, entries, reason)
+    cdef list parts = [None, g, t]
+    for i in range(n):
+        entry = <object>PyList_GET_ITEM(entries, i)
+        if type(entry) is not tuple or PyTuple_GET_SIZE(entry) != 4:
+            return _pure["encode_acks"](group, topic, entries, reason)
+        offsets = <object>PyTuple_GET_ITEM(entry, 3)
+        if type(offsets) is not list:
+            return _pure["encode_acks"](group, topic, entries, reason)
+        if not PyList_GET_SIZE(offsets):
+            continue  # no part (the pure twin's loop takes none either)
+        total += PyList_GET_SIZE(offsets)
+        if total > _MAX_RECORD_OFFSETS:
+            return _pure["encode_acks"](group, topic, entries, reason)
+        parts.append(acks_entry(<object>PyTuple_GET_ITEM(entry, 0), <object>PyTuple_GET_ITEM(entry, 1),
+                                <object>PyTuple_GET_ITEM(entry, 2), offsets))
+    if len(parts) == 3:
+        return []
+    parts[0] = _acks_head(_KIND_ACKS, reason, len(g), len(t), len(parts) - 3)
+    return [b"".join(parts)]
 
 
 # -- acks.py ---------------------------------------------------------------------------------------

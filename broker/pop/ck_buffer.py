@@ -194,5 +194,9 @@ def acks_records(done: list[tuple[PopQueue, int, list[int]]], reason: int = 0) -
     queue's committed offset as it is now."""
     by_name: dict[tuple[str, str], list[AckEntry]] = {}
     for q, seq, offsets in done:
-        by_name.setdefault((q.group, q.topic), []).append((q.queue_id, seq, q.committed, offsets))
+        group, topic, queue_id = q.key
+        entries = by_name.get((group, topic))
+        if entries is None:
+            entries = by_name[group, topic] = []
+        entries.append((queue_id, seq, q.committed, offsets))
     return [body for (g, t), entries in by_name.items() for body in encode_acks(g, t, entries, reason)]

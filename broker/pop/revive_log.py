@@ -135,9 +135,11 @@ def encode_ack(key: QueueKey, seq: int, offsets: list[int], reason: int = REASON
 AckEntry = tuple[int, int, int, list[int]]
 
 
+@twin
 def encode_acks(group: str, topic: str, entries: list[AckEntry], reason: int = REASON_ACK) -> list[bytes]:
     """ACKS record bodies naming each entry's offsets done (at most ``MAX_RECORD_OFFSETS`` offsets
-    per record: a longer list is split, its committed offset kept on each part)."""
+    per record: a longer list is split, its committed offset kept on each part). The compiled twin
+    writes the one record of a batch ack's usual entries in one call."""
     g, t = _names(group, topic)
     out: list[bytes] = []
     parts: list[bytes] = []
@@ -344,3 +346,5 @@ if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signatu
 
     same_signature(acks_entry)(_speedups.acks_entry)
     same_signature(_speedups.acks_entry)(acks_entry)
+    same_signature(encode_acks)(_speedups.encode_acks)
+    same_signature(_speedups.encode_acks)(encode_acks)

@@ -66,7 +66,7 @@ TWINNED = (
     "check_doc",
     "start_usual", "batch_body", "settle_stored", "live_members", "earliest_deadline",
     "take_run", "drop_done", "acks_entry", "read_acks", "offsets_of",  # POP's (test_pop_speedups.py)
-    "commit_queues",
+    "commit_queues", "encode_acks",
     "plain_messages", "group_plain", "stored_answers", "put_now", "get_now", "serve_turn", "receive",
     "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
