@@ -7,7 +7,12 @@ tick, leave as one SEND_BATCH_MESSAGE request; a lone send leaves as its own SEN
 When a batch leaves (``_flush``):
 
 * nothing to that queue in flight: at the end of the tick the first send arrived in
-  (``call_soon``; or ``batch_max_delay`` seconds later when that is > 0, to wait for company);
+  (``call_soon``; or ``batch_max_delay`` seconds later when that is > 0, to wait for company) —
+  except a send that finds the producer idle (nothing held, nothing in flight) right after a
+  request that carried one message: it leaves at once. That is a sequential sender (each send
+  awaited before the next), whom the end of the tick would only cost a loop turn of latency per
+  send; the sends that come after it within the tick coalesce as usual, and a producer whose last
+  request was a batch (concurrent senders) keeps waiting for the tick, so its batches stay whole;
 * a request to that queue in flight: when its response arrives (sends queue behind it, as Nagle);
 * at once when adding a send would take the batch past ``batch_max_bytes``.
 
@@ -117,6 +122,8 @@ class Coalescer:
         #: ``asyncio.get_running_loop`` per message (None: it asks)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.held_bytes = 0
+        #: the last request written carried one message (``add`` sends at once after it when idle)
+        self.last_lone = False
         self.stats = CoalesceStats()
         self._queues: dict[tuple[str, MessageQueue], _Pending] = {}
         self._room_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
@@ -211,6 +218,8 @@ class Coalescer:
         if q.in_flight == 0 and q.timer is None:
             if self.batch_max_delay > 0:
                 q.timer = loop.call_later(self.batch_max_delay, self._flush, q)
+            elif self.last_lone and self.held_bytes == size:  # idle after a lone send: a sequential sender
+                self._flush(q)
             else:
                 q.timer = loop.call_soon(self._flush, q)
         return fut
@@ -250,7 +259,8 @@ class Coalescer:
         stats = self.stats
         stats.requests += 1
         stats.messages += len(live)
-        if len(live) > 1:
+        self.last_lone = len(live) == 1
+        if not self.last_lone:
             stats.batches += 1
         q.in_flight += 1
         timers: list[asyncio.TimerHandle] = []

@@ -163,6 +163,47 @@ async def test_sends_wait_behind_the_request_in_flight_then_leave_together() -> 
     assert [r.queue_offset for r in await asyncio.gather(*later)] == [1, 2, 3, 4, 5, 6]
 
 
+async def test_a_sequential_senders_sends_leave_at_once() -> None:
+    # each send awaited before the next: after a lone request, a send that finds the producer idle
+    # is written at once (no loop turn of latency); the first send still waits for the tick
+    remoting = BatchRemoting()
+    p = producer_with(remoting)
+    first = p.send_async(Message("T", b"first"))
+    assert remoting.sent == []  # a fresh producer waits for the tick (company may come)
+    await first
+    for i in range(3):
+        fut = p.send_async(Message("T", b"s%d" % i))
+        assert len(remoting.sent) == 2 + i  # written before this tick ends
+        await fut
+    assert remoting.codes_sent() == [RequestCode.SEND_MESSAGE_V2] * 4
+    stats = p.coalesce_stats
+    assert stats is not None and (stats.requests, stats.batches) == (4, 0)
+
+
+async def test_a_burst_after_sequential_sends_still_coalesces() -> None:
+    # the burst's first send leaves at once (the producer was idle after a lone request); the rest
+    # of the tick's sends coalesce into one batch, and the bursts after it (the last request a
+    # batch) wait for the tick again: one request per burst
+    remoting = BatchRemoting(hold=True)
+    p = producer_with(remoting)
+    lone = p.send_async(Message("T", b"lone"))
+    await asyncio.sleep(0)
+    remoting.release()
+    await lone
+    burst = [p.send_async(Message("T", b"b%d" % i)) for i in range(10)]
+    assert len(remoting.sent) == 2  # the burst's first, at once
+    await asyncio.sleep(0)
+    assert [len(remoting.bodies(cmd)) for _, cmd in remoting.sent[1:]] == [1, 9]
+    remoting.release()
+    await asyncio.gather(*burst)
+    again = [p.send_async(Message("T", b"c%d" % i)) for i in range(10)]
+    assert len(remoting.sent) == 3  # nothing at once: the last request was a batch
+    await asyncio.sleep(0)
+    assert [len(remoting.bodies(cmd)) for _, cmd in remoting.sent[3:]] == [10]
+    remoting.release()
+    await asyncio.gather(*again)
+
+
 async def test_concurrent_sync_sends_coalesce_too() -> None:
     remoting = BatchRemoting()
     p = producer_with(remoting)
