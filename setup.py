@@ -40,7 +40,7 @@ setup(
                     "rocketpy/crc32_fold.h",
                     "rocketpy/_cshared.pxd",
                     "broker/processors/_brokermsg.pxd",
-                    "broker/processors/_getstats.pxd",
+                    "broker/processors/_fastpath.pxd",
                 ],
                 libraries=["z"],
             )

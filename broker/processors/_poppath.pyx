@@ -20,7 +20,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
-from rocketpy.broker.processors._getstats cimport count_get
+from rocketpy.broker.processors._fastpath cimport count_get, ext_get
 
 __all__ = ["pop_now"]
 
@@ -101,11 +101,6 @@ cdef int _bind_pop() except -1:
     _TOPIC_MAX_LENGTH = poppath.TOPIC_MAX_LENGTH
     _bound = True
     return 0
-
-
-cdef inline object _get(dict d, str key, object default):
-    cdef PyObject* v = PyDict_GetItem(d, key)
-    return default if v == NULL else <object>v
 
 
 cdef bint _readable(object tc) except -1:
@@ -244,18 +239,18 @@ def pop_now(processor, request):
     if type(e) is not dict:
         return None
     ext = <dict>e
-    group = _get(ext, "consumerGroup", None)
-    topic = _get(ext, "topic", None)
-    queue_id = _get(ext, "queueId", None)
-    max_msgs = _get(ext, "maxMsgNums", None)
-    invisible = _get(ext, "invisibleTime", None)
-    poll = _get(ext, "pollTime", 0)
-    born = _get(ext, "bornTime", 0)
-    init_mode = _get(ext, "initMode", 0)
-    order = _get(ext, "order", False)
-    exp_type = _get(ext, "expType", None)
-    exp = _get(ext, "exp", None)
-    attempt = _get(ext, "attemptId", None)
+    group = ext_get(ext, "consumerGroup", None)
+    topic = ext_get(ext, "topic", None)
+    queue_id = ext_get(ext, "queueId", None)
+    max_msgs = ext_get(ext, "maxMsgNums", None)
+    invisible = ext_get(ext, "invisibleTime", None)
+    poll = ext_get(ext, "pollTime", 0)
+    born = ext_get(ext, "bornTime", 0)
+    init_mode = ext_get(ext, "initMode", 0)
+    order = ext_get(ext, "order", False)
+    exp_type = ext_get(ext, "expType", None)
+    exp = ext_get(ext, "exp", None)
+    attempt = ext_get(ext, "attemptId", None)
     if (type(group) is not str or not group or type(topic) is not str or not topic
             or type(queue_id) is not int or type(max_msgs) is not int or type(invisible) is not int
             or type(poll) is not int or type(born) is not int or type(init_mode) is not int

@@ -10,7 +10,7 @@ tables' dicts directly, the store's one-view read is its own compiled ``get_now`
 codes are checked in C, and the body is one copy out of the commitlog's view. The read's views are
 released and the pull is counted in the broker's statistics here too, as ``GetMessageResult.release``
 and ``BrokerStats.on_get`` do (the twin test compares the statistics), without their Python frames
-(``_getstats.pxd``'s ``count_get``, shared with the pop fast path).
+(``_fastpath.pxd``'s ``count_get``, shared with the pop fast path).
 
 The signature is declared in ``_pullpath.pyi`` (mypy checks it against the pure twin, stubtest
 against this module: see ``rocketpy/_accel.py``).
@@ -23,7 +23,7 @@ from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
 from rocketpy._cshared cimport _get_u32
-from rocketpy.broker.processors._getstats cimport count_get
+from rocketpy.broker.processors._fastpath cimport count_get, ext_get
 
 __all__ = ["pull_now"]
 
@@ -71,11 +71,6 @@ cdef int _bind_pull() except -1:
     _MAX_GROUP_COUNTERS = pullpath.MAX_GROUP_COUNTERS
     _bound = True
     return 0
-
-
-cdef inline object _get(dict d, str key, object default):
-    cdef PyObject* v = PyDict_GetItem(d, key)
-    return default if v == NULL else <object>v
 
 
 cdef bint _all_match(object raw, Py_ssize_t n, frozenset codes) except -1:
@@ -126,18 +121,18 @@ def pull_now(processor, channel, request):
     if type(e) is not dict:
         return None
     ext = <dict>e
-    group = _get(ext, "consumerGroup", None)
-    topic = _get(ext, "topic", None)
-    q = _get(ext, "queueId", None)
-    o = _get(ext, "queueOffset", None)
-    m = _get(ext, "maxMsgNums", None)
-    f = _get(ext, "sysFlag", 0)
-    commit = _get(ext, "commitOffset", 0)
-    suspend = _get(ext, "suspendTimeoutMillis", 0)
-    max_msg_bytes = _get(ext, "maxMsgBytes", None)
-    sub = _get(ext, "subscription", _STAR)
-    sub_version = _get(ext, "subVersion", 0)
-    kind = _get(ext, "expressionType", _TAG)
+    group = ext_get(ext, "consumerGroup", None)
+    topic = ext_get(ext, "topic", None)
+    q = ext_get(ext, "queueId", None)
+    o = ext_get(ext, "queueOffset", None)
+    m = ext_get(ext, "maxMsgNums", None)
+    f = ext_get(ext, "sysFlag", 0)
+    commit = ext_get(ext, "commitOffset", 0)
+    suspend = ext_get(ext, "suspendTimeoutMillis", 0)
+    max_msg_bytes = ext_get(ext, "maxMsgBytes", None)
+    sub = ext_get(ext, "subscription", _STAR)
+    sub_version = ext_get(ext, "subVersion", 0)
+    kind = ext_get(ext, "expressionType", _TAG)
     if (type(group) is not str or type(topic) is not str or type(q) is not int or type(o) is not int
             or type(m) is not int or type(f) is not int or type(commit) is not int
             or type(suspend) is not int or type(sub) is not str or type(sub_version) is not int

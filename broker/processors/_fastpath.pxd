@@ -1,10 +1,17 @@
 # cython: language_level=3
-"""``BrokerStats.on_get`` without its frame, for the compiled fast paths that hand messages out
-(cimported by ``_pullpath.pyx`` and ``_poppath.pyx``, compiled into each; no module of this name
-at run time). The twin tests compare the statistics both paths leave."""
+"""What the compiled fast paths that hand messages out share (cimported by ``_pullpath.pyx`` and
+``_poppath.pyx``, compiled into each; no module of this name at run time): a header field read
+from the request's map, and ``BrokerStats.on_get`` without its frame (the twin tests compare the
+statistics both paths leave)."""
 
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
+
+
+cdef inline object ext_get(dict ext, str key, object default):
+    """``ext.get(key, default)`` with a C dict lookup."""
+    cdef PyObject* v = PyDict_GetItem(ext, key)
+    return default if v == NULL else <object>v
 
 
 cdef inline int count_get(object stats, str group, str topic, Py_ssize_t n, Py_ssize_t size,
