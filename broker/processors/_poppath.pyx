@@ -52,9 +52,7 @@ cdef object _BrokerStats = None
 cdef object _new_pair = None
 cdef Py_ssize_t _MAX_GROUP_COUNTERS = 0
 cdef object _commit_queues = None
-cdef object _pop_retry_topic = None
-cdef str _RETRY_PREFIX = ""
-cdef Py_ssize_t _TOPIC_MAX_LENGTH = 0
+cdef object _retry_topic_fits = None
 
 
 cdef int _bind_pop() except -1:
@@ -62,8 +60,7 @@ cdef int _bind_pop() except -1:
     global _pop_response, _read_plain, _format_start, _format_msgs, _monotonic_ns
     global _deque, _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
     global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
-    global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _commit_queues, _pop_retry_topic, _RETRY_PREFIX
-    global _TOPIC_MAX_LENGTH
+    global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _commit_queues, _retry_topic_fits
     import time
     from collections import deque
 
@@ -96,9 +93,7 @@ cdef int _bind_pop() except -1:
     _new_pair = poppath._new_pair
     _MAX_GROUP_COUNTERS = poppath.MAX_GROUP_COUNTERS
     _commit_queues = acks.commit_queues  # the active twin
-    _pop_retry_topic = poppath.pop_retry_topic
-    _RETRY_PREFIX = poppath.RETRY_GROUP_TOPIC_PREFIX
-    _TOPIC_MAX_LENGTH = poppath.TOPIC_MAX_LENGTH
+    _retry_topic_fits = poppath.retry_topic_fits
     _bound = True
     return 0
 
@@ -184,16 +179,6 @@ cdef object _new_read(object result):
     return out
 
 
-cdef object _retry_fits(str group, str topic):
-    """``poppath.retry_topic_fits(group, topic)``."""
-    if topic.startswith(_RETRY_PREFIX):
-        return None
-    retry = _pop_retry_topic(group, topic)
-    if len(<str>retry) > _TOPIC_MAX_LENGTH or (not retry.isascii() and len(retry.encode()) > _TOPIC_MAX_LENGTH):
-        return None
-    return retry
-
-
 cdef int _count_pops(object service, object group, object topic, object count) except -1:
     """``service._count(group, topic, 0, count)``; its frame only for a row not made yet."""
     cdef PyObject* row = PyDict_GetItem(service.counts, (group, topic))
@@ -275,7 +260,7 @@ def pop_now(processor, request):
     group_config = checks.groups.table.get(group)
     if group_config is None or not group_config.consume_enable:
         return None
-    retry = _retry_fits(group, topic)
+    retry = _retry_topic_fits(group, topic)  # one definition (poppath's), a frame per pop
     if retry is None:
         return None
     req = _new_request(group, topic, -1 if queue_id < 0 else queue_id, max_msgs, invisible, poll,

@@ -17,7 +17,7 @@ from rocketpy import _accel
 from rocketpy.broker.controller import BrokerController
 from rocketpy.broker.pop.service import wall_ms
 from rocketpy.broker.processors import pop as pop_processor
-from rocketpy.broker.processors import poppath  # noqa: F401  (its twin joins PURE)
+from rocketpy.broker.processors import poppath  # its twin joins PURE
 from rocketpy.broker.store import BrokerMessage
 from rocketpy.client.answers import pack_body
 from rocketpy.client.pop_result import pop_result
@@ -238,3 +238,11 @@ async def test_both_twins_answer_and_change_what_the_full_path_does(tmp_path: Pa
     sides = await _run(tmp_path, seed, 300)
     for side in sides[1:]:
         assert side.taken >= 15, f"the fast path took {side.taken} pops: too few to compare anything"
+
+
+def test_the_retry_topic_the_fast_path_may_use() -> None:
+    assert poppath.retry_topic_fits("G", TOPIC) == RETRY
+    assert poppath.retry_topic_fits("G", RETRY) is None  # a retry topic itself: the full path
+    assert poppath.retry_topic_fits("g" * 120, TOPIC) is None  # too long: the full path refuses it
+    assert poppath.retry_topic_fits("é" * 60, TOPIC) is None  # 69 characters but 129 bytes
+    assert poppath.retry_topic_fits("é" * 10, TOPIC) == pop_retry_topic("é" * 10, TOPIC)
