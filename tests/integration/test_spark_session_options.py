@@ -47,7 +47,17 @@ def ns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pool.stop_all()
 
 
-def send(ns: str, topic: str, bodies: range, queues: int = 2, keys: tuple[str, str] | None = None) -> None:
+def send(
+    ns: str,
+    topic: str,
+    bodies: range,
+    queues: int = 2,
+    keys: tuple[str, str] | None = None,
+    *,
+    at_once: bool = False,
+) -> None:
+    """Send ``bodies`` to ``topic`` (created with ``queues``), one by one; ``at_once``: as one batch
+    (one queue, one append: a reader sees all of them or none)."""
     from rocketpy import Admin, Message, Producer
 
     account = {"access_key": keys[0], "secret_key": keys[1]} if keys else {}
@@ -57,9 +67,15 @@ def send(ns: str, topic: str, bodies: range, queues: int = 2, keys: tuple[str, s
         async with Admin(ns, **admin_account) as admin:  # type: ignore[arg-type]
             await admin.create_topic(topic, "DefaultCluster", read_queue_nums=queues, write_queue_nums=queues)
         async with Producer("pg_spark_session_opt", namesrv_addr=ns, **account) as p:  # type: ignore[arg-type]
-            for i in bodies:
-                tags = "even" if i % 2 == 0 else "odd"
-                await p.send(Message(topic, b"%d" % i, tags=tags, properties={"n": str(i)}))
+            msgs = [
+                Message(topic, b"%d" % i, tags="even" if i % 2 == 0 else "odd", properties={"n": str(i)})
+                for i in bodies
+            ]
+            if at_once:
+                await p.send_batch(msgs)
+                return
+            for msg in msgs:
+                await p.send(msg)
 
     asyncio.run(go())
 
@@ -174,7 +190,7 @@ def test_min_offsets_per_trigger_waits_for_rows(spark: Any, ns: str) -> None:
         # a trigger ran and planned nothing: 20 new rows are fewer than 50
         wait_until(lambda: q.status["message"] == "Waiting for next trigger", 120.0, interval=0.2)
         assert not [p for p in q.recentProgress if p["numInputRows"]]
-        send(ns, "SpPace", range(20, 60))
+        send(ns, "SpPace", range(20, 60), at_once=True)  # a trigger between sends one by one would see 50-59
         batch = wait_until(lambda: next((p for p in q.recentProgress if p["numInputRows"]), None), 120.0)
         assert batch["numInputRows"] == 60  # one micro-batch once 50 were there
     finally:
