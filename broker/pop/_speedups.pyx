@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """C twins of POP's per-message loops: ``take_run`` and ``drop_done`` (``ledger.py``), ``acks_entry``
-and ``encode_acks`` (``revive_log.py``), ``read_acks``, ``offsets_of``, ``commit_queues`` and ``apply_batch_acks``
-(``acks.py``).
+and ``encode_acks`` (``revive_log.py``), ``read_acks``, ``offsets_of``, ``commit_queues`` and
+``apply_batch_acks`` (``acks.py``).
 
 ``rocketpy._accel`` chooses them or their pure twins. Each handles the common case in C and calls
 its pure twin (``rocketpy._accel.PURE``) for anything else (values out of a C integer's range),

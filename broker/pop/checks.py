@@ -21,6 +21,11 @@ from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, pop_retry
 _RC = ResponseCode
 
 
+def retry_topic_too_long(retry: str) -> bool:
+    """A POP retry topic name past ``TOPIC_MAX_LENGTH`` bytes (the topic could not be created)."""
+    return len(retry) > TOPIC_MAX_LENGTH or (not retry.isascii() and len(retry.encode()) > TOPIC_MAX_LENGTH)
+
+
 class PopChecks:
     """Checks against the broker's live config, topic table and group table."""
 
@@ -70,7 +75,7 @@ class PopChecks:
         self.group(group)
         if pop and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             retry = pop_retry_topic(group, topic)
-            if len(retry.encode()) > TOPIC_MAX_LENGTH:
+            if retry_topic_too_long(retry):
                 raise PopError(
                     _RC.INVALID_PARAMETER,
                     f"group {group!r} cannot pop topic {topic!r}: its retry topic {retry[:40]!r}... "

@@ -8,8 +8,8 @@ not copied: ``rocketpy._accel`` loads this module before those exist.
 The pure twin calls ``PopService.read_once``; this one does what it does for a plain pop in this
 frame: ``PopReader.read`` (the rotor, the POP retry topic read only when that topic exists and is
 readable, else skipped as ``_read_topic`` skips it, the plain read by the compiled ``read_plain``),
-the queues' commits (``commit_queues``, compiled in ``rocketpy.broker.pop``), the cks held back (``CkBuffer.hold``; any it may not
-hold go through ``CkBuffer.records_for_pops``), the counts; then the answer's header and body.
+the queues' commits (``commit_queues``, compiled in ``rocketpy.broker.pop``), the cks held back
+(``CkBuffer.records_for_pops``), the counts; then the answer's header and body.
 
 The signature is declared in ``_poppath.pyi`` (mypy checks it against the pure twin, stubtest
 against this module: see ``rocketpy/_accel.py``).
@@ -36,8 +36,7 @@ cdef object _pop_response = None
 cdef object _read_plain = None
 cdef object _format_start = None
 cdef object _format_msgs = None
-cdef object _monotonic_ns = None
-cdef object _deque = None
+cdef object _monotonic_ms = None
 cdef object _ACK_PROPERTIES = None
 cdef object _CK_PROPERTIES = None
 cdef str _TAG = ""
@@ -57,14 +56,11 @@ cdef object _retry_topic_fits = None
 
 cdef int _bind_pop() except -1:
     global _bound, _PopRequest, _PopResult, _PopRead, _FOUND, _NO_MESSAGE, _RemotingCommand, _SUCCESS
-    global _pop_response, _read_plain, _format_start, _format_msgs, _monotonic_ns
-    global _deque, _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
+    global _pop_response, _read_plain, _format_start, _format_msgs, _monotonic_ms
+    global _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
     global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
     global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _commit_queues, _retry_topic_fits
-    import time
-    from collections import deque
-
-    from rocketpy.broker.pop import acks, plain, reader, revive_log, types
+    from rocketpy.broker.pop import acks, plain, reader, revive_log, service, types
     from rocketpy.broker.processors import poppath
 
     _PopRequest = poppath.PopRequest
@@ -78,8 +74,7 @@ cdef int _bind_pop() except -1:
     _read_plain = plain.read_plain  # the active twin
     _format_start = types.format_start_offsets  # rocketpy.protocol.receipt's, as PopResult has them
     _format_msgs = types.format_msg_offsets
-    _monotonic_ns = time.monotonic_ns
-    _deque = deque
+    _monotonic_ms = service._monotonic_ms  # the CK buffer's clock, as PopService.read_once reads it
     _ACK_PROPERTIES = revive_log.ACK_PROPERTIES
     _CK_PROPERTIES = revive_log.CK_PROPERTIES
     _TAG = poppath._TAG
@@ -101,37 +96,6 @@ cdef int _bind_pop() except -1:
 cdef bint _readable(object tc) except -1:
     """``PopReader._read_topic`` reads the topic of ``tc`` (it returns at once otherwise)."""
     return tc is not None and (<long>tc.perm & _PERM_READ) != 0 and tc.read_queue_nums > 0
-
-
-cdef list _hold(object buffer, list cks):
-    """``buffer.records_for_pops(cks, now)``: the CK records to write (none while every ck is held)."""
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(cks)
-    cdef dict by_queue
-    now = _monotonic_ns() // 1_000_000
-    window = buffer.window_ms
-    if not window:
-        return buffer.records_for_pops(cks, now)
-    fifo = buffer._fifo
-    by_queue = buffer._by_queue
-    max_held = buffer.max_held
-    due = now + window
-    for i in range(n):
-        entry = <object>PyList_GET_ITEM(cks, i)
-        ck, counts = entry
-        if counts is not None or len(fifo) >= max_held:
-            return buffer.records_for_pops(cks[i:], now)  # what ``hold`` would refuse, and after
-        ck.unwritten = True
-        fifo.append((due, ck))
-        key = ck.queue.key
-        found = PyDict_GetItem(by_queue, key)
-        if found == NULL:
-            held = _deque()
-            by_queue[key] = held
-        else:
-            held = <object>found
-        held.append(ck)
-        buffer.held += 1
-    return []
 
 
 cdef object _new_request(str group, str topic, object queue_id, object max_msgs, object invisible,
@@ -288,7 +252,7 @@ def pop_now(processor, request):
     if out.acks:
         writes.append((out.acks, _ACK_PROPERTIES))
     if out.cks:
-        bodies = _hold(service.buffer, out.cks)
+        bodies = service.buffer.records_for_pops(out.cks, _monotonic_ms())
         if bodies:
             writes.append((bodies, _CK_PROPERTIES))
     if found:

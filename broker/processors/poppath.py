@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rocketpy._accel import twin
+from rocketpy.broker.pop.checks import retry_topic_too_long
 from rocketpy.broker.pop.types import PopRequest, PopResult, PopStatus
 
 # The compiled twin counts a pop as BrokerStats.on_get does and reads these from here (_poppath.pyx).
@@ -35,14 +36,15 @@ from rocketpy.protocol.headers.offset import INT64_MAX, MAX_QUEUE_ID
 from rocketpy.protocol.headers.pop import MAX_INVISIBLE_TIME_MS, MAX_POP_MSGS, PopMessageRequestHeader
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand  # noqa: F401  (the C twin reads it)
 from rocketpy.remoting.processor import HandlerResult
-from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, pop_retry_topic
+from rocketpy.subscription import ExpressionType
+from rocketpy.topic import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 
 if TYPE_CHECKING:
     from rocketpy.broker.processors.pop import PopMessageProcessor
 
 __all__ = ["pop_now", "pop_request", "pop_response"]
 
-_TAG = "TAG"
+_TAG = ExpressionType.TAG.value
 
 
 def pop_request(h: PopMessageRequestHeader) -> PopRequest:
@@ -97,9 +99,7 @@ def retry_topic_fits(group: str, topic: str) -> str | None:
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return None
     retry = pop_retry_topic(group, topic)
-    if len(retry) > TOPIC_MAX_LENGTH or (not retry.isascii() and len(retry.encode()) > TOPIC_MAX_LENGTH):
-        return None
-    return retry
+    return None if retry_topic_too_long(retry) else retry
 
 
 @twin
