@@ -208,6 +208,11 @@ class Coalescer:
         if q.jobs and q.n_bytes + size > self.batch_max_bytes:
             self._flush(q)  # full: it leaves now, even with a request in flight
             self._queues[key] = q  # (a flush that sent nothing forgets the accumulator)
+        if (
+            self.last_lone and not self.held_bytes and q.in_flight == 0 and q.timer is None
+            and self.batch_max_delay <= 0
+        ):  # fmt: skip
+            return self._send_lone(q, job, size)  # idle after a lone send: a sequential sender
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         job.future = fut
@@ -218,11 +223,47 @@ class Coalescer:
         if q.in_flight == 0 and q.timer is None:
             if self.batch_max_delay > 0:
                 q.timer = loop.call_later(self.batch_max_delay, self._flush, q)
-            elif self.last_lone and self.held_bytes == size:  # idle after a lone send: a sequential sender
-                self._flush(q)
             else:
                 q.timer = loop.call_soon(self._flush, q)
         return fut
+
+    def _send_lone(self, q: _Pending, job: MessageJob, size: int) -> asyncio.Future[Any]:
+        """Write ``job`` now as its own request (``_flush`` of one member) whose response future is
+        the job's future: the sender wakes one loop iteration sooner than through a member's future
+        set by ``_settle``. ``q`` (empty, nothing in flight) settles by a callback registered before
+        the sender awaits, so it runs first: sends made when the sender wakes see it idle again."""
+        now = asyncio.get_running_loop().time()
+        if job.deadline <= now:
+            late = RemotingTimeoutError("send timed out before it left: raise send_timeout")
+            return self._failed(job, late)
+        try:
+            response = self.invoke(q.addr, job.request(self.group, q.mq), job.deadline - now)
+        except RocketpyError as err:  # refused at once (too many pending requests)
+            self._maybe_forget(q)
+            return self._failed(job, err)
+        stats = self.stats
+        stats.requests += 1
+        stats.messages += 1
+        q.in_flight += 1
+        self.held_bytes += size
+        job.future = response
+        response.add_done_callback(lambda _: self._settle_lone(q, size))
+        return response
+
+    def _failed(self, job: MessageJob, err: BaseException) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.set_exception(err)
+        job.future = fut
+        return fut
+
+    def _settle_lone(self, q: _Pending, size: int) -> None:
+        """``_settle`` of a ``_send_lone`` request: its member already has the outcome."""
+        q.in_flight -= 1
+        self._release(size)
+        if q.jobs and q.timer is None:
+            self._flush(q)
+        else:
+            self._maybe_forget(q)
 
     # -- sending ---------------------------------------------------------------------------------
     def _flush(self, q: _Pending) -> None:

@@ -202,7 +202,7 @@ cdef object _dispatch_runs(object channel, object stats, list commands):
     """``turn._dispatch_runs``."""
     codes = channel._run_codes
     run = [c for c in commands if c.code in codes and not c.flag & FLAG_RESPONSE]
-    if len(run) < 2 or len(channel._tasks) + len(run) > channel._max_inflight:
+    if not run or len(channel._tasks) + len(run) > channel._max_inflight:
         return commands
     channel._batching = True
     cdef double started = _now()
@@ -217,7 +217,7 @@ cdef object _dispatch_runs(object channel, object stats, list commands):
 cdef int _process(object channel, list commands) except -1:
     """``turn._process``."""
     cdef Py_ssize_t i, n
-    cdef bint responses = False
+    cdef Py_ssize_t responses = 0
     cdef bint guarded
     cdef double started
     processors = channel._processors
@@ -237,7 +237,7 @@ cdef int _process(object channel, list commands) except -1:
                 break
             if cmd.flag & FLAG_RESPONSE:
                 _complete(channel, cmd)
-                responses = True
+                responses += 1
             elif backlog or len(tasks) >= max_inflight or channel.decoding:
                 backlog.append(cmd)
             else:
@@ -253,7 +253,7 @@ cdef int _process(object channel, list commands) except -1:
         if out and not channel.closed:
             channel._out = []
             channel._transport.writelines(out)
-    if responses and not channel._flush_scheduled:
+    if responses > 1 and not channel._flush_scheduled:
         channel._flush_scheduled = True
         channel._loop.call_soon(channel._scheduled_flush)
     if backlog:

@@ -68,7 +68,7 @@ def _process(channel: Channel, commands: Iterable[RemotingCommand]) -> None:
     backlog = channel._backlog
     if channel._run_codes and not backlog:
         commands = _dispatch_runs(channel, commands)
-    responses = False
+    responses = 0
     channel._batching = True
     try:
         for cmd in commands:
@@ -76,7 +76,7 @@ def _process(channel: Channel, commands: Iterable[RemotingCommand]) -> None:
                 break
             if cmd.flag & FLAG_RESPONSE:
                 channel._complete(cmd)
-                responses = True
+                responses += 1
             elif backlog or len(channel._tasks) >= channel._max_inflight or channel.decoding:
                 backlog.append(cmd)
             else:
@@ -84,9 +84,10 @@ def _process(channel: Channel, commands: Iterable[RemotingCommand]) -> None:
     finally:
         channel._batching = False
         channel._flush()
-    if responses and not channel._flush_scheduled:
+    if responses > 1 and not channel._flush_scheduled:
         # The callers just woken will send their next requests in the coming loop iteration;
-        # hold those writes and send them together after all of them ran.
+        # hold those writes and send them together after all of them ran. One response wakes one
+        # caller (a coalesced batch's members send through their coalescer): its write leaves at once.
         channel._flush_scheduled = True
         channel._loop.call_soon(channel._scheduled_flush)
     if backlog:
@@ -101,7 +102,7 @@ def _dispatch_runs(channel: Channel, commands: Iterable[RemotingCommand]) -> Ite
     codes = channel._run_codes
     commands = list(commands)
     run = [c for c in commands if c.code in codes and not c.flag & FLAG_RESPONSE]
-    if len(run) < 2 or len(channel._tasks) + len(run) > channel._max_inflight:
+    if not run or len(channel._tasks) + len(run) > channel._max_inflight:
         return commands
     channel._batching = True  # _process writes the answers with the rest of this read's
     started = perf_counter()

@@ -247,11 +247,15 @@ async def test_the_channel_hands_a_reads_run_codes_over_together() -> None:
         got: list[RemotingCommand] = []
         while len(got) < 4:
             got += decoder.feed(await asyncio.wait_for(reader.read(65536), 5.0))
+        # a lone send takes the run handler too (its compiled plain path), not the single handler
+        writer.write(encode_frame_bytes(RemotingCommand(run_code, 5, 0, None, {}, b"x")))
+        while len(got) < 5:
+            got += decoder.feed(await asyncio.wait_for(reader.read(65536), 5.0))
         writer.close()
     finally:
         await server.shutdown(2.0)
-    assert runs == [[1, 3, 4]] and order == [1, 3, 4, 2]  # the sends first, in order, then the rest
-    assert {r.opaque: bytes(r.body) for r in got} == {1: b"run", 2: b"one", 3: b"run", 4: b"run"}
+    assert runs == [[1, 3, 4], [5]] and order == [1, 3, 4, 2, 5]  # the sends first, in order, then the rest
+    assert {r.opaque: bytes(r.body) for r in got} == {1: b"run", 2: b"one", 3: b"run", 4: b"run", 5: b"run"}
 
 
 async def test_a_bad_header_fails_only_its_own_request(tmp_path: Path) -> None:

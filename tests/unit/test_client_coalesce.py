@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rocketpy.client.producer import Producer
+from rocketpy.client.results import SendResult
 from rocketpy.errors import MessageIllegalError, MQClientError, RemotingTimeoutError
 from rocketpy.message import Message, MessageQueue
 from rocketpy.protocol.codes import RequestCode, ResponseCode
@@ -178,6 +179,34 @@ async def test_a_sequential_senders_sends_leave_at_once() -> None:
     assert remoting.codes_sent() == [RequestCode.SEND_MESSAGE_V2] * 4
     stats = p.coalesce_stats
     assert stats is not None and (stats.requests, stats.batches) == (4, 0)
+
+
+async def test_a_sequential_senders_send_wakes_with_its_response() -> None:
+    # a send written at once awaits its request's own response future: the sender wakes in the loop
+    # turn its response arrives (not a turn later, through a member future set by the settling) and
+    # finds the producer idle again (the accumulator settled first)
+    remoting = BatchRemoting(hold=True)
+    p = producer_with(remoting)
+    first = p.send_async(Message("T", b"first"))
+    await asyncio.sleep(0)
+    remoting.release()
+    await first
+    co = p._path.coalescer
+    assert co is not None
+    held_when_woken: list[int] = []
+
+    async def sender() -> SendResult:
+        result = await p.send(Message("T", b"next"))
+        held_when_woken.append(co.held_bytes)
+        return result
+
+    task = asyncio.create_task(sender())
+    await asyncio.sleep(0)
+    assert len(remoting.sent) == 2  # written at once
+    remoting.release()
+    await asyncio.sleep(0)
+    assert task.done() and held_when_woken == [0]
+    assert task.result().message_queue.queue_id == int(remoting.sent[1][1].ext["e"])  # type: ignore[index]
 
 
 async def test_a_burst_after_sequential_sends_still_coalesces() -> None:

@@ -173,6 +173,7 @@ async def _drive(
         "reading_paused": channel.reading_paused,
         "completed": {o: f.result().code for o, f in futures.items() if f.done() and not f.exception()},
         "out": channel._out,
+        "writes_held": channel._flush_scheduled,
     }
     channel.abort("end of the example")
     for _ in range(3):
@@ -240,3 +241,14 @@ def test_the_stream_reaches_every_path() -> None:
         assert codes[(RUN_B, 29)] == 1 and codes[(WRITES, 0)] == 1, codes
         assert state["tasks"] == 1 and state["completed"] == {1: 1} and not state["closed"], state
         assert len([e for e in state["events"] if isinstance(e, bytes)]) == 1, state["events"]
+
+
+@pytest.mark.parametrize("twins", ["pure", "compiled"])
+def test_writes_are_held_for_a_turn_only_when_it_woke_several_callers(twins: str) -> None:
+    """Two responses in a read wake two callers: their next requests are held to leave in one write.
+    One response wakes one (a sequential caller): its next request is written at once."""
+    fns = PURE if twins == "pure" else COMPILED
+    one = encode_frame_bytes(RemotingCommand(ECHO, 1, 1))
+    two = one + encode_frame_bytes(RemotingCommand(ECHO, 2, 1))
+    assert _run(fns, one, [], False, 32, 4096)["writes_held"] is False
+    assert _run(fns, two, [], False, 32, 4096)["writes_held"] is True
