@@ -232,7 +232,7 @@ class Coalescer:
         the job's future: the sender wakes one loop iteration sooner than through a member's future
         set by ``_settle``. ``q`` (empty, nothing in flight) settles by a callback registered before
         the sender awaits, so it runs first: sends made when the sender wakes see it idle again."""
-        now = asyncio.get_running_loop().time()
+        now = (self.loop or asyncio.get_running_loop()).time()
         if job.deadline <= now:
             late = RemotingTimeoutError("send timed out before it left: raise send_timeout")
             return self._failed(job, late)
@@ -251,7 +251,7 @@ class Coalescer:
         return response
 
     def _failed(self, job: MessageJob, err: BaseException) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = (self.loop or asyncio.get_running_loop()).create_future()
         fut.set_exception(err)
         job.future = fut
         return fut

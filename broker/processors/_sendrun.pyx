@@ -25,6 +25,7 @@ cdef bint _run_bound = False
 cdef object _BrokerMessage = None
 cdef object _RemotingCommand = None
 cdef object _host8_of = None
+cdef dict _host8_cache = None
 cdef object _get_property = None
 cdef object _UNIQ_SEP = None
 cdef object _UNSEEN = None
@@ -38,13 +39,17 @@ cdef Py_ssize_t _SHORT_PROPS = 0
 
 
 cdef int _bind_run() except -1:
-    global _run_bound, _BrokerMessage, _RemotingCommand, _host8_of, _get_property, _UNIQ_SEP, _UNSEEN
+    global _run_bound, _BrokerMessage, _RemotingCommand, _host8_of, _host8_cache, _get_property, _UNIQ_SEP
+    global _UNSEEN
     global _TRAN_MARK, _TRAN_STR, _V2, _PERM_WRITE, _FLAG_RESPONSE, _SHORT_PROPS, _WAIT_FALSE
     from rocketpy.broker.processors import sendrun
 
     _BrokerMessage = sendrun.BrokerMessage
     _RemotingCommand = sendrun.RemotingCommand
     _host8_of = sendrun._host8
+    from rocketpy.broker.store import message
+
+    _host8_cache = message._host_cache
     _get_property = sendrun.get_property
     _UNIQ_SEP = sendrun.UNIQ_SEP
     _UNSEEN = sendrun._UNSEEN
@@ -77,7 +82,8 @@ def plain_messages(list requests, topic_config, dict problems, born, Py_ssize_t 
     cdef dict ext
     cdef Py_ssize_t n, queue_id
     cdef const unsigned char* p
-    host8 = _host8_of(born)
+    cdef PyObject* cached = PyDict_GetItem(_host8_cache, born)  # _host8's cache, read without its call
+    host8 = <object>cached if cached != NULL else _host8_of(born)
     for request in requests:
         e = request.ext
         if request.code != _V2 or type(e) is not dict:
@@ -200,7 +206,15 @@ def stored_answers(list out, list members, result, str host_hex):
         uniq = _unique_key(props)
         if uniq:
             ext["transactionId"] = uniq
-        out[i] = _RemotingCommand(0, request.opaque, _FLAG_RESPONSE, None, ext, b"", request.serialize_type)
+        cmd = _RemotingCommand.__new__(_RemotingCommand)  # the fields its __init__ sets, without the call
+        cmd.code = 0
+        cmd.opaque = request.opaque
+        cmd.flag = _FLAG_RESPONSE
+        cmd.remark = None
+        cmd.ext = ext
+        cmd.body = b""
+        cmd.serialize_type = request.serialize_type
+        out[i] = cmd
         total += len(request.body)
         offset += <long long>(<object>PyList_GET_ITEM(sizes, k))
     return total

@@ -225,7 +225,8 @@ class SendMessageProcessor:
             except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
                 out.append(_failed(exc))
             i += 1
-        self._put_groups(out, groups)
+        for members in groups.values():  # _put_groups (without its frame: a lone send's path)
+            self._put_group(out, members)
         return out
 
     def _plain(self, channel: Channel, requests: list[RemotingCommand]) -> list[BrokerMessage | None] | None:

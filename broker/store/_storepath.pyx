@@ -24,6 +24,7 @@ __all__ = ["get_now", "put_now"]
 
 cdef bint _put_bound = False
 cdef object _dispatch_run = None
+cdef object _append_records = None
 cdef str _WAIT_FALSE = ""
 cdef Py_ssize_t _HEAD_SIZE = 0
 cdef Py_ssize_t _MAX_PROPERTIES_BYTES = 0
@@ -32,11 +33,12 @@ cdef Py_ssize_t _YIELD_EVERY_PUTS = 0
 
 
 cdef int _bind_put() except -1:
-    global _put_bound, _dispatch_run, _WAIT_FALSE, _HEAD_SIZE, _MAX_PROPERTIES_BYTES
+    global _put_bound, _dispatch_run, _append_records, _WAIT_FALSE, _HEAD_SIZE, _MAX_PROPERTIES_BYTES
     global _END_FILE_MIN_BLANK_BYTES, _YIELD_EVERY_PUTS
-    from rocketpy.broker.store import put
+    from rocketpy.broker.store import commitlog, put
 
     _dispatch_run = put.dispatch_run
+    _append_records = commitlog.append_records
     _WAIT_FALSE = put.WAIT_FALSE_MARK
     _HEAD_SIZE = put.HEAD_SIZE
     _MAX_PROPERTIES_BYTES = put.MAX_PROPERTIES_BYTES
@@ -93,9 +95,24 @@ def put_now(service, list msgs):
     if cq is None:
         return None
     store_ts = int(service._clock() * 1000)
-    r = commitlog.append((msgs, topic_b, props, total, cq, store_ts, service.store_host8))
-    if r is None:
-        return None
+    batch = (msgs, topic_b, props, total, cq, store_ts, service.store_host8)
+    # ``commitlog.append`` without its two Python frames when the last file has room for the batch
+    # and its end stays within what is faulted in already (no roll, no prefault to ask for)
+    files = commitlog.files
+    mf = files[len(files) - 1] if files else None
+    cdef Py_ssize_t pos
+    if (
+        mf is not None
+        and mf.size - mf._wrote >= total + _END_FILE_MIN_BLANK_BYTES
+        and mf.base_offset + mf._wrote + total <= commitlog._prefault_due
+    ):
+        pos = mf._wrote
+        wrote, r = _append_records(mf.mm, mf.base_offset, pos, mf.size - pos, batch)
+        mf._wrote = pos + wrote
+    else:
+        r = commitlog.append(batch)
+        if r is None:
+            return None
     sizes = r.sizes
     assert sizes is not None
     _dispatch_run(d, cq, r.queue_offset, r.wrote_offset, sizes, msgs, store_ts)

@@ -1445,9 +1445,11 @@ def test_stored_answers_same_answers(items: list[tuple[bytes, str, int]]) -> Non
 
 
 # -- the store's coroutine-free put (rocketpy/broker/store/put.py) ----------------------------------
-def _put_now_state(fn: Any, root: str, groups: list[list[Any]]) -> Any:
+def _put_now_state(fn: Any, root: str, groups: list[list[Any]], prefault_due: int | None = None) -> Any:
     """What ``fn`` (a ``put_now`` twin) answers and leaves for ``groups`` of messages on a fresh
-    store (fixed clock): each answer's fields, the commitlog's bytes, the queues' ends, the counts."""
+    store (fixed clock): each answer's fields, the commitlog's bytes, the queues' ends, the counts.
+    ``prefault_due``: the commitlog's rolling-prefault mark, held there (0: every append asks for
+    a prefault, so the compiled twin's inline append gives way to ``CommitLog.append``)."""
     import asyncio
 
     from rocketpy.broker.store import MessageStore
@@ -1463,6 +1465,8 @@ def _put_now_state(fn: Any, root: str, groups: list[list[Any]]) -> Any:
             await store.put_message(BrokerMessage("T", 0, b"seed"))  # topic "T" and queue 0 known
             answers = []
             for msgs in groups:
+                if prefault_due is not None:
+                    store.commitlog._prefault_due = prefault_due
                 r = fn(store._put, msgs)
                 answers.append(
                     None if r is None
@@ -1490,11 +1494,12 @@ PUT_NOW_MESSAGE = st.builds(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(PUT_NOW_MESSAGE, min_size=0, max_size=4), max_size=25))
 def test_put_now_same_answers_and_store(groups: list[list[BrokerMessage]]) -> None:
-    states = []
-    for fn in (PURE["put_now"], speedups.put_now):
-        with tempfile.TemporaryDirectory() as root:
-            states.append(_put_now_state(fn, root, groups))
-    assert states[0] == states[1]
+    for prefault_due in (None, 0):
+        states = []
+        for fn in (PURE["put_now"], speedups.put_now):
+            with tempfile.TemporaryDirectory() as root:
+                states.append(_put_now_state(fn, root, groups, prefault_due))
+        assert states[0] == states[1]
 
 
 # -- the store's one-view read (rocketpy/broker/store/reads.py) -------------------------------------
