@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rocketpy.client.fault import LatencyFaultTolerance
@@ -125,7 +126,9 @@ class Coalescer:
         #: the last request written carried one message (``add`` sends at once after it when idle)
         self.last_lone = False
         self.stats = CoalesceStats()
-        self._queues: dict[tuple[str, MessageQueue], _Pending] = {}
+        #: by (broker address, topic, broker name, queue id): a key of plain values hashes in C
+        #: (a MessageQueue's hash is a Python method, and each send looks its key up four times)
+        self._queues: dict[tuple[str, str, str, int], _Pending] = {}
         self._room_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         #: per topic, the accumulator the last send was added to (``filling``)
         self._filling: dict[str, _Pending] = {}
@@ -200,7 +203,7 @@ class Coalescer:
     # -- adding ----------------------------------------------------------------------------------
     def add(self, job: MessageJob, mq: MessageQueue, addr: str) -> asyncio.Future[Any]:
         """Queue ``job`` for ``mq`` at ``addr``; return its own future (a response or a SendResult)."""
-        key = (addr, mq)
+        key = (addr, mq.topic, mq.broker_name, mq.queue_id)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = _Pending(addr, mq)
@@ -247,7 +250,7 @@ class Coalescer:
         q.in_flight += 1
         self.held_bytes += size
         job.future = response
-        response.add_done_callback(lambda _: self._settle_lone(q, size))
+        response.add_done_callback(partial(self._settle_lone, q, size))
         return response
 
     def _failed(self, job: MessageJob, err: BaseException) -> asyncio.Future[Any]:
@@ -256,10 +259,12 @@ class Coalescer:
         job.future = fut
         return fut
 
-    def _settle_lone(self, q: _Pending, size: int) -> None:
+    def _settle_lone(self, q: _Pending, size: int, _done: asyncio.Future[Any]) -> None:
         """``_settle`` of a ``_send_lone`` request: its member already has the outcome."""
         q.in_flight -= 1
-        self._release(size)
+        self.held_bytes -= size  # _release, its common case inline
+        if self._room_waiters:
+            self._wake_room()
         if q.jobs and q.timer is None:
             self._flush(q)
         else:
@@ -384,7 +389,8 @@ class Coalescer:
 
     def _maybe_forget(self, q: _Pending) -> None:
         """Drop an idle accumulator (queues come and go with routes; the table stays small)."""
-        key = (q.addr, q.mq)
+        mq = q.mq
+        key = (q.addr, mq.topic, mq.broker_name, mq.queue_id)
         if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(key) is q:
             del self._queues[key]
             if self._filling.get(q.mq.topic) is q:
