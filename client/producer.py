@@ -170,8 +170,10 @@ class Producer:
             raise MQClientError(f"producer {self.group} is already started; call shutdown() first")
         self._instance = await MQClientInstance.acquire(self.namesrv_addr, config=self.settings)
         self._instance.register_producer(self.group, self.client_id, self)
-        if self._path.coalescer is not None:  # the instance's loop, the one its sends run on
-            self._path.coalescer.loop = asyncio.get_running_loop()
+        co = self._path.coalescer
+        if co is not None:  # the instance's loop, the one its sends run on, and its remoting's call
+            co.loop = asyncio.get_running_loop()  # (SendPath._invoke's, without its two frames)
+            co.invoke = self._instance.remoting.invoke_future
         if self.trace is not None:
             try:
                 await self.trace.start()
@@ -191,6 +193,7 @@ class Producer:
         self._instance = None
         if self._path.coalescer is not None:
             self._path.coalescer.loop = None
+            self._path.coalescer.invoke = self._path._invoke  # says "not started" from now on
         await inst.unregister_producer(self.group, self.client_id)
         await inst.release()
 
