@@ -181,16 +181,23 @@ async def test_a_sequential_senders_sends_leave_at_once() -> None:
     assert stats is not None and (stats.requests, stats.batches) == (4, 0)
 
 
+async def after_a_lone_send(remoting: BatchRemoting) -> Producer:
+    """A producer on ``remoting`` (holding answers) whose one send was answered: its last request
+    carried one message, and it is idle."""
+    p = producer_with(remoting)
+    lone = p.send_async(Message("T", b"lone"))
+    await asyncio.sleep(0)
+    remoting.release()
+    await lone
+    return p
+
+
 async def test_a_sequential_senders_send_wakes_with_its_response() -> None:
     # a send written at once awaits its request's own response future: the sender wakes in the loop
     # turn its response arrives (not a turn later, through a member future set by the settling) and
     # finds the producer idle again (the accumulator settled first)
     remoting = BatchRemoting(hold=True)
-    p = producer_with(remoting)
-    first = p.send_async(Message("T", b"first"))
-    await asyncio.sleep(0)
-    remoting.release()
-    await first
+    p = await after_a_lone_send(remoting)
     co = p._path.coalescer
     assert co is not None
     held_when_woken: list[int] = []
@@ -214,11 +221,7 @@ async def test_a_burst_after_sequential_sends_still_coalesces() -> None:
     # of the tick's sends coalesce into one batch, and the bursts after it (the last request a
     # batch) wait for the tick again: one request per burst
     remoting = BatchRemoting(hold=True)
-    p = producer_with(remoting)
-    lone = p.send_async(Message("T", b"lone"))
-    await asyncio.sleep(0)
-    remoting.release()
-    await lone
+    p = await after_a_lone_send(remoting)
     burst = [p.send_async(Message("T", b"b%d" % i)) for i in range(10)]
     assert len(remoting.sent) == 2  # the burst's first, at once
     await asyncio.sleep(0)
