@@ -81,10 +81,10 @@ class CoalesceStats:
 class _Pending:
     """One queue's accumulator: the members waiting, their bytes, and its requests in flight."""
 
-    __slots__ = ("addr", "in_flight", "jobs", "mq", "n_bytes", "timer")
+    __slots__ = ("addr", "in_flight", "jobs", "key", "mq", "n_bytes", "timer")
 
-    def __init__(self, addr: str, mq: MessageQueue) -> None:
-        self.addr, self.mq = addr, mq
+    def __init__(self, addr: str, mq: MessageQueue, key: tuple[str, str, str, int]) -> None:
+        self.addr, self.mq, self.key = addr, mq, key  # key: its entry in ``Coalescer._queues``
         self.jobs: list[MessageJob] = []
         self.n_bytes = 0
         self.in_flight = 0
@@ -206,7 +206,7 @@ class Coalescer:
         key = (addr, mq.topic, mq.broker_name, mq.queue_id)
         q = self._queues.get(key)
         if q is None:
-            q = self._queues[key] = _Pending(addr, mq)
+            q = self._queues[key] = _Pending(addr, mq, key)
         size = job.item_size
         if q.jobs and q.n_bytes + size > self.batch_max_bytes:
             self._flush(q)  # full: it leaves now, even with a request in flight
@@ -262,9 +262,7 @@ class Coalescer:
     def _settle_lone(self, q: _Pending, size: int, _done: asyncio.Future[Any]) -> None:
         """``_settle`` of a ``_send_lone`` request: its member already has the outcome."""
         q.in_flight -= 1
-        self.held_bytes -= size  # _release, its common case inline
-        if self._room_waiters:
-            self._wake_room()
+        self._release(size)
         if q.jobs and q.timer is None:
             self._flush(q)
         else:
@@ -389,10 +387,8 @@ class Coalescer:
 
     def _maybe_forget(self, q: _Pending) -> None:
         """Drop an idle accumulator (queues come and go with routes; the table stays small)."""
-        mq = q.mq
-        key = (q.addr, mq.topic, mq.broker_name, mq.queue_id)
-        if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(key) is q:
-            del self._queues[key]
+        if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(q.key) is q:
+            del self._queues[q.key]
             if self._filling.get(q.mq.topic) is q:
                 del self._filling[q.mq.topic]
 

@@ -65,7 +65,6 @@ log = logging.getLogger("rocketpy.client.producer")
 
 #: ``SendPath._settle``'s answer after a retriable failure: the loop goes on.
 _RETRY: Any = object()
-_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 
 
 class SendJob(DirectSend):
@@ -171,7 +170,8 @@ class MessageJob(SendJob):
 
     def request(self, group: str, mq: MessageQueue) -> RemotingCommand:
         prepared = self.prepared  # RemotingCommand.request's fields, without its frame (hot path)
-        return RemotingCommand(_SEND_V2, 0, 0, None, prepared.ext_for(group, mq), prepared.body)
+        ext = prepared.ext_for(group, mq)
+        return RemotingCommand(RequestCode.SEND_MESSAGE_V2, 0, 0, None, ext, prepared.body)
 
     def results(self, resp: RemotingCommand | SendResult, addr: str, mq: MessageQueue) -> SendResult:
         if type(resp) is SendResult:  # a coalesced send: mapped from its batch's response

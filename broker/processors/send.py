@@ -225,8 +225,7 @@ class SendMessageProcessor:
             except Exception as exc:  # this request alone fails, as ``handle`` would (bad header)
                 out.append(_failed(exc))
             i += 1
-        for members in groups.values():  # _put_groups (without its frame: a lone send's path)
-            self._put_group(out, members)
+        self._put_groups(out, groups)
         return out
 
     def _plain(self, channel: Channel, requests: list[RemotingCommand]) -> list[BrokerMessage | None] | None:

@@ -574,9 +574,8 @@ class MessageStore:
 
     def flush_started(self) -> float:
         """When the running commitlog flush began (``time.monotonic()``; 0: none runs). A method:
-        the send queue calls it, bound, on every send (one call, as a lambda would be); it reads
-        ``CommitLog.flush_started``'s slot without that property's frame."""
-        return self.commitlog.sync_started[0]
+        the send queue calls it, bound, on every send (one call, as a lambda would be)."""
+        return self.commitlog.flush_started
 
     @property
     def disk_ratio(self) -> float:
