@@ -3,8 +3,8 @@
 
 Declarations and ``inline`` functions only, so there is no module of this name at run time and no
 state: big-endian reads and writes, the CRC-32 of ``crc32_fold.h``, the ``struct``-style integer
-check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a growable byte buffer, and the
-``Python.h`` calls Cython does not declare. Every module that cimports this builds with
+check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a growable byte buffer,
+a ``RemotingCommand`` made without its ``__init__`` call, and the ``Python.h`` calls Cython does not declare. Every module that cimports this builds with
 ``rocketpy/`` on its include path and links zlib (``setup.py``).
 """
 
@@ -159,3 +159,18 @@ cdef inline Py_ssize_t _property_value(const unsigned char* p, Py_ssize_t n, con
             i += 1
         i += 1
     return -1
+
+
+cdef inline object new_command(object cls, object code, object opaque, object flag, object remark,
+                               object ext, object body, object serialize_type):
+    """A ``cls`` (``RemotingCommand``) with every field its ``__init__`` sets, without the call: the
+    one way the compiled modules make one."""
+    cmd = cls.__new__(cls)
+    cmd.code = code
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd.ext = ext
+    cmd.body = body
+    cmd.serialize_type = serialize_type
+    return cmd

@@ -15,7 +15,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_Substring
 
-from rocketpy._cshared cimport _contains, _latin1, memmem
+from rocketpy._cshared cimport _contains, _latin1, memmem, new_command
 from rocketpy.broker.processors._brokermsg cimport new_broker_message
 
 __all__ = ["group_plain", "plain_messages", "stored_answers"]
@@ -206,15 +206,8 @@ def stored_answers(list out, list members, result, str host_hex):
         uniq = _unique_key(props)
         if uniq:
             ext["transactionId"] = uniq
-        cmd = _RemotingCommand.__new__(_RemotingCommand)  # the fields its __init__ sets, without the call
-        cmd.code = 0
-        cmd.opaque = request.opaque
-        cmd.flag = _FLAG_RESPONSE
-        cmd.remark = None
-        cmd.ext = ext
-        cmd.body = b""
-        cmd.serialize_type = request.serialize_type
-        out[i] = cmd
+        out[i] = new_command(_RemotingCommand, 0, request.opaque, _FLAG_RESPONSE, None, ext, b"",
+                             request.serialize_type)
         total += len(request.body)
         offset += <long long>(<object>PyList_GET_ITEM(sizes, k))
     return total

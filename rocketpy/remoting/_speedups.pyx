@@ -26,7 +26,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from rocketpy._cshared cimport PyUnicode_DATA, _get_u32, _get_u64, _put_u32
+from rocketpy._cshared cimport PyUnicode_DATA, _get_u32, _get_u64, _put_u32, new_command
 
 from sys import intern as _intern
 
@@ -245,11 +245,7 @@ cdef object _usual_header(const unsigned char* p, Py_ssize_t n):
             PyDict_SetItem(ext, key, value)
     if at != n:  # trailing bytes: msgpack's check says so
         return None
-    cmd = RemotingCommand.__new__(RemotingCommand)
-    cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext = code, opaque, flag, remark, ext
-    cmd.body = b""
-    cmd.serialize_type = SERIALIZE_MSGPACK
-    return cmd
+    return new_command(RemotingCommand, code, opaque, flag, remark, ext, b"", SERIALIZE_MSGPACK)
 
 
 def split_frames(decoder, src, Py_ssize_t max_frames=1 << 62):
@@ -309,10 +305,8 @@ def split_frames(decoder, src, Py_ssize_t max_frames=1 << 62):
                             and type(fields[1]) is int and type(fields[2]) is int
                             and (fields[3] is None or type(fields[3]) is str)
                             and (fields[4] is None or type(fields[4]) is dict)):
-                        cmd = RemotingCommand.__new__(RemotingCommand)
-                        cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext = fields
-                        cmd.body = b""
-                        cmd.serialize_type = SERIALIZE_MSGPACK
+                        cmd = new_command(RemotingCommand, fields[0], fields[1], fields[2], fields[3],
+                                          fields[4], b"", SERIALIZE_MSGPACK)
                     else:
                         cmd = _command_from_fields(fields, SERIALIZE_MSGPACK)  # raises the precise error
             else:
