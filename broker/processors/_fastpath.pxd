@@ -1,8 +1,8 @@
 # cython: language_level=3
-"""What the compiled fast paths that hand messages out share (cimported by ``_pullpath.pyx`` and
-``_poppath.pyx``, compiled into each; no module of this name at run time): a header field read
-from the request's map, and ``BrokerStats.on_get`` without its frame (the twin tests compare the
-statistics both paths leave)."""
+"""What the compiled fast paths share (cimported by ``_pullpath.pyx``, ``_poppath.pyx`` and
+``_sendrun.pyx``, compiled into each; no module of this name at run time): a header field read
+from the request's map, and ``BrokerStats.on_get`` / ``on_put`` without their frames (the twin
+tests compare the statistics both paths leave)."""
 
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
@@ -33,6 +33,22 @@ cdef inline int count_get(object stats, str group, str topic, Py_ssize_t n, Py_s
     key = (group, topic)
     found = PyDict_GetItem(per_pair, key)
     pair = <object>found if found != NULL and <object>found else new_pair(per_pair, key)
+    pair[0] += n
+    pair[1] += size
+    pair[2] += 1
+    return 0
+
+
+cdef inline int count_put(object stats, str topic, Py_ssize_t n, Py_ssize_t size, object new_pair) except -1:
+    """``stats.on_put(topic, n, size)``: the same counters (``new_pair``: ``rocketpy.broker.stats``'
+    ``_new_pair``)."""
+    cdef dict per_topic = stats.topic_puts
+    cdef PyObject* found
+    stats.put_msgs_total += n
+    stats.put_bytes_total += size
+    stats.put_requests_total += 1
+    found = PyDict_GetItem(per_topic, topic)
+    pair = <object>found if found != NULL and <object>found else new_pair(per_topic, topic)
     pair[0] += n
     pair[1] += size
     pair[2] += 1

@@ -8,11 +8,13 @@ Their signatures are their pure twins' in ``sendrun.py``, checked both ways by m
 from collections.abc import Callable
 from typing import Any
 
+from rocketpy.broker.processors.send import SendMessageProcessor
 from rocketpy.broker.store import BrokerMessage, PutMessageResult
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.connection import Channel
 from rocketpy.route import TopicConfig
 
-__all__ = ["group_plain", "plain_messages", "stored_answers"]
+__all__ = ["group_plain", "plain_messages", "run_plain", "stored_answers"]
 
 def plain_messages(
     requests: list[RemotingCommand],
@@ -31,3 +33,6 @@ def group_plain(
     put_full: Callable[[list[int]], None],
 ) -> int: ...
 def stored_answers(out: list[Any], members: list[int], result: PutMessageResult, host_hex: str) -> int: ...
+def run_plain(
+    processor: SendMessageProcessor, channel: Channel, requests: list[RemotingCommand]
+) -> list[Any] | None: ...

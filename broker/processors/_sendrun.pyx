@@ -1,6 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twins of the broker's send-run fast path: ``plain_messages``, ``group_plain`` and
-``stored_answers`` of ``rocketpy/broker/processors/sendrun.py``.
+"""C twins of the broker's send-run fast path: ``run_plain``, ``plain_messages``, ``group_plain``
+and ``stored_answers`` of ``rocketpy/broker/processors/sendrun.py``.
+
+``run_plain`` does the other three in its one frame (their ``cdef`` bodies, no call between them)
+and reads ``SendMessageProcessor._plain``'s conditions and ``_put_group`` / ``_stored_group``'s
+common case in place; every other outcome of a put goes to ``SendMessageProcessor._after_put``.
 
 ``rocketpy._accel`` chooses them or their pure twins. The classes, marks and limits are read from
 ``rocketpy.broker.processors.sendrun`` (and what it imports) the first time a function runs
@@ -17,8 +21,9 @@ from cpython.unicode cimport PyUnicode_Substring
 
 from rocketpy._cshared cimport _contains, _latin1, memmem, new_command
 from rocketpy.broker.processors._brokermsg cimport new_broker_message
+from rocketpy.broker.processors._fastpath cimport count_put
 
-__all__ = ["group_plain", "plain_messages", "stored_answers"]
+__all__ = ["group_plain", "plain_messages", "run_plain", "stored_answers"]
 
 
 cdef bint _run_bound = False
@@ -36,13 +41,21 @@ cdef long _V2 = 0
 cdef long _PERM_WRITE = 0
 cdef long _FLAG_RESPONSE = 0
 cdef Py_ssize_t _SHORT_PROPS = 0
+cdef Py_ssize_t _MAX_RUN_GROUP = 0
+cdef object _PutMessageResult = None
+cdef object _PUT_OK = None
+cdef dict _host_hex_cache = None
+cdef object _BrokerStats = None
+cdef object _new_pair = None
 
 
 cdef int _bind_run() except -1:
     global _run_bound, _BrokerMessage, _RemotingCommand, _host8_of, _host8_cache, _get_property, _UNIQ_SEP
     global _UNSEEN
     global _TRAN_MARK, _TRAN_STR, _V2, _PERM_WRITE, _FLAG_RESPONSE, _SHORT_PROPS, _WAIT_FALSE
+    global _MAX_RUN_GROUP, _PutMessageResult, _PUT_OK, _host_hex_cache, _BrokerStats, _new_pair
     from rocketpy.broker.processors import sendrun
+    from rocketpy.broker.store import results
 
     _BrokerMessage = sendrun.BrokerMessage
     _RemotingCommand = sendrun.RemotingCommand
@@ -60,6 +73,12 @@ cdef int _bind_run() except -1:
     _PERM_WRITE = sendrun.PERM_WRITE
     _FLAG_RESPONSE = sendrun.FLAG_RESPONSE
     _SHORT_PROPS = sendrun.SHORT_PROPS
+    _MAX_RUN_GROUP = sendrun.MAX_RUN_GROUP
+    _PutMessageResult = sendrun.PutMessageResult
+    _PUT_OK = results.PutMessageStatus.PUT_OK
+    _host_hex_cache = results._host_hex  # PutMessageResult.host_hex's cache, read without its frame
+    _BrokerStats = sendrun.BrokerStats
+    _new_pair = sendrun._new_pair
     _run_bound = True
     return 0
 
@@ -78,6 +97,11 @@ def plain_messages(list requests, topic_config, dict problems, born, Py_ssize_t 
     (twin of ``rocketpy.broker.processors.sendrun.plain_messages``)."""
     if not _run_bound:
         _bind_run()
+    return _plain_messages(requests, topic_config, problems, born, max_body)
+
+
+cdef list _plain_messages(list requests, object topic_config, dict problems, object born,
+                          Py_ssize_t max_body):
     cdef list out = []
     cdef dict ext
     cdef Py_ssize_t n, queue_id
@@ -141,6 +165,13 @@ def group_plain(list requests, list plain, Py_ssize_t start, list out, dict grou
     that is not plain (the requests' count when there is none)."""
     if not _run_bound:
         _bind_run()
+    return _group_plain(requests, plain, start, out, groups, max_group, put_full, None)
+
+
+cdef Py_ssize_t _group_plain(list requests, list plain, Py_ssize_t start, list out, dict groups,
+                             Py_ssize_t max_group, object put_full, object processor) except -1:
+    """``group_plain``; a full group goes to ``put_full``, or to ``_put_group`` of ``processor``
+    when it is given."""
     cdef Py_ssize_t i = start, n = PyList_GET_SIZE(requests)
     cdef PyObject* found
     if start < 0 or PyList_GET_SIZE(plain) < n:
@@ -160,7 +191,10 @@ def group_plain(list requests, list plain, Py_ssize_t start, list out, dict grou
         members.append(PyList_GET_SIZE(out))
         out.append((<object>PyList_GET_ITEM(requests, i), msg, queue_id, props))
         if len(members) >= max_group:
-            put_full(groups.pop(key))
+            if processor is None:
+                put_full(groups.pop(key))
+            else:
+                _put_group(processor, out, groups.pop(key))
         i += 1
     return n
 
@@ -195,6 +229,10 @@ def stored_answers(list out, list members, result, str host_hex):
     bodies' bytes (twin of ``rocketpy.broker.processors.sendrun.stored_answers``)."""
     if not _run_bound:
         _bind_run()
+    return _stored_answers(out, members, result, host_hex)
+
+
+cdef Py_ssize_t _stored_answers(list out, list members, object result, str host_hex) except -1:
     cdef list sizes = result.sizes
     cdef Py_ssize_t k, count = PyList_GET_SIZE(members), total = 0
     cdef long long offset = result.wrote_offset, queue_offset = result.queue_offset
@@ -211,3 +249,58 @@ def stored_answers(list out, list members, result, str host_hex):
         total += len(request.body)
         offset += <long long>(<object>PyList_GET_ITEM(sizes, k))
     return total
+
+
+def run_plain(processor, channel, list requests):
+    """``processor.handle_run``'s answers when every request is a plain send the fast path takes
+    and the run's conditions hold, else None with nothing done (twin of
+    ``rocketpy.broker.processors.sendrun.run_plain``)."""
+    if not _run_bound:
+        _bind_run()
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(requests)
+    for i in range(n):
+        if (<object>PyList_GET_ITEM(requests, i)).code != _V2:
+            return None
+    # SendMessageProcessor._plain's conditions
+    born = channel.attrs.get("born_host")
+    if (born is None or processor.write_gate is not None or processor.ack_gate is not None
+            or not (<long>processor.broker_config.broker_permission & _PERM_WRITE)):
+        return None
+    send_queue = processor.send_queue
+    if (send_queue._entries or send_queue._flush_started()) and send_queue.would_refuse():
+        return None  # (would_refuse's own first test, without its frame when nothing waits)
+    cdef list plain = _plain_messages(requests, processor.topic_config.get, processor._topic_problems,
+                                      born, processor.store_config.max_message_size)
+    for i in range(n):
+        if <object>PyList_GET_ITEM(plain, i) is None:
+            return None
+    cdef list out = []
+    cdef dict groups = {}
+    _group_plain(requests, plain, 0, out, groups, _MAX_RUN_GROUP, None, processor)
+    for members in groups.values():
+        _put_group(processor, out, <list>members)
+    return out
+
+
+cdef int _put_group(object processor, list out, list members) except -1:
+    """``processor._put_group(out, members)``: a group stored at once with PUT_OK and nothing to
+    wait for answered here (``_stored_group``'s common case), any other outcome by
+    ``processor._after_put``."""
+    cdef Py_ssize_t count = PyList_GET_SIZE(members)
+    msgs = [(<tuple>out[i])[1] for i in members]
+    put = processor.store.put_now(msgs)
+    if (type(put) is not _PutMessageResult or processor.replica_future is not None
+            or put.status is not _PUT_OK or processor.ack_gate is not None
+            or put.sizes is None or len(put.sizes) != count):
+        processor._after_put(out, members, msgs, put)
+        return 0
+    cdef PyObject* hex_ = PyDict_GetItem(_host_hex_cache, put._host8)
+    host_hex = <object>hex_ if hex_ != NULL else put.host_hex
+    cdef Py_ssize_t size = _stored_answers(out, members, put, host_hex)
+    stats = processor.stats
+    topic = msgs[0].topic
+    if type(stats) is _BrokerStats and type(topic) is str:
+        count_put(stats, topic, count, size, _new_pair)
+    else:
+        stats.on_put(topic, count, size)
+    return 0

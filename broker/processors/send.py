@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from rocketpy._accel import twin
 from rocketpy.broker.processors.eager import run_eager
 from rocketpy.broker.processors.guard import SEND, Guard
-from rocketpy.broker.processors.sendrun import Groups, group_plain, plain_messages, stored_answers
+from rocketpy.broker.processors.sendrun import (
+    MAX_RUN_GROUP,
+    Groups,
+    group_plain,
+    plain_messages,
+    run_plain,
+    stored_answers,
+)
 from rocketpy.broker.schedule.delivery import DeliveryTimeService, asks_later_delivery
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
@@ -63,8 +70,6 @@ log = logging.getLogger("rocketpy.broker.send")
 _send_answer = SendMessageResponseHeader.pack
 
 _TOPIC_CHECK_CACHE_MAX = 65_536
-#: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
-MAX_RUN_GROUP = 256
 _UNSEEN = ("unseen", "")  # _topic_problems' answer for a topic not checked yet
 _TIMED_BATCH = (
     "a batch cannot carry delayed or timed messages (delay_level, deliver_time_ms, delay_seconds), "
@@ -209,9 +214,13 @@ class SendMessageProcessor:
         """The send requests of one read, in order: plain messages to one queue share one append.
 
         Stores happen in arrival order per queue: a request that is not grouped (a batch, a timed
-        or half message) first stores the groups opened before it.
+        or half message) first stores the groups opened before it. A run of plain sends only (a
+        sequential producer's lone send, most runs) is answered by ``run_plain`` in one call.
         """
-        out: list[Any] = []
+        out: list[Any] | None = run_plain(self, channel, requests)
+        if out is not None:
+            return out
+        out = []
         groups: Groups = {}  # open groups: indexes into ``out``
         plain = self._plain(channel, requests)
         i, n = 0, len(requests)
@@ -292,7 +301,11 @@ class SendMessageProcessor:
     def _put_group(self, out: list[Any], members: list[int]) -> None:
         """Store the messages at ``members`` of ``out`` with one append; put each one's result there."""
         msgs = [out[i][1] for i in members]
-        put: Any = self.store.put_now(msgs)
+        self._after_put(out, members, msgs, self.store.put_now(msgs))
+
+    def _after_put(self, out: list[Any], members: list[int], msgs: list[BrokerMessage], put: Any) -> None:
+        """``_put_group`` once ``put_now`` answered ``put`` (None: it would have suspended, nothing
+        written): the put finished another way if needed, then each member's answer in ``out``."""
         if put is None:  # SYNC_FLUSH: answered from the flush; the next file: the coroutine
             if self.replica_future is None:
                 durable = self.store.put_then_flush(msgs)

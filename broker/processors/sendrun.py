@@ -1,7 +1,10 @@
 """The broker's fast path for the plain single-message sends of one read (``handle_run`` of
 ``SendMessageProcessor``).
 
-Three steps of the common case, each with a compiled twin in ``_sendrun.pyx``:
+``run_plain`` is ``handle_run`` for a run whose requests are all such sends (a sequential
+producer's lone send, a pipelining one's run): the steps below in one call, the group puts and
+their answers included. Three steps of the common case, each with a compiled twin in
+``_sendrun.pyx`` too:
 
 - ``plain_messages``: which requests of a read are plain single SEND_MESSAGE_V2 sends the fast path
   takes as they are (a typical V2 header, a known writable topic with the queue in range, no batch,
@@ -22,9 +25,11 @@ compares the twins; ``tests/unit/test_broker_send_run.py`` the answers).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rocketpy._accel import twin
+from rocketpy.broker.stats import BrokerStats, _new_pair  # noqa: F401  # read by _sendrun.pyx (on_put)
 from rocketpy.broker.store import BrokerMessage, PutMessageResult
 from rocketpy.broker.store.message import WAIT_FALSE_MARK, _host8
 from rocketpy.message_props import TRAN_MARK, UNIQ_SEP, get_property
@@ -34,7 +39,14 @@ from rocketpy.record import MAX_PROPERTIES_BYTES
 from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 from rocketpy.route import TopicConfig
 
-__all__ = ["SHORT_PROPS", "group_plain", "plain_messages", "stored_answers"]
+if TYPE_CHECKING:
+    from rocketpy.broker.processors.send import SendMessageProcessor
+    from rocketpy.remoting.connection import Channel
+
+__all__ = ["MAX_RUN_GROUP", "SHORT_PROPS", "group_plain", "plain_messages", "run_plain", "stored_answers"]
+
+#: Most messages of one read stored by one append (a read holds a few hundred 1 KiB sends at most).
+MAX_RUN_GROUP = 256
 
 #: Properties of at most this many characters cannot exceed ``MAX_PROPERTIES_BYTES`` in UTF-8.
 SHORT_PROPS = MAX_PROPERTIES_BYTES // 4
@@ -171,6 +183,27 @@ def stored_answers(out: list[Any], members: list[int], result: PutMessageResult,
     return total
 
 
+@twin
+def run_plain(
+    processor: SendMessageProcessor, channel: Channel, requests: list[RemotingCommand]
+) -> list[Any] | None:
+    """``processor.handle_run``'s answers to ``requests`` when every one is a plain send the fast
+    path takes (``plain_messages``) and the run's conditions hold (``SendMessageProcessor._plain``):
+    each queue's group stored by one append (``_put_group``) and answered; None, with nothing done,
+    otherwise (``handle_run`` goes on the general way)."""
+    for request in requests:
+        if request.code != _V2:
+            return None
+    plain = processor._plain(channel, requests)
+    if plain is None or any(m is None for m in plain):
+        return None
+    out: list[Any] = []
+    groups: Groups = {}
+    group_plain(requests, plain, 0, out, groups, MAX_RUN_GROUP, partial(processor._put_group, out))
+    processor._put_groups(out, groups)
+    return out
+
+
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
     from rocketpy._accel import same_signature
     from rocketpy.broker.processors import _sendrun
@@ -181,3 +214,5 @@ if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same si
     same_signature(_sendrun.plain_messages)(plain_messages)
     same_signature(stored_answers)(_sendrun.stored_answers)
     same_signature(_sendrun.stored_answers)(stored_answers)
+    same_signature(run_plain)(_sendrun.run_plain)
+    same_signature(_sendrun.run_plain)(run_plain)

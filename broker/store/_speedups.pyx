@@ -86,9 +86,24 @@ def append_records(mm, Py_ssize_t base_offset, Py_ssize_t pos, Py_ssize_t room, 
         PyBuffer_Release(&out)
     if pos - start != total:
         raise AssertionError("batch size does not match its records")
-    return total, _PutMessageResult(
-        _PUT_OK, "", base_offset + start, total, queue_offset, store_ts, len(sizes), host8, sizes
-    )
+    return total, _put_ok(base_offset + start, total, queue_offset, store_ts, host8, sizes)
+
+
+cdef object _put_ok(object wrote_offset, object total, object queue_offset, object store_ts, object host8,
+                    list sizes):
+    """``PutMessageResult(PUT_OK, "", wrote_offset, total, queue_offset, store_ts, len(sizes), host8,
+    sizes)`` without its ``__init__`` frame."""
+    r = _PutMessageResult.__new__(_PutMessageResult)
+    r.status = _PUT_OK
+    r.remark = ""
+    r.wrote_offset = wrote_offset
+    r.wrote_bytes = total
+    r.queue_offset = queue_offset
+    r.store_timestamp = store_ts
+    r.msg_num = len(sizes)
+    r._host8 = host8
+    r.sizes = sizes
+    return r
 
 
 # -- the put path's property reads (twins of rocketpy.broker.store.props.tags_hash and ---------------

@@ -31,9 +31,11 @@ class Store(Protocol):
 
     Attributes:
         clock: the store's seconds clock (store timestamps; delivery times are reckoned by it).
+        flush_started: when the running commitlog flush began (``time.monotonic()``; 0: none runs).
     """
 
     clock: Callable[[], float]
+    flush_started: Callable[[], float]
 
     # -- identity and state ----------------------------------------------------------------------
     @property
@@ -43,9 +45,6 @@ class Store(Protocol):
     @property
     def read_only_remark(self) -> str:
         """Why writes are refused after a disk error ("" when they are accepted)."""
-
-    def flush_started(self) -> float:
-        """When the running commitlog flush began (``time.monotonic()``; 0: none runs)."""
 
     @property
     def flush_latency(self) -> LatencyHistogram | None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import operator
 import os
 import shutil
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from rocketpy.broker.store import cq_clean, reads
 from rocketpy.broker.store.allocate import AllocateService
@@ -98,6 +99,12 @@ class MessageStore:
         self.disk_usage = disk_usage or default_disk_usage
         self.commitlog = CommitLog(config.commit_log_dir(), config.mapped_file_size_commit_log)
         self.faults = self.commitlog.faults = faults or DiskFaults()
+        #: When the running commitlog flush began (``time.monotonic()``; 0: none runs): the
+        #: commitlog's ``sync_started`` slot read by ``operator.getitem``, a call with no Python
+        #: frame (the send queue makes it on every send).
+        self.flush_started = cast(
+            "Callable[[], float]", functools.partial(operator.getitem, self.commitlog.sync_started, 0)
+        )
         index = None
         if config.message_index_enable:
             index = IndexService(
@@ -571,11 +578,6 @@ class MessageStore:
         return reads.query_message(
             self.commitlog, self.dispatcher.index, topic, key, max_num, begin_ts, end_ts
         )
-
-    def flush_started(self) -> float:
-        """When the running commitlog flush began (``time.monotonic()``; 0: none runs). A method:
-        the send queue calls it, bound, on every send (one call, as a lambda would be)."""
-        return self.commitlog.flush_started
 
     @property
     def disk_ratio(self) -> float:

@@ -6,14 +6,16 @@ a SYNC_FLUSH group waits for one flush; the channel hands a read's sends over to
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from rocketpy import _accel
 from rocketpy.broker.processors.guard import Guard
-from rocketpy.broker.processors.send import SendMessageProcessor
+from rocketpy.broker.processors.send import MAX_RUN_GROUP, SendMessageProcessor
 from rocketpy.broker.send_queue import SendQueue
 from rocketpy.broker.stats import BrokerStats
 from rocketpy.broker.store import MessageStore
@@ -370,3 +372,97 @@ async def test_a_sync_master_group_and_batch_are_answered_when_the_replicas_hold
     codes = [(await r).code for r in late]  # type: ignore[misc]
     assert codes == [ResponseCode.FLUSH_SLAVE_TIMEOUT] * 3 and p.send_queue.in_flight == 0
     await store.shutdown()
+
+
+# -- run_plain: the twins ---------------------------------------------------------------------------
+BORN = SimpleNamespace(attrs={"born_host": ("10.0.0.7", 4321)}, remote_addr="10.0.0.7:4321", peer=None)
+RUN_CASES = {
+    "lone": [v2(1, b"only")],
+    "two queues": [v2(i, b"m%d" % i, queue_id=i % 2) for i in range(5)],
+    "a full group": [v2(i, b"f%d" % i) for i in range(MAX_RUN_GROUP + 3)],
+    "no wait": [v2(1, b"a", WAIT="false"), v2(2, b"b")],
+    "timed": [v2(1, b"a"), v2(2, b"b", DELAY="3")],
+    "too big": [v2(1, b"a"), v2(2, b"x" * 4000)],
+    "a batch code": [v2(1, b"a"), RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 2, 0, None, {}, b"")],
+    "queue out of range": [v2(1, b"a", queue_id=9)],
+}
+
+
+async def _run_plain_state(
+    fn: Any, root: Path, requests: list[RemotingCommand], channel: Any, **kw: Any
+) -> Any:
+    """What the ``run_plain`` twin ``fn`` answers for ``requests`` on a fresh store, and leaves."""
+    store = await _store(root, **kw.pop("store", {}))
+    try:
+        counting = CountingStore(store)
+        p = _processor(counting)
+        p._topic_problem("T")  # known sendable by name, as after the topic's first send
+        for name, value in kw.items():
+            setattr(p, name, value)
+        out = fn(p, channel, requests)
+        answers = None
+        if out is not None:
+            answers = [await r if inspect.isawaitable(r) else r for r in out]
+            answers = [(r.code, r.opaque, r.flag, r.remark, r.ext, r.body) for r in answers]
+        s = p.stats
+        stats = (s.put_msgs_total, s.put_bytes_total, s.put_requests_total, dict(s.topic_puts))
+        return answers, counting.appends, store.max_physical_offset, p.send_queue.in_flight, stats
+    finally:
+        await store.shutdown()
+
+
+@pytest.mark.skipif(_accel.ACTIVE != "compiled", reason="the compiled core is not built")
+@pytest.mark.parametrize("case", sorted(RUN_CASES))
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+async def test_run_plain_twins_answer_and_store_alike(
+    tmp_path: Path, case: str, flush: FlushDiskType
+) -> None:
+    # each twin on a fresh store: the same answers (or None, with nothing stored), appends and counts
+    states = []
+    for n, fn in enumerate((_accel.PURE["run_plain"], _accel.COMPILED["run_plain"])):
+        states.append(
+            await _run_plain_state(
+                fn, tmp_path / str(n), RUN_CASES[case], BORN, store={"flush_disk_type": flush}
+            )
+        )
+    assert states[0] == states[1]
+    answers, appends = states[0][:2]
+    plain = case in ("lone", "two queues", "a full group", "no wait")
+    assert (answers is not None) == plain and (appends != []) == plain
+    if plain:
+        assert [a[0] for a in answers] == [ResponseCode.SUCCESS] * len(RUN_CASES[case])
+
+
+@pytest.mark.skipif(_accel.ACTIVE != "compiled", reason="the compiled core is not built")
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {"channel": SimpleNamespace(attrs={}, remote_addr="10.0.0.7:4321", peer=None)},  # no born host
+        {"write_gate": lambda: None},
+        {"ack_gate": lambda: None},
+    ],
+)
+async def test_run_plain_twins_leave_a_run_to_the_general_path_alike(
+    tmp_path: Path, setup: dict[str, Any]
+) -> None:
+    kw = dict(setup)
+    channel = kw.pop("channel", BORN)
+    for n, fn in enumerate((_accel.PURE["run_plain"], _accel.COMPILED["run_plain"])):
+        assert await _run_plain_state(fn, tmp_path / str(n), [v2(1, b"a")], channel, **kw) == (
+            None, [], 0, 0, (0, 0, 0, {})
+        )  # fmt: skip
+
+
+async def test_a_plain_run_is_answered_by_run_plain_with_the_general_paths_answers(tmp_path: Path) -> None:
+    # handle_run of a plain run (born host known): the answers the general path gives the same run
+    outs = []
+    for n, path in enumerate(("run_plain", "general")):
+        store = await _store(tmp_path / str(n))
+        p = _processor(CountingStore(store))
+        p._topic_problem("T")
+        if path == "general":
+            p._plain = lambda channel, requests: None  # type: ignore[method-assign]
+        out = p.handle_run(BORN, [v2(i, b"g%d" % i, queue_id=i % 3) for i in range(7)])  # type: ignore[arg-type]
+        outs.append([(r.code, r.opaque, r.ext) for r in out])
+        await store.shutdown()
+    assert outs[0] == outs[1]
