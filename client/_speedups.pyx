@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """C twin of the awaited send's hot path: ``start_usual``, ``batch_body``, ``settle_stored``,
-``live_members`` and ``earliest_deadline`` of ``rocketpy/client/send_core.py``.
+``live_members``, ``earliest_deadline`` and ``finish_sent`` of ``rocketpy/client/send_core.py``.
 
 ``rocketpy._accel`` chooses it or its pure twin. The classes, limits and helpers it uses are read
 from ``rocketpy.client``, ``rocketpy.message``, ``rocketpy.msgid`` and ``rocketpy.record`` the first
@@ -21,7 +21,8 @@ from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
-from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, _crc32, _latin1, _put_u32
+from rocketpy._cshared cimport (PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, _crc32, _latin1, _put_u32,
+                                new_command)
 
 
 cdef extern from "Python.h":
@@ -38,9 +39,11 @@ cdef extern from "structmember.h":
     int READONLY
 
 import asyncio
+import functools
 import types
 
-__all__ = ["batch_body", "earliest_deadline", "live_members", "settle_stored", "start_usual"]
+__all__ = ["batch_body", "earliest_deadline", "finish_sent", "live_members", "settle_lone", "settle_stored",
+           "start_usual"]
 
 
 # -- what the functions use, bound on first use ---------------------------------------------------
@@ -59,6 +62,19 @@ cdef Py_ssize_t ITEM_OVERHEAD = 0
 cdef uint32_t MESSAGE_MAGIC = 0
 cdef object _get_running_loop = asyncio.get_running_loop
 cdef object _MemberDescriptorType = types.MemberDescriptorType
+cdef object _RemotingCommand = None
+cdef object _SEND_OK = None
+cdef double _QUIET_LATENCY_MS = 0.0  # fault.LATENCY_MAX_MS[2]: a faster send records nothing
+cdef Py_ssize_t _MQ[3]
+cdef object _Fault = None
+cdef object _RoundRobin = None
+cdef object _RocketpyError = None
+cdef object _AUTO_TOPIC = None
+cdef object _V2 = None
+cdef object _MSGPACK = None
+cdef Py_ssize_t _KEPT_ACCUMULATORS = 0
+cdef object _partial = functools.partial
+cdef tuple _MQ_NAMES = ("topic", "broker_name", "queue_id")
 
 
 # -- slot writes ----------------------------------------------------------------------------------
@@ -145,10 +161,13 @@ cdef int _bind() except -1:
     global _bound, _Message, _PreparedMessage, _SendResult, _valid_topics, _msgid, _select_queue
     global _may_be_timed_or_half, _pure_batch_body, MAX_PROPERTIES_BYTES, BATCH_HEAD_SIZE, ITEM_OVERHEAD
     global MESSAGE_MAGIC, _Pending, _MessageQueue, _MQ_BROKER, _Instance, _inst_method, _MASTER_ID
+    global _RemotingCommand, _SEND_OK, _QUIET_LATENCY_MS, _Fault, _RoundRobin, _RocketpyError, _AUTO_TOPIC
+    global _V2, _MSGPACK, _KEPT_ACCUMULATORS
     from rocketpy import message, message_props, msgid, record
     from rocketpy._accel import PURE
     from rocketpy import route
-    from rocketpy.client import coalesce, instance, message_check, producer, results, selector
+    from rocketpy import errors
+    from rocketpy.client import coalesce, fault, instance, message_check, producer, results, selector
 
     _Message = message.Message
     _PreparedMessage = message_check.PreparedMessage
@@ -168,6 +187,17 @@ cdef int _bind() except -1:
     _inst_method = producer.Producer._inst
     _MASTER_ID = route.MASTER_ID
     _offsets(_SendResult, _SR_NAMES, _SR)
+    _offsets(_MessageQueue, _MQ_NAMES, _MQ)
+    _RemotingCommand = coalesce.RemotingCommand
+    _V2 = coalesce.RequestCode.SEND_MESSAGE_V2
+    _MSGPACK = _RemotingCommand(0).serialize_type  # a command's default header encoding
+    _KEPT_ACCUMULATORS = coalesce.KEPT_ACCUMULATORS
+    _Fault = fault.LatencyFaultTolerance
+    _RoundRobin = selector.RoundRobinIndex
+    _RocketpyError = errors.RocketpyError
+    _AUTO_TOPIC = message_check.AUTO_CREATE_TOPIC_KEY_TOPIC
+    _SEND_OK = results.SEND_STATUS_BY_CODE.get(0)  # SUCCESS
+    _QUIET_LATENCY_MS = fault.LATENCY_MAX_MS[2]
     MAX_PROPERTIES_BYTES = record.MAX_PROPERTIES_BYTES
     BATCH_HEAD_SIZE = record.BATCH_HEAD.size
     ITEM_OVERHEAD = BATCH_HEAD_SIZE + 2
@@ -328,7 +358,7 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
         mq = _get(q, qo2, "mq")  # join the batch still filling (``Coalescer.filling``)
     else:
         q = None
-        mq = _select_queue(tp.message_queues, tp.index, fault, None)
+        mq = _next_queue(tp.message_queues, tp.index, fault)
     addr = _broker_addr(inst, _broker_of(mq)) if real else inst.find_broker_addr(_broker_of(mq))
     if addr is None or co._room_waiters or co.held_bytes + size > co.total_batch_max_bytes:
         return path.run(job, mq)
@@ -352,8 +382,82 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
             else:
                 _set(q, qo5, "timer", loop.call_soon(co._flush, q))
     else:
-        job.future = co.add(job, mq, addr)
+        fut = _send_lone(co, job, p, mq, addr, size, now)
+        if fut is None:
+            fut = co.add(job, mq, addr)
+        _set(job, _JOB[18], "future", fut)
     return job
+
+
+cdef object _next_queue(object queues, object index, object fault):
+    """``select_queue(queues, index, fault, None)``: the round robin's next queue, read here when
+    every broker is available to it (fault tolerance off, or nothing recorded)."""
+    cdef Py_ssize_t n = len(queues)
+    if (type(index) is not _RoundRobin or type(fault) is not _Fault or n == 0
+            or (fault.enabled and fault._items)):
+        return _select_queue(queues, index, fault, None)
+    cdef long value = (<long>index._value + 1) & 0x7FFFFFFF  # RoundRobinIndex.next
+    index._value = value
+    return queues[value % n]
+
+
+cdef object _send_lone(object co, object job, object p, object mq, object addr, Py_ssize_t size,
+                       double now):
+    """``co.add(job, mq, addr)`` when it is ``Coalescer._send_lone`` on the queue's idle accumulator
+    (a sequential sender: the last send went alone and nothing is held): the request (``MessageJob
+    .request``) written now and its response future, the job's own; None, with nothing done,
+    otherwise."""
+    if (not co.last_lone or co.held_bytes or co.batch_max_delay > 0 or type(mq) is not _MessageQueue
+            or type(p) is not _PreparedMessage):
+        return None
+    topic = _get(mq, _MQ[0], "topic")
+    broker = _get(mq, _MQ[1], "broker_name")
+    queue_id = _get(mq, _MQ[2], "queue_id")
+    q = co._queues.get((addr, topic, broker, queue_id))
+    if (q is None or type(q) is not _Pending or _get(q, _Q[0], "jobs") or _get(q, _Q[4], "in_flight") != 0
+            or _get(q, _Q[5], "timer") is not None):
+        return None
+    deadline = _get(job, _JOB[14], "deadline")
+    if deadline <= now:
+        return None  # Coalescer.add fails it
+    ext = {  # PreparedMessage.ext_for (send_ext_v2)
+        "a": co.group, "b": _get(p, _PM[7], "topic"), "c": _AUTO_TOPIC, "d": _get(p, _PM[5], "queue_nums"),
+        "e": queue_id, "f": _get(p, _PM[6], "sys_flag"), "g": _get(p, _PM[1], "born_ms"),
+        "h": _get(p, _PM[2], "flag"), "i": _get(p, _PM[4], "properties"), "j": 0, "k": False, "m": False,
+        "n": broker,
+    }
+    request = new_command(_RemotingCommand, _V2, 0, 0, None, ext, _get(p, _PM[0], "body"), _MSGPACK)
+    try:
+        response = co.invoke(_get(q, _Q[3], "addr"), request, deadline - now)
+    except _RocketpyError as err:  # refused at once (too many pending requests)
+        co._maybe_forget(q)
+        return co._failed(job, err)
+    stats = co.stats
+    stats.requests += 1
+    stats.messages += 1
+    _set(q, _Q[4], "in_flight", _get(q, _Q[4], "in_flight") + 1)
+    co.held_bytes += size
+    _set(job, _JOB[18], "future", response)
+    response.add_done_callback(_partial(settle_lone, co, q, size))
+    return response
+
+
+def settle_lone(co, q, Py_ssize_t size, _done):
+    """``Coalescer._settle`` of a ``_send_lone`` request (twin of
+    ``rocketpy.client.send_core.settle_lone``)."""
+    if not _bound:
+        _bind()
+    cdef Py_ssize_t o_jobs = -1, o_in_flight = -1, o_timer = -1
+    if type(q) is _Pending:
+        o_jobs, o_in_flight, o_timer = _Q[0], _Q[4], _Q[5]
+    _set(q, o_in_flight, "in_flight", _get(q, o_in_flight, "in_flight") - 1)
+    co.held_bytes -= size  # Coalescer._release
+    if co._room_waiters:
+        co._wake_room()
+    if _get(q, o_jobs, "jobs") and _get(q, o_timer, "timer") is None:
+        co._flush(q)
+    elif len(co._queues) > _KEPT_ACCUMULATORS:  # Coalescer._maybe_forget's first test, here
+        co._maybe_forget(q)
 
 
 cdef inline object _instance_of(object fn):
@@ -482,3 +586,49 @@ def earliest_deadline(list jobs, before):
         if d < earliest and not j.future.done():
             earliest = d
     return earliest
+
+
+def finish_sent(job, done):
+    """``job.finish(done)`` (twin of ``rocketpy.client.send_core.finish_sent``): a SUCCESS answer's
+    ``SendResult`` made here (``send_result`` of ``MessageJob.results``), the broker's latency
+    recorded as ``SendPath._settle`` records it; any other outcome by ``job.finish``."""
+    if not _bound:
+        _bind()
+    if type(job) is not _job_cls or _SEND_OK is None:
+        return job.finish(done)
+    try:
+        resp = done.result()
+    except BaseException:  # a failure, or not done: finish raises it or says retry
+        return job.finish(done)
+    if type(resp) is not _RemotingCommand or resp.code != 0 or type(resp.ext) is not dict:
+        return job.finish(done)
+    cdef dict ext = <dict>resp.ext
+    offset_id = ext.get("msgId", "")
+    queue_id = ext.get("queueId")
+    queue_offset = ext.get("queueOffset", 0)
+    txid = ext.get("transactionId")
+    if (type(offset_id) is not str or type(queue_offset) is not int
+            or (queue_id is not None and type(queue_id) is not int)
+            or (txid is not None and type(txid) is not str)):
+        return job.finish(done)  # the header codec's conversions, or its error
+    mq = _get(job, _JOB[15], "mq")
+    if type(mq) is not _MessageQueue:
+        return job.finish(done)
+    fault = _get(job, _JOB[13], "path").fault
+    broker_name = _get(mq, _MQ[1], "broker_name")
+    cdef double latency_ms = (done.get_loop().time() - <double>_get(job, _JOB[17], "started")) * 1000.0
+    if fault.enabled and (latency_ms >= _QUIET_LATENCY_MS or broker_name in fault._items):
+        fault.update(broker_name, latency_ms)
+    queue = _MessageQueue.__new__(_MessageQueue)
+    _set(queue, _MQ[0], "topic", _get(mq, _MQ[0], "topic"))
+    _set(queue, _MQ[1], "broker_name", broker_name)
+    _set(queue, _MQ[2], "queue_id", _get(mq, _MQ[2], "queue_id") if queue_id is None else queue_id)
+    result = _SendResult.__new__(_SendResult)
+    _set(result, _SR[0], "status", _SEND_OK)
+    prepared = _get(job, _JOB[0], "prepared")
+    uniq = _get(prepared, _PM[8] if type(prepared) is _PreparedMessage else -1, "uniq_key")
+    _set(result, _SR[1], "msg_id", uniq or txid or "")
+    _set(result, _SR[2], "offset_msg_id", offset_id)
+    _set(result, _SR[3], "message_queue", queue)
+    _set(result, _SR[4], "queue_offset", queue_offset)
+    return result

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from rocketpy.client.fault import LatencyFaultTolerance
 from rocketpy.client.message_check import batch_ext
 from rocketpy.client.results import SEND_STATUS_BY_CODE, SendStatus, send_result
-from rocketpy.client.send_core import batch_body, earliest_deadline, live_members, settle_stored
+from rocketpy.client.send_core import batch_body, earliest_deadline, live_members, settle_lone, settle_stored
 from rocketpy.errors import MQClientError, RemotingTimeoutError, RocketpyError, broker_error
 from rocketpy.message import MessageQueue
 from rocketpy.protocol.codes import RequestCode, ResponseCode
@@ -59,6 +59,9 @@ Invoke = Callable[[str, RemotingCommand, float], "asyncio.Future[RemotingCommand
 #: Most sends waiting for room at once (each is a caller's send, already bounded by
 #: ``max_async_pending`` or by the caller's tasks; this bounds the waiter deque itself).
 MAX_ROOM_WAITERS = 1_000_000
+#: Idle accumulators kept (``Coalescer._maybe_forget``): past this many in the table, one is dropped
+#: once idle. Below it a queue's stays, so a sequential sender does not make one per send.
+KEPT_ACCUMULATORS = 256
 
 
 class CoalesceStats:
@@ -250,7 +253,7 @@ class Coalescer:
         q.in_flight += 1
         self.held_bytes += size
         job.future = response
-        response.add_done_callback(partial(self._settle_lone, q, size))
+        response.add_done_callback(partial(settle_lone, self, q, size))
         return response
 
     def _failed(self, job: MessageJob, err: BaseException) -> asyncio.Future[Any]:
@@ -258,15 +261,6 @@ class Coalescer:
         fut.set_exception(err)
         job.future = fut
         return fut
-
-    def _settle_lone(self, q: _Pending, size: int, _done: asyncio.Future[Any]) -> None:
-        """``_settle`` of a ``_send_lone`` request: its member already has the outcome."""
-        q.in_flight -= 1
-        self._release(size)
-        if q.jobs and q.timer is None:
-            self._flush(q)
-        else:
-            self._maybe_forget(q)
 
     # -- sending ---------------------------------------------------------------------------------
     def _flush(self, q: _Pending) -> None:
@@ -386,7 +380,10 @@ class Coalescer:
         response.add_done_callback(lambda done: _chain(job, done))
 
     def _maybe_forget(self, q: _Pending) -> None:
-        """Drop an idle accumulator (queues come and go with routes; the table stays small)."""
+        """Drop an idle accumulator when the table holds more than ``KEPT_ACCUMULATORS`` (queues
+        come and go with routes; the table stays small)."""
+        if len(self._queues) <= KEPT_ACCUMULATORS:
+            return
         if not q.jobs and q.in_flight == 0 and q.timer is None and self._queues.get(q.key) is q:
             del self._queues[q.key]
             if self._filling.get(q.mq.topic) is q:

@@ -37,7 +37,7 @@ from rocketpy.client.message_check import (
 )
 from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.selector import QueueSelector, user_choice
-from rocketpy.client.send_core import start_usual
+from rocketpy.client.send_core import finish_sent, start_usual
 from rocketpy.client.send_path import BatchJob, MessageJob, SendPath
 from rocketpy.client.trace import ProducerTracer, TraceDispatcher, TraceStats, msg_type_of, new_dispatcher
 from rocketpy.client.trace_otel import otel_spans
@@ -257,7 +257,7 @@ class Producer:
                     if started.settled:  # SEND_OK from a coalesced batch, nothing left to record
                         result = response.result()
                     else:
-                        out = started.finish(response)
+                        out = finish_sent(started, response)
                         if type(out) is SendResult:
                             result = out
                         else:
@@ -288,7 +288,7 @@ class Producer:
             await response
         except RocketpyError:
             pass  # finish reads the outcome from the future: raises it, or says retry
-        out = job.finish(response)
+        out = finish_sent(job, response)
         if type(out) is SendResult:
             return out
         return await cast("Coroutine[Any, Any, SendResult]", out)

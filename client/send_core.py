@@ -20,6 +20,12 @@ topic already checked, with auto-batch on — and the two per-member loops of a 
   ``quiet`` marks the members ``settled`` (nothing left for ``SendPath._settle`` to do: status
   SEND_OK and nothing for fault tolerance to record), so ``Producer.send`` returns the result as
   soon as it wakes.
+* ``settle_lone``: the accumulator's part once a request written alone (``Coalescer._send_lone``)
+  is answered (its member already has the outcome): the request and its bytes leave, what queued
+  meanwhile leaves next, an idle accumulator may be dropped.
+* ``finish_sent``: a sent attempt's outcome (``SendJob.finish``) once its response came; the
+  compiled twin makes a SUCCESS answer's ``SendResult`` and the fault tolerance's record in one
+  call (``SendPath._settle`` + ``send_result`` for it) and hands anything else to ``finish``.
 
 The twins must answer alike (``tests/unit/test_send_core.py``); each reads the same attributes of
 the same objects, so a change to ``PreparedMessage``, ``SendJob`` or the coalescer's accumulator is
@@ -213,6 +219,25 @@ def earliest_deadline(jobs: list[MessageJob], before: float) -> float:
     return earliest
 
 
+@twin
+def settle_lone(co: Coalescer, q: _Pending, size: int, _done: asyncio.Future[Any]) -> None:
+    """``Coalescer._settle`` of a ``_send_lone`` request of ``size`` bytes on ``q``: its member
+    already has the outcome (the response future is its own)."""
+    q.in_flight -= 1
+    co._release(size)
+    if q.jobs and q.timer is None:
+        co._flush(q)
+    else:
+        co._maybe_forget(q)
+
+
+@twin
+def finish_sent(job: MessageJob, done: asyncio.Future[Any]) -> Any:
+    """``job.finish(done)``: the result of ``job``'s attempt whose response future ``done`` is done,
+    or the coroutine of the remaining attempts after a retriable failure (a refusal raises)."""
+    return job.finish(done)
+
+
 if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same signatures, both ways
     from rocketpy._accel import same_signature
     from rocketpy.client import _speedups
@@ -227,3 +252,7 @@ if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same si
     same_signature(_speedups.live_members)(live_members)
     same_signature(earliest_deadline)(_speedups.earliest_deadline)
     same_signature(_speedups.earliest_deadline)(earliest_deadline)
+    same_signature(settle_lone)(_speedups.settle_lone)
+    same_signature(_speedups.settle_lone)(settle_lone)
+    same_signature(finish_sent)(_speedups.finish_sent)
+    same_signature(_speedups.finish_sent)(finish_sent)

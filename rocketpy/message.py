@@ -178,7 +178,7 @@ class Message:
         self.topic = topic
         self.body = body
         self.tags = tags
-        self.keys: list[str] = _keys_list(keys)
+        self.keys: list[str] = [] if keys is None else _keys_list(keys)  # (no call for the usual None)
         self.properties: dict[str, str] = dict(properties) if properties else {}
         self.delay_level = delay_level
         self.flag = flag

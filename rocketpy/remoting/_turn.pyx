@@ -1,5 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twin of ``rocketpy/remoting/turn.py``: ``serve_turn``, one read turn of a ``Channel``.
+"""C twin of ``rocketpy/remoting/turn.py``: ``serve_turn``, one read turn of a ``Channel``; and of
+``start_call`` (``rocketpy/remoting/calls.py``): a call numbered, written and tracked, its
+``Channel.send`` and ``PendingRequests.add`` in the same frame (any write that is not the plain
+case, a closed channel or write pressure, goes through ``Channel.send``).
 
 The same steps as the pure twin, with no Python frame of the remoting layer per request: the turn's
 commands are walked in C; a request's handler is read from the processor table and called here
@@ -17,13 +20,14 @@ Names are read from ``rocketpy.remoting`` the first time ``serve_turn`` runs (``
 """
 
 from functools import partial
+from heapq import heappush
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-__all__ = ["receive", "serve_turn"]
+__all__ = ["receive", "serve_turn", "start_call"]
 
 cdef bint _bound = False
 cdef object FrameError = None
@@ -36,6 +40,8 @@ cdef object split_frames = None
 cdef Py_ssize_t PREFIX_BYTES = 8
 cdef long FLAG_RESPONSE = 1
 cdef long FLAG_ONEWAY = 2
+cdef long MAX_OPAQUE = 0
+cdef Py_ssize_t _STALE_SLACK = 0
 cdef object _connection = None  # rocketpy.remoting.connection: its TURN_BUDGET_SECONDS, read per turn
 cdef double _bounds[64]
 cdef Py_ssize_t _nbounds = 0
@@ -44,8 +50,9 @@ cdef Py_ssize_t _nbounds = 0
 cdef int _bind_turn() except -1:
     global _bound, FrameError, RemotingCommand, DecodeInSlices, SLICES, check_ext, encode_frame
     global split_frames, PREFIX_BYTES
-    global FLAG_RESPONSE, FLAG_ONEWAY, _connection, _nbounds
-    from rocketpy.remoting import body, codec, command, connection, processor, request_stats
+    global FLAG_RESPONSE, FLAG_ONEWAY, _connection, _nbounds, MAX_OPAQUE, _STALE_SLACK
+    from rocketpy import limits
+    from rocketpy.remoting import body, codec, command, connection, pending, processor, request_stats
 
     FrameError = codec.FrameError
     RemotingCommand = command.RemotingCommand
@@ -57,6 +64,8 @@ cdef int _bind_turn() except -1:
     PREFIX_BYTES = codec.PREFIX_BYTES
     FLAG_RESPONSE = command.FLAG_RESPONSE
     FLAG_ONEWAY = command.FLAG_ONEWAY
+    MAX_OPAQUE = limits.MAX_OPAQUE
+    _STALE_SLACK = pending._STALE_SLACK
     _connection = connection
     bounds = request_stats.LATENCY_BOUNDS_S
     if len(bounds) > 64:
@@ -194,7 +203,15 @@ cdef list _run_results(object processors, object channel, list run):
         refusals.append(refusal)
         if refusal is None:
             admitted.append(request)
-    results = iter(processors._run(channel, admitted))
+    if not admitted:
+        return refusals
+    try:  # ProcessorTable._run, without its frame
+        answers = processors._run_handler(channel, admitted)
+    except Exception as exc:
+        answers = [processors.error_response(channel, r, exc) for r in admitted]
+    if len(admitted) == len(refusals):
+        return answers
+    results = iter(answers)
     return [no if no is not None else next(results) for no in refusals]
 
 
@@ -330,3 +347,53 @@ def receive(channel, data):
         _bind_turn()
     channel.last_read_time = channel._loop.time()
     _turn(channel, data)
+
+
+def start_call(channel, cmd, timeout):
+    """Number ``cmd``, write it and track its response future (twin of
+    ``rocketpy.remoting.calls.start_call``)."""
+    if not _bound:
+        _bind_turn()
+    cdef long opaque = <long>channel._next_opaque + 1
+    if opaque > MAX_OPAQUE:
+        opaque = 1
+    channel._next_opaque = opaque
+    cmd.opaque = opaque
+    cmd.flag = <long>cmd.flag & ~(FLAG_RESPONSE | FLAG_ONEWAY)
+    cmd.serialize_type = channel.serialize_type
+    signer = channel.signer
+    if signer is not None:
+        signer(cmd)
+    loop = channel._loop
+    future = loop.create_future()
+    if channel.closed or channel._write_paused:
+        channel.send(cmd)  # its log line, or its bound on what the peer has not read
+    else:  # Channel.send
+        parts = encode_frame(cmd)
+        if channel._batching or channel._flush_scheduled:
+            channel._out.extend(parts)
+        else:
+            channel._transport.writelines(parts)
+            channel._flush_scheduled = True
+            loop.call_soon(channel._scheduled_flush)
+    if channel.closed:  # the write itself can close the connection (peer not reading)
+        channel._check_open(cmd)
+    _track(channel._pending, opaque, future, cmd.code, timeout)
+    return future
+
+
+cdef int _track(object pending, long opaque, object future, object code, object timeout) except -1:
+    """``pending.add(opaque, future, code, timeout)`` (``PendingRequests.add``)."""
+    cdef dict entries = pending._entries
+    if opaque in entries:
+        pending.add(opaque, future, code, timeout)  # its assertion
+        return 0
+    cdef double deadline = pending._loop.time() + <double>timeout
+    entries[opaque] = (future, code, timeout)
+    cdef list heap = pending._heap
+    heappush(heap, (deadline, opaque))
+    if pending._timer is None or deadline < <double>pending._timer_at:
+        pending._arm(deadline)
+    if len(heap) > 2 * len(entries) + _STALE_SLACK:
+        pending._rebuild()
+    return 0

@@ -3,6 +3,9 @@
 ``CallsMixin`` owns request numbering (opaque), the per-connection bound on pending calls and the
 wait for a peer that does not read; ``Channel`` (connection.py) supplies the state it uses. Kept
 apart so the connection module stays about receiving, dispatching and closing.
+
+``start_call`` (a call numbered, written and tracked: every request a client makes) has a compiled
+twin in ``_turn.pyx``, beside the read turn that completes it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rocketpy._accel import twin
 from rocketpy.errors import MQClientError, RemotingConnectError, RemotingTimeoutError
 from rocketpy.limits import MAX_OPAQUE, MAX_PENDING_REQUESTS_PER_CONNECTION
 from rocketpy.protocol.codes import code_name
@@ -18,6 +22,26 @@ from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingComman
 
 if TYPE_CHECKING:
     from rocketpy.remoting.pending import PendingRequests
+
+
+@twin
+def start_call(channel: CallsMixin, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
+    """Number ``cmd``, write it on ``channel`` (``Channel.send``) and track its response future until
+    ``timeout`` seconds (``PendingRequests.add``)."""
+    opaque = channel._next_opaque + 1
+    if opaque > MAX_OPAQUE:
+        opaque = 1
+    channel._next_opaque = cmd.opaque = opaque
+    cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+    cmd.serialize_type = channel.serialize_type
+    if channel.signer is not None:
+        channel.signer(cmd)
+    future: asyncio.Future[RemotingCommand] = channel._loop.create_future()
+    channel.send(cmd)
+    if channel.closed:  # the write itself can close the connection (peer not reading)
+        channel._check_open(cmd)
+    channel._pending.add(opaque, future, cmd.code, timeout)
+    return future
 
 
 class CallsMixin:
@@ -70,7 +94,7 @@ class CallsMixin:
             self._refuse(cmd)
         if self._write_paused:
             return asyncio.ensure_future(self._call_when_writable(cmd, timeout))
-        return self._start_call(cmd, timeout)
+        return start_call(self, cmd, timeout)
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
         """Send request ``cmd`` (``invoke_future``) and return its response, whatever its code; the
@@ -90,7 +114,7 @@ class CallsMixin:
     async def _call_when_writable(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
         """``invoke_future``'s call under write pressure: made once the peer reads, within ``timeout``."""
         timeout = await self.wait_writable(timeout, cmd.code)
-        future = self._start_call(cmd, timeout)
+        future = start_call(self, cmd, timeout)
         try:
             return await future
         finally:
@@ -101,23 +125,6 @@ class CallsMixin:
             f"{len(self._pending)} requests are already pending on {self.remote_addr}; "
             f"{code_name(cmd.code)} refused — slow down or wait for responses"
         )
-
-    def _start_call(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
-        """Number ``cmd``, write it and track its response future until ``timeout``."""
-        opaque = self._next_opaque + 1
-        if opaque > MAX_OPAQUE:
-            opaque = 1
-        self._next_opaque = cmd.opaque = opaque
-        cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-        cmd.serialize_type = self.serialize_type
-        if self.signer is not None:
-            self.signer(cmd)
-        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        self.send(cmd)
-        if self.closed:  # the write itself can close the connection (peer not reading)
-            self._check_open(cmd)
-        self._pending.add(opaque, future, cmd.code, timeout)
-        return future
 
     async def wait_writable(self, timeout: float, code: int) -> float:  # noqa: ASYNC109
         """Wait until the peer reads what we wrote; return the time left of ``timeout``.
@@ -157,3 +164,11 @@ class CallsMixin:
             opaque = 1
         self._next_opaque = opaque
         return opaque
+
+
+if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signature, both ways
+    from rocketpy._accel import same_signature
+    from rocketpy.remoting import _turn
+
+    same_signature(start_call)(_turn.start_call)
+    same_signature(_turn.start_call)(start_call)

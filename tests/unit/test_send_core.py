@@ -6,6 +6,7 @@ through it (a coalesced batch's member results, the general path for anything un
 from __future__ import annotations
 
 import asyncio
+import random
 from types import SimpleNamespace
 from typing import Any
 
@@ -294,3 +295,138 @@ async def test_start_usual_twins_read_a_real_instance_alike() -> None:
     assert [o if o == "coroutine" else o[14] for o in results["pure"]] == [
         "127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1", "coroutine", "coroutine"
     ]  # fmt: skip
+
+
+# -- a sequential sender's send: written alone, settled, finished -----------------------------------
+def lone_state(p: Any, remoting: BatchRemoting, started: Any) -> Any:
+    """What a lone send left: the request written, the job's future, the accumulators, the counts."""
+    co = p._path.coalescer
+    addr, cmd = remoting.sent[-1]
+    ext = {k: v for k, v in cmd.ext.items() if k not in ("g", "i")}  # born time, UNIQ_KEY
+    accumulators = sorted((k, q.in_flight, len(q.jobs), q.timer is None) for k, q in co._queues.items())
+    own_future = bool(remoting.held) and started.future is remoting.held[-1][0]
+    return (
+        addr, cmd.code, cmd.flag, cmd.remark, cmd.body, cmd.serialize_type, ext, own_future,
+        co.held_bytes, co.stats.requests, co.stats.messages, accumulators, outcome(started),
+    )  # fmt: skip
+
+
+async def test_start_usual_twins_write_a_sequential_senders_send_alone_alike() -> None:
+    # after a lone send (idle producer): each twin writes the next send at once as its own request,
+    # whose response future is the job's, and settles the accumulator when it is answered
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    from tests.unit.test_client_coalesce import after_a_lone_send
+
+    states = {}
+    for name, fn in (("pure", PURE["start_usual"]), ("compiled", compiled.start_usual)):
+        remoting = BatchRemoting(hold=True)
+        random.seed(7)  # the same first queue for both twins
+        p = await after_a_lone_send(remoting)
+        tp = p._instance.tp  # type: ignore[union-attr]
+        first = remoting.sent[-1][1].ext
+        where = [(mq.broker_name, mq.queue_id) for mq in tp.message_queues].index((first["n"], first["e"]))
+        tp.index._value = where - 1  # the round robin's next queue: the lone send's (its accumulator kept)
+        send_core._valid_topics.add("T")
+        started = fn(p._path, MessageJob, Message("T", b"next", tags="A"), p.max_message_bytes,
+                     p.compress_over_bytes, p.default_topic_queue_nums, p.retry_times, 3.0)  # fmt: skip
+        written = lone_state(p, remoting, started)
+        remoting.release()
+        await asyncio.sleep(0)
+        settled = lone_state(p, remoting, started)[8:12]
+        states[name] = (written, settled, started.future.result().code)
+    assert states["pure"] == states["compiled"]
+    written, settled, code = states["pure"]
+    assert written[7] and written[8] > 0 and written[9:11] == (2, 2)  # its own future; 2 requests
+    assert settled[0] == 0 and code == 0  # the accumulator settled, nothing held
+
+
+@pytest.mark.parametrize("twins", TWINS)
+async def test_settle_lone_releases_and_sends_what_queued_meanwhile(twins: dict[str, Any]) -> None:
+    from rocketpy.client import coalesce
+
+    remoting = BatchRemoting()
+    p = producer_with(remoting)
+    co = p._path.coalescer
+    assert co is not None
+    mq = MessageQueue("T", "b", 0)
+    q = coalesce._Pending("a:1", mq, ("a:1", "T", "b", 0))
+    co._queues[q.key] = q
+    q.in_flight, co.held_bytes = 1, 30
+    done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    twins["settle_lone"](co, q, 10, done)
+    assert (q.in_flight, co.held_bytes, co._queues.get(q.key)) == (0, 20, q)  # idle, kept (few)
+    flushed: list[Any] = []
+    co._flush = flushed.append  # type: ignore[method-assign]
+    q.in_flight, q.jobs = 1, ["queued"]  # type: ignore[list-item]
+    twins["settle_lone"](co, q, 20, done)
+    assert (q.in_flight, co.held_bytes, flushed) == (0, 0, [q])
+
+
+async def test_a_sequential_sender_keeps_its_accumulators_until_there_are_many() -> None:
+    from rocketpy.client import coalesce
+
+    remoting = BatchRemoting()
+    p = producer_with(remoting)
+    co = p._path.coalescer
+    assert co is not None
+    for _ in range(3):
+        await p.send(Message("T", b"seq"))
+    assert len(co._queues) >= 1 and all(not q.jobs and not q.in_flight for q in co._queues.values())
+    kept = len(co._queues)
+    for i in range(coalesce.KEPT_ACCUMULATORS + 5):  # idle accumulators past the bound are dropped
+        q = coalesce._Pending(f"x:{i}", MessageQueue("T", "b", 0), (f"x:{i}", "T", "b", 0))
+        co._queues[q.key] = q
+        co._maybe_forget(q)
+    assert len(co._queues) == coalesce.KEPT_ACCUMULATORS and kept <= coalesce.KEPT_ACCUMULATORS
+
+
+def answered(code: int, ext: dict[str, Any] | None) -> Any:
+    from rocketpy.remoting.command import RemotingCommand
+
+    return RemotingCommand(code, 7, 1, "why" if code else None, ext, b"")
+
+
+FINISH_CASES = {
+    "stored": answered(0, {"msgId": "OFF1", "queueId": 2, "queueOffset": 41}),
+    "no queue id": answered(0, {"msgId": "OFF2", "queueOffset": 5}),
+    "transaction id": answered(0, {"msgId": "OFF3", "queueId": 1, "queueOffset": 0, "transactionId": "TX"}),
+    "json strings": answered(0, {"msgId": "OFF4", "queueId": "3", "queueOffset": "9"}),
+    "flush timeout": answered(10, {"msgId": "OFF5", "queueId": 2, "queueOffset": 1}),
+    "refused": answered(13, {}),
+    "bad offset": answered(0, {"msgId": "OFF6", "queueOffset": True}),
+}
+
+
+@pytest.mark.parametrize("case", sorted([*FINISH_CASES, "error"]))
+@pytest.mark.parametrize("uniq", ["UNIQ", ""])
+async def test_finish_sent_twins_give_the_same_outcome(case: str, uniq: str) -> None:
+    # the same SendResult (or error, or retry) and the same fault-tolerance record, slow or fast
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    from rocketpy.errors import RemotingTimeoutError
+
+    outcomes = []
+    for fn in (PURE["finish_sent"], compiled.finish_sent):
+        p = producer_with(BatchRemoting())
+        loop = asyncio.get_running_loop()
+        job = job_of(b"body", 0, "", uniq)
+        job.topic, job.attempts, job.choice, job.unavailable, job.last_broker = "T", 1, None, 0, None
+        job.path, job.mq, job.addr, job.deadline = p._path, MessageQueue("T", "b", 2), "a:1", loop.time() + 3
+        job.started, job.tried = loop.time() - (0.7 if uniq else 0.0), 1  # 700 ms: recorded
+        done: asyncio.Future[Any] = loop.create_future()
+        if case == "error":
+            done.set_exception(RemotingTimeoutError("no answer"))
+        else:
+            done.set_result(FINISH_CASES[case])
+        try:
+            out: Any = fn(job, done)
+            if type(out) is SendResult:
+                out = (out.status, out.msg_id, out.offset_msg_id, out.message_queue, out.queue_offset)
+            elif asyncio.iscoroutine(out):
+                out.close()
+                out = "retry"
+        except Exception as e:
+            out = (type(e).__name__, str(e))
+        outcomes.append((out, sorted((k, round(i.latency_ms, -2)) for k, i in p.fault._items.items())))
+    assert outcomes[0] == outcomes[1]
