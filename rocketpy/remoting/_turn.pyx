@@ -27,7 +27,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-__all__ = ["receive", "serve_turn", "start_call"]
+__all__ = ["flush_later", "receive", "serve_turn", "start_call"]
 
 cdef bint _bound = False
 cdef object FrameError = None
@@ -272,7 +272,7 @@ cdef int _process(object channel, list commands) except -1:
             channel._transport.writelines(out)
     if responses > 1 and not channel._flush_scheduled:
         channel._flush_scheduled = True
-        channel._loop.call_soon(channel._scheduled_flush)
+        channel._loop.call_soon(flush_later, channel)
     if backlog:
         channel._update_reading()
     return 0
@@ -375,7 +375,7 @@ def start_call(channel, cmd, timeout):
         else:
             channel._transport.writelines(parts)
             channel._flush_scheduled = True
-            loop.call_soon(channel._scheduled_flush)
+            loop.call_soon(flush_later, channel)
     if channel.closed:  # the write itself can close the connection (peer not reading)
         channel._check_open(cmd)
     _track(channel._pending, opaque, future, cmd.code, timeout)
@@ -397,3 +397,12 @@ cdef int _track(object pending, long opaque, object future, object code, object 
     if len(heap) > 2 * len(entries) + _STALE_SLACK:
         pending._rebuild()
     return 0
+
+
+def flush_later(channel):
+    """The flush a held write scheduled (twin of ``rocketpy.remoting.turn.flush_later``)."""
+    channel._flush_scheduled = False
+    out = channel._out
+    if out and not channel.closed:  # Channel._flush
+        channel._out = []
+        channel._transport.writelines(out)

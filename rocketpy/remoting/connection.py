@@ -39,7 +39,7 @@ from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_MSGP
 from rocketpy.remoting.peerlog import PeerLog
 from rocketpy.remoting.pending import PendingRequests
 from rocketpy.remoting.processor import ProcessorTable
-from rocketpy.remoting.turn import receive, serve_turn
+from rocketpy.remoting.turn import flush_later, receive, serve_turn
 
 log = logging.getLogger("rocketpy.remoting")
 
@@ -251,15 +251,11 @@ class Channel(CallsMixin, asyncio.Protocol):
         # Frames sent later in this loop iteration (e.g. by other callers woken by the same read)
         # are coalesced into one write by the callback queued here.
         self._flush_scheduled = True
-        self._loop.call_soon(self._scheduled_flush)
+        self._loop.call_soon(flush_later, self)
 
     def count_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Count a response sent later with ``send`` (e.g. a held pull's) in the request metrics."""
         self._processors.stats.count(request.code, response.code)
-
-    def _scheduled_flush(self) -> None:
-        self._flush_scheduled = False
-        self._flush()
 
     def _flush(self) -> None:
         if self._out and not self.closed:

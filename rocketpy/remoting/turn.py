@@ -10,10 +10,11 @@ handler's awaitable runs as the connection's task (``Channel._start_task``). The
 adapts the frames per turn (``Channel._adapt_turn``); frames left in the decoder, a backlog or
 write pressure pause reading (``Channel._update_reading``). An undecodable stream closes the channel.
 
-``serve_turn`` has a compiled twin (``_turn.pyx``) that runs the same steps without a Python frame
-per request: the handler table is read and the handler called from C (the guarded path, a
-``REQUEST_CODE_NOT_SUPPORTED`` answer and the run handler's refusals go through
-``ProcessorTable`` as here), the stats and the response fields are written in C. The pure twin is
+``flush_later`` is the callback a held write schedules (``Channel.send``, a turn that woke several
+callers). ``serve_turn`` and ``flush_later`` have compiled twins (``_turn.pyx``) that run the same
+steps without a Python frame per request: the handler table is read and the handler called from C
+(the guarded path, a ``REQUEST_CODE_NOT_SUPPORTED`` answer and the run handler's refusals go
+through ``ProcessorTable`` as here), the stats and the response fields are written in C. The pure twin is
 the reference: both leave the channel, the processor table's stats and the bytes written the same.
 """
 
@@ -29,6 +30,14 @@ from rocketpy.remoting.command import FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:
     from rocketpy.remoting.connection import Channel
+
+
+@twin
+def flush_later(channel: Channel) -> None:
+    """The flush a write scheduled (``Channel.send``, a turn that woke several callers): what the
+    loop iteration added to the channel's write buffer leaves in one ``writelines``."""
+    channel._flush_scheduled = False
+    channel._flush()
 
 
 @twin
@@ -89,7 +98,7 @@ def _process(channel: Channel, commands: Iterable[RemotingCommand]) -> None:
         # hold those writes and send them together after all of them ran. One response wakes one
         # caller (a coalesced batch's members send through their coalescer): its write leaves at once.
         channel._flush_scheduled = True
-        channel._loop.call_soon(channel._scheduled_flush)
+        channel._loop.call_soon(flush_later, channel)
     if backlog:
         channel._update_reading()
 
@@ -126,3 +135,5 @@ if TYPE_CHECKING:  # the compiled twin as its stub declares it: the same signatu
     same_signature(_turn.serve_turn)(serve_turn)
     same_signature(receive)(_turn.receive)
     same_signature(_turn.receive)(receive)
+    same_signature(flush_later)(_turn.flush_later)
+    same_signature(_turn.flush_later)(flush_later)
