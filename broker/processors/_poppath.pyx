@@ -9,7 +9,11 @@ The pure twin calls ``PopService.read_once``; this one does what it does for a p
 frame: ``PopReader.read`` (the rotor, the POP retry topic read only when that topic exists and is
 readable, else skipped as ``_read_topic`` skips it, the plain read by the compiled ``read_plain``),
 the queues' commits (``commit_queues``, compiled in ``rocketpy.broker.pop``), the cks held back
-(``CkBuffer.records_for_pops``), the counts; then the answer's header and body.
+(``CkBuffer.records_for_pops``; a plain pop's one ck held here, ``CkBuffer.hold`` inline), the
+counts; then the answer's header and body. Without a Python frame where the pure path has one: the
+clocks (PopService's default wall clock and the CK buffer's monotonic one read from the system
+clocks), the broker's name (its config's, as the reader's callable reads it), the POP retry
+topic of a (group, topic) pair (remembered: a pure function of the pair).
 
 The signature is declared in ``_poppath.pyi`` (mypy checks it against the pure twin, stubtest
 against this module: see ``rocketpy/_accel.py``).
@@ -20,7 +24,12 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
+
+from rocketpy._cshared cimport new_command
 from rocketpy.broker.processors._fastpath cimport count_get, ext_get
+
+import collections
 
 __all__ = ["pop_now"]
 
@@ -36,7 +45,6 @@ cdef object _pop_response = None
 cdef object _read_plain = None
 cdef object _format_start = None
 cdef object _format_msgs = None
-cdef object _monotonic_ms = None
 cdef object _ACK_PROPERTIES = None
 cdef object _CK_PROPERTIES = None
 cdef str _TAG = ""
@@ -52,14 +60,23 @@ cdef object _new_pair = None
 cdef Py_ssize_t _MAX_GROUP_COUNTERS = 0
 cdef object _commit_queues = None
 cdef object _retry_topic_fits = None
+cdef object _wall_ms = None  # PopService's default clock
+cdef object _CkBuffer = None
+cdef object _deque = collections.deque
+cdef object _POP_ORDER_REVIVE = None
+#: The POP retry topic of (group, topic) as ``retry_topic_fits`` answers it (a pure function of its
+#: arguments), kept for at most this many pairs (cleared when full).
+cdef dict _retry_of_pair = {}
+cdef Py_ssize_t _RETRY_PAIRS_KEPT = 4096
 
 
 cdef int _bind_pop() except -1:
     global _bound, _PopRequest, _PopResult, _PopRead, _FOUND, _NO_MESSAGE, _RemotingCommand, _SUCCESS
-    global _pop_response, _read_plain, _format_start, _format_msgs, _monotonic_ms
+    global _pop_response, _read_plain, _format_start, _format_msgs
     global _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
     global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
     global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _commit_queues, _retry_topic_fits
+    global _wall_ms, _CkBuffer, _POP_ORDER_REVIVE
     from rocketpy.broker.pop import acks, plain, reader, revive_log, service, types
     from rocketpy.broker.processors import poppath
 
@@ -74,7 +91,6 @@ cdef int _bind_pop() except -1:
     _read_plain = plain.read_plain  # the active twin
     _format_start = types.format_start_offsets  # rocketpy.protocol.receipt's, as PopResult has them
     _format_msgs = types.format_msg_offsets
-    _monotonic_ms = service._monotonic_ms  # the CK buffer's clock, as PopService.read_once reads it
     _ACK_PROPERTIES = revive_log.ACK_PROPERTIES
     _CK_PROPERTIES = revive_log.CK_PROPERTIES
     _TAG = poppath._TAG
@@ -89,6 +105,11 @@ cdef int _bind_pop() except -1:
     _MAX_GROUP_COUNTERS = poppath.MAX_GROUP_COUNTERS
     _commit_queues = acks.commit_queues  # the active twin
     _retry_topic_fits = poppath.retry_topic_fits
+    _wall_ms = service.wall_ms
+    from rocketpy.broker.pop import ck_buffer
+
+    _CkBuffer = ck_buffer.CkBuffer
+    _POP_ORDER_REVIVE = types.POP_ORDER_REVIVE_QUEUE
     _bound = True
     return 0
 
@@ -168,14 +189,53 @@ cdef object _answer(object request, object result):
     ext = {
         "popTime": result.pop_time,
         "invisibleTime": result.invisible_ms,
-        "reviveQid": result.revive_qid,
+        "reviveQid": _POP_ORDER_REVIVE if result.order else 0,  # PopResult.revive_qid
         "restNum": result.rest_num,
         "startOffsetInfo": _format_start(starts),
         "msgOffsetInfo": _format_msgs(msgs),
     }
     body = b"".join(result.parts)
-    return _RemotingCommand(_SUCCESS, request.opaque, _FLAG_RESPONSE, _FOUND_REMARK, ext, body,
-                            request.serialize_type)
+    return new_command(_RemotingCommand, _SUCCESS, request.opaque, _FLAG_RESPONSE, _FOUND_REMARK, ext, body,
+                       request.serialize_type)
+
+
+cdef object _retry_of(str group, str topic):
+    """``retry_topic_fits(group, topic)``, remembered per pair."""
+    key = (group, topic)
+    cdef PyObject* found = PyDict_GetItem(_retry_of_pair, key)
+    if found != NULL:
+        return <object>found
+    retry = _retry_topic_fits(group, topic)
+    if len(_retry_of_pair) >= _RETRY_PAIRS_KEPT:
+        _retry_of_pair.clear()
+    _retry_of_pair[key] = retry
+    return retry
+
+
+cdef inline object _ms(int clock):
+    """``time.time_ns() // 1_000_000`` (CLOCK_REALTIME) or ``time.monotonic_ns() // 1_000_000``."""
+    cdef timespec ts
+    clock_gettime(clock, &ts)
+    return <long long>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef list _held_back(object buffer, list cks, object now_ms):
+    """``buffer.records_for_pops(cks, now_ms)``; a plain pop's one ck held here (``CkBuffer.hold``)
+    when the buffer has room."""
+    if (type(buffer) is not _CkBuffer or PyList_GET_SIZE(cks) != 1 or (<tuple>cks[0])[1] is not None
+            or not buffer.window_ms or len(buffer._fifo) >= buffer.max_held):
+        return buffer.records_for_pops(cks, now_ms)
+    ck = (<tuple>cks[0])[0]
+    ck.unwritten = True
+    buffer._fifo.append((now_ms + buffer.window_ms, ck))
+    key = ck.queue.key
+    by_queue = buffer._by_queue
+    held = by_queue.get(key)
+    if held is None:
+        held = by_queue[key] = _deque()
+    held.append(ck)
+    buffer.held += 1
+    return []
 
 
 def pop_now(processor, request):
@@ -224,15 +284,16 @@ def pop_now(processor, request):
     group_config = checks.groups.table.get(group)
     if group_config is None or not group_config.consume_enable:
         return None
-    retry = _retry_topic_fits(group, topic)  # one definition (poppath's), a frame per pop
+    retry = _retry_of(group, topic)  # one definition (poppath's), remembered per pair
     if retry is None:
         return None
     req = _new_request(group, topic, -1 if queue_id < 0 else queue_id, max_msgs, invisible, poll,
                        exp_type or _TAG, exp, init_mode)
     # PopReader.read of a plain pop
     reader = service.reader
-    now_ms = service.clock_ms()
-    result = _new_result(reader._broker_name(), now_ms, invisible)
+    clock_ms = service.clock_ms
+    now_ms = _ms(CLOCK_REALTIME) if clock_ms is _wall_ms else clock_ms()
+    result = _new_result(checks.broker_config.broker_name, now_ms, invisible)  # reader._broker_name()
     out = _new_read(result)
     rotor = reader._rotor + 1
     reader._rotor = rotor
@@ -252,7 +313,7 @@ def pop_now(processor, request):
     if out.acks:
         writes.append((out.acks, _ACK_PROPERTIES))
     if out.cks:
-        bodies = service.buffer.records_for_pops(out.cks, _monotonic_ms())
+        bodies = _held_back(service.buffer, out.cks, _ms(CLOCK_MONOTONIC))  # service._monotonic_ms
         if bodies:
             writes.append((bodies, _CK_PROPERTIES))
     if found:
