@@ -270,7 +270,7 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
         _bind()
     inst = _instance_of(path.instance)
     co = path.coalescer
-    if co is None or type(msg) is not _Message:
+    if type(msg) is not _Message:
         return None
     body = _get(msg, _MSG[0], "body")
     topic = _get(msg, _MSG[1], "topic")
@@ -309,8 +309,8 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
         if n_props > MAX_PROPERTIES_BYTES or _may_be_timed_or_half(props):
             return None
     cdef Py_ssize_t size = ITEM_OVERHEAD + n_body + n_props
-    cdef Py_ssize_t batch_max = co.batch_max_bytes
-    if size > batch_max:
+    cdef Py_ssize_t batch_max = co.batch_max_bytes if co is not None else 0
+    if co is not None and size > batch_max:
         return None
     p = _PreparedMessage.__new__(_PreparedMessage)
     _set(p, _PM[0], "body", body)
@@ -337,8 +337,8 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     _set(job, _JOB[9], "refresh", None)
     _set(job, _JOB[10], "needs_compress", False)
     _set(job, _JOB[11], "settled", False)
-    _set(job, _JOB[12], "item_size", size)
-    loop = co.loop
+    _set(job, _JOB[12], "item_size", size if co is not None else 0)
+    loop = co.loop if co is not None else None
     if loop is None:
         loop = _get_running_loop()
     now = loop.time()
@@ -349,6 +349,18 @@ def start_usual(path, job_cls, msg, Py_ssize_t max_bytes, Py_ssize_t compress_ov
     if tp is None or not tp.message_queues:
         return path.run(job)
     fault = path.fault
+    if co is None:  # auto-batch off: SendPath.start's first attempt (SendPath._attempt's write)
+        mq = _next_queue(tp.message_queues, tp.index, fault)
+        addr = _broker_addr(inst, _broker_of(mq)) if real else inst.find_broker_addr(_broker_of(mq))
+        if addr is None:
+            return path.run(job, mq)
+        _set(job, _JOB[4], "tried", 1)
+        _set(job, _JOB[15], "mq", mq)
+        _set(job, _JOB[16], "addr", addr)
+        _set(job, _JOB[17], "started", now)
+        request = _v2_request(path.group, p, mq) if type(mq) is _MessageQueue else job.request(path.group, mq)
+        _set(job, _JOB[18], "future", inst.remoting.invoke_future(addr, request, remaining))
+        return job
     q = co._filling.get(topic)
     cdef Py_ssize_t qo0 = -1, qo1 = -1, qo2 = -1, qo3 = -1, qo4 = -1, qo5 = -1
     if q is not None and type(q) is _Pending:
@@ -420,13 +432,7 @@ cdef object _send_lone(object co, object job, object p, object mq, object addr, 
     deadline = _get(job, _JOB[14], "deadline")
     if deadline <= now:
         return None  # Coalescer.add fails it
-    ext = {  # PreparedMessage.ext_for (send_ext_v2)
-        "a": co.group, "b": _get(p, _PM[7], "topic"), "c": _AUTO_TOPIC, "d": _get(p, _PM[5], "queue_nums"),
-        "e": queue_id, "f": _get(p, _PM[6], "sys_flag"), "g": _get(p, _PM[1], "born_ms"),
-        "h": _get(p, _PM[2], "flag"), "i": _get(p, _PM[4], "properties"), "j": 0, "k": False, "m": False,
-        "n": broker,
-    }
-    request = new_command(_RemotingCommand, _V2, 0, 0, None, ext, _get(p, _PM[0], "body"), _MSGPACK)
+    request = _v2_request(co.group, p, mq)
     try:
         response = co.invoke(_get(q, _Q[3], "addr"), request, deadline - now)
     except _RocketpyError as err:  # refused at once (too many pending requests)
@@ -440,6 +446,18 @@ cdef object _send_lone(object co, object job, object p, object mq, object addr, 
     _set(job, _JOB[18], "future", response)
     response.add_done_callback(_partial(settle_lone, co, q, size))
     return response
+
+
+cdef object _v2_request(object group, object p, object mq):
+    """``MessageJob.request(group, mq)`` of a job whose prepared message is ``p`` (a
+    ``PreparedMessage``; ``mq`` a ``MessageQueue``): ``ext_for``'s header (``send_ext_v2``)."""
+    ext = {
+        "a": group, "b": _get(p, _PM[7], "topic"), "c": _AUTO_TOPIC, "d": _get(p, _PM[5], "queue_nums"),
+        "e": _get(mq, _MQ[2], "queue_id"), "f": _get(p, _PM[6], "sys_flag"), "g": _get(p, _PM[1], "born_ms"),
+        "h": _get(p, _PM[2], "flag"), "i": _get(p, _PM[4], "properties"), "j": 0, "k": False, "m": False,
+        "n": _get(mq, _MQ[1], "broker_name"),
+    }
+    return new_command(_RemotingCommand, _V2, 0, 0, None, ext, _get(p, _PM[0], "body"), _MSGPACK)
 
 
 def settle_lone(co, q, Py_ssize_t size, _done):

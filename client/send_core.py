@@ -69,7 +69,8 @@ def start_usual(
     remaining: float,
 ) -> MessageJob | Coroutine[Any, Any, Any] | None:
     """The first attempt of ``msg`` when it is the usual message (see the module docstring): its job
-    (its ``future`` the member's own), or ``SendPath.run``'s coroutine when the attempt must wait
+    (its ``future`` the member's own, or with auto-batch off its request's response future, as
+    ``SendPath._attempt`` writes it), or ``SendPath.run``'s coroutine when the attempt must wait
     (no cached route, no broker address, no room), or None when ``msg`` is not the usual message
     (nothing done: the caller checks and sends it the general way).
 
@@ -78,7 +79,7 @@ def start_usual(
     """
     inst = path.instance()
     co = path.coalescer
-    if co is None or type(msg) is not Message:
+    if type(msg) is not Message:
         return None
     body = msg.body
     topic = msg.topic
@@ -111,7 +112,7 @@ def start_usual(
         if n_props > MAX_PROPERTIES_BYTES or may_be_timed_or_half(props):
             return None
     size = ITEM_OVERHEAD + len(body) + n_props
-    if size > co.batch_max_bytes:
+    if co is not None and size > co.batch_max_bytes:
         return None
     p = PreparedMessage.__new__(PreparedMessage)
     p.body, p.born_ms, p.flag, p.needs_compress, p.properties = body, now_ms, flag, False, props
@@ -120,14 +121,22 @@ def start_usual(
     job.prepared = p
     job.topic, job.attempts, job.choice, job.tried, job.unavailable = topic, 1 + retry_times, None, 0, 0
     job.last_broker = job.last_error = job.last_result = job.refresh = None
-    job.needs_compress, job.settled, job.item_size = False, False, size
-    loop = co.loop or asyncio.get_running_loop()  # the producer's loop (``Coalescer.loop``)
+    job.needs_compress, job.settled, job.item_size = False, False, size if co is not None else 0
+    loop = (co.loop if co is not None else None) or asyncio.get_running_loop()  # (``Coalescer.loop``)
     now = loop.time()
     job.path, job.deadline = path, now + remaining
     tp = inst.publish_info(topic)
     if tp is None or not tp.message_queues:
         return path.run(job)
     fault = path.fault
+    if co is None:  # auto-batch off: ``SendPath.start``'s first attempt
+        mq = select_queue(tp.message_queues, tp.index, fault, None)
+        addr = inst.find_broker_addr(mq.broker_name)
+        if addr is None:
+            return path.run(job, mq)
+        job.tried, job.mq, job.addr, job.started = 1, mq, addr, now
+        job.future = inst.remoting.invoke_future(addr, job.request(path.group, mq), remaining)
+        return job
     q: _Pending | None = co._filling.get(topic)
     if (
         q is not None

@@ -430,3 +430,41 @@ async def test_finish_sent_twins_give_the_same_outcome(case: str, uniq: str) -> 
             out = (type(e).__name__, str(e))
         outcomes.append((out, sorted((k, round(i.latency_ms, -2)) for k, i in p.fault._items.items())))
     assert outcomes[0] == outcomes[1]
+
+
+async def test_start_usual_twins_write_an_unbatched_producers_send_alike() -> None:
+    # auto-batch off: each twin takes the usual message too, writing its request at once as
+    # SendPath.start would (the same header, queue, job fields); the rest goes the general way
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    results = {}
+    for name, fn in (("pure", PURE["start_usual"]), ("compiled", compiled.start_usual)):
+        remoting = BatchRemoting(hold=True)
+        p = producer_with(remoting, auto_batch=False)
+        assert p._path.coalescer is None
+        send_core._valid_topics.add("T")
+        p._instance.tp.index._value = 0  # type: ignore[union-attr]
+        got = []
+        for msg in MESSAGES:
+            started = fn(p._path, MessageJob, msg, p.max_message_bytes, p.compress_over_bytes,
+                         p.default_topic_queue_nums, p.retry_times, 3.0)  # fmt: skip
+            written = None
+            if started is not None and not asyncio.iscoroutine(started):
+                addr, cmd = remoting.sent[-1]
+                ext = {k: v for k, v in cmd.ext.items() if k not in ("g", "i")}
+                written = (addr, cmd.code, cmd.body, ext, started.future is remoting.held[-1][0])
+            got.append((outcome(started), written))
+        results[name] = got
+        await drop_held(remoting)
+    assert results["pure"] == results["compiled"]
+    taken = [m for m, (o, _) in zip(MESSAGES, results["pure"], strict=True) if o is not None]
+    assert [m.body for m in taken] == [b"plain", b"tagged", b"unicode tag", b"flag"]  # type: ignore[union-attr]
+    assert all(w is not None and w[4] for o, w in results["pure"] if o is not None)  # written, own future
+
+
+async def test_an_unbatched_producers_sends_get_their_results_through_the_shortcut() -> None:
+    p = producer_with(BatchRemoting(), auto_batch=False)
+    send_core._valid_topics.add("T")
+    results = [await p.send(Message("T", b"u%d" % i, tags="A")) for i in range(5)]
+    assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
+    assert len({r.msg_id for r in results}) == 5 and all(r.offset_msg_id for r in results)
