@@ -3,12 +3,13 @@ body, and its members' results (compiled twin in ``client/_speedups.pyx``).
 
 Owns the shortcut ``Producer.send`` takes for the usual message — a ``Message`` with a ``bytes``
 body no longer than ``compress_over_bytes``, at most tags (no keys, no properties, no delay), to a
-topic already checked, with auto-batch on — and the two per-member loops of a coalesced request:
+topic already checked — and the two per-member loops of a coalesced request:
 
 * ``start_usual``: check, wire form (UNIQ_KEY and properties string), job, queue choice and
   attempt in one call: the ``check_message`` + ``PreparedMessage`` + ``MessageJob`` +
   ``SendPath.start`` + ``Coalescer.add`` path for that message, with the same outcome (a send
-  joins the batch still filling of its topic, or takes the round robin's next queue). Anything
+  joins the batch still filling of its topic, or takes the round robin's next queue; with
+  auto-batch off its request is written at once, as ``SendPath._attempt`` writes it). Anything
   else (not the usual message, no cached route, no broker address, no room among coalesced sends)
   is answered as before: None (the caller takes the general path) or the coroutine of
   ``SendPath.run``.
