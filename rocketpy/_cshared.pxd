@@ -3,9 +3,10 @@
 
 Declarations and ``inline`` functions only, so there is no module of this name at run time and no
 state: big-endian reads and writes, the CRC-32 of ``crc32_fold.h``, the ``struct``-style integer
-check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a growable byte buffer,
-a ``RemotingCommand`` made without its ``__init__`` call, and the ``Python.h`` calls Cython does not declare. Every module that cimports this builds with
-``rocketpy/`` on its include path and links zlib (``setup.py``).
+check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a
+growable byte buffer, a ``RemotingCommand`` made without its ``__init__`` call, and the ``Python.h``
+calls Cython does not declare. Every module that cimports this builds with ``rocketpy/`` on its
+include path and links zlib (``setup.py``).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer

@@ -9,7 +9,7 @@ The pure twin calls ``PopService.read_once``; this one does what it does for a p
 frame: ``PopReader.read`` (the rotor, the POP retry topic read only when that topic exists and is
 readable, else skipped as ``_read_topic`` skips it, the plain read by the compiled ``read_plain``),
 the queues' commits (``commit_queues``, compiled in ``rocketpy.broker.pop``), the cks held back
-(``CkBuffer.records_for_pops``; a plain pop's one ck held here, ``CkBuffer.hold`` inline), the
+(``CkBuffer.records_for_pops``; a plain pop's one ck offered to ``CkBuffer.hold`` first), the
 counts; then the answer's header and body. Without a Python frame where the pure path has one: the
 clocks (PopService's default wall clock and the CK buffer's monotonic one read from the system
 clocks), the broker's name (its config's, as the reader's callable reads it), the POP retry
@@ -28,8 +28,6 @@ from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from rocketpy._cshared cimport new_command
 from rocketpy.broker.processors._fastpath cimport count_get, ext_get
-
-import collections
 
 __all__ = ["pop_now"]
 
@@ -61,8 +59,6 @@ cdef Py_ssize_t _MAX_GROUP_COUNTERS = 0
 cdef object _commit_queues = None
 cdef object _retry_topic_fits = None
 cdef object _wall_ms = None  # PopService's default clock
-cdef object _CkBuffer = None
-cdef object _deque = collections.deque
 cdef object _POP_ORDER_REVIVE = None
 #: The POP retry topic of (group, topic) as ``retry_topic_fits`` answers it (a pure function of its
 #: arguments), kept for at most this many pairs (cleared when full).
@@ -76,7 +72,7 @@ cdef int _bind_pop() except -1:
     global _ACK_PROPERTIES, _CK_PROPERTIES, _TAG, _PERM_READ, _FLAG_RESPONSE
     global _MAX_QUEUE_ID, _MAX_POP_MSGS, _MAX_INVISIBLE, _INT64_MAX
     global _BrokerStats, _new_pair, _MAX_GROUP_COUNTERS, _commit_queues, _retry_topic_fits
-    global _wall_ms, _CkBuffer, _POP_ORDER_REVIVE
+    global _wall_ms, _POP_ORDER_REVIVE
     from rocketpy.broker.pop import acks, plain, reader, revive_log, service, types
     from rocketpy.broker.processors import poppath
 
@@ -106,9 +102,6 @@ cdef int _bind_pop() except -1:
     _commit_queues = acks.commit_queues  # the active twin
     _retry_topic_fits = poppath.retry_topic_fits
     _wall_ms = service.wall_ms
-    from rocketpy.broker.pop import ck_buffer
-
-    _CkBuffer = ck_buffer.CkBuffer
     _POP_ORDER_REVIVE = types.POP_ORDER_REVIVE_QUEUE
     _bound = True
     return 0
@@ -220,22 +213,14 @@ cdef inline object _ms(int clock):
 
 
 cdef list _held_back(object buffer, list cks, object now_ms):
-    """``buffer.records_for_pops(cks, now_ms)``; a plain pop's one ck held here (``CkBuffer.hold``)
-    when the buffer has room."""
-    if (type(buffer) is not _CkBuffer or PyList_GET_SIZE(cks) != 1 or (<tuple>cks[0])[1] is not None
-            or not buffer.window_ms or len(buffer._fifo) >= buffer.max_held):
-        return buffer.records_for_pops(cks, now_ms)
-    ck = (<tuple>cks[0])[0]
-    ck.unwritten = True
-    buffer._fifo.append((now_ms + buffer.window_ms, ck))
-    key = ck.queue.key
-    by_queue = buffer._by_queue
-    held = by_queue.get(key)
-    if held is None:
-        held = by_queue[key] = _deque()
-    held.append(ck)
-    buffer.held += 1
-    return []
+    """``buffer.records_for_pops(cks, now_ms)``: a plain pop's one ck handed to ``buffer.hold``
+    directly (what ``records_for_pops`` does first), ``records_for_pops`` only when it is not held
+    (``hold`` refuses without a change, so it may ask again)."""
+    if PyList_GET_SIZE(cks) == 1:
+        ck, counts = <tuple>cks[0]
+        if counts is None and buffer.hold(ck, now_ms):
+            return []
+    return buffer.records_for_pops(cks, now_ms)
 
 
 def pop_now(processor, request):

@@ -1,8 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """C twin of ``rocketpy/remoting/turn.py``: ``serve_turn``, one read turn of a ``Channel``; and of
-``start_call`` (``rocketpy/remoting/calls.py``): a call numbered, written and tracked, its
-``Channel.send`` and ``PendingRequests.add`` in the same frame (any write that is not the plain
-case, a closed channel or write pressure, goes through ``Channel.send``).
+``start_call`` (``rocketpy/remoting/calls.py``): a call numbered and written (``Channel.send`` in
+the same frame, as answers are written: ``_send``) and tracked (``PendingRequests.add``).
 
 The same steps as the pure twin, with no Python frame of the remoting layer per request: the turn's
 commands are walked in C; a request's handler is read from the processor table and called here
@@ -20,7 +19,6 @@ Names are read from ``rocketpy.remoting`` the first time ``serve_turn`` runs (``
 """
 
 from functools import partial
-from heapq import heappush
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -41,7 +39,6 @@ cdef Py_ssize_t PREFIX_BYTES = 8
 cdef long FLAG_RESPONSE = 1
 cdef long FLAG_ONEWAY = 2
 cdef long MAX_OPAQUE = 0
-cdef Py_ssize_t _STALE_SLACK = 0
 cdef object _connection = None  # rocketpy.remoting.connection: its TURN_BUDGET_SECONDS, read per turn
 cdef double _bounds[64]
 cdef Py_ssize_t _nbounds = 0
@@ -50,9 +47,9 @@ cdef Py_ssize_t _nbounds = 0
 cdef int _bind_turn() except -1:
     global _bound, FrameError, RemotingCommand, DecodeInSlices, SLICES, check_ext, encode_frame
     global split_frames, PREFIX_BYTES
-    global FLAG_RESPONSE, FLAG_ONEWAY, _connection, _nbounds, MAX_OPAQUE, _STALE_SLACK
+    global FLAG_RESPONSE, FLAG_ONEWAY, _connection, _nbounds, MAX_OPAQUE
     from rocketpy import limits
-    from rocketpy.remoting import body, codec, command, connection, pending, processor, request_stats
+    from rocketpy.remoting import body, codec, command, connection, processor, request_stats
 
     FrameError = codec.FrameError
     RemotingCommand = command.RemotingCommand
@@ -65,7 +62,6 @@ cdef int _bind_turn() except -1:
     FLAG_RESPONSE = command.FLAG_RESPONSE
     FLAG_ONEWAY = command.FLAG_ONEWAY
     MAX_OPAQUE = limits.MAX_OPAQUE
-    _STALE_SLACK = pending._STALE_SLACK
     _connection = connection
     bounds = request_stats.LATENCY_BOUNDS_S
     if len(bounds) > 64:
@@ -130,14 +126,24 @@ cdef int _respond(object channel, object stats, object request, object response,
     response.opaque = request.opaque
     response.flag |= FLAG_RESPONSE
     response.serialize_type = request.serialize_type
+    _send(channel, response)
+    return 0
+
+
+cdef int _send(object channel, object cmd) except -1:
+    """``Channel.send``: ``cmd`` encoded into the held writes (a turn, or a flush scheduled), else
+    written now with a flush scheduled for the writes that join it; a closed channel or write
+    pressure through ``Channel.send`` itself (its log line, its bound on what the peer has not read)."""
     if channel.closed or channel._write_paused:
-        channel.send(response)  # drops it, or checks the write bound
+        channel.send(cmd)
         return 0
-    parts = encode_frame(response)
+    parts = encode_frame(cmd)
     if channel._batching or channel._flush_scheduled:
         channel._out.extend(parts)
     else:
-        channel.send(response)  # not reached from a turn: it batches
+        channel._transport.writelines(parts)
+        channel._flush_scheduled = True
+        channel._loop.call_soon(flush_later, channel)
     return 0
 
 
@@ -364,39 +370,12 @@ def start_call(channel, cmd, timeout):
     signer = channel.signer
     if signer is not None:
         signer(cmd)
-    loop = channel._loop
-    future = loop.create_future()
-    if channel.closed or channel._write_paused:
-        channel.send(cmd)  # its log line, or its bound on what the peer has not read
-    else:  # Channel.send
-        parts = encode_frame(cmd)
-        if channel._batching or channel._flush_scheduled:
-            channel._out.extend(parts)
-        else:
-            channel._transport.writelines(parts)
-            channel._flush_scheduled = True
-            loop.call_soon(flush_later, channel)
+    future = channel._loop.create_future()
+    _send(channel, cmd)
     if channel.closed:  # the write itself can close the connection (peer not reading)
         channel._check_open(cmd)
-    _track(channel._pending, opaque, future, cmd.code, timeout)
+    channel._pending.add(opaque, future, cmd.code, timeout)
     return future
-
-
-cdef int _track(object pending, long opaque, object future, object code, object timeout) except -1:
-    """``pending.add(opaque, future, code, timeout)`` (``PendingRequests.add``)."""
-    cdef dict entries = pending._entries
-    if opaque in entries:
-        pending.add(opaque, future, code, timeout)  # its assertion
-        return 0
-    cdef double deadline = pending._loop.time() + <double>timeout
-    entries[opaque] = (future, code, timeout)
-    cdef list heap = pending._heap
-    heappush(heap, (deadline, opaque))
-    if pending._timer is None or deadline < <double>pending._timer_at:
-        pending._arm(deadline)
-    if len(heap) > 2 * len(entries) + _STALE_SLACK:
-        pending._rebuild()
-    return 0
 
 
 def flush_later(channel):

@@ -28,10 +28,7 @@ if TYPE_CHECKING:
 def start_call(channel: CallsMixin, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
     """Number ``cmd``, write it on ``channel`` (``Channel.send``) and track its response future until
     ``timeout`` seconds (``PendingRequests.add``)."""
-    opaque = channel._next_opaque + 1
-    if opaque > MAX_OPAQUE:
-        opaque = 1
-    channel._next_opaque = cmd.opaque = opaque
+    opaque = cmd.opaque = channel._new_opaque()
     cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
     cmd.serialize_type = channel.serialize_type
     if channel.signer is not None:
