@@ -20,6 +20,7 @@ __all__ = [
     "live_members",
     "settle_lone",
     "settle_stored",
+    "start_deflate",
     "start_usual",
 ]
 
@@ -39,3 +40,6 @@ def live_members(jobs: list[MessageJob]) -> tuple[list[MessageJob], int, float]:
 def earliest_deadline(jobs: list[MessageJob], before: float) -> float: ...
 def finish_sent(job: MessageJob, done: asyncio.Future[Any]) -> Any: ...
 def settle_lone(co: Coalescer, q: _Pending, size: int, _done: asyncio.Future[Any]) -> None: ...
+def start_deflate(
+    loop: asyncio.AbstractEventLoop, body: bytes, level: int, done: asyncio.Future[bytes]
+) -> None: ...

@@ -14,6 +14,7 @@ against this module: see ``rocketpy/_accel.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
 from cpython.method cimport PyMethod_GET_FUNCTION, PyMethod_GET_SELF
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
@@ -21,29 +22,19 @@ from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
-from rocketpy._cshared cimport (PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, _crc32, _latin1, _put_u32,
-                                new_command)
+from rocketpy._cshared cimport (PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, _crc32, _get, _latin1,
+                                _put_u32, _set, _slot_offset, new_command)
 
-
-cdef extern from "Python.h":
-    ctypedef struct PyMemberDef:
-        int type
-        Py_ssize_t offset
-        int flags
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
-
-
-cdef extern from "structmember.h":
-    int T_OBJECT_EX
-    int READONLY
 
 import asyncio
 import functools
+import os as _os
 import types
+import weakref as _weakref
+import zlib
 
 __all__ = ["batch_body", "earliest_deadline", "finish_sent", "live_members", "settle_lone", "settle_stored",
-           "start_usual"]
+           "start_deflate", "start_usual"]
 
 
 # -- what the functions use, bound on first use ---------------------------------------------------
@@ -61,7 +52,6 @@ cdef Py_ssize_t BATCH_HEAD_SIZE = 0
 cdef Py_ssize_t ITEM_OVERHEAD = 0
 cdef uint32_t MESSAGE_MAGIC = 0
 cdef object _get_running_loop = asyncio.get_running_loop
-cdef object _MemberDescriptorType = types.MemberDescriptorType
 cdef object _RemotingCommand = None
 cdef object _SEND_OK = None
 cdef double _QUIET_LATENCY_MS = 0.0  # fault.LATENCY_MAX_MS[2]: a faster send records nothing
@@ -77,47 +67,6 @@ cdef object _partial = functools.partial
 cdef tuple _MQ_NAMES = ("topic", "broker_name", "queue_id")
 
 
-# -- slot writes ----------------------------------------------------------------------------------
-# The objects this module makes (a PreparedMessage, a job, a SendResult) are fresh instances of
-# classes with ``__slots__``: each attribute it sets is written straight into its slot, at the
-# offset the class's member descriptor gives (what ``setattr`` ends up doing, without looking the
-# name up along the class's MRO every time). A name that is not a plain writable object slot of
-# the class (a subclass's property, say) has offset -1 and is set with ``setattr``.
-
-cdef Py_ssize_t _slot_offset(type cls, str name) except -2:
-    """The byte offset of ``cls``'s writable object slot ``name``, or -1 when it is not one."""
-    d = getattr(cls, name, None)  # on the class: the member descriptor itself
-    if type(d) is not _MemberDescriptorType or not issubclass(cls, d.__objclass__):
-        return -1
-    cdef PyMemberDef* m = (<PyMemberDescrObject*><PyObject*>d).d_member
-    if m.type != T_OBJECT_EX or m.flags & READONLY:
-        return -1
-    return m.offset
-
-
-cdef inline int _set(object obj, Py_ssize_t off, str name, object value) except -1:
-    """``setattr(obj, name, value)``; straight into the slot at ``off`` when ``off`` >= 0."""
-    cdef PyObject** slot
-    cdef PyObject* old
-    if off < 0:
-        setattr(obj, name, value)
-        return 0
-    slot = <PyObject**>((<char*><PyObject*>obj) + off)
-    old = slot[0]
-    Py_INCREF(value)
-    slot[0] = <PyObject*>value
-    Py_XDECREF(old)
-    return 0
-
-
-cdef inline object _get(object obj, Py_ssize_t off, str name):
-    """``getattr(obj, name)``; straight from the slot at ``off`` when ``off`` >= 0 and it is set."""
-    cdef PyObject* v
-    if off >= 0:
-        v = (<PyObject**>((<char*><PyObject*>obj) + off))[0]
-        if v is not NULL:
-            return <object>v
-    return getattr(obj, name)
 
 
 cdef tuple _MSG_NAMES = ("body", "topic", "tags", "flag", "delay_level", "keys", "properties")
@@ -651,3 +600,204 @@ def finish_sent(job, done):
     _set(result, _SR[3], "message_queue", queue)
     _set(result, _SR[4], "queue_offset", queue_offset)
     return result
+
+
+# -- large bodies' compression off the loop (twin of ``client/deflate.py``'s ``start_deflate``) ---
+# A body is compressed by a C thread of this module, which never takes the GIL: the loop queues a
+# job (the body's bytes, kept alive by the loop's table of pending jobs until it is settled) and
+# goes on; the thread compresses it and writes the job's address to its loop's pipe; the loop's
+# reader settles the job's future. A Python worker thread would take the GIL twice a body, each
+# up to the interpreter's switch interval (5 ms) while the loop is busy: a loop sending a few
+# hundred large bodies a second (a traced consumer's trace messages) fell behind on them.
+
+cdef extern from "zlib.h":
+    ctypedef unsigned long uLong
+    ctypedef unsigned long uLongf
+    ctypedef unsigned char Bytef
+    uLong compressBound(uLong source_len) nogil
+    int compress2(Bytef* dest, uLongf* dest_len, const Bytef* source, uLong source_len, int level) nogil
+    int Z_OK
+    int Z_MEM_ERROR
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    ctypedef struct pthread_attr_t:
+        pass
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*run)(void*) noexcept nogil,
+                       void* arg)
+    int pthread_detach(pthread_t thread)
+    int pthread_mutex_init(pthread_mutex_t* m, const void* attr)
+    int pthread_mutex_lock(pthread_mutex_t* m)
+    int pthread_mutex_unlock(pthread_mutex_t* m)
+    int pthread_cond_init(pthread_cond_t* c, const void* attr)
+    int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m)
+    int pthread_cond_signal(pthread_cond_t* c)
+
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t write(int fd, const void* buf, size_t n)
+    int getpid()
+
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+    int EINTR
+
+
+cdef struct _Job:
+    const Bytef* src
+    uLong src_len
+    int level
+    Bytef* dst
+    uLongf dst_len
+    int rc
+    int notify_fd  # the write end of the job's loop's pipe
+    _Job* next
+
+
+cdef struct _Jobs:
+    pthread_mutex_t lock
+    pthread_cond_t ready
+    _Job* head
+    _Job* tail
+
+
+# (reached through the pointer the thread is given, so the compiler reloads it after each lock call)
+cdef _Jobs _jobs
+cdef int _deflater_pid = 0  # the process whose thread runs (a forked child starts its own)
+
+
+cdef void* _deflater(void* arg) noexcept nogil:
+    """The C thread: compress queued jobs one after another, each announced on its loop's pipe."""
+    cdef _Jobs* jobs = <_Jobs*>arg
+    cdef _Job* job
+    cdef size_t address
+    while True:
+        pthread_mutex_lock(&jobs.lock)
+        while jobs.head is NULL:
+            pthread_cond_wait(&jobs.ready, &jobs.lock)
+        job = jobs.head
+        jobs.head = job.next
+        if jobs.head is NULL:
+            jobs.tail = NULL
+        pthread_mutex_unlock(&jobs.lock)
+        job.dst_len = compressBound(job.src_len)
+        job.dst = <Bytef*>PyMem_RawMalloc(job.dst_len + 1)
+        if job.dst is NULL:
+            job.rc = Z_MEM_ERROR
+        else:
+            job.rc = compress2(job.dst, &job.dst_len, job.src, job.src_len, job.level)
+        address = <size_t>job
+        while write(job.notify_fd, &address, sizeof(address)) < 0 and errno == EINTR:
+            pass  # (a closed pipe: its loop is gone, and the job with it)
+    return NULL
+
+
+cdef int _start_deflater() except -1:
+    cdef pthread_t thread
+    global _deflater_pid
+    pthread_mutex_init(&_jobs.lock, NULL)
+    pthread_cond_init(&_jobs.ready, NULL)
+    _jobs.head = _jobs.tail = NULL
+    if pthread_create(&thread, NULL, _deflater, &_jobs) != 0:
+        raise OSError("could not start the compression thread")
+    pthread_detach(thread)
+    _deflater_pid = getpid()
+    return 0
+
+
+cdef class _LoopPipe:
+    """One loop's end of the compression thread: the pipe the thread announces finished jobs on,
+    and the loop's pending jobs by address (each with its body, kept alive, and its future)."""
+
+    cdef int read_fd, write_fd
+    cdef dict pending
+
+    def __init__(self, loop):
+        self.read_fd, self.write_fd = _os.pipe2(_os.O_CLOEXEC)
+        _os.set_blocking(self.read_fd, False)
+        self.pending = {}
+        loop.add_reader(self.read_fd, self.on_ready)
+
+    def __dealloc__(self):
+        if self.pending:  # the loop went with jobs in the thread: keep their bodies and the pipe
+            for body, _ in self.pending.values():
+                Py_INCREF(body)
+            return
+        _os.close(self.read_fd)
+        _os.close(self.write_fd)
+
+    def on_ready(self):
+        """Settle the jobs the thread finished."""
+        cdef _Job* job
+        cdef Py_ssize_t i
+        try:
+            data = _os.read(self.read_fd, 8 * 1024)
+        except BlockingIOError:
+            return
+        cdef const char* p = PyBytes_AS_STRING(data)
+        for i in range(0, PyBytes_GET_SIZE(data) - 7, 8):
+            job = (<_Job**>(p + i))[0]
+            body, done = self.pending.pop(<size_t>job)
+            try:
+                if job.rc == Z_OK:
+                    out = PyBytes_FromStringAndSize(<char*>job.dst, job.dst_len)
+                    if not done.done():
+                        done.set_result(out)
+                elif not done.done():
+                    done.set_exception(
+                        MemoryError() if job.rc == Z_MEM_ERROR else zlib.error(f"Error {job.rc} while compressing data")
+                    )
+            finally:
+                PyMem_RawFree(job.dst)
+                PyMem_RawFree(job)
+
+
+cdef object _pipes = None  # the loops' _LoopPipe, by loop (weakly)
+cdef object _pure_start_deflate = None
+
+
+def start_deflate(loop, bytes body, int level, done):
+    """Twin of ``rocketpy.client.deflate.start_deflate``: ``zlib.compress(body, level)`` made by the
+    compression thread (the same zlib stream: ``compress2`` is zlib's one-shot deflate with the
+    defaults Python's uses); ``done`` gets it on ``loop``. Level 0 (stored blocks, which Python's
+    zlib splits its own way) goes to a worker thread as the pure twin does."""
+    global _pipes, _pure_start_deflate
+    if _pipes is None:
+        from rocketpy._accel import PURE
+
+        _pure_start_deflate = PURE["start_deflate"]
+        _pipes = _weakref.WeakKeyDictionary()
+    if level < -1 or level > 9 or level == 0:  # zlib's error, or stored blocks
+        _pure_start_deflate(loop, body, level, done)
+        return
+    pipe = _pipes.get(loop)
+    if pipe is None:
+        pipe = _pipes[loop] = _LoopPipe(loop)
+    if _deflater_pid != getpid():
+        _start_deflater()
+    cdef _Job* job = <_Job*>PyMem_RawMalloc(sizeof(_Job))
+    if job is NULL:
+        raise MemoryError()
+    job.src = <const Bytef*>PyBytes_AS_STRING(body)
+    job.src_len = <uLong>PyBytes_GET_SIZE(body)
+    job.level = level
+    job.dst = NULL
+    job.notify_fd = (<_LoopPipe>pipe).write_fd
+    job.next = NULL
+    (<_LoopPipe>pipe).pending[<size_t>job] = (body, done)
+    cdef _Jobs* jobs = &_jobs
+    with nogil:
+        pthread_mutex_lock(&jobs.lock)
+        if jobs.tail is NULL:
+            jobs.head = jobs.tail = job
+        else:
+            jobs.tail.next = job
+            jobs.tail = job
+        pthread_cond_signal(&jobs.ready)
+        pthread_mutex_unlock(&jobs.lock)

@@ -1,4 +1,4 @@
-"""Message trace's record encoders (``_traceenc.pyx``), as mypy sees them.
+"""Message trace's record writers (``_traceenc.pyx``), as mypy sees them.
 
 Their signatures are their pure twins' (``client/trace.py``), checked both ways by mypy
 (``rocketpy._accel.same_signature``, at the end of ``trace.py``) and against the built module by
@@ -7,10 +7,30 @@ Their signatures are their pure twins' (``client/trace.py``), checked both ways 
 
 from typing import Any
 
-from rocketpy.client.trace import _Encoded
+from rocketpy.client.results import SendResult
+from rocketpy.client.trace import BeforeToken, TraceDispatcher
+from rocketpy.message import Message, MessageExt
 
-__all__ = ["_encode_after", "_encode_before", "_encode_pub"]
+__all__ = ["write_after", "write_before", "write_pub"]
 
-def _encode_pub(what: tuple[Any, ...], out: _Encoded) -> None: ...
-def _encode_before(what: tuple[Any, ...], out: _Encoded) -> None: ...
-def _encode_after(what: tuple[Any, ...], out: _Encoded) -> None: ...
+def write_pub(
+    d: TraceDispatcher,
+    group: str,
+    msg: Message,
+    result: SendResult,
+    begin_ms: int,
+    cost_ms: int,
+    msg_type: int,
+) -> bool: ...
+def write_before(
+    d: TraceDispatcher, group: str, now_ms: int, seq: int, chunks: list[list[MessageExt]]
+) -> BeforeToken: ...
+def write_after(
+    d: TraceDispatcher,
+    group: str,
+    chunks: list[list[MessageExt]],
+    token: BeforeToken,
+    results: list[Any],
+    times: list[float],
+    ok_statuses: tuple[Any, ...],
+) -> None: ...

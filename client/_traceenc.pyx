@@ -1,149 +1,509 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twins of message trace's record encoders: ``_encode_pub``, ``_encode_before`` and
-``_encode_after`` of ``rocketpy/client/trace.py``.
+"""C twins of message trace's record writers: ``write_pub``, ``write_before`` and ``write_after``
+of ``rocketpy/client/trace.py``.
 
-A traced consume writes two records a message (SubBefore, SubAfter) and a traced send one (Pub);
-the background sender encodes them when it takes a trace message's worth. These write the same
-texts, ids and keyed entries into the same ``_Encoded`` as the pure twins, record by record in C
-(no interpreter step per record). ``rocketpy._accel`` chooses them or their pure twins. The
-constants and helpers they use (``DEFAULT_REGION``, ``NULL``, the process's request id prefix, the
-store host cache, ``SKIPPED``, ``context_code``, and ``_encode_after_chunks``, the general case of
-``_encode_after`` that both twins share) are read from ``rocketpy.client.trace`` the first
-time one of them runs (``_bind``), not copied.
+A traced send writes one record (Pub), a traced consume two a message (SubBefore, SubAfter). These
+write the same bytes into the open trace message's body and the same KEYS as the pure twins, with
+no Python object made per record: a record's pieces are copied straight into the body (a
+``bytearray`` grown by half again when full, trimmed to what was written before the writer
+returns), integers written in C, and a record's traced id looked up in KEYS and added when new. The
+dispatcher's fields are read once per call and written back before it returns (and around a seal,
+which is ``TraceDispatcher._seal`` itself). ``rocketpy._accel`` chooses them or their pure twins.
+The constants and helpers they use (``DEFAULT_REGION``, ``NULL``, the request id prefix, the store
+host cache, ``SKIPPED``, ``context_code``, the limits) are read from ``rocketpy.client.trace`` the
+first time one of them runs (``_bind``), not copied.
 
 The signatures are declared in ``_traceenc.pyi`` (mypy checks it against the pure twins, stubtest
 against this module: see ``rocketpy/_accel.py``).
 """
 
-__all__ = ["_encode_after", "_encode_before", "_encode_pub"]
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.dict cimport PyDict_Contains, PyDict_GetItemWithError, PyDict_SetItem
+from cpython.dict cimport PyDict_Size
+from cpython.float cimport PyFloat_AsDouble
+from cpython.list cimport PyList_GET_SIZE
+from cpython.unicode cimport PyUnicode_GET_LENGTH
+from libc.string cimport memcpy
+
+from rocketpy._cshared cimport PyUnicode_AsUTF8AndSize, _get, _slot_offset
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+        char* ob_bytes
+        char* ob_start
+
+__all__ = ["write_after", "write_before", "write_pub"]
 
 cdef bint _bound = False
 cdef str DEFAULT_REGION = ""
 cdef str NULL_TEXT = ""
 cdef str REQUEST_PREFIX = ""
+cdef str TRACE_SWITCH = ""
+cdef str UNIQ_KEY = ""
 cdef dict STORE_HOSTS = None
 cdef object _store_host = None
-cdef object _chunk_hexes = None
-cdef object _add_keyed = None
-cdef object _is_ok = None
 cdef object _context_code = None
-cdef object _encode_after_chunks = None
 cdef object SKIPPED = None
+cdef object SEND_OK = None
+cdef Py_ssize_t KEYS_CHARS = 0
+cdef type _MessageExt = None
+# a MessageExt's slots read in place (``rocketpy._cshared._get``): its own id, properties, keys,
+# retry count
+cdef Py_ssize_t _ID_AT = -1, _PROPS_AT = -1, _KEYS_AT = -1, _RETRIES_AT = -1
+cdef Py_ssize_t BODY_BYTES = 0
+cdef const char* HEX = b"0123456789ABCDEF"
 
 
 cdef int _bind() except -1:
-    global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, STORE_HOSTS, _store_host, _chunk_hexes
-    global _add_keyed, _is_ok, _context_code, SKIPPED, _encode_after_chunks
+    global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, TRACE_SWITCH, UNIQ_KEY, STORE_HOSTS
+    global _store_host, _context_code, SKIPPED, SEND_OK, KEYS_CHARS, BODY_BYTES
+    global _MessageExt, _ID_AT, _PROPS_AT, _KEYS_AT, _RETRIES_AT
     from rocketpy.client import trace
+    from rocketpy.message import MessageConst, MessageExt
 
     DEFAULT_REGION = trace.DEFAULT_REGION
     NULL_TEXT = trace.NULL
     REQUEST_PREFIX = trace._REQUEST_PREFIX
+    TRACE_SWITCH = MessageConst.TRACE_SWITCH
+    UNIQ_KEY = MessageConst.UNIQ_KEY
     STORE_HOSTS = trace._STORE_HOSTS
     _store_host = trace._store_host
-    _chunk_hexes = trace._chunk_hexes
-    _add_keyed = trace._add_keyed
-    _is_ok = trace._is_ok
     _context_code = trace.context_code
-    _encode_after_chunks = trace._encode_after_chunks
     SKIPPED = trace.SKIPPED
+    SEND_OK = trace._SEND_OK
+    KEYS_CHARS = trace.BATCH_KEYS_CHARS
+    BODY_BYTES = trace.BATCH_BODY_BYTES
+    _MessageExt = MessageExt
+    _ID_AT = _slot_offset(MessageExt, "_msg_id")
+    _PROPS_AT = _slot_offset(MessageExt, "properties")
+    _KEYS_AT = _slot_offset(MessageExt, "keys")
+    _RETRIES_AT = _slot_offset(MessageExt, "reconsume_times")
     _bound = True
     return 0
 
 
-def _encode_pub(what, out):
-    """Twin of ``rocketpy.client.trace._encode_pub``: one Pub record."""
+cdef inline str _text(object value):
+    """``value`` as an f-string writes it."""
+    return value if type(value) is str else format(value)
+
+
+cdef inline int _digits(char* buf, long long v) noexcept:
+    """``v`` in decimal at ``buf`` (at most 20 characters); returns how many."""
+    cdef char tmp[24]
+    cdef int n = 0, i = 0
+    cdef unsigned long long u = <unsigned long long>(-v) if v < 0 else <unsigned long long>v
+    while True:
+        tmp[n] = <char>(48 + u % 10)
+        n += 1
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        buf[0] = 45
+        i = 1
+    while n:
+        n -= 1
+        buf[i] = tmp[n]
+        i += 1
+    return i
+
+
+cdef class _Open:
+    """The open trace message of one dispatcher while a writer runs: its body (with ``used`` of its
+    ``room`` bytes written), KEYS and counts, read from the dispatcher and written back (``done``).
+
+    The body grows by half again when full; trimmed to what was written when the writer returns,
+    it keeps its allocation (a ``bytearray`` only gives memory back when cut below half of it),
+    which the next writer writes into."""
+
+    cdef object d
+    cdef bytearray body
+    cdef dict keys
+    cdef Py_ssize_t used, room, keys_chars, records, most
+
+    cdef int load(self, object d) except -1:
+        self.d = d
+        self.body = d._body
+        self.keys = d._keys
+        self.keys_chars = d._keys_chars
+        self.records = d._records
+        self.most = d.batch_records
+        self.used = self.room = PyByteArray_GET_SIZE(self.body)
+        # write into what the body has allocated beyond its end (sizing it up to that costs no copy)
+        cdef PyByteArrayObject* b = <PyByteArrayObject*>self.body
+        cdef Py_ssize_t spare = b.ob_alloc - 1 - (b.ob_start - b.ob_bytes)
+        if spare > self.used:
+            PyByteArray_Resize(self.body, spare)
+            self.room = spare
+        return 0
+
+    cdef int done(self) except -1:
+        """Write the counts back; the body keeps only what was written."""
+        if self.room != self.used:
+            PyByteArray_Resize(self.body, self.used)
+            self.room = self.used
+        d = self.d
+        d._keys_chars = self.keys_chars
+        d._records = self.records
+        return 0
+
+    cdef int seal(self) except -1:
+        self.done()
+        self.d._seal()
+        self.load(self.d)
+        return 0
+
+    cdef char* grow(self, Py_ssize_t n) except NULL:
+        """Room for ``n`` more bytes at the end of what is written; returns where they go."""
+        cdef Py_ssize_t need = self.used + n, room
+        if need > self.room:
+            room = self.room + self.room // 2 + 256
+            if room < need:
+                room = need
+            PyByteArray_Resize(self.body, room)
+            self.room = room
+        cdef char* at = PyByteArray_AS_STRING(self.body) + self.used
+        self.used = need
+        return at
+
+    cdef int keys_for(self, str msg_id, object key_text) except -1:
+        """Make room in KEYS for a record naming ``msg_id`` and its message's ``key_text`` (sealing
+        first when the keys new to it would pass the limit), and add them."""
+        cdef Py_ssize_t n
+        if key_text is None:  # the usual record: its id alone
+            n = 0 if not msg_id or PyDict_Contains(self.keys, msg_id) else len(msg_id) + 1
+            if self.records and self.keys_chars + n > KEYS_CHARS:
+                self.seal()
+                n = len(msg_id) + 1 if msg_id else 0
+            if n:
+                PyDict_SetItem(self.keys, msg_id, None)
+                self.keys_chars += n
+            return 0
+        fresh = [k for k in dict.fromkeys([msg_id] + (<str>key_text).split(" ")) if k]
+        new = [k for k in fresh if not PyDict_Contains(self.keys, k)]
+        n = sum(map(len, new)) + len(new)
+        if self.records and self.keys_chars + n > KEYS_CHARS:
+            self.seal()
+            new = fresh
+            n = sum(map(len, new)) + len(new)
+        for k in new:
+            PyDict_SetItem(self.keys, k, None)
+        self.keys_chars += n
+        return 0
+
+    cdef int counted(self) except -1:
+        """One more record written; seal the message when it is full."""
+        self.records += 1
+        if self.records >= self.most or self.used >= BODY_BYTES:
+            self.seal()
+        return 0
+
+
+cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept:
+    memcpy(at, src, n)
+    return at + n
+
+
+cdef inline object _field(object m, Py_ssize_t at, str name):
+    """``getattr(m, name)``, read in place when ``m`` is a ``MessageExt`` (not a subclass's)."""
+    return _get(m, at if type(m) is _MessageExt else -1, name)
+
+
+cdef inline bint _truthy(object value) except -1:
+    """``bool(value)``, without a call for the usual types (a str, a dict, a list, None)."""
+    if value is None:
+        return False
+    if type(value) is str:
+        return PyUnicode_GET_LENGTH(value) != 0
+    if type(value) is dict:
+        return PyDict_Size(value) != 0
+    if type(value) is list:
+        return PyList_GET_SIZE(value) != 0
+    return bool(value)
+
+
+cdef inline object _property(object props, str name):
+    """``props.get(name)`` of a message's properties (None when it has none)."""
+    if type(props) is dict:
+        found = PyDict_GetItemWithError(props, name)
+        return None if found is NULL else <object>found
+    return props.get(name) if _truthy(props) else None
+
+
+cdef inline str _msg_id(object m, object props):
+    """``MessageExt.msg_id`` (its own id, else ``UNIQ_KEY``, else the property's offset id)."""
+    mid = _field(m, _ID_AT, "_msg_id")
+    if not _truthy(mid):
+        mid = _property(props, UNIQ_KEY)
+        if not _truthy(mid):
+            mid = m.msg_id
+    return _text(mid)
+
+
+cdef inline bint _skip(object m) except -1:
+    props = _field(m, _PROPS_AT, "properties")
+    return _truthy(props) and _property(props, TRACE_SWITCH) == "false"
+
+
+def write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, long long msg_type):
+    """Twin of ``rocketpy.client.trace.write_pub``: the Pub record of one stored message."""
     if not _bound:
         _bind()
-    begin_ms, group, topic, msg_id, tags, keys, omid, body_len, cost_ms, msg_type, ok = what
-    cdef list texts = out.texts
-    if keys:
-        out.keyed.append((len(texts), keys))
+    topic, props = msg.topic, msg.properties
+    if topic == d.trace_topic or (props and props.get(TRACE_SWITCH) == "false"):
+        return False
+    if not d._takes(1):
+        return True
+    keys, tags = msg.keys, msg.tags
+    msg_id, omid = result.msg_id, result.offset_msg_id
     host = STORE_HOSTS.get(omid[:16]) if omid else None
     if host is None:
         host = _store_host(omid)
-    texts.append(
-        f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{group}\x01{topic}\x01{msg_id}\x01"
-        f"{NULL_TEXT if tags is None else tags}\x01{' '.join(keys) if keys else NULL_TEXT}\x01"
-        f"{NULL_TEXT if host is None else host}\x01{body_len}\x01{cost_ms}\x01{msg_type}\x01"
-        f"{NULL_TEXT if omid is None else omid}\x01{'true' if ok else 'false'}\x02"
+    cdef str key_text = " ".join(keys) if keys else None
+    cdef str s_topic = _text(topic), s_id = _text(msg_id)
+    cdef str s_tags = NULL_TEXT if tags is None else _text(tags)
+    cdef str s_keys = NULL_TEXT if key_text is None else key_text
+    cdef str s_host = NULL_TEXT if host is None else _text(host)
+    cdef str s_omid = NULL_TEXT if omid is None else _text(omid)
+    cdef Py_ssize_t n_region, n_group, n_topic, n_id, n_tags, n_keys, n_host, n_omid
+    cdef const char* p_region = PyUnicode_AsUTF8AndSize(DEFAULT_REGION, &n_region)
+    cdef const char* p_group = PyUnicode_AsUTF8AndSize(group, &n_group)
+    cdef const char* p_topic = PyUnicode_AsUTF8AndSize(s_topic, &n_topic)
+    cdef const char* p_id = PyUnicode_AsUTF8AndSize(s_id, &n_id)
+    cdef const char* p_tags = PyUnicode_AsUTF8AndSize(s_tags, &n_tags)
+    cdef const char* p_keys = PyUnicode_AsUTF8AndSize(s_keys, &n_keys)
+    cdef const char* p_host = PyUnicode_AsUTF8AndSize(s_host, &n_host)
+    cdef const char* p_omid = PyUnicode_AsUTF8AndSize(s_omid, &n_omid)
+    cdef bint ok = result.status is SEND_OK
+    cdef char nums[96]
+    cdef int n_begin = _digits(nums, begin_ms)
+    cdef int n_len = _digits(nums + 24, len(msg.body))
+    cdef int n_cost = _digits(nums + 48, cost_ms)
+    cdef int n_type = _digits(nums + 72, msg_type)
+    cdef _Open o = _Open()
+    o.load(d)
+    o.keys_for(s_id, key_text)
+    cdef char* at = o.grow(
+        4 + n_begin + 1 + n_region + 1 + n_group + 1 + n_topic + 1 + n_id + 1 + n_tags + 1 + n_keys + 1
+        + n_host + 1 + n_len + 1 + n_cost + 1 + n_type + 1 + n_omid + 1 + (4 if ok else 5) + 1
     )
-    out.ids.append(msg_id)
+    at = _put(at, b"Pub\x01", 4)
+    at = _put(at, nums, n_begin)
+    at[0] = 1
+    at = _put(at + 1, p_region, n_region)
+    at[0] = 1
+    at = _put(at + 1, p_group, n_group)
+    at[0] = 1
+    at = _put(at + 1, p_topic, n_topic)
+    at[0] = 1
+    at = _put(at + 1, p_id, n_id)
+    at[0] = 1
+    at = _put(at + 1, p_tags, n_tags)
+    at[0] = 1
+    at = _put(at + 1, p_keys, n_keys)
+    at[0] = 1
+    at = _put(at + 1, p_host, n_host)
+    at[0] = 1
+    at = _put(at + 1, nums + 24, n_len)
+    at[0] = 1
+    at = _put(at + 1, nums + 48, n_cost)
+    at[0] = 1
+    at = _put(at + 1, nums + 72, n_type)
+    at[0] = 1
+    at = _put(at + 1, p_omid, n_omid)
+    at[0] = 1
+    if ok:
+        _put(at + 1, b"true\x02", 5)
+    else:
+        _put(at + 1, b"false\x02", 6)
+    o.counted()
+    o.done()
+    return True
 
 
-def _encode_before(what, out):
-    """Twin of ``rocketpy.client.trace._encode_before``: a SubBefore record per traced message of
-    one listener runner call."""
+def write_before(d, str group, long long now_ms, long long seq, list chunks):
+    """Twin of ``rocketpy.client.trace.write_before``: a SubBefore record per traced message of one
+    listener runner call."""
     if not _bound:
         _bind()
-    now, group, seq, sizes, ids, retries, key_texts = what
-    cdef list texts = out.texts
-    cdef Py_ssize_t first = len(texts), i, n
-    cdef str head = f"SubBefore\x01{now}\x01{DEFAULT_REGION}\x01{group}\x01{REQUEST_PREFIX}{seq:012X}"
-    hexes = _chunk_hexes(len(sizes))
-    if len(sizes) == len(ids):  # a message per chunk (the default batch size of one)
-        chunk_hex = hexes
-    else:
-        chunk_hex = [hexes[i] for i, size in enumerate(sizes) for _ in range(size)]
-    n = min(len(chunk_hex), len(ids), len(retries))  # (hexes may be longer)
-    if key_texts is None:
-        for i in range(n):
-            texts.append(f"{head}{chunk_hex[i]}\x01{ids[i]}\x01{retries[i]}\x01{NULL_TEXT}\x02")
-    else:
-        n = min(n, len(key_texts))
-        for i in range(n):
-            k = key_texts[i]
-            texts.append(f"{head}{chunk_hex[i]}\x01{ids[i]}\x01{retries[i]}\x01{NULL_TEXT if k is None else k}\x02")
-        _add_keyed(out, first, key_texts)
-    out.ids.extend(ids)
-
-
-def _encode_after(what, out):
-    """Twin of ``rocketpy.client.trace._encode_after``: a SubAfter record per consumed traced
-    message of one listener runner call (none for a chunk that was not handed to the listener)."""
-    if not _bound:
-        _bind()
-    group, seq, sizes, divisors, ids, key_texts, results, times, ok_statuses = what
-    cdef list texts = out.texts, out_ids = out.ids
-    cdef str base = f"SubAfter\x01{REQUEST_PREFIX}{seq:012X}"
-    hexes = _chunk_hexes(len(sizes))
-    r0 = results[0] if results else None
-    cdef Py_ssize_t i, n, first
-    cdef double b, e
-    if (
-        divisors is None
-        and len(ids) == len(sizes)
-        and results.count(r0) == len(results)
-        and r0 is not SKIPPED
-    ):
-        # the usual call: a message per chunk, none filtered, one result for all
-        ok = _is_ok(r0, ok_statuses)
-        mid = f"\x01{'true' if ok else 'false'}\x01"
-        code = f"\x01{_context_code(r0, ok)}\x01"
-        first = len(texts)
-        tail = f"\x01{group}\x02"
-        n = min(len(hexes), len(ids), len(times) // 2)
-        if key_texts is None:
-            null = f"{mid}{NULL_TEXT}{code}"
-            for i in range(n):
-                b = times[2 * i]
-                e = times[2 * i + 1]
-                texts.append(
-                    f"{base}{hexes[i]}\x01{ids[i]}\x01{<long long>((e - b) * 1000)}{null}"
-                    f"{<long long>(e * 1000)}{tail}"
-                )
+    cdef list traced = chunks, chunk, ids = [], key_texts = None
+    cdef Py_ssize_t i, j, n = 0
+    for chunk in chunks:
+        for m in chunk:
+            if _skip(m):
+                traced = [[m for m in c if not _skip(m)] for c in chunks]
+                break
         else:
-            n = min(n, len(key_texts))
-            for i in range(n):
-                b = times[2 * i]
-                e = times[2 * i + 1]
-                k = key_texts[i]
-                texts.append(
-                    f"{base}{hexes[i]}\x01{ids[i]}\x01{<long long>((e - b) * 1000)}{mid}"
-                    f"{NULL_TEXT if k is None else k}{code}{<long long>(e * 1000)}{tail}"
-                )
-        out_ids.extend(ids)
-        if key_texts is not None:
-            _add_keyed(out, first, key_texts)
+            n += len(chunk)
+            continue
+        break
+    if traced is not chunks:
+        n = 0
+        for chunk in traced:
+            n += len(chunk)
+    cdef bint write = n and d._takes(n)
+    # the record's head: "SubBefore\x01{now}\x01{region}\x01{group}\x01{prefix}{seq:012X}"
+    cdef bytes head = f"SubBefore\x01{now_ms}\x01{DEFAULT_REGION}\x01{group}\x01{REQUEST_PREFIX}{seq:012X}".encode()
+    cdef const char* p_head = head
+    cdef Py_ssize_t n_head = len(head), n_id, n_keys, n_null
+    cdef const char* p_null = PyUnicode_AsUTF8AndSize(NULL_TEXT, &n_null)
+    cdef const char* p_id
+    cdef const char* p_keys
+    cdef char hexes[16]
+    cdef char nums[24]
+    cdef int n_hex, n_retry
+    cdef str msg_id
+    cdef object k, keys, props
+    cdef char* at
+    cdef _Open o = _Open()
+    if write:
+        o.load(d)
+    j = 0
+    for i in range(len(traced)):
+        chunk = <list>traced[i]
+        n_hex = _chunk_hex(hexes, i)
+        for m in chunk:
+            props = _field(m, _PROPS_AT, "properties")
+            msg_id = _msg_id(m, props)
+            ids.append(msg_id)
+            keys = _field(m, _KEYS_AT, "keys")
+            k = None
+            if _truthy(keys):
+                k = " ".join(keys)
+                if key_texts is None:
+                    key_texts = [None] * j
+            if key_texts is not None:
+                key_texts.append(k)
+            j += 1
+            if not write:
+                continue
+            n_retry = _digits(nums, _field(m, _RETRIES_AT, "reconsume_times"))
+            p_id = PyUnicode_AsUTF8AndSize(msg_id, &n_id)
+            if k is None:
+                p_keys, n_keys = p_null, n_null
+            else:
+                p_keys = PyUnicode_AsUTF8AndSize(k, &n_keys)
+            o.keys_for(msg_id, k)
+            at = o.grow(n_head + n_hex + 1 + n_id + 1 + n_retry + 1 + n_keys + 1)
+            at = _put(at, p_head, n_head)
+            at = _put(at, hexes, n_hex)
+            at[0] = 1
+            at = _put(at + 1, p_id, n_id)
+            at[0] = 1
+            at = _put(at + 1, nums, n_retry)
+            at[0] = 1
+            at = _put(at + 1, p_keys, n_keys)
+            at[0] = 2
+            o.counted()
+    if write:
+        o.done()
+    return (seq, traced, ids, key_texts)
+
+
+cdef inline int _chunk_hex(char* out, Py_ssize_t i) noexcept:
+    """The chunk part of a request id at ``out``: ``i`` in upper hex, at least 4 digits (``{i:04X}``);
+    returns how many."""
+    cdef int n = 4, k
+    while n < 16 and (i >> (4 * n)):
+        n += 1
+    for k in range(n):
+        out[n - 1 - k] = HEX[(i >> (4 * k)) & 15]
+    return n
+
+
+def write_after(d, str group, list chunks, tuple token, list results, list times, tuple ok_statuses):
+    """Twin of ``rocketpy.client.trace.write_after``: a SubAfter record per consumed traced message
+    of one listener runner call."""
+    if not _bound:
+        _bind()
+    seq, traced_obj, ids_obj, key_texts_obj = token
+    cdef list traced = traced_obj, ids = ids_obj, chunk
+    cdef object key_texts = key_texts_obj
+    if len(results) != len(traced):
+        raise ValueError(f"{len(results)} results for {len(traced)} chunks")
+    cdef Py_ssize_t i, j, jj, size, n = 0, given
+    for i in range(len(traced)):
+        if results[i] is not SKIPPED:
+            n += len(<list>traced[i])
+    if not n or not d._takes(n):
         return
-    _encode_after_chunks(out, base, hexes, what)  # the general case: one definition, in trace.py
+    cdef bytes base = f"SubAfter\x01{REQUEST_PREFIX}{seq:012X}".encode()
+    cdef const char* p_base = base
+    cdef Py_ssize_t n_base = len(base), n_id, n_keys, n_null, n_group
+    cdef const char* p_null = PyUnicode_AsUTF8AndSize(NULL_TEXT, &n_null)
+    cdef const char* p_group = PyUnicode_AsUTF8AndSize(group, &n_group)
+    cdef const char* p_id
+    cdef const char* p_keys
+    cdef char hexes[16]
+    cdef char nums[72]  # the cost, the context code, the end in ms
+    cdef int n_hex, n_cost, n_code = 0, n_end = 0
+    cdef double begin, end
+    cdef long long end_ms, last_end_ms = -1
+    cdef bint ok = False, same = traced is chunks
+    cdef object result, last = SKIPPED, k
+    cdef char* at
+    cdef str msg_id
+    cdef _Open o = _Open()
+    o.load(d)
+    j = 0
+    for i in range(len(traced)):
+        chunk = <list>traced[i]
+        size = len(chunk)
+        result = results[i]
+        if result is SKIPPED or not size:
+            j += size
+            continue
+        if result is not last:  # the context code of each result once (a call's are mostly alike)
+            ok = False
+            for s in ok_statuses:
+                if result is s:
+                    ok = True
+                    break
+            n_code = _digits(nums + 24, _context_code(result, ok))
+            last = result
+        begin = PyFloat_AsDouble(times[i])
+        end = PyFloat_AsDouble(times[i + 1])
+        given = size if same else len(<list>chunks[i])
+        n_cost = _digits(nums, <long long>((end - begin) * 1000 / (given if given > 1 else 1)))
+        end_ms = <long long>(end * 1000)
+        if end_ms != last_end_ms:  # (chunks a few µs long mostly end in the same ms)
+            n_end = _digits(nums + 48, end_ms)
+            last_end_ms = end_ms
+        n_hex = _chunk_hex(hexes, i)
+        for jj in range(j, j + size):
+            msg_id = <str>ids[jj]
+            k = None if key_texts is None else (<list>key_texts)[jj]
+            p_id = PyUnicode_AsUTF8AndSize(msg_id, &n_id)
+            if k is None:
+                p_keys, n_keys = p_null, n_null
+            else:
+                p_keys = PyUnicode_AsUTF8AndSize(k, &n_keys)
+            o.keys_for(msg_id, k)
+            # "{base}{hex}\x01{id}\x01{cost}\x01{true|false}\x01{keys}\x01{code}\x01{end}\x01{group}\x02"
+            at = o.grow(
+                n_base + n_hex + 1 + n_id + 1 + n_cost + (6 if ok else 7) + n_keys + 1 + n_code + 1 + n_end
+                + 1 + n_group + 1
+            )
+            at = _put(at, p_base, n_base)
+            at = _put(at, hexes, n_hex)
+            at[0] = 1
+            at = _put(at + 1, p_id, n_id)
+            at[0] = 1
+            at = _put(at + 1, nums, n_cost)
+            if ok:
+                at = _put(at, b"\x01true\x01", 6)
+            else:
+                at = _put(at, b"\x01false\x01", 7)
+            at = _put(at, p_keys, n_keys)
+            at[0] = 1
+            at = _put(at + 1, nums + 24, n_code)
+            at[0] = 1
+            at = _put(at + 1, nums + 48, n_end)
+            at[0] = 1
+            at = _put(at + 1, p_group, n_group)
+            at[0] = 2
+            o.counted()
+        j += size
+    o.done()

@@ -77,12 +77,13 @@ def _call_chunks(
 ) -> list[Any]:
     """Worker-thread side: call a sync listener on each chunk, capturing errors as results.
 
-    With ``times`` (message trace), each chunk's start and end ``time.time()`` are appended to it.
+    With ``times`` (message trace), the ``time.time()`` before the first chunk and after each chunk
+    are appended to it (chunk ``i`` ran from ``times[i]`` to ``times[i + 1]``).
     """
     results: list[Any] = []
+    if times is not None:
+        times.append(time.time())
     for chunk, ctx in zip(chunks, contexts, strict=True):
-        if times is not None:
-            times.append(time.time())
         if pq.dropped:  # released to another consumer: do not consume twice
             results.append(SKIPPED)
         else:
@@ -139,10 +140,12 @@ class ListenerRunner:
                 self._executor, _call_chunks, self.listener, chunks, contexts, pq, times
             )
         results: list[Any] = []
+        mark = None if times is None else times.append
+        clock = time.time
         async with self._async_slots:
+            if mark is not None:
+                mark(clock())
             for chunk, ctx in zip(chunks, contexts, strict=True):
-                if times is not None:
-                    times.append(time.time())
                 if pq.dropped:
                     results.append(SKIPPED)
                 else:
@@ -152,8 +155,8 @@ class ListenerRunner:
                         raise
                     except Exception as exc:
                         results.append(exc)
-                if times is not None:
-                    times.append(time.time())
+                if mark is not None:
+                    mark(clock())
         return results
 
     def shutdown(self) -> None:

@@ -8,12 +8,12 @@ messages into requests of at most ``max_bytes`` encoded bytes.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from rocketpy.client.deflate import COMPRESS_IN_THREAD_BYTES, deflate
 from rocketpy.errors import MQClientError
 from rocketpy.limits import MAX_MESSAGE_BYTES
 from rocketpy.message import Message, MessageConst, MessageQueue
@@ -36,8 +36,6 @@ from rocketpy.topic import (
     TRANS_HALF_TOPIC,
 )
 
-#: Bodies at least this large are compressed in a worker thread instead of on the loop.
-COMPRESS_IN_THREAD_BYTES = 256 * 1024
 #: Most messages one send_batch call accepts.
 MAX_BATCH_MESSAGES = 1_000_000
 _RESERVED_TOPICS = frozenset(
@@ -190,7 +188,7 @@ class PreparedMessage:
             return
         self.needs_compress = False
         if len(self.body) >= COMPRESS_IN_THREAD_BYTES:
-            self.body = await asyncio.to_thread(zlib.compress, self.body, level)
+            self.body = await deflate(self.body, level)
         else:
             self.body = zlib.compress(self.body, level)
         self.sys_flag |= COMPRESSED_FLAG

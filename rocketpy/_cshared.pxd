@@ -4,14 +4,16 @@
 Declarations and ``inline`` functions only, so there is no module of this name at run time and no
 state: big-endian reads and writes, the CRC-32 of ``crc32_fold.h``, the ``struct``-style integer
 check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a
-growable byte buffer, a ``RemotingCommand`` made without its ``__init__`` call, and the ``Python.h``
-calls Cython does not declare. Every module that cimports this builds with ``rocketpy/`` on its
-include path and links zlib (``setup.py``).
+growable byte buffer, a ``RemotingCommand`` made without its ``__init__`` call, an object slot read
+or written at its offset, and the ``Python.h`` calls Cython does not declare. Every module that
+cimports this builds with ``rocketpy/`` on its include path and links zlib (``setup.py``).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Realloc
+from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
@@ -25,6 +27,18 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     int PyUnicode_1BYTE_KIND
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    PyTypeObject PyMemberDescr_Type
+
+
+cdef extern from "structmember.h":
+    int T_OBJECT_EX
+    int READONLY
 
 
 cdef extern from "crc32_fold.h":
@@ -175,3 +189,46 @@ cdef inline object new_command(object cls, object code, object opaque, object fl
     cmd.body = body
     cmd.serialize_type = serialize_type
     return cmd
+
+
+# -- slot reads and writes ----------------------------------------------------------------------------------
+# Instances of classes with ``__slots__`` (a PreparedMessage, a job, a SendResult, a MessageExt):
+# an attribute is read or written straight in its slot, at the
+# offset the class's member descriptor gives (what ``setattr`` ends up doing, without looking the
+# name up along the class's MRO every time). A name that is not a plain writable object slot of
+# the class (a subclass's property, say) has offset -1 and is set with ``setattr``.
+
+cdef inline Py_ssize_t _slot_offset(type cls, str name) except -2:
+    """The byte offset of ``cls``'s writable object slot ``name``, or -1 when it is not one."""
+    d = getattr(cls, name, None)  # on the class: the member descriptor itself
+    if Py_TYPE(d) is not &PyMemberDescr_Type or not issubclass(cls, d.__objclass__):
+        return -1
+    cdef PyMemberDef* m = (<PyMemberDescrObject*><PyObject*>d).d_member
+    if m.type != T_OBJECT_EX or m.flags & READONLY:
+        return -1
+    return m.offset
+
+
+cdef inline int _set(object obj, Py_ssize_t off, str name, object value) except -1:
+    """``setattr(obj, name, value)``; straight into the slot at ``off`` when ``off`` >= 0."""
+    cdef PyObject** slot
+    cdef PyObject* old
+    if off < 0:
+        setattr(obj, name, value)
+        return 0
+    slot = <PyObject**>((<char*><PyObject*>obj) + off)
+    old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+    return 0
+
+
+cdef inline object _get(object obj, Py_ssize_t off, str name):
+    """``getattr(obj, name)``; straight from the slot at ``off`` when ``off`` >= 0 and it is set."""
+    cdef PyObject* v
+    if off >= 0:
+        v = (<PyObject**>((<char*><PyObject*>obj) + off))[0]
+        if v is not NULL:
+            return <object>v
+    return getattr(obj, name)

@@ -44,7 +44,7 @@ from rocketpy.broker.processors import (
 from rocketpy.broker.processors import send as broker_send
 from rocketpy.broker.store.consume_queue import UNIT_SIZE
 from rocketpy.broker.store.message import BrokerMessage
-from rocketpy.client import send_core, trace  # noqa: F401  (their twins join PURE)
+from rocketpy.client import deflate, send_core, trace  # noqa: F401  (their twins join PURE)
 from rocketpy.message import Message, properties_to_string
 from rocketpy.protocol.headers.send import V2_NAMES, SendMessageRequestHeader
 from rocketpy.remoting import codec
@@ -71,7 +71,8 @@ TWINNED = (
     "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
     "read_plain",  # POP's plain read (test_pop_plain.py)
-    "_encode_pub", "_encode_before", "_encode_after",  # trace records (test_trace_records.py)
+    "write_pub", "write_before", "write_after",  # trace records (test_trace_encoders.py)
+    "start_deflate",  # large bodies compressed off the loop (test_deflate.py)
     "pull_now",  # the pull fast path (test_pull_fast.py)
     "pop_now",  # the plain-pop fast path (test_pop_fast.py)
 )  # fmt: skip

@@ -1,6 +1,7 @@
-"""Message trace's record encoders (``_encode_pub``, ``_encode_before``, ``_encode_after``): the
-compiled twins (``client/_traceenc.pyx``) write the same texts, ids and keyed entries as the pure
-ones, for usual and unusual listener calls (batches, filtered and skipped chunks, failures, keys)."""
+"""Message trace's record writers (``write_pub``, ``write_before``, ``write_after``): the compiled
+twins (``client/_traceenc.pyx``) write the same bodies, KEYS, counts and sealed trace messages as
+the pure ones, for usual and unusual listener calls (batches, filtered and skipped chunks, failures,
+keys, messages sealed mid-call by their record count or their KEYS) and sends."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from hypothesis import strategies as st
 
 from rocketpy import _accel
 from rocketpy.client.listener import SKIPPED
-from rocketpy.client.trace import _Encoded
+from rocketpy.client.results import SendResult, SendStatus
+from rocketpy.client.trace import TraceDispatcher
+from rocketpy.message import Message, MessageExt, MessageQueue
 from rocketpy.msgid import create_offset_msg_id
 
 try:
@@ -26,85 +29,108 @@ OK = "OK"
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 ID = st.text("0123456789ABCDEF", min_size=1, max_size=32)
 WORD = st.text("abz-é中", min_size=1, max_size=8)
-KEYS_TEXT = st.none() | st.lists(WORD, min_size=1, max_size=3).map(" ".join)
+KEYS = st.none() | st.lists(WORD | st.just("k" * 400), min_size=1, max_size=3)
 RESULT = st.sampled_from([OK, None, "RECONSUME_LATER", ValueError("boom"), SKIPPED])
 TIME = st.floats(1_700_000_000.0, 1_800_000_000.0, allow_nan=False)
 
 
-def _run(fn: Any, what: tuple[Any, ...]) -> tuple[str, Any]:
-    out = _Encoded()
-    try:
-        fn(what, out)
-    except Exception as exc:
-        return "raise", type(exc)
-    return "ok", (out.texts, out.ids, out.keyed)
+def _dispatcher(batch_records: int, buffer_size: int) -> TraceDispatcher:
+    d = TraceDispatcher("G", None, buffer_size=buffer_size, batch_records=batch_records)
+    d._open = True  # writing only: no inner producer needed
+    return d
 
 
-def _both(name: str, what: tuple[Any, ...]) -> None:
-    pure = _run(_accel.PURE[name], what)
-    assert pure[0] == "ok", pure
-    assert _run(compiled[name], what) == pure
+def _state(d: TraceDispatcher) -> tuple[Any, ...]:
+    """What a writer leaves: sealed messages, the open one, the counts."""
+    sealed = [(bytes(body), keys, n) for body, keys, n in d._sealed]
+    s = d.stats
+    return (sealed, bytes(d._body), list(d._keys), d._keys_chars, d._records, d._count, s.appended, s.dropped)
+
+
+def _message(msg_id: str, keys: list[str] | None, retries: int, switch_off: bool, unique: bool) -> MessageExt:
+    m = MessageExt("TopicA", b"x", keys=keys, reconsume_times=retries)
+    if unique:  # a consumed message's id is its UNIQ_KEY property
+        m.properties["UNIQ_KEY"] = msg_id
+    else:
+        m.msg_id = msg_id
+    if switch_off:
+        m.properties["TRACE_ON"] = "false"
+    return m
+
+
+def _drawn_message(draw: st.DrawFn) -> MessageExt:
+    off = draw(st.booleans()) and draw(st.booleans())  # a quarter of them: TRACE_ON=false
+    return _message(draw(ID), draw(KEYS), draw(st.integers(0, 16)), off, draw(st.booleans()))
 
 
 @st.composite
 def calls(draw: st.DrawFn) -> dict[str, Any]:
-    """A listener runner call's entries: chunk sizes, traced ids and keys, results and times."""
+    """A listener runner call: its chunks of messages, results and times."""
     sizes = draw(st.lists(st.integers(0, 3), min_size=1, max_size=6))
-    n = sum(sizes)
-    ids = draw(st.lists(ID, min_size=n, max_size=n))
-    keys = draw(st.none() | st.lists(KEYS_TEXT, min_size=n, max_size=n))
-    times: list[float] = []
-    for begin in draw(st.lists(TIME, min_size=len(sizes), max_size=len(sizes))):
-        times += [begin, begin + draw(st.floats(0.0, 5.0))]
-    return {
-        "sizes": sizes,
-        "ids": ids,
-        "keys": keys,
-        "retries": draw(st.lists(st.integers(0, 16), min_size=n, max_size=n)),
-        "results": draw(st.lists(RESULT, min_size=len(sizes), max_size=len(sizes))),
-        "times": times,
-        "seq": draw(st.integers(0, 1 << 40)),
-        "divisors": draw(st.none() | st.just([s + 1 for s in sizes])),
-    }
+    chunks = [[_drawn_message(draw) for _ in range(size)] for size in sizes]
+    times = [draw(TIME)]  # the start, then each chunk's end
+    for _ in sizes:
+        times.append(times[-1] + draw(st.floats(0.0, 5.0)))
+    results = draw(st.lists(RESULT, min_size=len(sizes), max_size=len(sizes)))
+    return {"chunks": chunks, "results": results, "times": times, "seq": draw(st.integers(0, 1 << 40))}
 
 
-@needs_compiled
-@FUZZ
-@given(calls(), st.integers(0, 1 << 45), TEXT)
-def test_consume_encoders_are_twins(call: dict[str, Any], now: int, group: str) -> None:
+def _consume(fns: dict[str, Any], d: TraceDispatcher, group: str, now: int, call: dict[str, Any]) -> Any:
     c = call
-    _both("_encode_before", (now, group, c["seq"], c["sizes"], c["ids"], c["retries"], c["keys"]))
-    what = (group, c["seq"], c["sizes"], c["divisors"], c["ids"], c["keys"], c["results"], c["times"], (OK,))
-    _both("_encode_after", what)
+    token = fns["write_before"](d, group, now, c["seq"], c["chunks"])
+    fns["write_after"](d, group, c["chunks"], token, c["results"], c["times"], (OK,))
+    return token
 
 
 @needs_compiled
 @FUZZ
-@given(st.lists(ID, min_size=1, max_size=40), st.none() | st.lists(KEYS_TEXT, min_size=40, max_size=40),
-       st.floats(1_700_000_000.0, 1_800_000_000.0), st.floats(0.0, 3.0))  # fmt: skip
-def test_the_usual_calls_are_twins(ids: list[str], keys: list[str | None] | None, t: float, d: float) -> None:
-    """A message per chunk, one result for all (the path most calls take), more than 1,024 chunks too."""
-    n = len(ids)
-    keys = None if keys is None else keys[:n]
-    times = [x for i in range(n) for x in (t + i * d, t + i * d + d)]
-    for result in (OK, "RECONSUME_LATER"):
-        _both("_encode_after", ("G", 5, [1] * n, None, ids, keys, [result] * n, times, (OK,)))
-    _both("_encode_before", (1, "G", 5, [1] * n, ids, [0] * n, keys))
-    many = [f"{i:032X}" for i in range(1100)]
-    _both("_encode_before", (1, "G", 5, [1] * 1100, many, [0] * 1100, None))
-    _both("_encode_after", ("G", 5, [1] * 1100, None, many, None, [OK] * 1100, [t, t + d] * 1100, (OK,)))
+@given(st.lists(calls(), min_size=1, max_size=5), st.integers(1, 40), st.integers(1, 200),
+       st.integers(0, 1 << 45), TEXT)  # fmt: skip
+def test_consume_writers_are_twins(
+    many: list[dict[str, Any]], batch_records: int, buffer_size: int, now: int, group: str
+) -> None:
+    pure, fast = _dispatcher(batch_records, buffer_size), _dispatcher(batch_records, buffer_size)
+    for call in many:
+        token = _consume(_accel.PURE, pure, group, now, call)
+        assert _consume(compiled, fast, group, now, call) == token
+        assert _state(fast) == _state(pure)
+
+
+@needs_compiled
+def test_the_usual_calls_are_twins() -> None:
+    """A message per chunk, one result for all (the path most calls take), with and without keys,
+    more than 1,024 chunks and ids long enough to seal by KEYS, failures and successes."""
+    for n, keys in ((32, None), (40, ["order-1", "user-9"]), (1100, None)):
+        chunks = [[_message(f"{i:032X}", keys, 0, False, True)] for i in range(n)]
+        times = [1.7e9 + i * 0.0042 for i in range(n + 1)]
+        for result in (OK, "RECONSUME_LATER"):
+            pure, fast = _dispatcher(1600, 20_000), _dispatcher(1600, 20_000)
+            call = {"chunks": chunks, "results": [result] * n, "times": times, "seq": 7}
+            _consume(_accel.PURE, pure, "CG", 1, call)
+            _consume(compiled, fast, "CG", 1, call)
+            assert _state(fast) == _state(pure)
 
 
 @needs_compiled
 @FUZZ
 @given(
     st.integers(0, 1 << 45), TEXT, TEXT, ID, st.none() | TEXT,
-    st.none() | st.lists(st.text("ab中", min_size=1, max_size=5), min_size=1, max_size=3).map(tuple),
+    st.none() | st.lists(st.text("ab中 ", min_size=1, max_size=5), min_size=1, max_size=3),
     st.none() | st.just("") | st.integers(0, 1 << 40).map(lambda o: create_offset_msg_id("10.1.2.3", 9, o)),
-    st.integers(0, 1 << 22), st.integers(0, 9999), st.integers(0, 2), st.booleans(),
+    st.integers(0, 1 << 22), st.integers(0, 9999), st.integers(0, 2), st.booleans(), st.booleans(),
+    st.integers(1, 3),
 )  # fmt: skip
-def test_pub_encoder_is_twins(
-    begin_ms: int, group: str, topic: str, msg_id: str, tags: str | None, keys: tuple[str, ...] | None,
-    omid: str | None, body_len: int, cost_ms: int, msg_type: int, ok: bool,
+def test_pub_writer_is_twins(
+    begin_ms: int, group: str, topic: str, msg_id: str, tags: str | None, keys: list[str] | None,
+    omid: str | None, body_len: int, cost_ms: int, msg_type: int, ok: bool, off: bool, batch_records: int,
 ) -> None:  # fmt: skip
-    _both("_encode_pub", (begin_ms, group, topic, msg_id, tags, keys, omid, body_len, cost_ms, msg_type, ok))
+    props = {"TRACE_ON": "false"} if off else None
+    msg = Message(topic, b"b" * body_len, tags=tags, keys=keys, properties=props)
+    status = SendStatus.SEND_OK if ok else SendStatus.FLUSH_DISK_TIMEOUT
+    result = SendResult(status, msg_id, omid, MessageQueue(topic, "b", 0), 1)  # type: ignore[arg-type]
+    pure, fast = _dispatcher(batch_records, 3), _dispatcher(batch_records, 3)
+    for _ in range(4):  # the fourth is dropped: the buffer holds 3
+        args = (group, msg, result, begin_ms, cost_ms, msg_type)
+        assert compiled["write_pub"](fast, *args) == _accel.PURE["write_pub"](pure, *args)
+        assert _state(fast) == _state(pure)
+    assert _state(pure)[7] == (0 if off else 1)

@@ -134,6 +134,21 @@ def test_trace_topics() -> None:
     assert not is_trace_topic("TopicA")
 
 
+def _bounds(chunks: int) -> list[float]:
+    """A listener runner call's times: chunks of 2 ms each."""
+    return [1.0 + 0.002 * i for i in range(chunks + 1)]
+
+
+def _take(d: TraceDispatcher) -> tuple[list[str], list[str]]:
+    """The next trace message's records and KEYS (each key once)."""
+    sealed = d._take()
+    assert sealed is not None
+    body, keys, n = sealed
+    records = [r + "\x02" for r in bytes(body).decode().split("\x02")[:-1]]
+    assert len(records) == n and len(set(keys)) == len(keys)
+    return records, keys
+
+
 def _dispatcher(size: int = 100, batch_records: int = BATCH_RECORDS) -> TraceDispatcher:
     d = TraceDispatcher("G", "127.0.0.1:9876", buffer_size=size, batch_records=batch_records)
     d._open = True  # appending only: no inner producer needed
@@ -152,8 +167,8 @@ def test_fast_encoders_equal_the_generic_encoder() -> None:
     token = tracer.before([[m]])
     tracer.after([[m]], token, ["OK"], [1.0, 1.004])
     assert d.pending == 3
-    (pub, before, after), keys = d._take_batch()  # encoded when taken for sending
-    assert keys == {"ID1", "k1", "k2"} and d.pending == 0
+    (pub, before, after), keys = _take(d)
+    assert set(keys) == {"ID1", "k1", "k2"} and d.pending == 0
     for text in (pub, before, after):
         r = decode_record(text.rstrip("\x02"))
         assert r is not None and encode_record(r) == text
@@ -207,13 +222,13 @@ def test_batches_are_bounded_and_lose_nothing() -> None:
     token = tracer.before(chunks)
     for [m] in chunks:
         m.reconsume_times = 9  # a failed call raises it afterwards: SubBefore keeps the old count
-    tracer.after(chunks, token, ["OK"] * 299 + [None], [1.0, 1.002] * 300)
+    tracer.after(chunks, token, ["OK"] * 299 + [None], _bounds(300))
     assert d.pending == 2 * 299
     sent: list[str] = []
     while d.pending:
-        records, keys = d._take_batch()
+        records, keys = _take(d)
         assert 0 < len(records) <= BATCH_RECORDS
-        assert keys == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
+        assert set(keys) == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
         sent += records
     decoded = [decode_record(r.rstrip("\x02")) for r in sent]
     assert [r.kind for r in decoded] == ["SubBefore"] * 299 + ["SubAfter"] * 299
@@ -234,14 +249,14 @@ def test_long_user_keys_split_trace_messages_within_the_properties_limit() -> No
         m.msg_id = f"ID{c:04d}"
         chunks.append([m])
     token = tracer.before(chunks)
-    tracer.after(chunks, token, ["OK"] * 400, [1.0, 1.002] * 400)
+    tracer.after(chunks, token, ["OK"] * 400, _bounds(400))
     sent: list[str] = []
     messages = 0
     while d.pending:
-        records, keys = d._take_batch()
+        records, keys = _take(d)
         assert records, "a take with records pending gave none"
-        assert len(" ".join(sorted(keys))) <= BATCH_KEYS_CHARS
-        assert keys == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
+        assert len(" ".join(keys)) <= BATCH_KEYS_CHARS
+        assert set(keys) == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
         sent += records
         messages += 1
     assert messages > 2  # 400 x ~200 characters of keys do not fit one message
@@ -254,10 +269,10 @@ def _take_all(d: TraceDispatcher) -> list[list[str]]:
     """Every trace message's records until nothing is pending, each message's KEYS checked."""
     messages: list[list[str]] = []
     while d.pending:
-        records, keys = d._take_batch()
+        records, keys = _take(d)
         assert records, "a take with records pending gave none"
-        assert len(records) <= d.batch_records and len(" ".join(sorted(keys))) <= BATCH_KEYS_CHARS
-        assert keys == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
+        assert len(records) <= d.batch_records and len(" ".join(keys)) <= BATCH_KEYS_CHARS
+        assert set(keys) == {k for r in records for k in record_keys(decode_record(r.rstrip("\x02")))}
         messages.append(records)
     return messages
 
@@ -280,7 +295,7 @@ def test_a_consumers_trace_message_counts_each_id_once() -> None:
     tracer = ConsumeTracer(d, "CG", ("OK",))
     for call in range(60):  # listener calls of 32 messages, one after another: pairs stay together
         chunks = _consumed(call * 32, 32)
-        tracer.after(chunks, tracer.before(chunks), ["OK"] * 32, [1.0, 1.002] * 32)
+        tracer.after(chunks, tracer.before(chunks), ["OK"] * 32, _bounds(32))
     messages = _take_all(d)
     assert CONSUME_BATCH_RECORDS * 33 > BATCH_KEYS_CHARS  # counted per record, it would not fit
     assert len(messages[0]) == CONSUME_BATCH_RECORDS and sum(map(len, messages)) == 2 * 60 * 32
@@ -291,7 +306,7 @@ def test_a_consumers_trace_message_counts_each_id_once() -> None:
     ]  # fmt: skip
 
     chunks = _consumed(0, 1200)  # one call of 1,200: its SubBefore records come first, unpaired
-    tracer.after(chunks, tracer.before(chunks), ["OK"] * 1200, [1.0, 1.002] * 1200)
+    tracer.after(chunks, tracer.before(chunks), ["OK"] * 1200, _bounds(1200))
     messages = _take_all(d)
     assert len(messages[0]) < CONSUME_BATCH_RECORDS  # cut by KEYS: ~909 ids
     sent = [decode_record(r.rstrip("\x02")) for m in messages for r in m]
@@ -336,6 +351,9 @@ def test_cpp_client_records_decode() -> None:
     assert after.group is None and after.timestamp is None and after.context_code is None
 
 
+BOUNDS = [1000.0, 1000.0014, 1000.0038, 1000.0072, 1000.0116]  # chunk c from BOUNDS[c] to BOUNDS[c + 1]
+
+
 def test_calls_of_many_chunks_with_one_result_encode_each_message() -> None:
     """A call's chunks all answered alike (the usual call) and a call with mixed results are encoded
     the same way, field for field, with each message's own id, keys, cost and chunk request id."""
@@ -349,20 +367,20 @@ def test_calls_of_many_chunks_with_one_result_encode_each_message() -> None:
             m.msg_id = f"ID{len(calls)}{c}"
             chunks.append([m])
         token = tracer.before(chunks)
-        tracer.after(chunks, token, results, [t for c in range(4) for t in (1.0, 1.0 + (c + 1.4) / 1000)])
+        tracer.after(chunks, token, results, BOUNDS)  # chunk c took c + 1.4 ms
         calls.append(results)
-    records, keys = d._take_batch()
+    records, keys = _take(d)
     decoded = [decode_record(r.rstrip("\x02")) for r in records]
     afters = [r for r in decoded if r is not None and r.kind == "SubAfter"]
     befores = [r for r in decoded if r is not None and r.kind == "SubBefore"]
     assert len(afters) == len(befores) == 8
-    assert keys == {f"ID{i}{c}" for i in range(2) for c in range(4)} | {"k1", "k3", "x"}
+    assert set(keys) == {f"ID{i}{c}" for i in range(2) for c in range(4)} | {"k1", "k3", "x"}
     for n, (b, a) in enumerate(zip(befores, afters, strict=True)):
         call, c = divmod(n, 4)
         ok = calls[call][c] == "OK"
         assert (a.msg_id, a.request_id, a.cost_ms, a.success) == (f"ID{call}{c}", b.request_id, c + 1, ok)
         assert a.keys == b.keys == (f"k{c} x" if c % 2 else None)
-        assert a.timestamp == int((1.0 + (c + 1.4) / 1000) * 1000) and a.group == "CG"
+        assert a.timestamp == int(BOUNDS[c + 1] * 1000) and a.group == "CG"
         assert a.context_code == (
             CTX_SUCCESS if ok else CTX_RETURNNULL if calls[call][c] is None else CTX_FAILED
         )
@@ -388,7 +406,8 @@ async def test_full_trace_messages_go_at_once_and_the_rest_on_the_interval() -> 
     for i in range(BATCH_RECORDS + 10):
         d.append(f"Pub\x01{i}\x02", f"K{i}")
     await wait_until_async(lambda: len(sent) == 1, timeout=3, message="the full trace message was not sent")
-    assert sent[0].body.count(b"\x02") == BATCH_RECORDS and len(sent[0].keys) == BATCH_RECORDS
+    assert sent[0].body.count(b"\x02") == BATCH_RECORDS
+    assert len(sent[0].properties["KEYS"].split(" ")) == BATCH_RECORDS
     assert d.pending == 10
     await wait_until_async(lambda: len(sent) == 2, timeout=15, message="the rest was not sent")
     assert sent[1].body.count(b"\x02") == 10 and d.pending == 0
