@@ -22,10 +22,10 @@ from cpython.dict cimport PyDict_Contains, PyDict_GetItemWithError, PyDict_SetIt
 from cpython.dict cimport PyDict_Size
 from cpython.float cimport PyFloat_AsDouble
 from cpython.list cimport PyList_GET_SIZE
-from cpython.unicode cimport PyUnicode_GET_LENGTH
+from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_Tailmatch
 from libc.string cimport memcpy
 
-from rocketpy._cshared cimport PyUnicode_AsUTF8AndSize, _get, _slot_offset
+from rocketpy._cshared cimport PyUnicode_AsUTF8AndSize, _get, _set, _slot_offset
 
 
 cdef extern from "Python.h":
@@ -49,6 +49,17 @@ cdef object SKIPPED = None
 cdef object SEND_OK = None
 cdef Py_ssize_t KEYS_CHARS = 0
 cdef type _MessageExt = None
+cdef type _Message = None
+cdef type _Dispatcher = None
+cdef type _Stats = None
+cdef type _SendResult = None
+# a Message's (a sent one's) slots, a SendResult's, the dispatcher's fields a hook touches and its
+# stats' counts, read and written in place (``rocketpy._cshared._get`` / ``_set``)
+cdef Py_ssize_t _M_TOPIC = -1, _M_PROPS = -1, _M_KEYS = -1, _M_TAGS = -1, _M_BODY = -1
+cdef Py_ssize_t _R_ID = -1, _R_OMID = -1, _R_STATUS = -1
+cdef Py_ssize_t _D_BODY = -1, _D_KEYS = -1, _D_KEYS_CHARS = -1, _D_RECORDS = -1, _D_MOST = -1
+cdef Py_ssize_t _D_COUNT = -1, _D_SIZE = -1, _D_OPEN = -1, _D_STATS = -1, _D_TOPIC = -1
+cdef Py_ssize_t _S_APPENDED = -1, _S_DROPPED = -1
 # a MessageExt's slots read in place (``rocketpy._cshared._get``): its own id, properties, keys,
 # retry count
 cdef Py_ssize_t _ID_AT = -1, _PROPS_AT = -1, _KEYS_AT = -1, _RETRIES_AT = -1
@@ -59,9 +70,13 @@ cdef const char* HEX = b"0123456789ABCDEF"
 cdef int _bind() except -1:
     global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, TRACE_SWITCH, UNIQ_KEY, STORE_HOSTS
     global _store_host, _context_code, SKIPPED, SEND_OK, KEYS_CHARS, BODY_BYTES
-    global _MessageExt, _ID_AT, _PROPS_AT, _KEYS_AT, _RETRIES_AT
+    global _MessageExt, _ID_AT, _PROPS_AT, _KEYS_AT, _RETRIES_AT, _Message, _Dispatcher, _Stats, _SendResult
+    global _M_TOPIC, _M_PROPS, _M_KEYS, _M_TAGS, _M_BODY, _R_ID, _R_OMID, _R_STATUS
+    global _D_BODY, _D_KEYS, _D_KEYS_CHARS, _D_RECORDS, _D_MOST, _D_COUNT, _D_SIZE, _D_OPEN, _D_STATS, _D_TOPIC
+    global _S_APPENDED, _S_DROPPED
     from rocketpy.client import trace
-    from rocketpy.message import MessageConst, MessageExt
+    from rocketpy.client.results import SendResult
+    from rocketpy.message import Message, MessageConst, MessageExt
 
     DEFAULT_REGION = trace.DEFAULT_REGION
     NULL_TEXT = trace.NULL
@@ -80,6 +95,17 @@ cdef int _bind() except -1:
     _PROPS_AT = _slot_offset(MessageExt, "properties")
     _KEYS_AT = _slot_offset(MessageExt, "keys")
     _RETRIES_AT = _slot_offset(MessageExt, "reconsume_times")
+    _Message, _SendResult, _Dispatcher, _Stats = Message, SendResult, trace.TraceDispatcher, trace.TraceStats
+    _M_TOPIC, _M_PROPS = _slot_offset(Message, "topic"), _slot_offset(Message, "properties")
+    _M_KEYS, _M_TAGS, _M_BODY = _slot_offset(Message, "keys"), _slot_offset(Message, "tags"), _slot_offset(Message, "body")
+    _R_ID, _R_OMID = _slot_offset(SendResult, "msg_id"), _slot_offset(SendResult, "offset_msg_id")
+    _R_STATUS = _slot_offset(SendResult, "status")
+    D = trace.TraceDispatcher
+    _D_BODY, _D_KEYS, _D_KEYS_CHARS = _slot_offset(D, "_body"), _slot_offset(D, "_keys"), _slot_offset(D, "_keys_chars")
+    _D_RECORDS, _D_MOST, _D_COUNT = _slot_offset(D, "_records"), _slot_offset(D, "batch_records"), _slot_offset(D, "_count")
+    _D_SIZE, _D_OPEN, _D_STATS = _slot_offset(D, "buffer_size"), _slot_offset(D, "_open"), _slot_offset(D, "stats")
+    _D_TOPIC = _slot_offset(D, "trace_topic")
+    _S_APPENDED, _S_DROPPED = _slot_offset(trace.TraceStats, "appended"), _slot_offset(trace.TraceStats, "dropped")
     _bound = True
     return 0
 
@@ -125,11 +151,11 @@ cdef class _Open:
 
     cdef int load(self, object d) except -1:
         self.d = d
-        self.body = d._body
-        self.keys = d._keys
-        self.keys_chars = d._keys_chars
-        self.records = d._records
-        self.most = d.batch_records
+        self.body = _read(d, _Dispatcher, _D_BODY, "_body")
+        self.keys = _read(d, _Dispatcher, _D_KEYS, "_keys")
+        self.keys_chars = _read(d, _Dispatcher, _D_KEYS_CHARS, "_keys_chars")
+        self.records = _read(d, _Dispatcher, _D_RECORDS, "_records")
+        self.most = _read(d, _Dispatcher, _D_MOST, "batch_records")
         self.used = self.room = PyByteArray_GET_SIZE(self.body)
         # write into what the body has allocated beyond its end (sizing it up to that costs no copy)
         cdef PyByteArrayObject* b = <PyByteArrayObject*>self.body
@@ -145,8 +171,13 @@ cdef class _Open:
             PyByteArray_Resize(self.body, self.used)
             self.room = self.used
         d = self.d
-        d._keys_chars = self.keys_chars
-        d._records = self.records
+        _write(d, _Dispatcher, _D_KEYS_CHARS, "_keys_chars", self.keys_chars)
+        _write(d, _Dispatcher, _D_RECORDS, "_records", self.records)
+        return 0
+
+    cdef int release(self) except -1:
+        """Drop the references to the dispatcher and its message (a kept ``_Open`` between calls)."""
+        self.d = self.body = self.keys = None
         return 0
 
     cdef int seal(self) except -1:
@@ -206,9 +237,34 @@ cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept:
     return at + n
 
 
+cdef inline object _read(object obj, type cls, Py_ssize_t at, str name):
+    """``getattr(obj, name)``, read in place when ``obj`` is a ``cls`` (not a subclass's)."""
+    return _get(obj, at if type(obj) is cls else -1, name)
+
+
+cdef inline int _write(object obj, type cls, Py_ssize_t at, str name, object value) except -1:
+    """``setattr(obj, name, value)``, written in place when ``obj`` is a ``cls``."""
+    return _set(obj, at if type(obj) is cls else -1, name, value)
+
+
 cdef inline object _field(object m, Py_ssize_t at, str name):
-    """``getattr(m, name)``, read in place when ``m`` is a ``MessageExt`` (not a subclass's)."""
-    return _get(m, at if type(m) is _MessageExt else -1, name)
+    """A consumed message's ``getattr(m, name)``."""
+    return _read(m, _MessageExt, at, name)
+
+
+cdef bint _takes(object d, Py_ssize_t n) except -1:
+    """``TraceDispatcher._takes(n)``: whether ``n`` more records fit the buffer (counted as appended),
+    else they are dropped (counted)."""
+    if type(d) is not _Dispatcher:
+        return d._takes(n)
+    stats = _get(d, _D_STATS, "stats")
+    cdef Py_ssize_t count = _get(d, _D_COUNT, "_count")
+    if not _get(d, _D_OPEN, "_open") or count + n > <Py_ssize_t>_get(d, _D_SIZE, "buffer_size"):
+        _write(stats, _Stats, _S_DROPPED, "dropped", _read(stats, _Stats, _S_DROPPED, "dropped") + n)
+        return False
+    _set(d, _D_COUNT, "_count", count + n)
+    _write(stats, _Stats, _S_APPENDED, "appended", _read(stats, _Stats, _S_APPENDED, "appended") + n)
+    return True
 
 
 cdef inline bint _truthy(object value) except -1:
@@ -247,21 +303,40 @@ cdef inline bint _skip(object m) except -1:
     return _truthy(props) and _property(props, TRACE_SWITCH) == "false"
 
 
+cdef _Open _PUB = _Open()  # write_pub's (one record a call; writers never run inside each other)
+cdef str _host_key = None  # the host part of the last offset msg id, and its ip:port
+cdef str _host_text = None
+
+
+cdef str _host_of(str omid):
+    """The ``ip:port`` an offset msg id names (``trace._store_host``), the last one remembered."""
+    global _host_key, _host_text
+    if _host_key is not None and PyUnicode_Tailmatch(omid, _host_key, 0, 16, -1) == 1:
+        return _host_text
+    host = _store_host(omid)
+    if host is not None:
+        _host_key, _host_text = omid[:16], host
+    return host
+
+
 def write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, long long msg_type):
     """Twin of ``rocketpy.client.trace.write_pub``: the Pub record of one stored message."""
     if not _bound:
         _bind()
-    topic, props = msg.topic, msg.properties
-    if topic == d.trace_topic or (props and props.get(TRACE_SWITCH) == "false"):
+    topic = _read(msg, _Message, _M_TOPIC, "topic")
+    props = _read(msg, _Message, _M_PROPS, "properties")
+    if topic == _read(d, _Dispatcher, _D_TOPIC, "trace_topic") or (
+        _truthy(props) and _property(props, TRACE_SWITCH) == "false"
+    ):
         return False
-    if not d._takes(1):
+    if not _takes(d, 1):
         return True
-    keys, tags = msg.keys, msg.tags
-    msg_id, omid = result.msg_id, result.offset_msg_id
-    host = STORE_HOSTS.get(omid[:16]) if omid else None
-    if host is None:
-        host = _store_host(omid)
-    cdef str key_text = " ".join(keys) if keys else None
+    keys = _read(msg, _Message, _M_KEYS, "keys")
+    tags = _read(msg, _Message, _M_TAGS, "tags")
+    msg_id = _read(result, _SendResult, _R_ID, "msg_id")
+    omid = _read(result, _SendResult, _R_OMID, "offset_msg_id")
+    host = _host_of(omid) if type(omid) is str and _truthy(omid) else None
+    cdef str key_text = " ".join(keys) if _truthy(keys) else None
     cdef str s_topic = _text(topic), s_id = _text(msg_id)
     cdef str s_tags = NULL_TEXT if tags is None else _text(tags)
     cdef str s_keys = NULL_TEXT if key_text is None else key_text
@@ -276,50 +351,54 @@ def write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, 
     cdef const char* p_keys = PyUnicode_AsUTF8AndSize(s_keys, &n_keys)
     cdef const char* p_host = PyUnicode_AsUTF8AndSize(s_host, &n_host)
     cdef const char* p_omid = PyUnicode_AsUTF8AndSize(s_omid, &n_omid)
-    cdef bint ok = result.status is SEND_OK
+    cdef bint ok = _read(result, _SendResult, _R_STATUS, "status") is SEND_OK
     cdef char nums[96]
     cdef int n_begin = _digits(nums, begin_ms)
-    cdef int n_len = _digits(nums + 24, len(msg.body))
+    cdef int n_len = _digits(nums + 24, len(_read(msg, _Message, _M_BODY, "body")))
     cdef int n_cost = _digits(nums + 48, cost_ms)
     cdef int n_type = _digits(nums + 72, msg_type)
-    cdef _Open o = _Open()
+    cdef _Open o = _PUB
+    cdef char* at
     o.load(d)
-    o.keys_for(s_id, key_text)
-    cdef char* at = o.grow(
-        4 + n_begin + 1 + n_region + 1 + n_group + 1 + n_topic + 1 + n_id + 1 + n_tags + 1 + n_keys + 1
-        + n_host + 1 + n_len + 1 + n_cost + 1 + n_type + 1 + n_omid + 1 + (4 if ok else 5) + 1
-    )
-    at = _put(at, b"Pub\x01", 4)
-    at = _put(at, nums, n_begin)
-    at[0] = 1
-    at = _put(at + 1, p_region, n_region)
-    at[0] = 1
-    at = _put(at + 1, p_group, n_group)
-    at[0] = 1
-    at = _put(at + 1, p_topic, n_topic)
-    at[0] = 1
-    at = _put(at + 1, p_id, n_id)
-    at[0] = 1
-    at = _put(at + 1, p_tags, n_tags)
-    at[0] = 1
-    at = _put(at + 1, p_keys, n_keys)
-    at[0] = 1
-    at = _put(at + 1, p_host, n_host)
-    at[0] = 1
-    at = _put(at + 1, nums + 24, n_len)
-    at[0] = 1
-    at = _put(at + 1, nums + 48, n_cost)
-    at[0] = 1
-    at = _put(at + 1, nums + 72, n_type)
-    at[0] = 1
-    at = _put(at + 1, p_omid, n_omid)
-    at[0] = 1
-    if ok:
-        _put(at + 1, b"true\x02", 5)
-    else:
-        _put(at + 1, b"false\x02", 6)
-    o.counted()
-    o.done()
+    try:
+        o.keys_for(s_id, key_text)
+        at = o.grow(
+            4 + n_begin + 1 + n_region + 1 + n_group + 1 + n_topic + 1 + n_id + 1 + n_tags + 1 + n_keys + 1
+            + n_host + 1 + n_len + 1 + n_cost + 1 + n_type + 1 + n_omid + 1 + (4 if ok else 5) + 1
+        )
+        at = _put(at, b"Pub\x01", 4)
+        at = _put(at, nums, n_begin)
+        at[0] = 1
+        at = _put(at + 1, p_region, n_region)
+        at[0] = 1
+        at = _put(at + 1, p_group, n_group)
+        at[0] = 1
+        at = _put(at + 1, p_topic, n_topic)
+        at[0] = 1
+        at = _put(at + 1, p_id, n_id)
+        at[0] = 1
+        at = _put(at + 1, p_tags, n_tags)
+        at[0] = 1
+        at = _put(at + 1, p_keys, n_keys)
+        at[0] = 1
+        at = _put(at + 1, p_host, n_host)
+        at[0] = 1
+        at = _put(at + 1, nums + 24, n_len)
+        at[0] = 1
+        at = _put(at + 1, nums + 48, n_cost)
+        at[0] = 1
+        at = _put(at + 1, nums + 72, n_type)
+        at[0] = 1
+        at = _put(at + 1, p_omid, n_omid)
+        at[0] = 1
+        if ok:
+            _put(at + 1, b"true\x02", 5)
+        else:
+            _put(at + 1, b"false\x02", 6)
+        o.counted()
+        o.done()
+    finally:
+        o.release()
     return True
 
 
@@ -343,7 +422,7 @@ def write_before(d, str group, long long now_ms, long long seq, list chunks):
         n = 0
         for chunk in traced:
             n += len(chunk)
-    cdef bint write = n and d._takes(n)
+    cdef bint write = n and _takes(d, n)
     # the record's head: "SubBefore\x01{now}\x01{region}\x01{group}\x01{prefix}{seq:012X}"
     cdef bytes head = f"SubBefore\x01{now_ms}\x01{DEFAULT_REGION}\x01{group}\x01{REQUEST_PREFIX}{seq:012X}".encode()
     cdef const char* p_head = head
@@ -427,7 +506,7 @@ def write_after(d, str group, list chunks, tuple token, list results, list times
     for i in range(len(traced)):
         if results[i] is not SKIPPED:
             n += len(<list>traced[i])
-    if not n or not d._takes(n):
+    if not n or not _takes(d, n):
         return
     cdef bytes base = f"SubAfter\x01{REQUEST_PREFIX}{seq:012X}".encode()
     cdef const char* p_base = base

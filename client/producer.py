@@ -262,14 +262,14 @@ class Producer:
                             result = out
                         else:
                             result = await cast("Coroutine[Any, Any, SendResult]", out)
-                if tracer is not None:  # a traced send takes the same path, then buffers its record
-                    self._traced(msg, begin, result)
+                if tracer is not None:  # a traced send takes the same path, then writes its record
+                    tracer.sent(msg, begin, result)
                 return result
         if tracer is None:
             return await self._send_one(msg, selector, arg, timeout)
         begin = time.time()
         result = await self._send_one(msg, selector, arg, timeout)
-        self._traced(msg, begin, result)
+        tracer.sent(msg, begin, result)
         return result
 
     async def _send_one(
@@ -396,14 +396,9 @@ class Producer:
 
     # ---- internals ---------------------------------------------------------------------------------
 
-    def _traced(self, msg: Message, begin: float, result: SendResult) -> None:
-        assert self._tracer is not None
-        cost_ms = int((time.time() - begin) * 1000)
-        self._tracer.pub(msg, result, int(begin * 1000), cost_ms, msg_type_of(msg, 0))
-
     def _traced_future(self, msg: Message, begin: float, fut: asyncio.Future[SendResult]) -> None:
-        if not fut.cancelled() and fut.exception() is None:  # failed sends leave no record (RocketMQ's)
-            self._traced(msg, begin, fut.result())
+        if self._tracer is not None and not fut.cancelled() and fut.exception() is None:
+            self._tracer.sent(msg, begin, fut.result())  # (failed sends leave no record: RocketMQ's)
 
     def _prepare(self, msg: Message) -> PreparedMessage:
         """Check that the producer is started and ``msg`` is sendable; build its wire form."""

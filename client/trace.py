@@ -151,6 +151,29 @@ class TraceDispatcher:
         batch_records: most records of one trace message (a full one is sent at once).
     """
 
+    # (slots: the compiled writers read and write the fields a hook touches in place)
+    __slots__ = (
+        "_body",
+        "_count",
+        "_in_flight",
+        "_keys",
+        "_keys_chars",
+        "_open",
+        "_producer",
+        "_records",
+        "_sealed",
+        "_task",
+        "_wake",
+        "batch_records",
+        "buffer_size",
+        "client_options",
+        "flush_interval_s",
+        "group",
+        "namesrv_addr",
+        "stats",
+        "trace_topic",
+    )
+
     def __init__(
         self,
         group: str,
@@ -461,6 +484,13 @@ class ProducerTracer:
         traced = write_pub(self.dispatcher, self.group, msg, result, begin_ms, cost_ms, msg_type)
         if traced and self.spans is not None:
             self.spans.send(self.group, msg, result, begin_ms, cost_ms)
+
+    def sent(self, msg: Message, begin: float, result: SendResult) -> None:
+        """Record one message ``Producer.send`` stored (``begin``: its ``time.time()`` at the start)."""
+        begin_ms, cost_ms = int(begin * 1000), int((time.time() - begin) * 1000)
+        if write_pub(self.dispatcher, self.group, msg, result, begin_ms, cost_ms, msg_type_of(msg, 0)):
+            if self.spans is not None:
+                self.spans.send(self.group, msg, result, begin_ms, cost_ms)
 
     def end_transaction(
         self,

@@ -4,7 +4,9 @@ Owns the click group ``bench`` and its statistics: a ``Stats`` window per report
 failures, RT sum/max) printed every second as
 ``Send TPS: N | Max RT(ms): N | Average RT(ms): x.xxx | Send Failed: N`` (consumer: ``Consume TPS``,
 born-to-consume and store-to-consume RT), a progress bar on stderr only when it is a terminal, and a
-``[Complete]`` summary line. Runs are bounded by ``--duration`` seconds and/or ``--count`` messages.
+``[Complete]`` summary line, whose rates run from the client's start to the end of the work (its
+shutdown left out: a traced client's flush, say; the ``[CPU]`` line counts both). Runs are bounded
+by ``--duration`` seconds and/or ``--count`` messages.
 Run standalone with ``python -m rocketpy.bench producer ...``.
 """
 
@@ -30,6 +32,8 @@ class Stats:
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
+        #: when the work ended (set before the client's shutdown, which the rates leave out)
+        self.finished: float | None = None
         self.total = 0
         self.failed = 0
         self.rt_sum_ms = 0.0
@@ -77,8 +81,10 @@ class Stats:
         return out
 
     def summary(self) -> dict[str, float]:
-        """Whole-run figures (RT percentiles over the kept round trips, one per send call)."""
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        """Whole-run figures (RT percentiles over the kept round trips, one per send call), the rates
+        from ``started`` (after the client's start) to ``finished`` (before its shutdown)."""
+        end = time.perf_counter() if self.finished is None else self.finished
+        elapsed = max(end - self.started, 1e-9)
         rts = sorted(self.rt_samples)
         return {
             "p50_rt_ms": rts[len(rts) // 2] if rts else 0.0,
@@ -231,6 +237,7 @@ async def run_producer(
             await async_feeder()
         else:
             await asyncio.gather(*(worker() for _ in range(concurrency)))
+        stats.finished = time.perf_counter()
         cpu_s = time.process_time() - cpu0
         coalesced = producer.coalesce_stats
     finally:
@@ -302,6 +309,7 @@ async def run_consumer(
     consumer.register_listener(listener)
     cpu0 = time.process_time()
     await consumer.start()
+    stats.started = stats._window_started = time.perf_counter()  # (as the producer's: after start)
     max_rt = [0.0]
     reporter = asyncio.create_task(_reporter(stats, "consume", count, interval_s, max_rt))
     try:
@@ -310,6 +318,7 @@ async def run_consumer(
     except TimeoutError:
         pass
     finally:
+        stats.finished = time.perf_counter()
         reporter.cancel()
         await asyncio.gather(reporter, return_exceptions=True)
         await consumer.shutdown()  # sends what trace still buffers
