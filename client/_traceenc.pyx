@@ -224,6 +224,12 @@ cdef class _Open:
         self.keys_chars += n
         return 0
 
+    cdef int keys_known(self) except -1:
+        """``keys_for`` of a record whose keys the message holds already (none to add)."""
+        if self.records and self.keys_chars > KEYS_CHARS:
+            self.seal()
+        return 0
+
     cdef int counted(self) except -1:
         """One more record written; seal the message when it is full."""
         self.records += 1
@@ -437,8 +443,10 @@ def write_before(d, str group, long long now_ms, long long seq, list chunks):
     cdef object k, keys, props
     cdef char* at
     cdef _Open o = _Open()
+    cdef dict first_keys = None
     if write:
         o.load(d)
+        first_keys = o.keys
     j = 0
     for i in range(len(traced)):
         chunk = <list>traced[i]
@@ -478,7 +486,7 @@ def write_before(d, str group, long long now_ms, long long seq, list chunks):
             o.counted()
     if write:
         o.done()
-    return (seq, traced, ids, key_texts)
+    return (seq, traced, ids, key_texts, first_keys if write and o.keys is first_keys else None)
 
 
 cdef inline int _chunk_hex(char* out, Py_ssize_t i) noexcept:
@@ -497,7 +505,7 @@ def write_after(d, str group, list chunks, tuple token, list results, list times
     of one listener runner call."""
     if not _bound:
         _bind()
-    seq, traced_obj, ids_obj, key_texts_obj = token
+    seq, traced_obj, ids_obj, key_texts_obj, indexed = token
     cdef list traced = traced_obj, ids = ids_obj, chunk
     cdef object key_texts = key_texts_obj
     if len(results) != len(traced):
@@ -559,7 +567,10 @@ def write_after(d, str group, list chunks, tuple token, list results, list times
                 p_keys, n_keys = p_null, n_null
             else:
                 p_keys = PyUnicode_AsUTF8AndSize(k, &n_keys)
-            o.keys_for(msg_id, k)
+            if o.keys is indexed:  # its SubBefore's KEYS are in this message already
+                o.keys_known()
+            else:
+                o.keys_for(msg_id, k)
             # "{base}{hex}\x01{id}\x01{cost}\x01{true|false}\x01{keys}\x01{code}\x01{end}\x01{group}\x02"
             at = o.grow(
                 n_base + n_hex + 1 + n_id + 1 + n_cost + (6 if ok else 7) + n_keys + 1 + n_code + 1 + n_end

@@ -10,8 +10,8 @@ slows a send or a listener. A trace message is sealed when it holds ``batch_reco
 (``BATCH_RECORDS`` for a producer's, ``CONSUME_BATCH_RECORDS`` for a consumer's), ``BATCH_BODY_BYTES``
 of body, or as much KEYS as ``BATCH_KEYS_CHARS`` allows; a background task sends sealed messages at
 once and the one being filled every ``flush_interval_s``, through an inner producer (group
-``_INNER_TRACE_PRODUCER-<group>``, RocketMQ's name; zlib level ``TRACE_COMPRESS_LEVEL``, in a
-worker thread), at most ``MAX_SENDS_IN_FLIGHT`` at once.
+``_INNER_TRACE_PRODUCER-<group>``, RocketMQ's name; zlib level ``TRACE_COMPRESS_LEVEL``, off the
+loop: ``client/deflate.py``), at most ``MAX_SENDS_IN_FLIGHT`` at once.
 
 The record layouts are ``rocketpy.trace``'s (a unit test checks the hooks' records equal
 ``rocketpy.trace.encode_record``); the three writers are twins, compiled in ``_traceenc.pyx`` (the
@@ -77,7 +77,7 @@ BATCH_BODY_BYTES = 400_000
 #: records of messages with long user keys would pass it (the send refused, the records lost).
 BATCH_KEYS_CHARS = 30_000
 #: Trace messages being sent at once by one dispatcher.
-MAX_SENDS_IN_FLIGHT = 16
+MAX_SENDS_IN_FLIGHT = 4
 #: zlib level of trace message bodies: level 1 is a third of the default 5's CPU on trace records
 #: (0.16 against 0.56 µs a record) for a body ~13 % larger; any level decodes the same.
 TRACE_COMPRESS_LEVEL = 1
@@ -526,8 +526,10 @@ def context_code(result: Any, ok: bool) -> int:
 
 #: What ``write_before`` hands to ``write_after``: the call's number, its traced messages per
 #: chunk, their ids in order and their keys (``' '``-joined, None for a message without; None when
-#: none has keys), read once for both records.
-BeforeToken = tuple[int, list[list[MessageExt]], list[str], list[str | None] | None]
+#: none has keys), read once for both records; and the KEYS of the open trace message when every
+#: SubBefore record went to it (None otherwise): while it is still open, the SubAfter records'
+#: ids and keys are in it already.
+BeforeToken = tuple[int, list[list[MessageExt]], list[str], list[str | None] | None, dict[str, None] | None]
 
 
 def _key_texts(chunks: list[list[MessageExt]]) -> list[str | None] | None:
@@ -556,9 +558,9 @@ def write_before(
             break
     ids = [m.msg_id for c in traced for m in c]
     key_texts = _key_texts(traced)
-    token = (seq, traced, ids, key_texts)
     if not ids or not d._takes(len(ids)):
-        return token
+        return (seq, traced, ids, key_texts, None)
+    first_keys = d._keys
     head = f"SubBefore\x01{now_ms}\x01{DEFAULT_REGION}\x01{group}\x01{_REQUEST_PREFIX}{seq:012X}"
     j = 0
     for i, chunk in enumerate(traced):
@@ -568,7 +570,7 @@ def write_before(
             record = f"{head}{h}\x01{ids[j]}\x01{m.reconsume_times}\x01{NULL if k is None else k}\x02"
             _put(d, record.encode(), _index_keys(ids[j], k))
             j += 1
-    return token
+    return (seq, traced, ids, key_texts, first_keys if d._keys is first_keys else None)
 
 
 @twin
@@ -587,7 +589,7 @@ def write_after(
     ``times`` holds the ``time.time()`` before the first chunk and after each chunk: chunk ``i``
     ran from ``times[i]`` to ``times[i + 1]``.
     """
-    _seq, traced, ids, key_texts = token
+    _seq, traced, ids, key_texts, indexed = token
     if len(results) != len(traced):
         raise ValueError(f"{len(results)} results for {len(traced)} chunks")
     n = sum(len(c) for c, r in zip(traced, results, strict=True) if r is not SKIPPED)
@@ -608,7 +610,8 @@ def write_after(
         tail = f"\x01{context_code(result, ok)}\x01{int(end * 1000)}\x01{group}\x02"
         for jj in range(j, j + size):
             k = None if key_texts is None else key_texts[jj]
-            _put(d, f"{head}{ids[jj]}{mid}{NULL if k is None else k}{tail}".encode(), _index_keys(ids[jj], k))
+            record = f"{head}{ids[jj]}{mid}{NULL if k is None else k}{tail}".encode()
+            _put(d, record, () if d._keys is indexed else _index_keys(ids[jj], k))
         j += size
 
 
