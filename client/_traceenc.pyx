@@ -25,7 +25,7 @@ from cpython.list cimport PyList_GET_SIZE
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_Tailmatch
 from libc.string cimport memcpy
 
-from rocketpy._cshared cimport PyUnicode_AsUTF8AndSize, _get, _set, _slot_offset
+from rocketpy._cshared cimport PyUnicode_AsUTF8AndSize, _get, _put_int, _set, _slot_offset
 
 
 cdef extern from "Python.h":
@@ -113,27 +113,6 @@ cdef int _bind() except -1:
 cdef inline str _text(object value):
     """``value`` as an f-string writes it."""
     return value if type(value) is str else format(value)
-
-
-cdef inline int _digits(char* buf, long long v) noexcept:
-    """``v`` in decimal at ``buf`` (at most 20 characters); returns how many."""
-    cdef char tmp[24]
-    cdef int n = 0, i = 0
-    cdef unsigned long long u = <unsigned long long>(-v) if v < 0 else <unsigned long long>v
-    while True:
-        tmp[n] = <char>(48 + u % 10)
-        n += 1
-        u //= 10
-        if u == 0:
-            break
-    if v < 0:
-        buf[0] = 45
-        i = 1
-    while n:
-        n -= 1
-        buf[i] = tmp[n]
-        i += 1
-    return i
 
 
 cdef class _Open:
@@ -241,6 +220,13 @@ cdef class _Open:
 cdef inline char* _put(char* at, const char* src, Py_ssize_t n) noexcept:
     memcpy(at, src, n)
     return at + n
+
+
+cdef inline char* _then(char* at, const char* src, Py_ssize_t n) noexcept:
+    """The field separator, then ``src[:n]``; returns where the next byte goes."""
+    at[0] = 1
+    memcpy(at + 1, src, n)
+    return at + 1 + n
 
 
 cdef inline object _read(object obj, type cls, Py_ssize_t at, str name):
@@ -359,10 +345,10 @@ def write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, 
     cdef const char* p_omid = PyUnicode_AsUTF8AndSize(s_omid, &n_omid)
     cdef bint ok = _read(result, _SendResult, _R_STATUS, "status") is SEND_OK
     cdef char nums[96]
-    cdef int n_begin = _digits(nums, begin_ms)
-    cdef int n_len = _digits(nums + 24, len(_read(msg, _Message, _M_BODY, "body")))
-    cdef int n_cost = _digits(nums + 48, cost_ms)
-    cdef int n_type = _digits(nums + 72, msg_type)
+    cdef Py_ssize_t n_begin = _put_int(nums, begin_ms)
+    cdef Py_ssize_t n_len = _put_int(nums + 24, len(_read(msg, _Message, _M_BODY, "body")))
+    cdef Py_ssize_t n_cost = _put_int(nums + 48, cost_ms)
+    cdef Py_ssize_t n_type = _put_int(nums + 72, msg_type)
     cdef _Open o = _PUB
     cdef char* at
     o.load(d)
@@ -374,28 +360,17 @@ def write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, 
         )
         at = _put(at, b"Pub\x01", 4)
         at = _put(at, nums, n_begin)
-        at[0] = 1
-        at = _put(at + 1, p_region, n_region)
-        at[0] = 1
-        at = _put(at + 1, p_group, n_group)
-        at[0] = 1
-        at = _put(at + 1, p_topic, n_topic)
-        at[0] = 1
-        at = _put(at + 1, p_id, n_id)
-        at[0] = 1
-        at = _put(at + 1, p_tags, n_tags)
-        at[0] = 1
-        at = _put(at + 1, p_keys, n_keys)
-        at[0] = 1
-        at = _put(at + 1, p_host, n_host)
-        at[0] = 1
-        at = _put(at + 1, nums + 24, n_len)
-        at[0] = 1
-        at = _put(at + 1, nums + 48, n_cost)
-        at[0] = 1
-        at = _put(at + 1, nums + 72, n_type)
-        at[0] = 1
-        at = _put(at + 1, p_omid, n_omid)
+        at = _then(at, p_region, n_region)
+        at = _then(at, p_group, n_group)
+        at = _then(at, p_topic, n_topic)
+        at = _then(at, p_id, n_id)
+        at = _then(at, p_tags, n_tags)
+        at = _then(at, p_keys, n_keys)
+        at = _then(at, p_host, n_host)
+        at = _then(at, nums + 24, n_len)
+        at = _then(at, nums + 48, n_cost)
+        at = _then(at, nums + 72, n_type)
+        at = _then(at, p_omid, n_omid)
         at[0] = 1
         if ok:
             _put(at + 1, b"true\x02", 5)
@@ -466,7 +441,7 @@ def write_before(d, str group, long long now_ms, long long seq, list chunks):
             j += 1
             if not write:
                 continue
-            n_retry = _digits(nums, _field(m, _RETRIES_AT, "reconsume_times"))
+            n_retry = _put_int(nums, _field(m, _RETRIES_AT, "reconsume_times"))
             p_id = PyUnicode_AsUTF8AndSize(msg_id, &n_id)
             if k is None:
                 p_keys, n_keys = p_null, n_null
@@ -476,12 +451,9 @@ def write_before(d, str group, long long now_ms, long long seq, list chunks):
             at = o.grow(n_head + n_hex + 1 + n_id + 1 + n_retry + 1 + n_keys + 1)
             at = _put(at, p_head, n_head)
             at = _put(at, hexes, n_hex)
-            at[0] = 1
-            at = _put(at + 1, p_id, n_id)
-            at[0] = 1
-            at = _put(at + 1, nums, n_retry)
-            at[0] = 1
-            at = _put(at + 1, p_keys, n_keys)
+            at = _then(at, p_id, n_id)
+            at = _then(at, nums, n_retry)
+            at = _then(at, p_keys, n_keys)
             at[0] = 2
             o.counted()
     if write:
@@ -548,15 +520,15 @@ def write_after(d, str group, list chunks, tuple token, list results, list times
                 if result is s:
                     ok = True
                     break
-            n_code = _digits(nums + 24, _context_code(result, ok))
+            n_code = _put_int(nums + 24, _context_code(result, ok))
             last = result
         begin = PyFloat_AsDouble(times[i])
         end = PyFloat_AsDouble(times[i + 1])
         given = size if same else len(<list>chunks[i])
-        n_cost = _digits(nums, <long long>((end - begin) * 1000 / (given if given > 1 else 1)))
+        n_cost = _put_int(nums, <long long>((end - begin) * 1000 / (given if given > 1 else 1)))
         end_ms = <long long>(end * 1000)
         if end_ms != last_end_ms:  # (chunks a few µs long mostly end in the same ms)
-            n_end = _digits(nums + 48, end_ms)
+            n_end = _put_int(nums + 48, end_ms)
             last_end_ms = end_ms
         n_hex = _chunk_hex(hexes, i)
         for jj in range(j, j + size):
@@ -578,21 +550,16 @@ def write_after(d, str group, list chunks, tuple token, list results, list times
             )
             at = _put(at, p_base, n_base)
             at = _put(at, hexes, n_hex)
-            at[0] = 1
-            at = _put(at + 1, p_id, n_id)
-            at[0] = 1
-            at = _put(at + 1, nums, n_cost)
+            at = _then(at, p_id, n_id)
+            at = _then(at, nums, n_cost)
             if ok:
                 at = _put(at, b"\x01true\x01", 6)
             else:
                 at = _put(at, b"\x01false\x01", 7)
             at = _put(at, p_keys, n_keys)
-            at[0] = 1
-            at = _put(at + 1, nums + 24, n_code)
-            at[0] = 1
-            at = _put(at + 1, nums + 48, n_end)
-            at[0] = 1
-            at = _put(at + 1, p_group, n_group)
+            at = _then(at, nums + 24, n_code)
+            at = _then(at, nums + 48, n_end)
+            at = _then(at, p_group, n_group)
             at[0] = 2
             o.counted()
         j += size

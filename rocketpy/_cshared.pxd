@@ -4,9 +4,10 @@
 Declarations and ``inline`` functions only, so there is no module of this name at run time and no
 state: big-endian reads and writes, the CRC-32 of ``crc32_fold.h``, the ``struct``-style integer
 check, an exact int as a C long long, writable-buffer acquisition, Latin-1 access to a str, a
-growable byte buffer, a ``RemotingCommand`` made without its ``__init__`` call, an object slot read
-or written at its offset, and the ``Python.h`` calls Cython does not declare. Every module that
-cimports this builds with ``rocketpy/`` on its include path and links zlib (``setup.py``).
+growable byte buffer, a ``RemotingCommand`` made without its ``__init__`` call, an integer's
+decimal text, an object slot read or written at its offset, and the ``Python.h`` calls Cython does
+not declare. Every module that cimports this builds with ``rocketpy/`` on its include path and
+links zlib (``setup.py``).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer
@@ -189,6 +190,33 @@ cdef inline object new_command(object cls, object code, object opaque, object fl
     cmd.body = body
     cmd.serialize_type = serialize_type
     return cmd
+
+
+# -- decimal text ------------------------------------------------------------------------------
+cdef inline Py_ssize_t _put_int(char* out, long long v) noexcept nogil:
+    """Write ``v`` in decimal at ``out`` (at most 20 characters, as ``str(v)``); its length."""
+    cdef char tmp[24]
+    cdef Py_ssize_t n = 0, i
+    cdef unsigned long long u
+    if v < 0:
+        u = <unsigned long long>(-(v + 1)) + 1
+    else:
+        u = <unsigned long long>v
+    while True:
+        tmp[n] = <char>(48 + u % 10)
+        n += 1
+        u //= 10
+        if u == 0:
+            break
+    i = 0
+    if v < 0:
+        out[0] = 45  # '-'
+        i = 1
+    while n > 0:
+        n -= 1
+        out[i] = tmp[n]
+        i += 1
+    return i
 
 
 # -- slot reads and writes ----------------------------------------------------------------------------------

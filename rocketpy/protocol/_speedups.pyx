@@ -31,7 +31,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
 
-from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, _as_i64
+from rocketpy._cshared cimport PyUnicode_DATA, PyUnicode_IS_ASCII, _as_i64, _put_int
 
 __all__ = ["check_doc", "check_ext", "format_msg_offsets", "format_start_offsets"]
 
@@ -141,32 +141,6 @@ cdef int _bind_receipt() except -1:
     _pure_start = _accel.PURE["format_start_offsets"]
     _pure_msgs = _accel.PURE["format_msg_offsets"]
     return 0
-
-
-cdef inline Py_ssize_t _put_int(char* out, long long v):
-    """Write ``v`` in decimal at ``out``; its length."""
-    cdef char tmp[MAX_DIGITS + 1]
-    cdef Py_ssize_t n = 0, i
-    cdef unsigned long long u
-    if v < 0:
-        u = <unsigned long long>(-(v + 1)) + 1
-    else:
-        u = <unsigned long long>v
-    while True:
-        tmp[n] = <char>(48 + u % 10)
-        n += 1
-        u //= 10
-        if u == 0:
-            break
-    i = 0
-    if v < 0:
-        out[0] = 45  # '-'
-        i = 1
-    while n > 0:
-        n -= 1
-        out[i] = tmp[n]
-        i += 1
-    return i
 
 
 cdef inline int _ascii(object o):
