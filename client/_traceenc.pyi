@@ -11,7 +11,7 @@ from rocketpy.client.results import SendResult
 from rocketpy.client.trace import BeforeToken, TraceDispatcher
 from rocketpy.message import Message, MessageExt
 
-__all__ = ["write_after", "write_before", "write_pub"]
+__all__ = ["write_after", "write_before", "write_pub", "write_sent"]
 
 def write_pub(
     d: TraceDispatcher,
@@ -21,6 +21,9 @@ def write_pub(
     begin_ms: int,
     cost_ms: int,
     msg_type: int,
+) -> bool: ...
+def write_sent(
+    d: TraceDispatcher, group: str, msg: Message, result: SendResult, begin: float, end: float
 ) -> bool: ...
 def write_before(
     d: TraceDispatcher, group: str, now_ms: int, seq: int, chunks: list[list[MessageExt]]

@@ -34,7 +34,7 @@ cdef extern from "Python.h":
         char* ob_bytes
         char* ob_start
 
-__all__ = ["write_after", "write_before", "write_pub"]
+__all__ = ["write_after", "write_before", "write_pub", "write_sent"]
 
 cdef bint _bound = False
 cdef str DEFAULT_REGION = ""
@@ -55,7 +55,9 @@ cdef type _Stats = None
 cdef type _SendResult = None
 # a Message's (a sent one's) slots, a SendResult's, the dispatcher's fields a hook touches and its
 # stats' counts, read and written in place (``rocketpy._cshared._get`` / ``_set``)
-cdef Py_ssize_t _M_TOPIC = -1, _M_PROPS = -1, _M_KEYS = -1, _M_TAGS = -1, _M_BODY = -1
+cdef Py_ssize_t _M_TOPIC = -1, _M_PROPS = -1, _M_KEYS = -1, _M_TAGS = -1, _M_BODY = -1, _M_DELAY = -1
+cdef long long NORMAL_MSG = 0
+cdef object _msg_type_of = None
 cdef Py_ssize_t _R_ID = -1, _R_OMID = -1, _R_STATUS = -1
 cdef Py_ssize_t _D_BODY = -1, _D_KEYS = -1, _D_KEYS_CHARS = -1, _D_RECORDS = -1, _D_MOST = -1
 cdef Py_ssize_t _D_COUNT = -1, _D_SIZE = -1, _D_OPEN = -1, _D_STATS = -1, _D_TOPIC = -1
@@ -71,7 +73,8 @@ cdef int _bind() except -1:
     global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, TRACE_SWITCH, UNIQ_KEY, STORE_HOSTS
     global _store_host, _context_code, SKIPPED, SEND_OK, KEYS_CHARS, BODY_BYTES
     global _MessageExt, _ID_AT, _PROPS_AT, _KEYS_AT, _RETRIES_AT, _Message, _Dispatcher, _Stats, _SendResult
-    global _M_TOPIC, _M_PROPS, _M_KEYS, _M_TAGS, _M_BODY, _R_ID, _R_OMID, _R_STATUS
+    global _M_TOPIC, _M_PROPS, _M_KEYS, _M_TAGS, _M_BODY, _M_DELAY, _R_ID, _R_OMID, _R_STATUS
+    global NORMAL_MSG, _msg_type_of
     global _D_BODY, _D_KEYS, _D_KEYS_CHARS, _D_RECORDS, _D_MOST, _D_COUNT, _D_SIZE, _D_OPEN, _D_STATS, _D_TOPIC
     global _S_APPENDED, _S_DROPPED
     from rocketpy.client import trace
@@ -98,6 +101,8 @@ cdef int _bind() except -1:
     _Message, _SendResult, _Dispatcher, _Stats = Message, SendResult, trace.TraceDispatcher, trace.TraceStats
     _M_TOPIC, _M_PROPS = _slot_offset(Message, "topic"), _slot_offset(Message, "properties")
     _M_KEYS, _M_TAGS, _M_BODY = _slot_offset(Message, "keys"), _slot_offset(Message, "tags"), _slot_offset(Message, "body")
+    _M_DELAY = _slot_offset(Message, "delay_level")
+    NORMAL_MSG, _msg_type_of = trace.NORMAL_MSG, trace.msg_type_of
     _R_ID, _R_OMID = _slot_offset(SendResult, "msg_id"), _slot_offset(SendResult, "offset_msg_id")
     _R_STATUS = _slot_offset(SendResult, "status")
     D = trace.TraceDispatcher
@@ -315,6 +320,21 @@ def write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, 
     """Twin of ``rocketpy.client.trace.write_pub``: the Pub record of one stored message."""
     if not _bound:
         _bind()
+    return _write_pub(d, group, msg, result, begin_ms, cost_ms, msg_type)
+
+
+def write_sent(d, str group, msg, result, double begin, double end):
+    """Twin of ``rocketpy.client.trace.write_sent``: ``write_pub`` of a message ``Producer.send``
+    stored, its type ``msg_type_of(msg, 0)`` (the usual message's without a call)."""
+    if not _bound:
+        _bind()
+    cdef long long msg_type = NORMAL_MSG
+    if _truthy(_read(msg, _Message, _M_PROPS, "properties")) or _truthy(_read(msg, _Message, _M_DELAY, "delay_level")):
+        msg_type = _msg_type_of(msg, 0)
+    return _write_pub(d, group, msg, result, <long long>(begin * 1000), <long long>((end - begin) * 1000), msg_type)
+
+
+cdef object _write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, long long msg_type):
     topic = _read(msg, _Message, _M_TOPIC, "topic")
     props = _read(msg, _Message, _M_PROPS, "properties")
     if topic == _read(d, _Dispatcher, _D_TOPIC, "trace_topic") or (

@@ -263,13 +263,13 @@ class Producer:
                         else:
                             result = await cast("Coroutine[Any, Any, SendResult]", out)
                 if tracer is not None:  # a traced send takes the same path, then writes its record
-                    tracer.sent(msg, begin, result)
+                    tracer.sent(msg, result, begin, time.time())
                 return result
         if tracer is None:
             return await self._send_one(msg, selector, arg, timeout)
         begin = time.time()
         result = await self._send_one(msg, selector, arg, timeout)
-        tracer.sent(msg, begin, result)
+        tracer.sent(msg, result, begin, time.time())
         return result
 
     async def _send_one(
@@ -398,7 +398,7 @@ class Producer:
 
     def _traced_future(self, msg: Message, begin: float, fut: asyncio.Future[SendResult]) -> None:
         if self._tracer is not None and not fut.cancelled() and fut.exception() is None:
-            self._tracer.sent(msg, begin, fut.result())  # (failed sends leave no record: RocketMQ's)
+            self._tracer.sent(msg, fut.result(), begin, time.time())  # (failed sends leave none: RocketMQ's)
 
     def _prepare(self, msg: Message) -> PreparedMessage:
         """Check that the producer is started and ``msg`` is sendable; build its wire form."""

@@ -23,12 +23,13 @@ with ``opentelemetry-api`` installed they also end OpenTelemetry spans (``client
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rocketpy._accel import twin
@@ -465,6 +466,15 @@ def write_pub(
     return True
 
 
+@twin
+def write_sent(
+    d: TraceDispatcher, group: str, msg: Message, result: SendResult, begin: float, end: float
+) -> bool:
+    """``write_pub`` of a message ``Producer.send`` stored: sent from ``begin`` to ``end``
+    (``time.time()``)."""
+    return write_pub(d, group, msg, result, int(begin * 1000), int((end - begin) * 1000), msg_type_of(msg, 0))
+
+
 class ProducerTracer:
     """The producer's hook: one Pub record per sent message (RocketMQ's ``SendMessageTraceHookImpl``).
 
@@ -478,6 +488,11 @@ class ProducerTracer:
         self.dispatcher = dispatcher
         self.group = group
         self.spans = spans
+        #: ``Producer.send``'s hook, ``sent(msg, result, begin, end)`` (``time.time()`` at the send's
+        #: start and end): ``write_sent`` itself, bound, when there are no spans to end
+        self.sent: Callable[[Message, SendResult, float, float], object] = (
+            functools.partial(write_sent, dispatcher, group) if spans is None else self._sent_with_spans
+        )
 
     def pub(self, msg: Message, result: SendResult, begin_ms: int, cost_ms: int, msg_type: int) -> None:
         """Record one stored message (``begin_ms``: when the send started)."""
@@ -485,12 +500,9 @@ class ProducerTracer:
         if traced and self.spans is not None:
             self.spans.send(self.group, msg, result, begin_ms, cost_ms)
 
-    def sent(self, msg: Message, begin: float, result: SendResult) -> None:
-        """Record one message ``Producer.send`` stored (``begin``: its ``time.time()`` at the start)."""
-        begin_ms, cost_ms = int(begin * 1000), int((time.time() - begin) * 1000)
-        if write_pub(self.dispatcher, self.group, msg, result, begin_ms, cost_ms, msg_type_of(msg, 0)):
-            if self.spans is not None:
-                self.spans.send(self.group, msg, result, begin_ms, cost_ms)
+    def _sent_with_spans(self, msg: Message, result: SendResult, begin: float, end: float) -> None:
+        if write_sent(self.dispatcher, self.group, msg, result, begin, end):
+            self.spans.send(self.group, msg, result, int(begin * 1000), int((end - begin) * 1000))
 
     def end_transaction(
         self,
@@ -675,3 +687,5 @@ if TYPE_CHECKING:  # the compiled twins as their stub declares them: the same si
     same_signature(_traceenc.write_before)(write_before)
     same_signature(write_after)(_traceenc.write_after)
     same_signature(_traceenc.write_after)(write_after)
+    same_signature(write_sent)(_traceenc.write_sent)
+    same_signature(_traceenc.write_sent)(write_sent)

@@ -71,7 +71,7 @@ TWINNED = (
     "put_key_entries",
     "group_commit_sync",  # the SYNC_FLUSH flush thread's (test_store_group_commit.py)
     "read_plain",  # POP's plain read (test_pop_plain.py)
-    "write_pub", "write_before", "write_after",  # trace records (test_trace_encoders.py)
+    "write_pub", "write_before", "write_after", "write_sent",  # trace records (test_trace_encoders.py)
     "start_deflate",  # large bodies compressed off the loop (test_deflate.py)
     "pull_now",  # the pull fast path (test_pull_fast.py)
     "pop_now",  # the plain-pop fast path (test_pop_fast.py)

@@ -134,3 +134,22 @@ def test_pub_writer_is_twins(
         assert compiled["write_pub"](fast, *args) == _accel.PURE["write_pub"](pure, *args)
         assert _state(fast) == _state(pure)
     assert _state(pure)[7] == (0 if off else 1)
+
+
+@needs_compiled
+@FUZZ
+@given(st.floats(1_700_000_000.0, 1_800_000_000.0), st.floats(0.0, 30.0), st.integers(0, 3), st.booleans(),
+       st.booleans(), ID)  # fmt: skip
+def test_sent_writer_is_twins(
+    begin: float, took: float, delay: int, timed: bool, ok: bool, msg_id: str
+) -> None:
+    """``write_sent``: the cost from the send's start and end, the message's type (usual, delayed,
+    timed) as ``msg_type_of`` says."""
+    msg = Message("TopicA", b"body", delay_level=delay, delay_seconds=5 if timed and not delay else None)
+    status = SendStatus.SEND_OK if ok else SendStatus.SLAVE_NOT_AVAILABLE
+    omid = create_offset_msg_id("10.1.2.3", 9, 77)
+    result = SendResult(status, msg_id, omid, MessageQueue("TopicA", "b", 0), 1)
+    pure, fast = _dispatcher(5, 10), _dispatcher(5, 10)
+    args = ("PG", msg, result, begin, begin + took)
+    assert compiled["write_sent"](fast, *args) == _accel.PURE["write_sent"](pure, *args)
+    assert _state(fast) == _state(pure)
