@@ -57,6 +57,12 @@ def store_of(daemon: Daemon) -> Path:
     raise AssertionError(f"no storePathRootDir in {daemon.config_file}")
 
 
+def has_topic(daemon: Daemon, topic: str) -> bool:
+    """The daemon's topics.json names ``topic`` (False while a slave has not written the file yet)."""
+    path = store_of(daemon) / "config" / "topics.json"
+    return path.exists() and topic in path.read_text()
+
+
 def wait_identical(master: Daemon, slave: Daemon, timeout: float = 30.0) -> None:
     m, s = store_of(master), store_of(slave)
     wait_until(
@@ -83,7 +89,7 @@ async def test_slave_catches_up_late_and_after_sigkill(daemons: DaemonPool) -> N
         wait_identical(master, slave)
         wait_until(lambda: queue_files(store_of(slave), "HaT") == queue_files(store_of(master), "HaT"), 10.0)
         # the slave knows the master's topic (SlaveSynchronize) and its route lists both brokers
-        wait_until(lambda: "HaT" in (store_of(slave) / "config" / "topics.json").read_text(), 10.0)
+        wait_until(lambda: has_topic(slave, "HaT"), 10.0)
         info = await admin.broker_runtime_info(slave.addr)
         assert json.loads(info["haStatus"])["connected"] is True
         route = await admin.topic_route("HaT")
@@ -227,7 +233,7 @@ async def test_consumers_read_from_the_slave_while_the_master_is_down(daemons: D
         await admin.create_topic("HaC", "DefaultCluster", read_queue_nums=2, write_queue_nums=2)
         sent = await send_many(producer, "HaC", 100, size=64)
     wait_identical(master, slave)
-    wait_until(lambda: "HaC" in (store_of(slave) / "config" / "topics.json").read_text(), 10.0)
+    wait_until(lambda: has_topic(slave, "HaC"), 10.0)
     master_store = store_of(master)
     master.kill()
     got: set[bytes] = set()
@@ -273,7 +279,7 @@ async def test_master_suggests_the_slave_to_a_consumer_far_behind(daemons: Daemo
         await admin.create_topic("HaSug", "DefaultCluster", read_queue_nums=1, write_queue_nums=1)
         await send_many(producer, "HaSug", 200, size=64)
         wait_identical(master, slave)
-        wait_until(lambda: "HaSug" in (store_of(slave) / "config" / "topics.json").read_text(), 10.0)
+        wait_until(lambda: has_topic(slave, "HaSug"), 10.0)
         inst = producer._inst()
         await inst.update_topic_route("HaSug")
         [mq] = inst.subscribe_queues("HaSug")

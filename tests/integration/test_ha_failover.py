@@ -20,7 +20,7 @@ from rocketpy.client.push_consumer import PushConsumer
 from rocketpy.msgid import decode_offset_msg_id
 from tests.conftest import DaemonPool
 from tests.daemons import Daemon
-from tests.integration.test_ha import HA_FAST, store_of, wait_identical, written_log
+from tests.integration.test_ha import HA_FAST, has_topic, store_of, wait_identical, written_log
 from tests.waiting import wait_until, wait_until_async
 
 TOPIC = "HaLoad"
@@ -96,7 +96,7 @@ async def test_2m_2s_master_killed_under_load(daemons: DaemonPool, role: str) ->
         try:
             await wait_until_async(both_pairs_ack, 30.0, message="acks from both pairs")
             await wait_until_async(lambda: len(load.acked) >= ACKED_BEFORE_KILL, 60.0)
-            wait_until(lambda: TOPIC in (store_of(slave_a) / "config" / "topics.json").read_text(), 10.0)
+            wait_until(lambda: has_topic(slave_a, TOPIC), 10.0)
             master_a.kill()
             killed_at = len(load.acked)
             acked_a = load.acked_on("broker-a")

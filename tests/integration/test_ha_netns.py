@@ -23,7 +23,7 @@ from rocketpy import Admin, Producer
 from rocketpy.client.consumer_types import ConsumeStatus
 from rocketpy.client.push_consumer import PushConsumer
 from tests.conftest import DaemonPool
-from tests.integration.test_ha import HA_FAST, send_many, store_of, wait_identical, written_log
+from tests.integration.test_ha import HA_FAST, has_topic, send_many, store_of, wait_identical, written_log
 from tests.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.netns
@@ -125,7 +125,7 @@ async def test_replication_across_namespaces_survives_a_cut_link(daemons: Daemon
         log = (slave.workdir / "logs" / "broker.log").read_text()
         assert log.count(f"HA: replicating from master {master_ip}:") >= 2  # a new session
         assert "replication stopped" not in slave.stderr_text()
-        wait_until(lambda: "NetT" in (store_of(slave) / "config" / "topics.json").read_text(), 10.0)
+        wait_until(lambda: has_topic(slave, "NetT"), 10.0)
 
     # failover across hosts: the master dies, a consumer reads every message from the slave
     master.kill()
