@@ -641,6 +641,7 @@ cdef extern from "<pthread.h>" nogil:
 
 cdef extern from "<unistd.h>" nogil:
     ssize_t write(int fd, const void* buf, size_t n)
+    int close(int fd)
     int getpid()
 
 
@@ -725,12 +726,13 @@ cdef class _LoopPipe:
         loop.add_reader(self.read_fd, self.on_ready)
 
     def __dealloc__(self):
+        # (C calls only: this may run while the interpreter shuts down, its modules gone)
         if self.pending:  # the loop went with jobs in the thread: keep their bodies and the pipe
             for body, _ in self.pending.values():
                 Py_INCREF(body)
             return
-        _os.close(self.read_fd)
-        _os.close(self.write_fd)
+        close(self.read_fd)
+        close(self.write_fd)
 
     def on_ready(self):
         """Settle the jobs the thread finished."""
