@@ -42,7 +42,6 @@ cdef str NULL_TEXT = ""
 cdef str REQUEST_PREFIX = ""
 cdef str TRACE_SWITCH = ""
 cdef str UNIQ_KEY = ""
-cdef dict STORE_HOSTS = None
 cdef object _store_host = None
 cdef object _context_code = None
 cdef object SKIPPED = None
@@ -70,7 +69,7 @@ cdef const char* HEX = b"0123456789ABCDEF"
 
 
 cdef int _bind() except -1:
-    global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, TRACE_SWITCH, UNIQ_KEY, STORE_HOSTS
+    global _bound, DEFAULT_REGION, NULL_TEXT, REQUEST_PREFIX, TRACE_SWITCH, UNIQ_KEY
     global _store_host, _context_code, SKIPPED, SEND_OK, KEYS_CHARS, BODY_BYTES
     global _MessageExt, _ID_AT, _PROPS_AT, _KEYS_AT, _RETRIES_AT, _Message, _Dispatcher, _Stats, _SendResult
     global _M_TOPIC, _M_PROPS, _M_KEYS, _M_TAGS, _M_BODY, _M_DELAY, _R_ID, _R_OMID, _R_STATUS
@@ -86,7 +85,6 @@ cdef int _bind() except -1:
     REQUEST_PREFIX = trace._REQUEST_PREFIX
     TRACE_SWITCH = MessageConst.TRACE_SWITCH
     UNIQ_KEY = MessageConst.UNIQ_KEY
-    STORE_HOSTS = trace._STORE_HOSTS
     _store_host = trace._store_host
     _context_code = trace.context_code
     SKIPPED = trace.SKIPPED
@@ -295,9 +293,13 @@ cdef inline str _msg_id(object m, object props):
     return _text(mid)
 
 
-cdef inline bint _skip(object m) except -1:
-    props = _field(m, _PROPS_AT, "properties")
+cdef inline bint _switched_off(object props) except -1:
+    """``trace._skip`` of a message with these properties: ``TRACE_ON=false``."""
     return _truthy(props) and _property(props, TRACE_SWITCH) == "false"
+
+
+cdef inline bint _skip(object m) except -1:
+    return _switched_off(_field(m, _PROPS_AT, "properties"))
 
 
 cdef _Open _PUB = _Open()  # write_pub's (one record a call; writers never run inside each other)
@@ -336,9 +338,8 @@ def write_sent(d, str group, msg, result, double begin, double end):
 
 cdef object _write_pub(d, str group, msg, result, long long begin_ms, long long cost_ms, long long msg_type):
     topic = _read(msg, _Message, _M_TOPIC, "topic")
-    props = _read(msg, _Message, _M_PROPS, "properties")
-    if topic == _read(d, _Dispatcher, _D_TOPIC, "trace_topic") or (
-        _truthy(props) and _property(props, TRACE_SWITCH) == "false"
+    if topic == _read(d, _Dispatcher, _D_TOPIC, "trace_topic") or _switched_off(
+        _read(msg, _Message, _M_PROPS, "properties")
     ):
         return False
     if not _takes(d, 1):

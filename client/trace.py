@@ -447,17 +447,15 @@ def write_pub(
     """Write the Pub record of one stored message to ``d`` (RocketMQ's ``SendMessageTraceHookImpl``;
     ``begin_ms``: when the send started). False when the message is not traced: a trace message
     itself, or one with ``TRACE_ON=false``."""
-    topic, props = msg.topic, msg.properties
-    if topic == d.trace_topic or (props and props.get(MessageConst.TRACE_SWITCH) == "false"):
+    topic = msg.topic
+    if topic == d.trace_topic or _skip(msg):
         return False
     if not d._takes(1):
         return True
     keys, tags = msg.keys, msg.tags
     key_text = " ".join(keys) if keys else None
     msg_id, omid = result.msg_id, result.offset_msg_id
-    host = _STORE_HOSTS.get(omid[:16]) if omid else None
-    if host is None:
-        host = _store_host(omid)
+    host = _store_host(omid)
     record = (
         f"Pub\x01{begin_ms}\x01{DEFAULT_REGION}\x01{group}\x01{topic}\x01{msg_id}\x01"
         f"{NULL if tags is None else tags}\x01{NULL if key_text is None else key_text}\x01"

@@ -80,6 +80,10 @@ class Stats:
         self.s2c_max_ms = 0.0 if n else self.s2c_max_ms
         return out
 
+    def begin(self) -> None:
+        """Start the run's clock (and the report window's) now: the client has started."""
+        self.started = self._window_started = time.perf_counter()
+
     def summary(self) -> dict[str, float]:
         """Whole-run figures (RT percentiles over the kept round trips, one per send call), the rates
         from ``started`` (after the client's start) to ``finished`` (before its shutdown)."""
@@ -309,7 +313,7 @@ async def run_consumer(
     consumer.register_listener(listener)
     cpu0 = time.process_time()
     await consumer.start()
-    stats.started = stats._window_started = time.perf_counter()  # (as the producer's: after start)
+    stats.begin()  # (as the producer's: after its start)
     max_rt = [0.0]
     reporter = asyncio.create_task(_reporter(stats, "consume", count, interval_s, max_rt))
     try:

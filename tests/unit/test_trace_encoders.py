@@ -17,6 +17,7 @@ from rocketpy.client.results import SendResult, SendStatus
 from rocketpy.client.trace import TraceDispatcher
 from rocketpy.message import Message, MessageExt, MessageQueue
 from rocketpy.msgid import create_offset_msg_id
+from tests.unit.test_trace_records import _dispatcher
 
 try:
     compiled: Any = _accel.load_compiled()
@@ -32,12 +33,6 @@ WORD = st.text("abz-é中", min_size=1, max_size=8)
 KEYS = st.none() | st.lists(WORD | st.just("k" * 400), min_size=1, max_size=3)
 RESULT = st.sampled_from([OK, None, "RECONSUME_LATER", ValueError("boom"), SKIPPED])
 TIME = st.floats(1_700_000_000.0, 1_800_000_000.0, allow_nan=False)
-
-
-def _dispatcher(batch_records: int, buffer_size: int) -> TraceDispatcher:
-    d = TraceDispatcher("G", None, buffer_size=buffer_size, batch_records=batch_records)
-    d._open = True  # writing only: no inner producer needed
-    return d
 
 
 def _state(d: TraceDispatcher) -> tuple[Any, ...]:
@@ -89,7 +84,7 @@ def _consume(fns: dict[str, Any], d: TraceDispatcher, group: str, now: int, call
 def test_consume_writers_are_twins(
     many: list[dict[str, Any]], batch_records: int, buffer_size: int, now: int, group: str
 ) -> None:
-    pure, fast = _dispatcher(batch_records, buffer_size), _dispatcher(batch_records, buffer_size)
+    pure, fast = _dispatcher(buffer_size, batch_records), _dispatcher(buffer_size, batch_records)
     for call in many:
         token = _consume(_accel.PURE, pure, group, now, call)
         assert _consume(compiled, fast, group, now, call) == token
@@ -104,7 +99,7 @@ def test_the_usual_calls_are_twins() -> None:
         chunks = [[_message(f"{i:032X}", keys, 0, False, True)] for i in range(n)]
         times = [1.7e9 + i * 0.0042 for i in range(n + 1)]
         for result in (OK, "RECONSUME_LATER"):
-            pure, fast = _dispatcher(1600, 20_000), _dispatcher(1600, 20_000)
+            pure, fast = _dispatcher(20_000, 1600), _dispatcher(20_000, 1600)
             call = {"chunks": chunks, "results": [result] * n, "times": times, "seq": 7}
             _consume(_accel.PURE, pure, "CG", 1, call)
             _consume(compiled, fast, "CG", 1, call)
@@ -128,7 +123,7 @@ def test_pub_writer_is_twins(
     msg = Message(topic, b"b" * body_len, tags=tags, keys=keys, properties=props)
     status = SendStatus.SEND_OK if ok else SendStatus.FLUSH_DISK_TIMEOUT
     result = SendResult(status, msg_id, omid, MessageQueue(topic, "b", 0), 1)  # type: ignore[arg-type]
-    pure, fast = _dispatcher(batch_records, 3), _dispatcher(batch_records, 3)
+    pure, fast = _dispatcher(3, batch_records), _dispatcher(3, batch_records)
     for _ in range(4):  # the fourth is dropped: the buffer holds 3
         args = (group, msg, result, begin_ms, cost_ms, msg_type)
         assert compiled["write_pub"](fast, *args) == _accel.PURE["write_pub"](pure, *args)
@@ -149,7 +144,7 @@ def test_sent_writer_is_twins(
     status = SendStatus.SEND_OK if ok else SendStatus.SLAVE_NOT_AVAILABLE
     omid = create_offset_msg_id("10.1.2.3", 9, 77)
     result = SendResult(status, msg_id, omid, MessageQueue("TopicA", "b", 0), 1)
-    pure, fast = _dispatcher(5, 10), _dispatcher(5, 10)
+    pure, fast = _dispatcher(10, 5), _dispatcher(10, 5)
     args = ("PG", msg, result, begin, begin + took)
     assert compiled["write_sent"](fast, *args) == _accel.PURE["write_sent"](pure, *args)
     assert _state(fast) == _state(pure)
