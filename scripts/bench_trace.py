@@ -66,9 +66,11 @@ class Run:
         return self.client_us + self.broker_us
 
 
-def bench(kind: str, ns: str, broker: Daemon, traced: bool, *args: str) -> Run:
-    """Run one bench subprocess and read its summary lines."""
-    cmd = [sys.executable, "-m", "rocketpy.bench", kind, "-n", ns, "-t", TOPIC, *args]
+def bench(kind: str, ns: str, broker: Daemon, traced: bool, *args: str, child: str | None = None) -> Run:
+    """Run one bench subprocess and read its summary lines (``child``: a script run as
+    ``child --child <bench args>`` instead of ``python -m rocketpy.bench``)."""
+    runner = ["-m", "rocketpy.bench"] if child is None else [child, "--child"]
+    cmd = [sys.executable, *runner, kind, "-n", ns, "-t", TOPIC, *args]
     if traced:
         cmd.append("--trace")
     broker0 = process_cpu_s(broker.pid)
