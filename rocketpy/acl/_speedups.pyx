@@ -27,6 +27,7 @@ from libc.string cimport memcpy
 
 from rocketpy._cshared cimport (
     PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_IS_ASCII, PyUnicode_New, PyUnicode_READY, _Buf, _put,
+    _put_int,
 )
 
 __all__ = ["signed_ext", "hmac_signature"]
@@ -73,22 +74,10 @@ cdef int _put_decimal(_Buf* b, object v) except -1:
     """An int as ``str(v)`` writes it, without the str for the ints of a header (64-bit)."""
     cdef int overflow = 0
     cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
-    cdef unsigned long long u
     cdef char digits[24]
-    cdef int i = 24
     if overflow:
         return _put_text(b, str(v))
-    u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
-    while True:
-        i -= 1
-        digits[i] = <char>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            break
-    if x < 0:
-        i -= 1
-        digits[i] = 45  # '-'
-    return _put(b, digits + i, 24 - i)
+    return _put(b, digits, _put_int(digits, x))
 
 
 cdef int _signed_text(_Buf* b, object ext) except -1:
